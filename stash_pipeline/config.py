@@ -1,0 +1,161 @@
+"""Settings: one pydantic-settings model, prefix ``STASH_``, read at start-up only.
+
+Values come from the environment, then a ``.env`` file in the working directory (or the
+file named by ``STASH_ENV_FILE``). Nothing here is read at import time: call
+``load_settings()`` where a process starts. Secrets are ``SecretStr`` and never printed.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from stash_pipeline.errors import ConfigurationError
+
+
+class Settings(BaseSettings):
+    """Every knob of Stash. Defaults follow the reference system (inventory §3)."""
+
+    model_config = SettingsConfigDict(env_prefix="STASH_", env_file=".env", extra="ignore", frozen=True)
+
+    # --- storage -------------------------------------------------------------------
+    database_url: str | None = Field(None, description="PostgreSQL DSN; unset = embedded server under STASH_HOME")
+    home: Path = Field(Path("~/.stash"), description="data directory (embedded database, tokens, logs)")
+    db_port: int = Field(54320, ge=1, le=65535, description="port of the embedded PostgreSQL on 127.0.0.1")
+    db_pool_max: int = Field(10, ge=1, le=200, description="connections per process pool")
+
+    # --- embeddings ----------------------------------------------------------------
+    embedder: Literal["minilm", "hash", "openai"] = Field("minilm", description="embedding backend")
+    embedding_model: str | None = Field(None, description="model name for the openai embedder")
+    vector_dim: int = Field(384, ge=1, le=2000, description="embedding dimension (HNSW allows at most 2000)")
+    embedding_batch_size: int = Field(64, ge=1, le=2048)
+
+    # --- model endpoint (OpenAI-compatible) ----------------------------------------
+    openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")
+    openai_api_key: SecretStr | None = Field(None, description="API key (any value for local servers)")
+    reasoner_model: str | None = Field(None, description="chat model for consolidation; unset = model stages idle")
+    reasoner_structured: Literal["auto", "json_schema", "json_object", "none"] = "auto"
+    reasoner_timeout_s: float = Field(60.0, gt=0)
+    reasoner_max_attempts: int = Field(2, ge=1, le=10, description="attempts per call when output is invalid")
+    reasoner_max_retries: int = Field(3, ge=0, le=10, description="retries on 429/5xx/timeouts, with backoff")
+    reasoner_token_budget: int | None = Field(None, ge=1, description="max tokens per consolidation run")
+
+    # --- memory --------------------------------------------------------------------
+    max_content_bytes: int = Field(10_000, ge=1, le=1_000_000)
+    context_ttl: timedelta = Field(timedelta(hours=1), description="lifetime of a context focus")
+    forget_threshold: float = Field(0.75, ge=0, le=1, description="min similarity for forget to match")
+
+    # --- consolidation (reference defaults, inventory §3) -------------------------
+    consolidation_batch_size: int = Field(100, ge=1, le=10_000, description="episodes per facts batch")
+    consolidation_similarity_threshold: float = Field(0.85, gt=0, le=1, description="episode clustering")
+    consolidation_dedup_threshold: float = Field(0.95, gt=0, le=1, description="fact dedup similarity")
+    consolidation_window: timedelta = Field(timedelta(hours=168), description="decay window")
+    decay_factor: float = Field(0.95, gt=0, lt=1)
+    expiry_threshold: float = Field(0.1, ge=0, lt=1)
+    hypothesis_auto_confirm_threshold: float = Field(0.9, gt=0, le=1)
+    hypothesis_auto_reject_threshold: float = Field(0.9, gt=0, le=1)
+    contradiction_supersede_threshold: float = Field(0.9, gt=0, le=1)
+    facts_batch_size: int = Field(50, ge=1, le=1000, description="facts per batch for fact-driven stages")
+    relationships_facts_per_call: int = Field(10, ge=1, le=100)
+    max_item_attempts: int = Field(3, ge=1, le=100, description="attempts before an item is dead-lettered")
+
+    # --- service -------------------------------------------------------------------
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.consolidation_similarity_threshold > self.consolidation_dedup_threshold:
+            raise ValueError(
+                "STASH_CONSOLIDATION_SIMILARITY_THRESHOLD must not exceed STASH_CONSOLIDATION_DEDUP_THRESHOLD"
+            )
+        if self.embedder == "openai" and not (self.embedding_model and self.openai_base_url):
+            raise ValueError("STASH_EMBEDDER=openai needs STASH_EMBEDDING_MODEL and STASH_OPENAI_BASE_URL")
+        return self
+
+    # --- derived -------------------------------------------------------------------
+    @property
+    def reasoner_configured(self) -> bool:
+        return bool(self.reasoner_model and self.openai_base_url)
+
+    @property
+    def embedded(self) -> bool:
+        return self.database_url is None
+
+    @property
+    def embedding_model_name(self) -> str:
+        """The name stored with every vector, so a model switch is detected."""
+        if self.embedder == "minilm":
+            return "all-MiniLM-L6-v2"
+        if self.embedder == "hash":
+            return f"hash-{self.vector_dim}"
+        return str(self.embedding_model)
+
+    @property
+    def embedding_endpoint(self) -> str:
+        return (self.openai_base_url or "") if self.embedder == "openai" else "local"
+
+    def dsn(self, database: str = "stash") -> str:
+        """DSN of the application database (or another database on the same server)."""
+        if self.database_url:
+            if database == "stash":
+                return self.database_url
+            from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+            parts = conninfo_to_dict(self.database_url)
+            parts["dbname"] = database
+            return make_conninfo(**parts)
+        from stash_pipeline.db.embedded import EmbeddedServer
+
+        return EmbeddedServer(self).url(database)
+
+    def public_view(self) -> dict[str, object]:
+        """Settings as shown by `stash config`: secrets masked."""
+        shown: dict[str, object] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                value = "****" if value.get_secret_value() else ""
+            elif name == "database_url" and value:
+                value = _mask_dsn(value)
+            elif isinstance(value, timedelta):
+                value = f"{int(value.total_seconds())}s"
+            elif isinstance(value, Path):
+                value = str(value)
+            shown[f"STASH_{name.upper()}"] = value
+        return shown
+
+
+def _mask_dsn(dsn: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:
+        return "****"
+    if parts.get("password"):
+        parts["password"] = "****"
+    return make_conninfo(**parts)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from the environment and .env; raise ConfigurationError with one line per problem."""
+    env_file = os.environ.get("STASH_ENV_FILE", ".env")
+    try:
+        return Settings(_env_file=env_file, **overrides)  # type: ignore[call-arg]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) if err["loc"] else ""
+            name = f"STASH_{field.upper()}" if field else "settings"
+            lines.append(f"{name}: {err['msg']}")
+        raise ConfigurationError("invalid settings:\n  " + "\n  ".join(lines)) from None

@@ -1,0 +1,71 @@
+"""Schema migrations: ``stash migrate`` runs Alembic over ``db/migrations`` (idempotent).
+
+The first migration creates the vector columns with ``STASH_VECTOR_DIM`` dimensions and
+records the embedding model and dimension in ``settings`` (the lock checked by
+``stash_pipeline.embedding.check_lock``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine
+
+from stash_pipeline.config import Settings
+from stash_pipeline.db import translate_errors
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def _sqlalchemy_url(dsn: str) -> str:
+    if dsn.startswith("postgresql://"):
+        return "postgresql+psycopg://" + dsn.removeprefix("postgresql://")
+    if dsn.startswith("postgres://"):
+        return "postgresql+psycopg://" + dsn.removeprefix("postgres://")
+    if "://" not in dsn:  # key=value conninfo
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(dsn)
+        user = parts.pop("user", "")
+        password = parts.pop("password", "")
+        host = parts.pop("host", "localhost")
+        port = parts.pop("port", "5432")
+        dbname = parts.pop("dbname", "")
+        auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+        return f"postgresql+psycopg://{auth}{host}:{port}/{dbname}"
+    return dsn
+
+
+def _config(dsn: str, vector_dim: int) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", _sqlalchemy_url(dsn).replace("%", "%%"))
+    cfg.attributes["vector_dim"] = vector_dim
+    return cfg
+
+
+def head_revision() -> str:
+    return ScriptDirectory.from_config(_config("postgresql://x/y", 1)).get_current_head() or ""
+
+
+def current_revision(dsn: str) -> str | None:
+    engine = create_engine(_sqlalchemy_url(dsn))
+    try:
+        with translate_errors(), engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"version_table": "stash_schema_version"})
+            return ctx.get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def migrate(settings: Settings, dsn: str | None = None) -> tuple[str | None, str]:
+    """Bring the schema to head; return (revision before, revision after)."""
+    dsn = dsn or settings.dsn()
+    before = current_revision(dsn)
+    with translate_errors():
+        command.upgrade(_config(dsn, settings.vector_dim), "head")
+    return before, head_revision()

@@ -1,0 +1,3 @@
+-- placeholder --
+-- Keeps the loader honest until real queries land.
+SELECT 1

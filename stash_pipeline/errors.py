@@ -1,0 +1,165 @@
+"""Every failure a caller of Stash can act on, as one small class each.
+
+    StashError
+    ├── InvalidInput                 bad argument; nothing was changed
+    │   ├── InvalidNamespace         slug breaks the path rules
+    │   ├── EmptyContent             content/query is empty or whitespace
+    │   ├── ContentTooLarge          content over STASH_MAX_CONTENT_BYTES
+    │   └── InvalidTransition        illegal state change (hypothesis, goal, contradiction)
+    ├── NotFound
+    │   ├── NamespaceNotFound
+    │   └── RecordNotFound           a row of some kind, or one in another namespace
+    ├── Conflict                     a unique rule would be broken (duplicate)
+    ├── AccessDenied                 token missing, revoked, or outside its scope
+    ├── ConfigurationError           settings invalid, embedder lock mismatch, …
+    │   ├── EmbeddingModelMismatch   stored vectors come from another model/dimension
+    │   └── ReasonerNotConfigured    a model stage ran without STASH_REASONER_MODEL
+    ├── DatabaseUnavailable          cannot reach PostgreSQL (transient)
+    ├── StageBusy                    another runner holds the (namespace, stage) lock
+    └── ModelError
+        ├── ModelUnavailable         timeouts, 5xx, 429 after retries (transient, run-level)
+        ├── ModelResponseInvalid     output failed parsing/validation after retries (item-level)
+        └── TokenBudgetExceeded      the run's token budget is spent
+
+The docstring of each class is its default message. Driver errors are translated in
+one place (``stash_pipeline.db.translate_errors``); the MCP server and the CLI turn
+these into clear messages and never show a traceback to an agent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StashError(Exception):
+    """Stash failed."""
+
+    #: short machine-readable code used by the MCP and CLI surfaces
+    code = "stash_error"
+    #: whether retrying the same call later may succeed
+    transient = False
+
+    def __init__(self, message: str | None = None, **details: Any) -> None:
+        self.message = message or (self.__doc__ or "").strip()
+        self.details = details
+        super().__init__(self.message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": self.code, "message": self.message, **({"details": self.details} if self.details else {})}
+
+
+class InvalidInput(StashError):
+    """The input is not valid; nothing was changed."""
+
+    code = "invalid_input"
+
+
+class InvalidNamespace(InvalidInput):
+    """Namespace paths start with '/' and use segments of [a-z0-9][a-z0-9_-]{0,63}."""
+
+    code = "invalid_namespace"
+
+
+class EmptyContent(InvalidInput):
+    """Content must not be empty."""
+
+    code = "empty_content"
+
+
+class ContentTooLarge(InvalidInput):
+    """Content is larger than the configured limit (STASH_MAX_CONTENT_BYTES)."""
+
+    code = "content_too_large"
+
+
+class InvalidTransition(InvalidInput):
+    """That state change is not allowed from the current state."""
+
+    code = "invalid_transition"
+
+
+class NotFound(StashError):
+    """Not found."""
+
+    code = "not_found"
+
+
+class NamespaceNotFound(NotFound):
+    """Namespace not found; create it first (stash namespace create / create_namespace)."""
+
+    code = "namespace_not_found"
+
+
+class RecordNotFound(NotFound):
+    """No such record in the given namespace."""
+
+    code = "record_not_found"
+
+
+class Conflict(StashError):
+    """That would duplicate an existing record."""
+
+    code = "conflict"
+
+
+class AccessDenied(StashError):
+    """Access denied: the token is missing, revoked, or does not cover that namespace or right."""
+
+    code = "access_denied"
+
+
+class ConfigurationError(StashError):
+    """Stash is not configured correctly."""
+
+    code = "configuration_error"
+
+
+class EmbeddingModelMismatch(ConfigurationError):
+    """Stored embeddings were made with another model or dimension; run `stash reembed`."""
+
+    code = "embedding_model_mismatch"
+
+
+class ReasonerNotConfigured(ConfigurationError):
+    """reasoner not configured: set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL to enable model stages."""
+
+    code = "reasoner_not_configured"
+
+
+class DatabaseUnavailable(StashError):
+    """The database cannot be reached; is it running? (stash db status)"""
+
+    code = "database_unavailable"
+    transient = True
+
+
+class StageBusy(StashError):
+    """Another runner is consolidating this namespace and stage right now."""
+
+    code = "stage_busy"
+    transient = True
+
+
+class ModelError(StashError):
+    """The reasoning model failed."""
+
+    code = "model_error"
+
+
+class ModelUnavailable(ModelError):
+    """The model endpoint is unavailable (timeouts, rate limits or server errors after retries)."""
+
+    code = "model_unavailable"
+    transient = True
+
+
+class ModelResponseInvalid(ModelError):
+    """The model's answer could not be parsed or validated after the allowed attempts."""
+
+    code = "model_response_invalid"
+
+
+class TokenBudgetExceeded(ModelError):
+    """The token budget for this run is spent."""
+
+    code = "token_budget_exceeded"
