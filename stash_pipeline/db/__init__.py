@@ -24,7 +24,7 @@ import psycopg
 import psycopg.errors
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from stash_pipeline import errors
 from stash_pipeline.db.sql import QUERIES, query
@@ -55,10 +55,10 @@ def translate_errors() -> Iterator[None]:
         raise errors.InvalidInput(_diag(exc, "invalid value")) from exc
     except psycopg.errors.LockNotAvailable as exc:
         raise errors.StageBusy() from exc
+    except PoolTimeout as exc:
+        raise errors.DatabaseUnavailable("database unavailable: no connection within the timeout") from exc
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
         raise errors.DatabaseUnavailable(f"database unavailable: {_first_line(exc)}") from exc
-    except psycopg.pool.PoolTimeout as exc:  # type: ignore[attr-defined]
-        raise errors.DatabaseUnavailable("database unavailable: no connection within the timeout") from exc
 
 
 def _diag(exc: psycopg.Error, fallback: str) -> str:
@@ -86,32 +86,32 @@ class Session:
     def __init__(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
         self.conn = conn
 
-    def one(self, name: str, **params: Any) -> dict[str, Any] | None:
+    def one(self, name: str, /, **params: Any) -> dict[str, Any] | None:
         with translate_errors(), self.conn.cursor() as cur:
             cur.execute(query(name), params or None)
             return cur.fetchone()
 
-    def all(self, name: str, **params: Any) -> list[dict[str, Any]]:
+    def all(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         with translate_errors(), self.conn.cursor() as cur:
             cur.execute(query(name), params or None)
             return cur.fetchall()
 
-    def scalar(self, name: str, **params: Any) -> Any:
+    def scalar(self, name: str, /, **params: Any) -> Any:
         row = self.one(name, **params)
         return None if row is None else next(iter(row.values()))
 
-    def execute(self, name: str, **params: Any) -> int:
+    def execute(self, name: str, /, **params: Any) -> int:
         with translate_errors(), self.conn.cursor() as cur:
             cur.execute(query(name), params or None)
             return cur.rowcount
 
-    def executemany(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    def executemany(self, name: str, /, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
             return
         with translate_errors(), self.conn.cursor() as cur:
             cur.executemany(query(name), rows)
 
-    def returning_many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def returning_many(self, name: str, /, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """executemany that collects each statement's RETURNING row, in input order."""
         out: list[dict[str, Any]] = []
         if not rows:
@@ -179,19 +179,19 @@ class Database:
         with translate_errors(), self._pool.connection() as conn:
             yield conn
 
-    def one(self, name: str, **params: Any) -> dict[str, Any] | None:
+    def one(self, name: str, /, **params: Any) -> dict[str, Any] | None:
         with self.transaction() as tx:
             return tx.one(name, **params)
 
-    def all(self, name: str, **params: Any) -> list[dict[str, Any]]:
+    def all(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         with self.transaction() as tx:
             return tx.all(name, **params)
 
-    def scalar(self, name: str, **params: Any) -> Any:
+    def scalar(self, name: str, /, **params: Any) -> Any:
         with self.transaction() as tx:
             return tx.scalar(name, **params)
 
-    def execute(self, name: str, **params: Any) -> int:
+    def execute(self, name: str, /, **params: Any) -> int:
         with self.transaction() as tx:
             return tx.execute(name, **params)
 

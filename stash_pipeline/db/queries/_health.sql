@@ -1,3 +1,0 @@
--- placeholder --
--- Keeps the loader honest until real queries land.
-SELECT 1

@@ -1,0 +1,140 @@
+"""Input checks shared by every memory operation. They raise before anything is written."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from stash_pipeline import errors
+from stash_pipeline.config import Settings
+
+SEGMENT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+KIND = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+MAX_SLUG_LENGTH = 512
+LIST_LIMIT_DEFAULT = 100
+LIST_LIMIT_MAX = 1000
+
+
+def slug(value: Any) -> str:
+    """Normalise and validate a namespace path ('/a/b'; a trailing '/' is tolerated)."""
+    if not isinstance(value, str):
+        raise errors.InvalidNamespace(f"namespace must be a string, got {type(value).__name__}")
+    text = value.strip()
+    if text == "/":
+        return "/"
+    if len(text) > MAX_SLUG_LENGTH:
+        raise errors.InvalidNamespace(f"namespace path is longer than {MAX_SLUG_LENGTH} characters")
+    if text.endswith("/"):
+        text = text[:-1]
+    if not text.startswith("/"):
+        raise errors.InvalidNamespace(f"namespace {value!r} must start with '/', e.g. /projects/x")
+    for part in text[1:].split("/"):
+        if not SEGMENT.match(part):
+            raise errors.InvalidNamespace(
+                f"namespace segment {part!r} in {value!r} is invalid: use lowercase letters, digits, "
+                "'-' and '_', 1-64 characters, starting with a letter or digit"
+            )
+    return text
+
+
+def slugs(value: Any, *, default: str = "/") -> list[str]:
+    """A list, or a comma-separated string, of namespace paths; de-duplicated, order kept."""
+    if value is None or value == "" or value == []:
+        return [default]
+    if isinstance(value, str):
+        items = [p.strip() for p in value.split(",")]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise errors.InvalidNamespace("namespaces must be a list or a comma-separated string")
+    out: list[str] = []
+    for item in items:
+        if item == "":
+            continue
+        s = slug(item)
+        if s not in out:
+            out.append(s)
+    if not out:
+        raise errors.InvalidNamespace("at least one namespace is required")
+    return out
+
+
+def content(settings: Settings, value: Any, field: str = "content") -> str:
+    """Non-empty text within the size limit, without NUL bytes."""
+    if not isinstance(value, str):
+        raise errors.InvalidInput(f"{field} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise errors.EmptyContent(f"{field} must not be empty")
+    if "\x00" in value:
+        raise errors.InvalidInput(f"{field} must not contain NUL bytes")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise errors.InvalidInput(f"{field} is not valid Unicode (lone surrogate)") from None
+    if size > settings.max_content_bytes:
+        raise errors.ContentTooLarge(
+            f"{field} is {size} bytes; the limit is {settings.max_content_bytes} (STASH_MAX_CONTENT_BYTES)"
+        )
+    return value
+
+
+def optional_text(settings: Settings, value: Any, field: str) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return content(settings, value, field)
+
+
+def kind(value: Any) -> str:
+    if not isinstance(value, str) or not KIND.match(value):
+        raise errors.InvalidInput("kind must be lowercase letters, digits and '_', starting with a letter")
+    return value
+
+
+def page(limit: Any, offset: Any, *, default: int = LIST_LIMIT_DEFAULT, maximum: int = LIST_LIMIT_MAX) -> tuple[int, int]:
+    """Validate pagination. Negative or non-integer values are errors, not silently clamped."""
+    limit = default if limit is None else limit
+    offset = 0 if offset is None else offset
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise errors.InvalidInput("limit must be an integer")
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise errors.InvalidInput("offset must be an integer")
+    if limit < 1 or limit > maximum:
+        raise errors.InvalidInput(f"limit must be between 1 and {maximum}")
+    if offset < 0:
+        raise errors.InvalidInput("offset must not be negative")
+    return limit, offset
+
+
+def record_id(value: Any, field: str = "id") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        else:
+            raise errors.InvalidInput(f"{field} must be a positive integer")
+    if value < 1 or value > 2**63 - 1:
+        raise errors.InvalidInput(f"{field} must be a positive integer")
+    return value
+
+
+def probability(value: Any, field: str = "confidence") -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise errors.InvalidInput(f"{field} must be a number between 0 and 1")
+    if not 0.0 <= float(value) <= 1.0:
+        raise errors.InvalidInput(f"{field} must be between 0 and 1")
+    return float(value)
+
+
+def metadata(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise errors.InvalidInput("metadata must be a JSON object")
+    import json
+
+    try:
+        encoded = json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise errors.InvalidInput(f"metadata is not JSON-serialisable: {exc}") from None
+    if "\\u0000" in encoded:
+        raise errors.InvalidInput("metadata must not contain NUL characters")
+    return value

@@ -1,0 +1,112 @@
+"""Namespaces: paths like ``/projects/x``; a path read covers its descendants.
+
+Writes (remember, set_context, create_*) take one exact namespace. Reads take a list of
+paths and expand each to its tree; ``/`` means everything. The root ``/`` exists from
+the first migration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stash_pipeline import errors
+from stash_pipeline.db import Session
+from stash_pipeline.memory import _validate as v
+from stash_pipeline.models import Namespace
+from stash_pipeline.store import Store
+
+SELF_TREE = {
+    "/self": ("Self", "The agent's self-model: what it can do, where it fails, what it was told."),
+    "/self/capabilities": ("Capabilities", "Proven strengths: approaches and tools that worked."),
+    "/self/limits": ("Limits", "Known failure modes and blind spots."),
+    "/self/preferences": ("Preferences", "Standing instructions and corrections from the user."),
+}
+
+
+def get(tx: Session, slug: str) -> dict[str, Any]:
+    """The namespace row for an exact slug, or NamespaceNotFound."""
+    row = tx.one("get_namespace_by_slug", slug=v.slug(slug))
+    if row is None:
+        raise errors.NamespaceNotFound(f"namespace {slug!r} not found; create it first (create_namespace)")
+    return row
+
+
+def resolve_id(tx: Session, slug: str) -> int:
+    return int(get(tx, slug)["id"])
+
+
+def resolve_trees(tx: Session, paths: Any) -> dict[int, str]:
+    """Expand paths (list or comma string) to {namespace_id: slug} including descendants."""
+    out: dict[int, str] = {}
+    for path in v.slugs(paths):
+        rows = tx.all("resolve_namespace_tree", slug=path)
+        if not rows and path != "/":
+            raise errors.NamespaceNotFound(f"namespace {path!r} not found")
+        out.update({int(r["id"]): r["slug"] for r in rows})
+    return out
+
+
+def create(store: Store, slug: str, name: str | None = None, description: str | None = None) -> dict[str, Any]:
+    """Create a namespace and any missing ancestors (mkdir -p). Returns {namespace, created}."""
+    path = v.slug(slug)
+    name = (name or "").strip()
+    description = (description or "").strip()
+    if len(name) > 200 or len(description) > 2000:
+        raise errors.InvalidInput("name is limited to 200 and description to 2000 characters")
+    with store.db.transaction() as tx:
+        parts = path.strip("/").split("/") if path != "/" else []
+        for i in range(1, len(parts)):
+            tx.execute("ensure_namespace", slug="/" + "/".join(parts[:i]))
+        row = tx.one(
+            "upsert_namespace",
+            slug=path,
+            name=name or path,
+            description=description,
+            name_update=name,
+            description_update=description,
+        )
+    assert row is not None
+    created = bool(row.pop("created"))
+    return {"namespace": Namespace.from_row(row), "created": created}
+
+
+def list_(store: Store, paths: Any = None, limit: Any = None, offset: Any = None) -> list[Namespace]:
+    """Namespaces in the given trees (all when no path is given), ordered by slug."""
+    limit, offset = v.page(limit, offset)
+    selected = v.slugs(paths) if paths not in (None, "", []) else ["/"]
+    rows = store.db.all(
+        "list_namespaces", all="/" in selected, slugs=selected, limit=limit, offset=offset
+    )
+    return [Namespace.from_row(r) for r in rows]
+
+
+def show(store: Store, slug: str) -> dict[str, Any]:
+    """A namespace with the row counts of its tree."""
+    with store.db.transaction() as tx:
+        row = get(tx, slug)
+        ids = list(resolve_trees(tx, slug))
+        counts = tx.one("namespace_counts", ids=ids)
+    return {"namespace": Namespace.from_row(row), "counts": counts}
+
+
+def delete(store: Store, slug: str, *, confirm: bool = False) -> dict[str, Any]:
+    """Delete a namespace tree and everything in it. Without confirm, only report what would go."""
+    path = v.slug(slug)
+    if path == "/":
+        raise errors.InvalidInput("the root namespace '/' cannot be deleted")
+    with store.db.transaction() as tx:
+        tree = resolve_trees(tx, path)
+        counts = tx.one("namespace_counts", ids=list(tree))
+        if confirm:
+            tx.execute("delete_namespaces", ids=list(tree))
+    return {"deleted": confirm, "namespaces": sorted(tree.values()), "counts": counts}
+
+
+def init_self(store: Store) -> dict[str, Any]:
+    """Create the /self tree (idempotent). Returns the slugs that were newly created."""
+    created = []
+    for slug_, (name, description) in SELF_TREE.items():
+        result = create(store, slug_, name, description)
+        if result["created"]:
+            created.append(slug_)
+    return {"ok": True, "namespaces": list(SELF_TREE), "namespaces_created": created}

@@ -1,0 +1,244 @@
+"""Typed records returned by memory operations: snake_case, JSON-ready, never vectors.
+
+``Record.from_row`` builds a model from a ``dict_row`` and ignores columns it does not
+declare (``embedding``, ``search``), so a vector can never leak to a caller.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Any:
+        return cls.model_validate(row)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class Namespace(Record):
+    id: int
+    slug: str
+    name: str
+    description: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class Episode(Record):
+    id: int
+    namespace: str
+    content: str
+    kind: str
+    metadata: dict[str, Any]
+    idempotency_key: str | None = None
+    occurred_at: datetime
+    created_at: datetime
+    deleted_at: datetime | None = None
+    deleted_reason: str | None = None
+
+
+class Fact(Record):
+    id: int
+    namespace: str
+    content: str
+    entity: str | None = None
+    property: str | None = None
+    value: str | None = None
+    confidence: float
+    origin: str
+    valid_from: datetime
+    valid_until: datetime | None = None
+    superseded_by: int | None = None
+    withdrawn_at: datetime | None = None
+    withdrawn_reason: str | None = None
+    needs_recheck: bool = False
+    reinforcements: int = 0
+    rationale: str | None = None
+    source_episode_ids: list[int] = []
+    created_at: datetime
+    updated_at: datetime
+    current: bool = True
+
+
+class Relationship(Record):
+    id: int
+    namespace: str
+    from_entity: str
+    relation_type: str
+    to_entity: str
+    confidence: float
+    source_fact_id: int
+    withdrawn_at: datetime | None = None
+    created_at: datetime
+
+
+class Pattern(Record):
+    id: int
+    namespace: str
+    content: str
+    confidence: float
+    coherence: float
+    rationale: str | None = None
+    source_fact_ids: list[int] = []
+    source_relationship_ids: list[int] = []
+    withdrawn_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class Contradiction(Record):
+    id: int
+    namespace: str
+    old_fact_id: int
+    new_fact_id: int
+    entity: str
+    property: str
+    old_value: str
+    new_value: str
+    classification: str
+    confidence: float
+    explanation: str
+    method: str
+    resolved: bool
+    resolution: str | None = None
+    resolved_at: datetime | None = None
+    created_at: datetime
+
+
+class CausalLink(Record):
+    id: int
+    namespace: str
+    cause_fact_id: int
+    effect_fact_id: int | None = None
+    effect_failure_id: int | None = None
+    confidence: float
+    method: str
+    rationale: str | None = None
+    withdrawn_at: datetime | None = None
+    created_at: datetime
+
+
+class CausalStep(Record):
+    """One edge of a traced causal chain."""
+
+    link_id: int
+    depth: int
+    cause_fact_id: int
+    cause: str
+    effect_fact_id: int | None = None
+    effect_failure_id: int | None = None
+    effect: str
+    confidence: float
+
+
+class Context(Record):
+    namespace: str
+    focus: str
+    expires_at: datetime
+    created_at: datetime
+    updated_at: datetime
+
+
+class HypothesisEvidence(Record):
+    id: int
+    hypothesis_id: int
+    fact_id: int | None = None
+    verdict: str
+    confidence: float
+    new_confidence: float | None = None
+    reasoning: str
+    action: str | None = None
+    created_at: datetime
+
+
+class Hypothesis(Record):
+    id: int
+    namespace: str
+    content: str
+    verification_plan: str
+    confidence: float
+    status: Literal["proposed", "testing", "confirmed", "rejected"]
+    method: str
+    confirmed_fact_id: int | None = None
+    rejection_reason: str | None = None
+    source_fact_ids: list[int] = []
+    tested_at: datetime | None = None
+    confirmed_at: datetime | None = None
+    rejected_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    evidence: list[HypothesisEvidence] | None = None
+
+
+class GoalNote(Record):
+    id: int
+    goal_id: int
+    author: Literal["caller", "model"]
+    kind: str
+    content: str
+    confidence: float | None = None
+    fact_id: int | None = None
+    created_at: datetime
+
+
+class Goal(Record):
+    id: int
+    namespace: str
+    parent_id: int | None = None
+    content: str
+    status: Literal["active", "completed", "abandoned"]
+    priority: int
+    completed_at: datetime | None = None
+    abandoned_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    sub_goals: dict[str, int] | None = None
+    notes: list[GoalNote] | None = None
+
+
+class Failure(Record):
+    id: int
+    namespace: str
+    goal_id: int | None = None
+    content: str
+    reason: str
+    lesson: str
+    created_at: datetime
+
+
+class RecallHit(Record):
+    """One recall result; absent fields are null (MCP `recall` shape, SPEC §5.1)."""
+
+    kind: Literal["fact", "episode"]
+    id: int
+    namespace: str
+    content: str
+    score: float
+    score_parts: dict[str, float | None]
+    confidence: float | None = None
+    occurred_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    source_episode_ids: list[int] | None = None
+    metadata: dict[str, Any] | None = None
+    current: bool | None = None
+
+
+class ForgetPreview(Record):
+    """What `forget` matched (and, unless preview, withdrew)."""
+
+    episode_id: int | None
+    namespace: str | None
+    content: str | None
+    similarity: float | None
+    applied: bool
+    withdrawn_fact_ids: list[int] = []
+    recheck_fact_ids: list[int] = []

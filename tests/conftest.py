@@ -1,0 +1,133 @@
+"""Shared fixtures: a real PostgreSQL + pgvector, one fresh database per test.
+
+The server is ``STASH_TEST_DATABASE_URL`` / ``STASH_DATABASE_URL`` when set (a superuser
+DSN), otherwise an embedded cluster started for this session in a temporary
+STASH_HOME. The schema is migrated once into a template database; every test gets
+``CREATE DATABASE … TEMPLATE`` (milliseconds) and it is dropped afterwards
+(procrastinate's pattern).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+# Settings come from the environment; keep the developer's STASH_* out of the tests.
+_ADMIN_DSN = os.environ.get("STASH_TEST_DATABASE_URL") or os.environ.get("STASH_DATABASE_URL")
+for _key in [k for k in os.environ if k.startswith("STASH_")]:
+    del os.environ[_key]
+os.environ["STASH_ENV_FILE"] = "/nonexistent/.env"
+
+from stash_pipeline.config import Settings, load_settings  # noqa: E402
+from stash_pipeline.store import Store  # noqa: E402
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", default=False, help="run slow (full) suites too")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: pass --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _with_db(dsn: str, dbname: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    parts = conninfo_to_dict(dsn)
+    parts["dbname"] = dbname
+    return make_conninfo(**parts)
+
+
+@pytest.fixture(scope="session")
+def pg_admin_dsn() -> Iterator[str]:
+    """Superuser DSN of the test server (maintenance database)."""
+    if _ADMIN_DSN:
+        yield _with_db(_ADMIN_DSN, "postgres")
+        return
+    from stash_pipeline.db.embedded import EmbeddedServer
+
+    home = Path(tempfile.mkdtemp(prefix="stash-test-"))
+    server = EmbeddedServer(load_settings(home=home, db_port=free_port(), embedder="hash"))
+    server.start()
+    try:
+        yield server.url("postgres")
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_admin_dsn: str) -> Iterator[str]:
+    """A database holding the migrated schema, used as template for each test."""
+    from stash_pipeline.db.migrate import migrate
+
+    name = f"stash_tpl_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = _with_db(pg_admin_dsn, name)
+    migrate(load_settings(database_url=dsn, embedder="hash", vector_dim=384), dsn)
+    yield name
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def database_url(pg_admin_dsn: str, template_db: str) -> Iterator[str]:
+    """DSN of a fresh, migrated database for this test only."""
+    name = f"stash_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    yield _with_db(pg_admin_dsn, name)
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    """Settings for a test: its own database, the deterministic hash embedder."""
+    return load_settings(database_url=database_url, home=tmp_path / "home", embedder="hash", vector_dim=384)
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    s = Store.open(settings)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def make_store(database_url: str, tmp_path: Path) -> Iterator[object]:
+    """Factory for stores with other settings on the same test database."""
+    opened: list[Store] = []
+
+    def factory(**overrides: object) -> Store:
+        values: dict[str, object] = {"database_url": database_url, "home": tmp_path / "home", "embedder": "hash"}
+        values.update(overrides)
+        s = Store.open(load_settings(**values))
+        opened.append(s)
+        return s
+
+    yield factory
+    for s in opened:
+        with contextlib.suppress(Exception):
+            s.close()
