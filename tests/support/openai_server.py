@@ -1,0 +1,196 @@
+"""A scripted OpenAI-compatible HTTP server for tests (fakes over mocks).
+
+The real ``openai`` client talks to it over HTTP, so the project's client code,
+retries, timeouts and parsing are exercised for real. It serves:
+
+* ``POST /v1/chat/completions`` — answers come from a *responder*: a function of the
+  parsed request returning a ``Reply`` (or a plain string = message content).
+  A ``Reply`` can carry an HTTP status (429, 500, 400 …), a delay (to trigger
+  client timeouts), or a truncated body.
+* ``POST /v1/embeddings`` — deterministic hash embeddings of the requested dimension.
+
+Every request is recorded in ``server.requests`` (path + parsed JSON body).
+
+    with ScriptedOpenAI(responder) as server:
+        client = OpenAI(base_url=server.base_url, api_key="test")
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    content: str | None = None
+    status: int = 200
+    delay_s: float = 0.0
+    error_message: str = "scripted error"
+    raw_body: bytes | None = None  # sent as-is (e.g. truncated JSON)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+Responder = Callable[[dict[str, Any]], "Reply | str"]
+
+
+def last_user_message(request: dict[str, Any]) -> str:
+    for message in reversed(request.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+def system_prompt(request: dict[str, Any]) -> str:
+    return "\n".join(m.get("content", "") for m in request.get("messages", []) if m.get("role") == "system")
+
+
+@dataclass
+class ScriptedOpenAI:
+    responder: Responder = field(default=lambda request: Reply(content="{}"))
+    #: response_format types this endpoint rejects with HTTP 400 (to exercise auto mode)
+    reject_formats: tuple[str, ...] = ()
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------
+    def start(self) -> ScriptedOpenAI:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    body = {"_raw": raw.decode(errors="replace")}
+                with outer._lock:
+                    outer.requests.append({"path": self.path, "body": body})
+                if self.path.endswith("/embeddings"):
+                    self._send(200, outer._embeddings(body))
+                elif self.path.endswith("/chat/completions"):
+                    outer._chat(self, body)
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def _send(self, status: int, payload: Any, raw: bytes | None = None) -> None:
+                data = raw if raw is not None else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> ScriptedOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- views --------------------------------------------------------------------
+    def chat_requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    def embedding_requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [r["body"] for r in self.requests if r["path"].endswith("/embeddings")]
+
+    # -- handlers -----------------------------------------------------------------
+    def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
+        from stash_pipeline.embedding.hashing import HashEmbedder
+
+        inputs = body.get("input", [])
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        dim = int(body.get("dimensions") or 384)
+        vectors = HashEmbedder(dim).embed(list(inputs))
+        return {
+            "object": "list",
+            "model": body.get("model", "scripted-embed"),
+            "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
+            "usage": {"prompt_tokens": sum(len(t.split()) for t in inputs), "total_tokens": 0},
+        }
+
+    def _chat(self, handler: Any, body: dict[str, Any]) -> None:
+        fmt = (body.get("response_format") or {}).get("type")
+        if fmt and fmt in self.reject_formats:
+            handler._send(400, {"error": {"message": f"response_format {fmt} is not supported", "type": "invalid_request_error"}})
+            return
+        reply = self.responder(body)
+        if isinstance(reply, str):
+            reply = Reply(content=reply)
+        if reply.delay_s:
+            time.sleep(reply.delay_s)
+        if reply.raw_body is not None:
+            handler._send(reply.status, None, raw=reply.raw_body)
+            return
+        if reply.status != 200:
+            handler._send(reply.status, {"error": {"message": reply.error_message, "type": "server_error"}})
+            return
+        content = reply.content or ""
+        prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else _count_tokens(body)
+        completion_tokens = reply.completion_tokens if reply.completion_tokens is not None else max(1, len(content) // 4)
+        handler._send(
+            200,
+            {
+                "id": f"chatcmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "scripted"),
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+        )
+
+
+def _count_tokens(body: dict[str, Any]) -> int:
+    text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+    return max(1, len(text) // 4)
