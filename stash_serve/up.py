@@ -1,0 +1,279 @@
+"""``stash up``: the one command that runs Stash locally.
+
+It starts (or reuses) the embedded PostgreSQL, migrates, creates a local admin token the
+first time, then supervises three children — the MCP HTTP server, the Dagster webserver
+and the Dagster daemon — each in its own process group. One Ctrl-C or SIGTERM stops
+them all (process groups are signalled, so Dagster's run workers go too), then the
+embedded database if this command started it.
+
+Why not ``dagster dev``: started from a script it inherits an ignored SIGINT and then
+ignores SIGTERM too (reference/stack.md); running webserver and daemon directly gives
+the same UI with signals we control, and is how Dagster is deployed as a service.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stash_pipeline.config import Settings
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Child:
+    name: str
+    args: list[str]
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.log, "ab")  # noqa: SIM115 - owned by the child for its lifetime
+        self.process = subprocess.Popen(
+            self.args,
+            env=self.env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # own process group: we signal the whole tree
+            preexec_fn=_default_signals,
+        )
+        handle.close()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal_group(self, sig: int) -> None:
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)
+
+
+def _default_signals() -> None:
+    # A parent started from a non-interactive shell may ignore SIGINT; children would
+    # inherit that and never stop. Reset both to their defaults.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_for_port(host: str, port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.2)
+    return False
+
+
+def dagster_home(settings: Settings) -> Path:
+    """DAGSTER_HOME under STASH_HOME, holding the project's dagster.yaml."""
+    home = settings.home / "dagster"
+    home.mkdir(parents=True, exist_ok=True)
+    source = PROJECT_ROOT / "dagster.yaml"
+    target = home / "dagster.yaml"
+    if source.exists():
+        text = source.read_text()
+        if not target.exists() or target.read_text() != text:
+            target.write_text(text)
+    return home
+
+
+def dagster_env(settings: Settings, dsn_parts: dict[str, str]) -> dict[str, str]:
+    """Environment for Dagster processes: storage in the `dagster` database of the same server."""
+    env = dict(os.environ)
+    env["DAGSTER_HOME"] = str(dagster_home(settings))
+    env["STASH_DAGSTER_PG_HOST"] = dsn_parts.get("host", "127.0.0.1")
+    env["STASH_DAGSTER_PG_PORT"] = str(dsn_parts.get("port", "5432"))
+    env["STASH_DAGSTER_PG_USER"] = dsn_parts.get("user", "stash")
+    env["STASH_DAGSTER_PG_PASSWORD"] = dsn_parts.get("password", "")
+    env["STASH_DAGSTER_PG_DB"] = "dagster"
+    env.setdefault("DAGSTER_TELEMETRY_DISABLED", "1")
+    return env
+
+
+def ensure_admin_token(settings: Settings) -> tuple[Path, bool]:
+    """Create a local admin token (all namespaces, all rights) once; return (file, created)."""
+    path = settings.home / "admin-token"
+    if path.exists():
+        return path, False
+    from stash_pipeline.auth import create_token
+    from stash_pipeline.store import Store
+
+    with Store.open(settings) as store:
+        token = create_token(store, ["/"], ["read", "write", "admin"], name="local admin (stash up)")
+    path.write_text(token["token"] + "\n")
+    path.chmod(0o600)
+    return path, True
+
+
+def run_up(
+    settings: Settings,
+    *,
+    mcp_host: str = "127.0.0.1",
+    mcp_port: int = 8080,
+    dagster_port: int = 3000,
+    with_dagster: bool = True,
+    echo: object = print,
+) -> int:
+    """Start everything, block until a signal or a child dies; return the exit code."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from stash_pipeline.db.embedded import EmbeddedServer
+    from stash_pipeline.db.migrate import migrate
+
+    say = echo if callable(echo) else print
+    started_db = False
+    server = None
+    if settings.embedded:
+        server = EmbeddedServer(settings)
+        if not server.status().running:
+            server.start()
+            started_db = True
+        dsn = server.url()
+    else:
+        dsn = settings.dsn()
+    migrate(settings, dsn)
+    token_file, token_created = ensure_admin_token(settings)
+
+    for host, port, what in [(mcp_host, mcp_port, "MCP")] + (
+        [("127.0.0.1", dagster_port, "Dagster UI")] if with_dagster else []
+    ):
+        if not _port_free(host, port):
+            say(f"error: port {port} for the {what} server is in use; pick another with --{'mcp' if what == 'MCP' else 'dagster'}-port")
+            if started_db and server:
+                server.stop()
+            return 2
+
+    logs = settings.home / "logs"
+    base_env = dict(os.environ)
+    if settings.embedded:
+        base_env["STASH_DATABASE_URL"] = dsn  # children skip the embedded start-up dance
+    bin_dir = Path(sys.executable).parent
+    children = [
+        Child(
+            "mcp",
+            [str(bin_dir / "stash"), "serve", "mcp", "--transport", "http",
+             "--host", mcp_host, "--port", str(mcp_port)],
+            base_env,
+            logs / "mcp.log",
+        )
+    ]
+    if with_dagster:
+        env = dagster_env(settings, conninfo_to_dict(dsn))
+        env.update({k: v for k, v in base_env.items() if k.startswith("STASH_")})
+        workspace = PROJECT_ROOT / "workspace.yaml"
+        children += [
+            Child(
+                "dagster-webserver",
+                [str(bin_dir / "dagster-webserver"), "-w", str(workspace), "-h", "127.0.0.1", "-p", str(dagster_port)],
+                env,
+                logs / "dagster-webserver.log",
+            ),
+            Child("dagster-daemon", [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)], env,
+                  logs / "dagster-daemon.log"),
+        ]
+
+    stopping = {"flag": False}
+
+    def _stop(signum: int, frame: object) -> None:
+        stopping["flag"] = True
+
+    old_int = signal.signal(signal.SIGINT, _stop)
+    old_term = signal.signal(signal.SIGTERM, _stop)
+    try:
+        for child in children:
+            child.start()
+        ready_mcp = wait_for_port(mcp_host, mcp_port, 60)
+        ready_ui = wait_for_port("127.0.0.1", dagster_port, 120) if with_dagster else True
+        say(_status_block(settings, mcp_host, mcp_port, dagster_port, with_dagster, token_file, token_created,
+                          logs, ready_mcp and ready_ui))
+        exit_code = 0
+        while not stopping["flag"]:
+            dead = [c for c in children if not c.alive()]
+            if dead:
+                say(f"error: {dead[0].name} exited (code {dead[0].process.returncode if dead[0].process else '?'}); "
+                    f"see {dead[0].log}")
+                exit_code = 1
+                break
+            time.sleep(0.3)
+        return exit_code
+    finally:
+        _shutdown(children)
+        if started_db and server is not None:
+            server.stop()
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+        say("stash up: stopped")
+
+
+def _shutdown(children: list[Child], grace: float = 10.0) -> None:
+    for child in children:
+        child.signal_group(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for child in children:
+        if child.process is None:
+            continue
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+    for child in children:
+        child.signal_group(signal.SIGKILL)
+        if child.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.process.wait(timeout=5)
+
+
+def _status_block(
+    settings: Settings,
+    mcp_host: str,
+    mcp_port: int,
+    dagster_port: int,
+    with_dagster: bool,
+    token_file: Path,
+    token_created: bool,
+    logs: Path,
+    ready: bool,
+) -> str:
+    reasoner = (
+        f"{settings.reasoner_model} at {settings.openai_base_url}"
+        if settings.reasoner_configured
+        else "not configured (model stages idle; set STASH_REASONER_MODEL + STASH_OPENAI_BASE_URL)"
+    )
+    lines = [
+        "Stash is running" + ("" if ready else " (some services are still starting; see logs)"),
+        f"  MCP (streamable HTTP)  http://{mcp_host}:{mcp_port}/mcp",
+        f"  health / metrics       http://{mcp_host}:{mcp_port}/healthz  /metrics",
+    ]
+    if with_dagster:
+        lines.append(f"  Dagster UI             http://127.0.0.1:{dagster_port}")
+    lines += [
+        f"  admin token            {token_file}" + ("  (new)" if token_created else ""),
+        f"  database               {'embedded, ' + str(settings.home / 'pgdata') if settings.embedded else 'STASH_DATABASE_URL'}",
+        f"  embedder               {settings.embedder} ({settings.embedding_model_name})",
+        f"  reasoner               {reasoner}",
+        f"  logs                   {logs}",
+        "Press Ctrl-C to stop.",
+    ]
+    return "\n".join(lines)
