@@ -8,6 +8,7 @@ L2-normalised. Good enough for tests and minimal installs; not semantic.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 
 import numpy as np
@@ -18,7 +19,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 def _features(text: str) -> list[str]:
     words = _WORD.findall(text.lower())
     feats = [f"w:{w}" for w in words]
-    feats += [f"b:{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
+    feats += [f"b:{a}_{b}" for a, b in itertools.pairwise(words)]
     for w in words:
         padded = f"#{w}#"
         feats += [f"c:{padded[i:i + 3]}" for i in range(len(padded) - 2)]

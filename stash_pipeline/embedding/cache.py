@@ -1,0 +1,190 @@
+"""``CachedEmbedder``: every embedding goes through Postgres' ``embedding_cache`` and the model lock.
+
+* Key: ``sha256(text)`` (hex) + model name + endpoint, so two models, or one model name
+  served by two endpoints, never share vectors.
+* ``embed(texts)`` de-duplicates within the call, reads all hits in one query, computes
+  all misses in ONE batched call of the inner embedder, then writes them
+  (``ON CONFLICT DO NOTHING``). The cache is an optimisation: a failed read or write is
+  logged and the embed still succeeds.
+* Model lock (``check_lock``), run on first use: the ``settings`` table records the
+  embedding model and dimension of the stored vectors (the first writer records them).
+  A different configured model or dimension raises ``EmbeddingModelMismatch`` explaining
+  the two ways out; so does a vector column whose declared dimension differs from the
+  embedder's. The endpoint is recorded for audit but not locked: the same model name
+  served from a moved host gives the same vectors.
+* ``forget_texts(tx, texts)`` erases a text's cache entries for every model (purge).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import psycopg
+
+from stash_pipeline import errors
+
+if TYPE_CHECKING:
+    from stash_pipeline.db import Database, Session
+    from stash_pipeline.embedding import Embedder
+
+log = logging.getLogger(__name__)
+
+LOCK_MODEL_KEY = "embedding_model"
+LOCK_DIM_KEY = "vector_dim"
+LOCK_ENDPOINT_KEY = "embedding_endpoint"
+
+
+def text_hash(text: str) -> str:
+    """The cache key of a text: hex SHA-256 of its UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def as_array(value: Any) -> np.ndarray:
+    """A vector column value (pgvector ``Vector``, ndarray or list) as a float32 ndarray."""
+    if hasattr(value, "to_numpy"):
+        value = value.to_numpy()
+    return np.asarray(value, dtype=np.float32)
+
+
+def read_lock(db: Database | Session) -> dict[str, str]:
+    """The stored lock as {key: value} (keys embedding_model, vector_dim, embedding_endpoint)."""
+    return {row["key"]: row["value"] for row in db.all("embedding_lock_read")}
+
+
+def column_dims(db: Database | Session) -> dict[str, int]:
+    """Declared dimension of every vector column, as {"table.column": dims}."""
+    return {f"{r['table_name']}.{r['column_name']}": int(r["dim"]) for r in db.all("embedding_column_dims")}
+
+
+def _how_to_switch(stored_model: str, stored_dim: str) -> str:
+    return (
+        "Either configure the stored model again (STASH_EMBEDDER / STASH_EMBEDDING_MODEL / "
+        f"STASH_VECTOR_DIM matching {stored_model!r}, {stored_dim} dims), or keep the new "
+        "configuration and run `stash reembed` to re-embed every episode and fact with it."
+    )
+
+
+class CachedEmbedder:
+    """Wraps a raw embedder with the Postgres cache and the model lock."""
+
+    def __init__(self, db: Database, inner: Embedder, *, enforce_lock: bool = True) -> None:
+        self.db = db
+        self.inner = inner
+        self.name: str = inner.name
+        self.endpoint: str = inner.endpoint
+        self.dim: int = int(inner.dim)
+        # reembed passes enforce_lock=False: changing the locked model is its purpose.
+        self._lock_checked = not enforce_lock
+        self._guard = threading.Lock()
+
+    # -- the lock -----------------------------------------------------------------
+    def check_lock(self) -> None:
+        """Compare the configured model/dimension with the stored lock; record it if first."""
+        with self.db.transaction() as tx:
+            column_dim = tx.scalar("embedding_episode_column_dim")
+            tx.execute("embedding_lock_init", key=LOCK_MODEL_KEY, value=self.name)
+            tx.execute("embedding_lock_init", key=LOCK_DIM_KEY, value=str(self.dim))
+            stored = read_lock(tx)
+            stored_model = stored.get(LOCK_MODEL_KEY, "")
+            stored_dim = stored.get(LOCK_DIM_KEY, "")
+            if stored_model != self.name or stored_dim != str(self.dim):
+                raise errors.EmbeddingModelMismatch(
+                    f"the stored vectors were made by {stored_model!r} ({stored_dim} dims) but the "
+                    f"configured embedder is {self.name!r} ({self.dim} dims). "
+                    + _how_to_switch(stored_model, stored_dim),
+                    stored_model=stored_model,
+                    stored_dim=stored_dim,
+                    configured_model=self.name,
+                    configured_dim=self.dim,
+                )
+            if column_dim is not None and int(column_dim) != self.dim:
+                raise errors.EmbeddingModelMismatch(
+                    f"the database's vector columns hold {column_dim} dimensions but the configured "
+                    f"embedder {self.name!r} produces {self.dim}. Set STASH_VECTOR_DIM={column_dim} with a "
+                    f"matching model, or run `stash reembed` to retype the columns to {self.dim}.",
+                    column_dim=int(column_dim),
+                    configured_model=self.name,
+                    configured_dim=self.dim,
+                )
+            if stored.get(LOCK_ENDPOINT_KEY) != self.endpoint:
+                tx.execute("embedding_lock_set", key=LOCK_ENDPOINT_KEY, value=self.endpoint)
+
+    def _ensure_lock(self) -> None:
+        if self._lock_checked:
+            return
+        with self._guard:
+            if not self._lock_checked:
+                self.check_lock()
+                self._lock_checked = True
+
+    # -- embedding ----------------------------------------------------------------
+    def embed(self, texts: list[str]) -> list[np.ndarray]:
+        """Unit vectors for ``texts`` (same order), from the cache where possible."""
+        texts = list(texts)
+        if not texts:
+            return []
+        self._ensure_lock()
+        hashes = [text_hash(t) for t in texts]
+        unique: dict[str, str] = {}
+        for h, t in zip(hashes, texts, strict=True):
+            unique.setdefault(h, t)
+
+        found = self._lookup(list(unique))
+        missing = [h for h in unique if h not in found]
+        if missing:
+            computed = self.inner.embed([unique[h] for h in missing])
+            if len(computed) != len(missing):
+                raise errors.ModelResponseInvalid(
+                    f"embedder {self.name!r} returned {len(computed)} vectors for {len(missing)} texts"
+                )
+            fresh: dict[str, np.ndarray] = {}
+            for h, vector in zip(missing, computed, strict=True):
+                vector = np.asarray(vector, dtype=np.float32)
+                if vector.shape != (self.dim,):
+                    raise errors.ConfigurationError(
+                        f"embedder {self.name!r} returned {vector.shape[-1] if vector.ndim else 0} "
+                        f"dimensions, expected {self.dim} (STASH_VECTOR_DIM)"
+                    )
+                fresh[h] = vector
+            self._store(fresh)
+            found.update(fresh)
+        return [found[h] for h in hashes]
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """The unit vector of one text."""
+        return self.embed([text])[0]
+
+    def forget_texts(self, tx: Session, texts: list[str]) -> int:
+        """Delete the cache entries of ``texts`` for every model, inside the caller's transaction."""
+        if not texts:
+            return 0
+        return tx.execute("embedding_cache_forget", hashes=sorted({text_hash(t) for t in texts}))
+
+    # -- cache I/O (never fatal) --------------------------------------------------
+    def _lookup(self, hashes: list[str]) -> dict[str, np.ndarray]:
+        try:
+            rows = self.db.all("embedding_cache_lookup", model=self.name, endpoint=self.endpoint, hashes=hashes)
+        except (errors.StashError, psycopg.Error) as exc:
+            log.warning("embedding cache read failed, computing instead: %s", exc)
+            return {}
+        out: dict[str, np.ndarray] = {}
+        for row in rows:
+            vector = as_array(row["embedding"])
+            if vector.shape == (self.dim,):
+                out[row["text_hash"]] = vector
+        return out
+
+    def _store(self, vectors: dict[str, np.ndarray]) -> None:
+        rows: list[dict[str, Any]] = [
+            {"text_hash": h, "model": self.name, "endpoint": self.endpoint, "embedding": v}
+            for h, v in vectors.items()
+        ]
+        try:
+            with self.db.transaction() as tx:
+                tx.executemany("embedding_cache_insert", rows)
+        except (errors.StashError, psycopg.Error) as exc:
+            log.warning("embedding cache write failed (vectors still returned): %s", exc)
