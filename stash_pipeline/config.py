@@ -21,7 +21,9 @@ from stash_pipeline.errors import ConfigurationError
 class Settings(BaseSettings):
     """Every knob of Stash. Defaults follow the reference system (inventory §3)."""
 
-    model_config = SettingsConfigDict(env_prefix="STASH_", env_file=".env", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="STASH_", env_file=".env", extra="ignore", frozen=True, env_ignore_empty=True
+    )
 
     # --- storage -------------------------------------------------------------------
     database_url: str | None = Field(None, description="PostgreSQL DSN; unset = embedded server under STASH_HOME")
@@ -44,6 +46,7 @@ class Settings(BaseSettings):
     reasoner_max_attempts: int = Field(2, ge=1, le=10, description="attempts per call when output is invalid")
     reasoner_max_retries: int = Field(3, ge=0, le=10, description="retries on 429/5xx/timeouts, with backoff")
     reasoner_token_budget: int | None = Field(None, ge=1, description="max tokens per consolidation run")
+    reasoner_backoff_s: float = Field(1.0, ge=0, le=60, description="first retry backoff (doubles per retry)")
 
     # --- memory --------------------------------------------------------------------
     max_content_bytes: int = Field(10_000, ge=1, le=1_000_000)
@@ -62,10 +65,16 @@ class Settings(BaseSettings):
     contradiction_supersede_threshold: float = Field(0.9, gt=0, le=1)
     facts_batch_size: int = Field(50, ge=1, le=1000, description="facts per batch for fact-driven stages")
     relationships_facts_per_call: int = Field(10, ge=1, le=100)
+    facts_clusters_per_call: int = Field(8, ge=1, le=50, description="episode clusters per facts-stage call")
     max_item_attempts: int = Field(3, ge=1, le=100, description="attempts before an item is dead-lettered")
 
     # --- service -------------------------------------------------------------------
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("context_ttl", "consolidation_window", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        return parse_duration(value) if isinstance(value, str) else value
 
     @field_validator("home", mode="after")
     @classmethod
@@ -133,6 +142,22 @@ class Settings(BaseSettings):
                 value = str(value)
             shown[f"STASH_{name.upper()}"] = value
         return shown
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta:
+    """'90s', '30m', '1h', '168h', '7d', '1h30m' or plain seconds -> timedelta."""
+    import re
+
+    value = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        return timedelta(seconds=float(value))
+    parts = re.findall(r"(\d+(?:\.\d+)?)([smhdw])", value)
+    if not parts or "".join(n + u for n, u in parts) != value.replace(" ", ""):
+        raise ValueError(f"invalid duration {text!r}; use e.g. 90s, 30m, 1h, 7d")
+    return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
 
 
 def _mask_dsn(dsn: str) -> str:
