@@ -1,0 +1,318 @@
+"""Episodes: what the agent witnessed. Remember (one or a batch), get, forget, purge.
+
+The write path makes no model call (SPEC principle 1): ``remember`` validates, embeds
+through the cache *before* opening the write transaction (so a slow embedder never
+holds row locks), and inserts. An ``idempotency_key`` makes a retry safe: the replay
+returns the existing id with ``created: False``; the same key with other content is a
+``Conflict``. ``forget`` is semantic, thresholded and previewable, and withdraws what
+was derived only from the forgotten episode (``lineage.withdraw_cascade``); ``purge`` is
+erasure: the row, its lineage edges and its cached embedding go.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from stash_pipeline import errors
+from stash_pipeline.db import Session
+from stash_pipeline.memory import _validate as v
+from stash_pipeline.memory import lineage
+from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.models import Episode, ForgetPreview
+from stash_pipeline.store import Store
+
+MAX_BATCH = 1000
+MAX_IDEMPOTENCY_KEY = 200
+
+
+# --- validation -------------------------------------------------------------------------
+
+
+def _occurred_at(value: Any) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise errors.InvalidInput(f"occurred_at {value!r} is not an ISO-8601 timestamp") from None
+    else:
+        raise errors.InvalidInput("occurred_at must be an ISO-8601 timestamp")
+    if parsed.tzinfo is None:
+        raise errors.InvalidInput("occurred_at must carry a time zone (e.g. 2026-01-31T09:00:00Z)")
+    return parsed
+
+
+def _idempotency_key(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise errors.InvalidInput("idempotency_key must be a non-empty string")
+    if len(value) > MAX_IDEMPOTENCY_KEY or "\x00" in value:
+        raise errors.InvalidInput(f"idempotency_key must be at most {MAX_IDEMPOTENCY_KEY} characters, without NUL")
+    return value
+
+
+def prepare(store: Store, item: dict[str, Any]) -> dict[str, Any]:
+    """Validate one episode's fields; returns the normalised values (no vector yet)."""
+    if not isinstance(item, dict):
+        raise errors.InvalidInput("an episode must be an object with at least 'content'")
+    unknown = set(item) - {"content", "occurred_at", "kind", "metadata", "idempotency_key"}
+    if unknown:
+        raise errors.InvalidInput(f"unknown episode field(s): {', '.join(sorted(unknown))}")
+    return {
+        "content": v.content(store.settings, item.get("content")),
+        "occurred_at": _occurred_at(item.get("occurred_at")),
+        "kind": v.kind(item.get("kind") or "observation"),
+        "metadata": v.metadata(item.get("metadata")),
+        "idempotency_key": _idempotency_key(item.get("idempotency_key")),
+    }
+
+
+def _row_params(store: Store, namespace_id: int, item: dict[str, Any], embedding: Any) -> dict[str, Any]:
+    return {
+        "namespace_id": namespace_id,
+        "content": item["content"],
+        "kind": item["kind"],
+        "metadata": Jsonb(item["metadata"]),
+        "idempotency_key": item["idempotency_key"],
+        "embedding": embedding,
+        "embedding_model": store.settings.embedding_model_name,
+        "occurred_at": item["occurred_at"],
+    }
+
+
+def _replay(existing: dict[str, Any], item: dict[str, Any], where: str = "") -> None:
+    if existing["content"] != item["content"]:
+        raise errors.Conflict(
+            f"idempotency_key {item['idempotency_key']!r}{where} was already used for episode "
+            f"{existing['id']} with different content; use a new key for new content"
+        )
+
+
+# --- scope helpers (shared with facts, recall, context) ---------------------------------
+
+
+def scope_ids(tx: Session, namespaces: Any) -> set[int] | None:
+    """Namespace ids a by-id operation may touch; None = unrestricted; unknown paths cover nothing."""
+    if namespaces is None:
+        return None
+    out: set[int] = set()
+    for path in v.slugs(namespaces):
+        out.update(int(r["id"]) for r in tx.all("resolve_namespace_tree", slug=path))
+    return out
+
+
+def read_scope(tx: Session, namespaces: Any) -> tuple[bool, list[int]]:
+    """(all_namespaces, ids) for a read over trees; unknown paths raise NamespaceNotFound."""
+    selected = v.slugs(namespaces)
+    if "/" in selected:
+        return True, []
+    return False, list(ns.resolve_trees(tx, selected))
+
+
+# --- operations -------------------------------------------------------------------------
+
+
+def remember(
+    store: Store,
+    namespace: str,
+    content: str,
+    *,
+    occurred_at: datetime | str | None = None,
+    kind: str = "observation",
+    metadata: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
+) -> dict[str, Any]:
+    """Store one episode in an exact namespace; returns {"id", "namespace", "created"}."""
+    slug = v.slug(namespace)
+    item = prepare(
+        store,
+        {
+            "content": content,
+            "occurred_at": occurred_at,
+            "kind": kind,
+            "metadata": metadata,
+            "idempotency_key": idempotency_key,
+        },
+    )
+    with store.db.transaction() as tx:
+        namespace_id = ns.resolve_id(tx, slug)
+        if item["idempotency_key"] is not None:
+            # a replay costs one indexed read and no embedding
+            found = tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=[item["idempotency_key"]])
+            if found:
+                _replay(found[0], item)
+                return {"id": int(found[0]["id"]), "namespace": slug, "created": False}
+    embedding = store.embedder.embed_one(item["content"])
+    with store.db.transaction() as tx:
+        namespace_id = ns.resolve_id(tx, slug)
+        new_id = tx.scalar("episode_insert", **_row_params(store, namespace_id, item, embedding))
+        if new_id is None:  # a concurrent writer used the key between our read and insert
+            found = tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=[item["idempotency_key"]])
+            _replay(found[0], item)
+            return {"id": int(found[0]["id"]), "namespace": slug, "created": False}
+    return {"id": int(new_id), "namespace": slug, "created": True}
+
+
+def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Store up to 1000 episodes atomically (all or nothing); one result per item, in order."""
+    slug = v.slug(namespace)
+    if not isinstance(items, list) or not items:
+        raise errors.InvalidInput("items must be a non-empty list of episodes")
+    if len(items) > MAX_BATCH:
+        raise errors.InvalidInput(f"a batch holds at most {MAX_BATCH} episodes; got {len(items)}")
+    prepared: list[dict[str, Any]] = []
+    for index, raw in enumerate(items):
+        try:
+            prepared.append(prepare(store, raw))
+        except errors.InvalidInput as exc:
+            raise type(exc)(f"item {index}: {exc.message}") from None
+    # the same key twice inside one batch: the later item is a replay of the earlier one
+    first_with_key: dict[str, int] = {}
+    for index, item in enumerate(prepared):
+        key = item["idempotency_key"]
+        if key is None:
+            continue
+        if key in first_with_key:
+            earlier = prepared[first_with_key[key]]
+            if earlier["content"] != item["content"]:
+                raise errors.Conflict(
+                    f"item {index}: idempotency_key {key!r} is used by item {first_with_key[key]} with other content"
+                )
+        else:
+            first_with_key[key] = index
+
+    with store.db.transaction() as tx:
+        namespace_id = ns.resolve_id(tx, slug)
+        existing = {
+            r["idempotency_key"]: r
+            for r in tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=list(first_with_key))
+        } if first_with_key else {}
+    for key, row in existing.items():
+        index = first_with_key[key]
+        _replay(row, prepared[index], f" (item {index})")
+
+    to_insert = [
+        i for i, item in enumerate(prepared)
+        if item["idempotency_key"] is None
+        or (item["idempotency_key"] not in existing and first_with_key[item["idempotency_key"]] == i)
+    ]
+    vectors = store.embedder.embed([prepared[i]["content"] for i in to_insert]) if to_insert else []
+
+    results: list[dict[str, Any] | None] = [None] * len(prepared)
+    with store.db.transaction() as tx:
+        namespace_id = ns.resolve_id(tx, slug)
+        rows = tx.returning_many(
+            "episode_insert_batch_item",
+            [
+                {"idx": i, **_row_params(store, namespace_id, prepared[i], vec)}
+                for i, vec in zip(to_insert, vectors, strict=True)
+            ],
+        )
+        late_keys = []
+        for row in rows:
+            if row["id"] is None:
+                late_keys.append(prepared[row["idx"]]["idempotency_key"])
+            else:
+                results[row["idx"]] = {"id": int(row["id"]), "namespace": slug, "created": True}
+        if late_keys:  # keys committed by a concurrent writer since our first read
+            for r in tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=late_keys):
+                existing[r["idempotency_key"]] = r
+                index = first_with_key[r["idempotency_key"]]
+                _replay(r, prepared[index], f" (item {index})")
+    for index, item in enumerate(prepared):
+        if results[index] is not None:
+            continue
+        key = item["idempotency_key"]
+        first = first_with_key[key]
+        if first != index and results[first] is not None:
+            results[index] = {"id": results[first]["id"], "namespace": slug, "created": False}  # type: ignore[index]
+        else:
+            results[index] = {"id": int(existing[key]["id"]), "namespace": slug, "created": False}
+    return [r for r in results if r is not None]
+
+
+def _load(tx: Session, episode_id: Any, namespaces: Any, *, include_deleted: bool) -> dict[str, Any]:
+    ident = v.record_id(episode_id, "episode_id")
+    row = tx.one("episode_get", id=ident)
+    scope = scope_ids(tx, namespaces)
+    if (
+        row is None
+        or (scope is not None and int(row["namespace_id"]) not in scope)
+        or (row["deleted_at"] is not None and not include_deleted)
+    ):
+        raise errors.RecordNotFound(f"episode {ident} not found")
+    return row
+
+
+def get(store: Store, episode_id: int, namespaces: Any = None, *, include_deleted: bool = False) -> Episode:
+    """One episode by id; forgotten ones are not found unless include_deleted."""
+    with store.db.transaction() as tx:
+        return Episode.from_row(_load(tx, episode_id, namespaces, include_deleted=include_deleted))
+
+
+def forget(
+    store: Store,
+    about: str,
+    namespaces: Any = "/",
+    *,
+    threshold: float | None = None,
+    preview: bool = False,
+) -> ForgetPreview:
+    """Soft-delete the episode nearest to ``about`` if similar enough, withdrawing what it alone supported."""
+    text = v.content(store.settings, about, "about")
+    limit = store.settings.forget_threshold if threshold is None else v.probability(threshold, "threshold")
+    with store.db.transaction() as tx:
+        all_ns, ids = read_scope(tx, namespaces)
+    vector = store.embedder.embed_one(text)
+    with store.db.transaction() as tx:
+        tx.one("recall_search_params", ef_search="100")
+        match = tx.one("episode_nearest", embedding=vector, all_namespaces=all_ns, namespace_ids=ids)
+        if match is None or float(match["similarity"]) < limit:
+            return ForgetPreview(
+                episode_id=None,
+                namespace=None,
+                content=None,
+                similarity=None if match is None else float(match["similarity"]),
+                applied=False,
+            )
+        cascade: dict[str, Any] = {}
+        applied = False
+        reason = f"forgotten: {text[:200]}"
+        # the preview runs the real cascade inside a savepoint and rolls it back, so it
+        # reports exactly what forgetting would withdraw
+        with tx.conn.transaction() as savepoint:
+            if tx.execute("episode_soft_delete", id=match["id"], reason=reason):
+                cascade = lineage.withdraw_cascade(tx, [("episode", int(match["id"]))], reason)
+                applied = not preview
+            if preview:
+                raise psycopg.Rollback(savepoint)
+    return ForgetPreview(
+        episode_id=int(match["id"]),
+        namespace=match["namespace"],
+        content=match["content"],
+        similarity=float(match["similarity"]),
+        applied=applied,
+        withdrawn_fact_ids=cascade.get("withdrawn_fact_ids", []),
+        recheck_fact_ids=cascade.get("recheck_fact_ids", []),
+    )
+
+
+def purge(store: Store, episode_id: int, namespaces: Any = None) -> dict[str, Any]:
+    """Erase one episode (forgotten or not): the row, its lineage edges, its cached embedding."""
+    with store.db.transaction() as tx:
+        row = _load(tx, episode_id, namespaces, include_deleted=True)
+        ident = int(row["id"])
+        reason = f"source episode {ident} purged"
+        cascade = lineage.withdraw_cascade(tx, [("episode", ident)], reason)
+        tx.execute("episode_hard_delete", id=ident)
+        lineage.delete_nodes(tx, [("episode", ident)])
+        store.embedder.forget_texts(tx, [row["content"]])
+    return {"episode_id": ident, "namespace": row["namespace"], "purged": True, "cascade": cascade}

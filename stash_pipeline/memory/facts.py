@@ -1,0 +1,302 @@
+"""Facts: what the agent learned. Insert (the one internal path), assert, query, get,
+withdraw, purge.
+
+``insert_fact`` is THE single way every producer creates a fact — caller assertions,
+hypothesis confirmations and every consolidation stage — so each fact gets its
+embedding, its origin and its lineage in the same transaction. ``assert_fact`` adds a
+structured conflict check without a model: a current fact on the same
+entity+property with another value either gets superseded (``supersede=True``) or
+becomes an open contradiction. Reads serve current facts only unless history or
+``as_of`` is asked for (SPEC principle 3). Withdrawal and purge cascade through
+lineage (SPEC §5.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from stash_pipeline import errors
+from stash_pipeline.db import Session
+from stash_pipeline.memory import _validate as v
+from stash_pipeline.memory import lineage
+from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.memory.episodes import read_scope, scope_ids
+from stash_pipeline.models import Contradiction, Fact
+from stash_pipeline.store import Store
+
+ORIGINS = ("synthesis", "hypothesis", "failure_pattern", "asserted")
+MAX_KEY_CHARS = 500
+
+
+def _short(settings: Any, value: Any, field: str) -> str | None:
+    text = v.optional_text(settings, value, field)
+    if text is not None and len(text) > MAX_KEY_CHARS:
+        raise errors.InvalidInput(f"{field} is limited to {MAX_KEY_CHARS} characters")
+    return text.strip() if text is not None else None
+
+
+def _time(value: Any, field: str) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise errors.InvalidInput(f"{field} {value!r} is not an ISO-8601 timestamp") from None
+    if not isinstance(value, datetime):
+        raise errors.InvalidInput(f"{field} must be an ISO-8601 timestamp")
+    if value.tzinfo is None:
+        raise errors.InvalidInput(f"{field} must carry a time zone (e.g. 2026-01-31T09:00:00Z)")
+    return value
+
+
+def insert_fact(
+    tx: Session,
+    store: Store,
+    *,
+    namespace_id: int,
+    content: str,
+    origin: str,
+    confidence: float,
+    entity: str | None = None,
+    property: str | None = None,
+    value: str | None = None,
+    parents: Iterable[tuple[str, int]] = (),
+    rationale: str | None = None,
+    embedding: Any = None,
+) -> dict[str, Any]:
+    """Insert one fact plus its lineage in the caller's transaction; returns the row (no vector).
+
+    Pass ``embedding`` when you can (embed before opening the transaction); otherwise the
+    content is embedded here through the cache.
+    """
+    text = v.content(store.settings, content)
+    if origin not in ORIGINS:
+        raise errors.InvalidInput(f"origin must be one of {', '.join(ORIGINS)}")
+    parent_list = [(kind, int(pid)) for kind, pid in parents]
+    if embedding is None:
+        embedding = store.embedder.embed_one(text)
+    row = tx.one(
+        "fact_insert",
+        namespace_id=int(namespace_id),
+        content=text,
+        entity=_short(store.settings, entity, "entity"),
+        property=_short(store.settings, property, "property"),
+        value=_short(store.settings, value, "value"),
+        confidence=v.probability(confidence),
+        origin=origin,
+        embedding=embedding,
+        embedding_model=store.settings.embedding_model_name,
+        rationale=v.optional_text(store.settings, rationale, "rationale"),
+    )
+    assert row is not None
+    lineage.add(tx, int(namespace_id), "fact", int(row["id"]), parent_list)
+    row["source_episode_ids"] = sorted(pid for kind, pid in parent_list if kind == "episode")
+    row["current"] = True
+    return row
+
+
+def structured_conflicts(
+    tx: Session, new_fact: dict[str, Any], *, supersede: bool, confidence: float | None = None
+) -> dict[str, Any]:
+    """Compare a new fact with current facts on the same entity+property (no model).
+
+    A different value either retires the old fact (``supersede``: valid_until, superseded_by,
+    a resolved 'replacement' contradiction) or records an open 'contradiction'.
+    Returns {"contradictions": [rows], "superseded_fact_ids": [ids]}.
+    """
+    out: dict[str, Any] = {"contradictions": [], "superseded_fact_ids": []}
+    entity, prop, value = new_fact.get("entity"), new_fact.get("property"), new_fact.get("value")
+    if not entity or not prop or value is None:
+        return out
+    olds = tx.all(
+        "fact_current_same_key",
+        namespace_id=new_fact["namespace_id"],
+        entity=entity,
+        property=prop,
+        exclude_id=new_fact["id"],
+    )
+    for old in olds:
+        old_value = old["value"]
+        if old_value is not None and old_value.strip().lower() == value.strip().lower():
+            continue
+        common = {
+            "namespace_id": new_fact["namespace_id"],
+            "old_fact_id": old["id"],
+            "new_fact_id": new_fact["id"],
+            "entity": entity,
+            "property": prop,
+            "old_value": old_value or "",
+            "new_value": value,
+            "confidence": new_fact["confidence"] if confidence is None else confidence,
+        }
+        if supersede:
+            tx.execute("fact_supersede", old_id=old["id"], new_id=new_fact["id"])
+            out["superseded_fact_ids"].append(int(old["id"]))
+            row = tx.one(
+                "contradiction_insert",
+                **common,
+                classification="replacement",
+                explanation=f"{entity} {prop} changed from {old_value!r} to {value!r}; the old fact was superseded",
+                method="auto",
+                resolved=True,
+                resolution="superseded",
+            )
+        else:
+            row = tx.one(
+                "contradiction_insert",
+                **common,
+                classification="contradiction",
+                explanation=(
+                    f"the asserted value {value!r} of {entity} {prop} differs from the current value {old_value!r}"
+                ),
+                method="structured",
+                resolved=False,
+                resolution=None,
+            )
+        if row is not None:
+            out["contradictions"].append(row)
+    return out
+
+
+def assert_fact(
+    store: Store,
+    namespace: str,
+    content: str,
+    *,
+    entity: str | None = None,
+    property: str | None = None,
+    value: str | None = None,
+    confidence: float = 1.0,
+    source_episode_ids: list[int] | None = None,
+    supersede: bool = False,
+) -> dict[str, Any]:
+    """A caller-made fact (origin 'asserted') with optional cited episodes and a conflict check."""
+    slug = v.slug(namespace)
+    text = v.content(store.settings, content)
+    entity = _short(store.settings, entity, "entity")
+    property = _short(store.settings, property, "property")
+    value = _short(store.settings, value, "value")
+    if (entity is None) != (property is None):
+        raise errors.InvalidInput("entity and property go together: give both or neither")
+    confidence = v.probability(confidence)
+    cited = sorted({v.record_id(i, "source_episode_ids") for i in (source_episode_ids or [])})
+    with store.db.transaction() as tx:
+        ns.resolve_id(tx, slug)  # fail before embedding on an unknown namespace
+    embedding = store.embedder.embed_one(text)
+    with store.db.transaction() as tx:
+        namespace_id = ns.resolve_id(tx, slug)
+        if cited:
+            tree = list(ns.resolve_trees(tx, slug))
+            found = {int(r["id"]) for r in tx.all("fact_episodes_in_tree", ids=cited, namespace_ids=tree)}
+            missing = [i for i in cited if i not in found]
+            if missing:
+                raise errors.RecordNotFound(
+                    f"episode(s) {', '.join(map(str, missing))} not found in {slug} or its sub-namespaces"
+                )
+        row = insert_fact(
+            tx,
+            store,
+            namespace_id=namespace_id,
+            content=text,
+            origin="asserted",
+            confidence=confidence,
+            entity=entity,
+            property=property,
+            value=value,
+            parents=[("episode", i) for i in cited],
+            embedding=embedding,
+        )
+        conflicts = structured_conflicts(tx, row, supersede=supersede)
+    return {
+        "fact": Fact.from_row(row),
+        "contradictions": [Contradiction.from_row(c) for c in conflicts["contradictions"]],
+        "superseded_fact_ids": conflicts["superseded_fact_ids"],
+    }
+
+
+def query(
+    store: Store,
+    namespaces: Any = "/",
+    *,
+    entity: str | None = None,
+    property: str | None = None,
+    origin: str | None = None,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+    include_history: bool = False,
+    as_of: datetime | str | None = None,
+    limit: int | None = None,
+    offset: int | None = None,
+) -> list[Fact]:
+    """Facts in the trees, newest first; current only unless include_history or as_of."""
+    limit, offset = v.page(limit, offset)
+    if origin is not None and origin not in ORIGINS:
+        raise errors.InvalidInput(f"origin must be one of {', '.join(ORIGINS)}")
+    params = {
+        "entity": _short(store.settings, entity, "entity"),
+        "property": _short(store.settings, property, "property"),
+        "origin": origin,
+        "since": _time(since, "since"),
+        "until": _time(until, "until"),
+        "as_of": _time(as_of, "as_of"),
+        "include_history": bool(include_history),
+        "limit": limit,
+        "offset": offset,
+    }
+    with store.db.transaction() as tx:
+        all_ns, ids = read_scope(tx, namespaces)
+        rows = tx.all("facts_query", all_namespaces=all_ns, namespace_ids=ids, **params)
+    return [Fact.from_row(r) for r in rows]
+
+
+def _load(tx: Session, fact_id: Any, namespaces: Any) -> dict[str, Any]:
+    ident = v.record_id(fact_id, "fact_id")
+    row = tx.one("fact_get", id=ident)
+    scope = scope_ids(tx, namespaces)
+    if row is None or (scope is not None and int(row["namespace_id"]) not in scope):
+        raise errors.RecordNotFound(f"fact {ident} not found")
+    return row
+
+
+def get(store: Store, fact_id: int, namespaces: Any = None) -> Fact:
+    """One fact by id, in any state (see ``current``, ``valid_until``, ``withdrawn_at``)."""
+    with store.db.transaction() as tx:
+        return Fact.from_row(_load(tx, fact_id, namespaces))
+
+
+def get_with_lineage(store: Store, fact_id: int, namespaces: Any = None) -> dict[str, Any]:
+    """A fact with its parents and the rows derived from it: {"fact", "parents", "children"}."""
+    with store.db.transaction() as tx:
+        row = _load(tx, fact_id, namespaces)
+        parents = lineage.parents_of(tx, "fact", int(row["id"]))
+        children = lineage.children_of(tx, "fact", int(row["id"]))
+    return {"fact": Fact.from_row(row), "parents": parents, "children": children}
+
+
+def withdraw(store: Store, fact_id: int, reason: str, namespaces: Any = None) -> dict[str, Any]:
+    """Withdraw a fact (it stays as history) and cascade to what was derived only from it."""
+    why = v.content(store.settings, reason, "reason")
+    with store.db.transaction() as tx:
+        row = _load(tx, fact_id, namespaces)
+        ident = int(row["id"])
+        if not tx.execute("fact_withdraw", id=ident, reason=why):
+            raise errors.InvalidTransition(f"fact {ident} is already withdrawn")
+        cascade = lineage.withdraw_cascade(tx, [("fact", ident)], f"source fact {ident} withdrawn: {why[:200]}")
+    return {"fact_id": ident, "withdrawn": True, "cascade": cascade}
+
+
+def purge(store: Store, fact_id: int, namespaces: Any = None) -> dict[str, Any]:
+    """Erase a fact: the row, its lineage, its cached embedding; dependents are withdrawn."""
+    with store.db.transaction() as tx:
+        row = _load(tx, fact_id, namespaces)
+        ident = int(row["id"])
+        cascade = lineage.withdraw_cascade(tx, [("fact", ident)], f"source fact {ident} purged")
+        # relationships, causal links and contradictions on this fact go with it (FK cascade)
+        dependents = [(r["kind"], int(r["id"])) for r in tx.all("fact_dependents_for_purge", id=ident)]
+        tx.execute("fact_hard_delete", id=ident)
+        lineage.delete_nodes(tx, [("fact", ident), *dependents])
+        store.embedder.forget_texts(tx, [row["content"]])
+    return {"fact_id": ident, "namespace": row["namespace"], "purged": True, "cascade": cascade}

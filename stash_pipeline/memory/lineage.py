@@ -1,0 +1,153 @@
+"""Lineage: where every derived row came from, and withdrawal when its sources go.
+
+Every derived row (fact, relationship, causal link, pattern, contradiction, goal note,
+hypothesis verdict) records its parents in the generic ``lineage`` table, written in the
+SAME transaction as the row (``add``). ``withdraw_cascade`` is truth maintenance
+(SPEC §5.3): when episodes are forgotten or purged, or facts withdrawn or purged, the
+rows derived only from them are withdrawn, rows that keep another living source are
+flagged for re-check (facts), and this repeats until nothing changes — transitively
+through relationships, causal links and patterns. Each round is a handful of set-based
+statements, never a loop over rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from stash_pipeline import errors
+from stash_pipeline.db import Session
+
+KINDS = frozenset(
+    {
+        "episode",
+        "fact",
+        "failure",
+        "relationship",
+        "causal_link",
+        "pattern",
+        "contradiction",
+        "goal_note",
+        "hypothesis",
+        "hypothesis_evidence",
+    }
+)
+#: kinds the cascade can withdraw (they have a withdrawn_at column)
+WITHDRAWABLE = ("fact", "relationship", "causal_link", "pattern")
+#: a safety net: a cascade deeper than this means a lineage cycle, which add() cannot create
+MAX_ROUNDS = 1000
+
+
+def _check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise errors.InvalidInput(f"unknown lineage kind {kind!r}; kinds: {', '.join(sorted(KINDS))}")
+    return kind
+
+
+def add(
+    tx: Session,
+    namespace_id: int,
+    child_kind: str,
+    child_id: int,
+    parents: Iterable[tuple[str, int]],
+) -> int:
+    """Record the parents of one derived row in the caller's transaction; returns edges given."""
+    _check_kind(child_kind)
+    pairs = [(_check_kind(kind), int(pid)) for kind, pid in parents]
+    if any(kind == child_kind and pid == child_id for kind, pid in pairs):
+        raise errors.InvalidInput(f"a {child_kind} cannot be its own parent")
+    if not pairs:
+        return 0
+    tx.execute(
+        "lineage_add",
+        child_kind=child_kind,
+        child_id=int(child_id),
+        namespace_id=int(namespace_id),
+        parent_kinds=[k for k, _ in pairs],
+        parent_ids=[i for _, i in pairs],
+    )
+    return len(pairs)
+
+
+def parents_of(tx: Session, kind: str, id: int) -> list[dict[str, Any]]:
+    """The parents of one row as [{"kind", "id"}]."""
+    return tx.all("lineage_parents_of", kind=_check_kind(kind), id=int(id))
+
+
+def children_of(tx: Session, kind: str, id: int) -> list[dict[str, Any]]:
+    """The rows derived from one row as [{"kind", "id"}]."""
+    return tx.all("lineage_children_of", kind=_check_kind(kind), id=int(id))
+
+
+def withdraw_cascade(tx: Session, roots: list[tuple[str, int]], reason: str) -> dict[str, Any]:
+    """Withdraw what was derived only from ``roots`` (already removed/withdrawn), to a fixpoint.
+
+    Roots are treated as dead even if their row still exists, so purge may run this
+    before its DELETE. Returns ``{"withdrawn_fact_ids", "recheck_fact_ids",
+    "withdrawn": {kind: count}}``.
+    """
+    root_pairs = [(_check_kind(k), int(i)) for k, i in roots]
+    root_kinds = [k for k, _ in root_pairs]
+    root_ids = [i for _, i in root_pairs]
+    withdrawn: dict[str, list[int]] = {kind: [] for kind in WITHDRAWABLE}
+    recheck: set[int] = set()
+    frontier = root_pairs
+    rounds = 0
+    while frontier:
+        rounds += 1
+        if rounds > MAX_ROUNDS:  # pragma: no cover - lineage is acyclic by construction
+            raise errors.InvalidInput("lineage cascade did not converge (cycle in lineage?)")
+        children = tx.all(
+            "lineage_cascade_children",
+            kinds=[k for k, _ in frontier],
+            ids=[i for _, i in frontier],
+            root_kinds=root_kinds,
+            root_ids=root_ids,
+        )
+        dead: dict[str, list[int]] = {kind: [] for kind in WITHDRAWABLE}
+        survivors: list[int] = []
+        for row in children:
+            if row["has_live_parent"]:
+                if row["kind"] == "fact":
+                    survivors.append(int(row["id"]))
+            else:
+                dead[row["kind"]].append(int(row["id"]))
+
+        new_facts = _ids(tx.all("lineage_withdraw_facts", ids=dead["fact"], reason=reason)) if dead["fact"] else []
+        if survivors:
+            recheck.update(_ids(tx.all("lineage_mark_recheck", ids=survivors)))
+        # relationships and causal links also die with their source/cause/effect fact,
+        # whether or not a lineage edge names it
+        gone_facts = [i for k, i in frontier if k == "fact"] + new_facts
+        new_rels = _ids(tx.all("lineage_withdraw_relationships", ids=dead["relationship"], fact_ids=gone_facts))
+        new_links = _ids(tx.all("lineage_withdraw_causal_links", ids=dead["causal_link"], fact_ids=gone_facts))
+        new_patterns = (
+            _ids(tx.all("lineage_withdraw_patterns", ids=dead["pattern"])) if dead["pattern"] else []
+        )
+        withdrawn["fact"] += new_facts
+        withdrawn["relationship"] += new_rels
+        withdrawn["causal_link"] += new_links
+        withdrawn["pattern"] += new_patterns
+        frontier = (
+            [("fact", i) for i in new_facts]
+            + [("relationship", i) for i in new_rels]
+            + [("causal_link", i) for i in new_links]
+            + [("pattern", i) for i in new_patterns]
+        )
+    withdrawn_facts = sorted(withdrawn["fact"])
+    return {
+        "withdrawn_fact_ids": withdrawn_facts,
+        "recheck_fact_ids": sorted(recheck - set(withdrawn_facts)),
+        "withdrawn": {kind: len(ids) for kind, ids in withdrawn.items()},
+    }
+
+
+def delete_nodes(tx: Session, nodes: list[tuple[str, int]]) -> int:
+    """Remove every lineage edge touching hard-deleted rows (purge)."""
+    if not nodes:
+        return 0
+    return tx.execute("lineage_delete_nodes", kinds=[k for k, _ in nodes], ids=[int(i) for _, i in nodes])
+
+
+def _ids(rows: list[dict[str, Any]]) -> list[int]:
+    return [int(r["id"]) for r in rows]
