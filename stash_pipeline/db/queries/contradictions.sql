@@ -1,0 +1,63 @@
+-- Contradictions: list and resolve with an action on the facts
+-- (stash_pipeline.memory.contradictions).
+
+-- contradiction_list --
+-- Contradictions in the given namespaces, newest first; resolved ones only when asked.
+SELECT c.*, n.slug AS namespace
+FROM contradictions c JOIN namespaces n ON n.id = c.namespace_id
+WHERE c.namespace_id = ANY(%(ns_ids)s)
+  AND (%(include_resolved)s OR NOT c.resolved)
+ORDER BY c.created_at DESC, c.id DESC
+LIMIT %(limit)s OFFSET %(offset)s
+
+-- contradiction_get_for_update --
+-- One contradiction, locked for resolution.
+SELECT c.*, n.slug AS namespace
+FROM contradictions c JOIN namespaces n ON n.id = c.namespace_id
+WHERE c.id = %(id)s
+FOR UPDATE OF c
+
+-- contradiction_get --
+-- One contradiction with its namespace slug.
+SELECT c.*, n.slug AS namespace
+FROM contradictions c JOIN namespaces n ON n.id = c.namespace_id
+WHERE c.id = %(id)s
+
+-- contradiction_lock_facts --
+-- Lock the two facts of a contradiction before changing them.
+SELECT id, withdrawn_at, withdrawn_reason, superseded_by, valid_until FROM facts
+WHERE id = ANY(%(ids)s)
+ORDER BY id
+FOR UPDATE
+
+-- contradiction_retire_fact --
+-- Retire a fact in favour of another: valid until now, superseded by the kept fact.
+-- A fact already retired keeps its earlier valid_until (history stays truthful).
+UPDATE facts
+   SET valid_until = CASE WHEN valid_until IS NOT NULL AND valid_until <= now() THEN valid_until
+                          ELSE GREATEST(now(), valid_from) END,
+       superseded_by = CASE WHEN valid_until IS NOT NULL AND valid_until <= now()
+                            THEN COALESCE(superseded_by, %(superseded_by)s)
+                            ELSE %(superseded_by)s END,
+       updated_at = now()
+ WHERE id = %(id)s
+
+-- contradiction_restore_fact --
+-- Undo a supersession by the other fact of the pair (auto-resolution or keep_new).
+-- Only a supersession by exactly that fact is undone; decay expiry is left alone.
+UPDATE facts
+   SET valid_until = NULL, superseded_by = NULL, updated_at = now()
+ WHERE id = %(id)s AND superseded_by = %(other_id)s AND withdrawn_at IS NULL
+
+-- contradiction_withdraw_facts --
+-- Withdraw both facts of a pair (action 'neither'); the lineage cascade follows.
+UPDATE facts
+   SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at = now()
+ WHERE id = ANY(%(ids)s) AND withdrawn_at IS NULL
+RETURNING id
+
+-- contradiction_mark_resolved --
+-- Record the caller's resolution.
+UPDATE contradictions
+   SET resolved = true, resolution = %(resolution)s, resolved_at = now()
+ WHERE id = %(id)s

@@ -1,0 +1,91 @@
+"""Failures: what went wrong, why, and the lesson learned — optionally tied to a goal.
+
+Create takes one exact namespace (never an arbitrary one — reference defect 13); the
+content, reason and lesson are all required. A goal, when given, must be non-deleted
+and on the same namespace line: the failure's namespace, an ancestor or a descendant
+of it (a failure in ``/projects/x`` may concern a ``/projects`` goal and vice versa;
+a goal in an unrelated namespace is not found). Reads take namespace trees; by-id
+operations take an optional ``namespaces`` scope; deleted failures are not found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stash_pipeline import errors
+from stash_pipeline.db import Session
+from stash_pipeline.memory import _knowledge as k
+from stash_pipeline.memory import _validate as v
+from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.models import Failure
+from stash_pipeline.store import Store
+
+
+def create(
+    store: Store,
+    namespace: str,
+    content: str,
+    reason: str,
+    lesson: str,
+    *,
+    goal_id: Any = None,
+) -> Failure:
+    """Record a failure in one exact namespace."""
+    content = v.content(store.settings, content)
+    reason = v.content(store.settings, reason, "reason")
+    lesson = v.content(store.settings, lesson, "lesson")
+    goal = None if goal_id is None else v.record_id(goal_id, "goal_id")
+    with store.db.transaction() as tx:
+        target = ns.get(tx, namespace)
+        if goal is not None:
+            row = tx.one("goal_get", id=goal)
+            if row is None or row["deleted_at"] is not None or not k.on_one_line(row["namespace"], target["slug"]):
+                raise errors.RecordNotFound(
+                    f"goal {goal} not found in namespace {target['slug']!r}, its ancestors or descendants"
+                )
+        row = tx.one(
+            "failure_insert", namespace_id=target["id"], goal_id=goal, content=content, reason=reason, lesson=lesson
+        )
+        assert row is not None
+        created = tx.one("failure_get", id=row["id"])
+    return Failure.from_row(created)
+
+
+def list_(
+    store: Store,
+    namespaces: Any = "/",
+    *,
+    goal_id: Any = None,
+    limit: Any = None,
+    offset: Any = None,
+) -> list[Failure]:
+    """Non-deleted failures in the namespace trees, newest first; optionally of one goal."""
+    limit, offset = v.page(limit, offset)
+    goal = None if goal_id is None else v.record_id(goal_id, "goal_id")
+    with store.db.transaction() as tx:
+        rows = tx.all("failure_list", ns_ids=k.read_ids(tx, namespaces), goal_id=goal, limit=limit, offset=offset)
+    return [Failure.from_row(r) for r in rows]
+
+
+def show(store: Store, failure_id: Any, namespaces: Any = None) -> Failure:
+    """One non-deleted failure."""
+    failure_id = v.record_id(failure_id, "failure_id")
+    with store.db.transaction() as tx:
+        row = _load(tx, failure_id, k.scope_ids(tx, namespaces))
+    return Failure.from_row(row)
+
+
+def delete(store: Store, failure_id: Any, namespaces: Any = None) -> dict[str, Any]:
+    """Soft-delete a failure; afterwards it is not found."""
+    failure_id = v.record_id(failure_id, "failure_id")
+    with store.db.transaction() as tx:
+        _load(tx, failure_id, k.scope_ids(tx, namespaces))
+        tx.execute("failure_soft_delete", id=failure_id)
+    return {"ok": True, "id": failure_id}
+
+
+def _load(tx: Session, failure_id: int, scope: set[int] | None) -> dict[str, Any]:
+    row = tx.one("failure_get", id=failure_id)
+    if row is None or row["deleted_at"] is not None or not k.in_scope(scope, row["namespace_id"]):
+        raise errors.RecordNotFound(f"failure {failure_id} not found")
+    return row

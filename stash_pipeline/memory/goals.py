@@ -1,0 +1,285 @@
+"""Goals: a tree of multi-session outcomes, with append-only notes.
+
+Rules (fixing the reference, inventory §9 defect 21 and §1 tools 22–25):
+
+* **Parent rule.** A sub-goal lives in its parent's namespace or in a *descendant* of
+  it (a ``/projects`` goal may have a ``/projects/x`` sub-goal, not the other way
+  round). So whoever reads a parent's namespace tree also sees all its sub-goals, and a
+  goal's whole subtree lies inside its namespace tree. The parent must be active and
+  not deleted.
+* **Listing.** With no filter, ``list_`` returns every non-deleted goal of any status in
+  the trees (the reference silently returned only top-level goals, and its help said
+  "active"). ``top_level_only=True`` restricts to roots, ``status`` and ``parent_id``
+  filter further.
+* **Notes** are rows in ``goal_notes``, never overwritten: a caller's note on
+  complete/abandon/update is appended after whatever the model wrote. Model notes are
+  idempotent per (goal, fact, kind).
+* **Complete / abandon** need an active goal. Afterwards the ancestors are checked
+  bottom-up: an active parent is completed when it has at least one non-abandoned,
+  non-deleted child and all such children are completed (so abandoning the last open
+  sub-goal can complete the parent too).
+* ``update`` keeps a field when its argument is None, so priority 0 can be set.
+* ``delete`` soft-deletes the goal and all its descendants.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stash_pipeline import errors
+from stash_pipeline.db import Session
+from stash_pipeline.memory import _knowledge as k
+from stash_pipeline.memory import _validate as v
+from stash_pipeline.memory import lineage
+from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.models import Goal, GoalNote
+from stash_pipeline.store import Store
+
+STATUSES = ("active", "completed", "abandoned")
+NOTE_AUTHORS = ("caller", "model")
+NOTE_KINDS = ("note", "progress", "suggested_complete", "contradicted", "completed", "abandoned")
+_INT32 = 2**31 - 1
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+def list_(
+    store: Store,
+    namespaces: Any = "/",
+    *,
+    status: str | None = None,
+    parent_id: Any = None,
+    top_level_only: bool = False,
+    limit: Any = None,
+    offset: Any = None,
+) -> list[Goal]:
+    """Non-deleted goals in the namespace trees, highest priority first, then oldest.
+
+    Default: every goal of any status (sub-goals included).
+    """
+    limit, offset = v.page(limit, offset)
+    if status is not None and status not in STATUSES:
+        raise errors.InvalidInput(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
+    parent = None if parent_id is None else v.record_id(parent_id, "parent_id")
+    if parent is not None and top_level_only:
+        raise errors.InvalidInput("parent_id and top_level_only exclude each other")
+    with store.db.transaction() as tx:
+        rows = tx.all(
+            "goal_list",
+            ns_ids=k.read_ids(tx, namespaces),
+            status=status,
+            parent_id=parent,
+            top_level_only=bool(top_level_only),
+            limit=limit,
+            offset=offset,
+        )
+    return [Goal.from_row(r) for r in rows]
+
+
+def show(store: Store, goal_id: Any, namespaces: Any = None) -> Goal:
+    """One goal with its direct sub-goal counts by status and all its notes."""
+    goal_id = v.record_id(goal_id, "goal_id")
+    with store.db.transaction() as tx:
+        row = load(tx, goal_id, k.scope_ids(tx, namespaces))
+        return _full(tx, row)
+
+
+# --- writes ------------------------------------------------------------------------------
+
+
+def create(
+    store: Store,
+    namespace: str,
+    content: str,
+    *,
+    parent_id: Any = None,
+    priority: Any = 0,
+) -> Goal:
+    """Create an active goal in one exact namespace, optionally under an active parent.
+
+    The parent must be in the same namespace or an ancestor namespace (module docstring).
+    """
+    content = v.content(store.settings, content)
+    priority = _priority(priority)
+    parent = None if parent_id is None else v.record_id(parent_id, "parent_id")
+    with store.db.transaction() as tx:
+        target = ns.get(tx, namespace)
+        if parent is not None:
+            prow = tx.one("goal_get", id=parent)
+            if prow is None or prow["deleted_at"] is not None or not k.on_one_line(prow["namespace"], target["slug"]):
+                raise errors.RecordNotFound(
+                    f"parent goal {parent} not found in namespace {target['slug']!r} or its ancestors"
+                )
+            if not k.is_ancestor_or_self(prow["namespace"], target["slug"]):
+                raise errors.InvalidInput(
+                    f"parent goal {parent} is in {prow['namespace']!r}, below {target['slug']!r}; a sub-goal "
+                    "must live in its parent's namespace or a descendant of it"
+                )
+            if prow["status"] != "active":
+                raise errors.InvalidTransition(
+                    f"parent goal {parent} is {prow['status']}; sub-goals can only be added to an active goal"
+                )
+        row = tx.one("goal_insert", namespace_id=target["id"], parent_id=parent, content=content, priority=priority)
+        assert row is not None
+        created = tx.one("goal_get", id=row["id"])
+    return Goal.from_row(created)
+
+
+def update(
+    store: Store,
+    goal_id: Any,
+    *,
+    content: str | None = None,
+    priority: Any = None,
+    note: str | None = None,
+    namespaces: Any = None,
+) -> Goal:
+    """Change content and/or priority (None keeps; 0 is a valid priority) and/or append a note."""
+    goal_id = v.record_id(goal_id, "goal_id")
+    content = None if content is None else v.content(store.settings, content)
+    priority = None if priority is None else _priority(priority)
+    note = v.optional_text(store.settings, note, "note")
+    if content is None and priority is None and note is None:
+        raise errors.InvalidInput("nothing to update: give content, priority or note")
+    with store.db.transaction() as tx:
+        row = load(tx, goal_id, k.scope_ids(tx, namespaces), lock=True)
+        if content is not None or priority is not None:
+            tx.execute("goal_update", id=goal_id, content=content, priority=priority)
+        if note is not None:
+            add_note(tx, goal_id=goal_id, namespace_id=row["namespace_id"], author="caller", kind="note", content=note)
+        return _full(tx, tx.one("goal_get", id=goal_id))
+
+
+def complete(store: Store, goal_id: Any, *, note: str | None = None, namespaces: Any = None) -> dict[str, Any]:
+    """Complete an active goal, append the caller's note, then auto-complete ancestors.
+
+    Returns ``{"goal": Goal, "auto_completed": [ancestor ids completed, bottom-up]}``.
+    """
+    return _finish(store, goal_id, "completed", note, namespaces)
+
+
+def abandon(store: Store, goal_id: Any, *, note: str | None = None, namespaces: Any = None) -> dict[str, Any]:
+    """Abandon an active goal (sub-goals are left as they are), then check ancestors.
+
+    Returns ``{"goal": Goal, "auto_completed": [...]}`` like ``complete``.
+    """
+    return _finish(store, goal_id, "abandoned", note, namespaces)
+
+
+def delete(store: Store, goal_id: Any, namespaces: Any = None) -> dict[str, Any]:
+    """Soft-delete a goal and all its descendants. Returns the ids deleted."""
+    goal_id = v.record_id(goal_id, "goal_id")
+    with store.db.transaction() as tx:
+        load(tx, goal_id, k.scope_ids(tx, namespaces), lock=True)
+        deleted = sorted(int(r["id"]) for r in tx.all("goal_soft_delete_tree", id=goal_id))
+    return {"ok": True, "id": goal_id, "deleted_ids": deleted}
+
+
+# --- transaction-level helpers (also used by the goal-progress stage) ----------------
+
+
+def load(tx: Session, goal_id: int, scope: set[int] | None = None, *, lock: bool = False) -> dict[str, Any]:
+    """A live goal row in scope, optionally locked; RecordNotFound otherwise."""
+    if lock:
+        tx.one("goal_lock", id=goal_id)
+    row = tx.one("goal_get", id=goal_id)
+    if row is None or row["deleted_at"] is not None or not k.in_scope(scope, row["namespace_id"]):
+        raise errors.RecordNotFound(f"goal {goal_id} not found")
+    return row
+
+
+def add_note(
+    tx: Session,
+    *,
+    goal_id: int,
+    namespace_id: int,
+    author: str,
+    kind: str,
+    content: str,
+    confidence: float | None = None,
+    fact_id: int | None = None,
+) -> dict[str, Any] | None:
+    """Append a note to a goal; returns the row, or None for a repeated model note.
+
+    A model note is written once per (goal, fact, kind); its lineage points at the fact.
+    """
+    if author not in NOTE_AUTHORS:
+        raise errors.InvalidInput(f"author must be one of {', '.join(NOTE_AUTHORS)}")
+    if kind not in NOTE_KINDS:
+        raise errors.InvalidInput(f"kind must be one of {', '.join(NOTE_KINDS)}; got {kind!r}")
+    if not isinstance(content, str) or not content.strip():
+        raise errors.EmptyContent("note must not be empty")
+    row = tx.one(
+        "goal_insert_note",
+        goal_id=int(goal_id),
+        namespace_id=int(namespace_id),
+        author=author,
+        kind=kind,
+        content=content,
+        confidence=None if confidence is None else v.probability(confidence),
+        fact_id=None if fact_id is None else int(fact_id),
+    )
+    if row is not None and fact_id is not None:
+        lineage.add(tx, int(namespace_id), "goal_note", int(row["id"]), [("fact", int(fact_id))])
+    return row
+
+
+def auto_complete_ancestors(tx: Session, parent_id: int | None) -> list[int]:
+    """Complete ancestors whose live, non-abandoned children are all completed; bottom-up ids."""
+    done: list[int] = []
+    current = parent_id
+    while current is not None:
+        row = tx.one("goal_parent_ready", id=current)
+        if row is None or not row["ready"]:
+            break
+        tx.execute("goal_set_completed", id=current)
+        done.append(int(current))
+        current = row["parent_id"]
+    return done
+
+
+# --- internals ---------------------------------------------------------------------------
+
+
+def _finish(store: Store, goal_id: Any, to: str, note: str | None, namespaces: Any) -> dict[str, Any]:
+    goal_id = v.record_id(goal_id, "goal_id")
+    note = v.optional_text(store.settings, note, "note")
+    with store.db.transaction() as tx:
+        row = load(tx, goal_id, k.scope_ids(tx, namespaces), lock=True)
+        if row["status"] != "active":
+            verb = "complete" if to == "completed" else "abandon"
+            raise errors.InvalidTransition(
+                f"goal {goal_id}: {row['status']} → {to} is not allowed; only an active goal can be "
+                f"{to} ({verb}); {row['status']} is final",
+                goal_id=goal_id,
+                status=row["status"],
+                to=to,
+            )
+        tx.execute("goal_set_completed" if to == "completed" else "goal_set_abandoned", id=goal_id)
+        if note is not None:
+            add_note(tx, goal_id=goal_id, namespace_id=row["namespace_id"], author="caller", kind=to, content=note)
+        auto = auto_complete_ancestors(tx, row["parent_id"])
+        goal = _full(tx, tx.one("goal_get", id=goal_id))
+    return {"goal": goal, "auto_completed": auto}
+
+
+def _full(tx: Session, row: dict[str, Any] | None) -> Goal:
+    assert row is not None
+    counts = tx.one("goal_sub_goal_counts", id=row["id"])
+    notes = tx.all("goal_notes_for", goal_id=row["id"])
+    return Goal.from_row(
+        {
+            **row,
+            "sub_goals": {key: int(val) for key, val in (counts or {}).items()},
+            "notes": [GoalNote.from_row(n) for n in notes],
+        }
+    )
+
+
+def _priority(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise errors.InvalidInput("priority must be an integer")
+    if not -_INT32 - 1 <= value <= _INT32:
+        raise errors.InvalidInput("priority is out of range (32-bit integer)")
+    return value

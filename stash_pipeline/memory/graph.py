@@ -1,0 +1,259 @@
+"""The knowledge graph: relationships, patterns and causal links.
+
+Relationships and patterns are written by consolidation stages; here they are read
+(patterns were write-only in the reference — defect 9). Causal links are written by the
+causal stage (method 'extracted') and by callers (``create_causal_link``, method
+'asserted'); both are listed, traced and soft-deleted here.
+
+Rules that fix the reference (inventory §9, defects 13, 20, 23):
+
+* a link is created in ONE exact namespace, and its cause, effect fact or effect
+  failure must be current / non-deleted and inside that namespace's tree;
+* ``trace_causal_chain`` never leaves its scope, terminates on cycles (a visited-path
+  array per branch) and caps the depth at 25; fact→failure edges are included;
+* every by-id operation accepts a ``namespaces`` scope; outside it a record is
+  ``RecordNotFound``, and so is a soft-deleted one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from stash_pipeline import errors
+from stash_pipeline.db import Session
+from stash_pipeline.memory import _knowledge as k
+from stash_pipeline.memory import _validate as v
+from stash_pipeline.memory import lineage
+from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.models import CausalLink, CausalStep, Pattern, Relationship
+from stash_pipeline.store import Store
+
+MAX_TRACE_DEPTH = 25
+DEFAULT_TRACE_DEPTH = 10
+
+
+# --- relationships and patterns -------------------------------------------------------
+
+
+def query_relationships(
+    store: Store,
+    namespaces: Any = "/",
+    *,
+    entity: str | None = None,
+    relation_type: str | None = None,
+    include_withdrawn: bool = False,
+    limit: Any = None,
+    offset: Any = None,
+) -> list[Relationship]:
+    """Relationships in the namespace trees, oldest first.
+
+    ``entity`` matches either end (case-insensitive, exact name); ``relation_type`` is the
+    lowercase identifier the stage stores (e.g. ``depends_on``).
+    """
+    limit, offset = v.page(limit, offset)
+    entity = _optional_name(entity, "entity")
+    if relation_type is not None:
+        relation_type = v.kind(relation_type.strip() if isinstance(relation_type, str) else relation_type)
+    with store.db.transaction() as tx:
+        rows = tx.all(
+            "graph_query_relationships",
+            ns_ids=k.read_ids(tx, namespaces),
+            entity=entity,
+            relation_type=relation_type,
+            include_withdrawn=bool(include_withdrawn),
+            limit=limit,
+            offset=offset,
+        )
+    return [Relationship.from_row(r) for r in rows]
+
+
+def query_patterns(
+    store: Store,
+    namespaces: Any = "/",
+    *,
+    include_withdrawn: bool = False,
+    limit: Any = None,
+    offset: Any = None,
+) -> list[Pattern]:
+    """Patterns in the namespace trees with the fact and relationship ids each one cites."""
+    limit, offset = v.page(limit, offset)
+    with store.db.transaction() as tx:
+        rows = tx.all(
+            "graph_query_patterns",
+            ns_ids=k.read_ids(tx, namespaces),
+            include_withdrawn=bool(include_withdrawn),
+            limit=limit,
+            offset=offset,
+        )
+    return [Pattern.from_row(r) for r in rows]
+
+
+# --- causal links ----------------------------------------------------------------------
+
+
+def create_causal_link(
+    store: Store,
+    namespace: str,
+    cause_id: Any,
+    *,
+    effect_id: Any = None,
+    effect_failure_id: Any = None,
+    confidence: Any = 0.8,
+    rationale: str | None = None,
+) -> CausalLink:
+    """Assert that fact ``cause_id`` causes fact ``effect_id`` or failure ``effect_failure_id``.
+
+    Exactly one effect. Both ends must be live (current fact / non-deleted failure) and in
+    ``namespace``'s tree. A duplicate live link is a ``Conflict``. Lineage points at the
+    cause and the effect, so withdrawing either withdraws the link.
+    """
+    cause = v.record_id(cause_id, "cause_id")
+    if (effect_id is None) == (effect_failure_id is None):
+        raise errors.InvalidInput("give exactly one effect: effect_id (a fact) or effect_failure_id (a failure)")
+    effect_fact = None if effect_id is None else v.record_id(effect_id, "effect_id")
+    effect_failure = None if effect_failure_id is None else v.record_id(effect_failure_id, "effect_failure_id")
+    if effect_fact is not None and effect_fact == cause:
+        raise errors.InvalidInput(f"a fact cannot cause itself (cause_id and effect_id are both {cause})")
+    confidence = v.probability(confidence)
+    rationale = v.optional_text(store.settings, rationale, "rationale")
+
+    with store.db.transaction() as tx:
+        target = ns.get(tx, namespace)
+        tree = set(ns.resolve_trees(tx, target["slug"]))
+        _live_fact_in(tx, cause, tree, target["slug"], "cause")
+        parents: list[tuple[str, int]] = [("fact", cause)]
+        if effect_fact is not None:
+            _live_fact_in(tx, effect_fact, tree, target["slug"], "effect")
+            parents.append(("fact", effect_fact))
+        else:
+            assert effect_failure is not None
+            failure = tx.one("graph_get_failure", id=effect_failure)
+            if failure is None or failure["deleted_at"] is not None or failure["namespace_id"] not in tree:
+                raise errors.RecordNotFound(
+                    f"failure {effect_failure} not found in namespace {target['slug']!r} or its descendants"
+                )
+            parents.append(("failure", effect_failure))
+        row = tx.one(
+            "graph_insert_causal_link",
+            namespace_id=target["id"],
+            cause_fact_id=cause,
+            effect_fact_id=effect_fact,
+            effect_failure_id=effect_failure,
+            confidence=confidence,
+            rationale=rationale,
+        )
+        if row is None:
+            what = f"fact {effect_fact}" if effect_fact is not None else f"failure {effect_failure}"
+            raise errors.Conflict(f"causal link already exists: fact {cause} -> {what}")
+        lineage.add(tx, target["id"], "causal_link", row["id"], parents)
+        link = tx.one("graph_get_causal_link", id=row["id"])
+    assert link is not None
+    return CausalLink.from_row(link)
+
+
+def list_causal_links(
+    store: Store,
+    namespaces: Any = "/",
+    *,
+    include_withdrawn: bool = False,
+    limit: Any = None,
+    offset: Any = None,
+) -> list[CausalLink]:
+    """Non-deleted causal links in the namespace trees, oldest first."""
+    limit, offset = v.page(limit, offset)
+    with store.db.transaction() as tx:
+        rows = tx.all(
+            "graph_list_causal_links",
+            ns_ids=k.read_ids(tx, namespaces),
+            include_withdrawn=bool(include_withdrawn),
+            limit=limit,
+            offset=offset,
+        )
+    return [CausalLink.from_row(r) for r in rows]
+
+
+def get_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> CausalLink:
+    """One non-deleted causal link."""
+    link_id = v.record_id(link_id, "link_id")
+    with store.db.transaction() as tx:
+        row = _causal_link_in_scope(tx, link_id, k.scope_ids(tx, namespaces))
+    return CausalLink.from_row(row)
+
+
+def trace_causal_chain(
+    store: Store,
+    fact_id: Any,
+    *,
+    direction: Literal["forward", "backward"] | str = "forward",
+    max_depth: Any = DEFAULT_TRACE_DEPTH,
+    namespaces: Any = None,
+) -> list[CausalStep]:
+    """The causal chain from (forward) or into (backward) a fact, ordered by depth.
+
+    Scope: the given ``namespaces`` trees; when None, the tree of the starting fact's own
+    namespace. Every walked link, and both of its ends, must lie in the scope, so a trace
+    never crosses into another namespace. Withdrawn and deleted links are skipped. A
+    cycle is reported once (the edge that closes it) and not followed; each link appears
+    once, at the shallowest depth it is reached. Forward traces include fact→failure
+    edges, whose ``effect`` is the failure's text.
+    """
+    fact_id = v.record_id(fact_id, "fact_id")
+    if direction not in ("forward", "backward"):
+        raise errors.InvalidInput(f"direction must be 'forward' or 'backward', got {direction!r}")
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= MAX_TRACE_DEPTH:
+        raise errors.InvalidInput(f"max_depth must be an integer between 1 and {MAX_TRACE_DEPTH}")
+    with store.db.transaction() as tx:
+        fact = tx.one("knowledge_fact_by_id", id=fact_id)
+        scope = k.scope_ids(tx, namespaces)
+        if fact is None or not k.in_scope(scope, fact["namespace_id"]):
+            raise errors.RecordNotFound(f"fact {fact_id} not found")
+        if scope is None:
+            scope = set(ns.resolve_trees(tx, fact["namespace"]))
+        rows = tx.all(
+            f"graph_trace_{direction}", fact_id=fact_id, ns_ids=sorted(scope), max_depth=max_depth
+        )
+    return [CausalStep.from_row(r) for r in rows]
+
+
+def delete_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> dict[str, Any]:
+    """Soft-delete a causal link; a deleted or out-of-scope link is RecordNotFound."""
+    link_id = v.record_id(link_id, "link_id")
+    with store.db.transaction() as tx:
+        _causal_link_in_scope(tx, link_id, k.scope_ids(tx, namespaces))
+        tx.execute("graph_delete_causal_link", id=link_id)
+    return {"ok": True, "id": link_id}
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _live_fact_in(tx: Session, fact_id: int, tree: set[int], slug: str, role: str) -> dict[str, Any]:
+    fact = tx.one("knowledge_fact_by_id", id=fact_id)
+    if fact is None or fact["namespace_id"] not in tree:
+        raise errors.RecordNotFound(f"{role} fact {fact_id} not found in namespace {slug!r} or its descendants")
+    if not fact["current"]:
+        raise errors.InvalidInput(
+            f"{role} fact {fact_id} is not current (withdrawn, superseded or expired); "
+            "causal links join current facts only"
+        )
+    return fact
+
+
+def _causal_link_in_scope(tx: Session, link_id: int, scope: set[int] | None) -> dict[str, Any]:
+    row = tx.one("graph_get_causal_link", id=link_id)
+    if row is None or row["deleted_at"] is not None or not k.in_scope(scope, row["namespace_id"]):
+        raise errors.RecordNotFound(f"causal link {link_id} not found")
+    return row
+
+
+def _optional_name(value: Any, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise errors.InvalidInput(f"{field} must be a string")
+    value = value.strip()
+    if not value:
+        return None
+    if "\x00" in value or len(value) > 1000:
+        raise errors.InvalidInput(f"{field} must be at most 1000 characters without NUL bytes")
+    return value

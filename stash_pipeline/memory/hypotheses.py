@@ -1,0 +1,338 @@
+"""Hypotheses: ideas the agent wants to verify, with a state machine and an evidence log.
+
+State machine (the reference's, inventory §5)::
+
+    proposed ──test──▶ testing ──confirm──▶ confirmed   (final; creates a fact)
+       │                 │  └────reject───▶ rejected    (final)
+       └─────reject──────┼───────────────▶ rejected
+                         └──refine──▶ proposed
+
+Fixes over the reference: ``refine`` works (defect 2); ``test`` is a library operation
+the MCP server exposes, so an MCP-only agent can confirm (defect 9); soft-deleted
+hypotheses are not found and cannot be acted on (defect 20); every by-id operation
+takes a ``namespaces`` scope; the verification plan must be non-empty and source facts
+must exist in the namespace tree (they become lineage parents); ``confirm`` creates its
+fact through ``facts.insert_fact`` with lineage to the hypothesis and its source facts,
+in the same transaction as the status change.
+
+``record_evidence`` (and the ``*_tx`` helpers) are the transaction-level entry points
+for the hypothesis-evidence consolidation stage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stash_pipeline import errors
+from stash_pipeline.db import Session
+from stash_pipeline.memory import _knowledge as k
+from stash_pipeline.memory import _validate as v
+from stash_pipeline.memory import facts, lineage
+from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.models import Hypothesis, HypothesisEvidence
+from stash_pipeline.store import Store
+
+STATUSES = ("proposed", "testing", "confirmed", "rejected")
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "proposed": ("testing", "rejected"),
+    "testing": ("confirmed", "rejected", "proposed"),
+    "confirmed": (),
+    "rejected": (),
+}
+#: the operation that performs each move, for error messages
+_VERB = {"testing": "test", "confirmed": "confirm", "rejected": "reject", "proposed": "refine"}
+VERDICTS = ("supports", "weakens", "contradicts", "irrelevant")
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+def list_(
+    store: Store,
+    namespaces: Any = "/",
+    *,
+    status: str | None = None,
+    limit: Any = None,
+    offset: Any = None,
+) -> list[Hypothesis]:
+    """Non-deleted hypotheses in the namespace trees, most recently changed first."""
+    limit, offset = v.page(limit, offset)
+    if status is not None and status not in STATUSES:
+        raise errors.InvalidInput(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
+    with store.db.transaction() as tx:
+        rows = tx.all(
+            "hypothesis_list",
+            ns_ids=k.read_ids(tx, namespaces),
+            status=status,
+            limit=limit,
+            offset=offset,
+        )
+    return [Hypothesis.from_row(r) for r in rows]
+
+
+def show(store: Store, hypothesis_id: Any, namespaces: Any = None) -> Hypothesis:
+    """One hypothesis with its source fact ids and its evidence log."""
+    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
+    with store.db.transaction() as tx:
+        row = load(tx, hypothesis_id, k.scope_ids(tx, namespaces))
+        evidence = tx.all("hypothesis_evidence_for", hypothesis_id=hypothesis_id)
+    return Hypothesis.from_row({**row, "evidence": [HypothesisEvidence.from_row(e) for e in evidence]})
+
+
+# --- writes ------------------------------------------------------------------------------
+
+
+def create(
+    store: Store,
+    namespace: str,
+    content: str,
+    verification_plan: str,
+    *,
+    confidence: Any = 0.5,
+    source_fact_ids: Any = None,
+) -> Hypothesis:
+    """Propose a hypothesis in one exact namespace.
+
+    ``source_fact_ids`` (list or comma string) must name facts in that namespace's tree
+    that are not withdrawn; they are recorded as lineage parents.
+    """
+    content = v.content(store.settings, content)
+    verification_plan = v.content(store.settings, verification_plan, "verification_plan")
+    confidence = v.probability(confidence)
+    sources = k.ids(source_fact_ids, "source_fact_ids")
+    with store.db.transaction() as tx:
+        target = ns.get(tx, namespace)
+        tree = set(ns.resolve_trees(tx, target["slug"]))
+        found = {int(f["id"]): f for f in tx.all("knowledge_facts_by_ids", ids=sources)} if sources else {}
+        for fact_id in sources:
+            fact = found.get(fact_id)
+            if fact is None or fact["namespace_id"] not in tree:
+                raise errors.RecordNotFound(
+                    f"source fact {fact_id} not found in namespace {target['slug']!r} or its descendants"
+                )
+            if fact["withdrawn_at"] is not None:
+                raise errors.InvalidInput(f"source fact {fact_id} was withdrawn and cannot support a hypothesis")
+        row = tx.one(
+            "hypothesis_insert",
+            namespace_id=target["id"],
+            content=content,
+            verification_plan=verification_plan,
+            confidence=confidence,
+            method="asserted",
+        )
+        assert row is not None
+        lineage.add(tx, target["id"], "hypothesis", row["id"], [("fact", f) for f in sources])
+        created = tx.one("hypothesis_get", id=row["id"])
+    return Hypothesis.from_row(created)
+
+
+def test(store: Store, hypothesis_id: Any, namespaces: Any = None) -> Hypothesis:
+    """Start testing: proposed → testing."""
+    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
+    with store.db.transaction() as tx:
+        row = load(tx, hypothesis_id, k.scope_ids(tx, namespaces), lock=True)
+        test_tx(tx, row)
+        out = tx.one("hypothesis_get", id=hypothesis_id)
+    return Hypothesis.from_row(out)
+
+
+def refine(
+    store: Store,
+    hypothesis_id: Any,
+    *,
+    content: str | None = None,
+    verification_plan: str | None = None,
+    confidence: Any = None,
+    namespaces: Any = None,
+) -> Hypothesis:
+    """Rework a hypothesis under test and send it back: testing → proposed.
+
+    Only the fields given change; ``None`` keeps the current value.
+    """
+    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
+    content = None if content is None else v.content(store.settings, content)
+    verification_plan = (
+        None if verification_plan is None else v.content(store.settings, verification_plan, "verification_plan")
+    )
+    confidence = None if confidence is None else v.probability(confidence)
+    with store.db.transaction() as tx:
+        row = load(tx, hypothesis_id, k.scope_ids(tx, namespaces), lock=True)
+        _check_move(row, "proposed")
+        tx.execute(
+            "hypothesis_refine",
+            id=hypothesis_id,
+            content=content,
+            verification_plan=verification_plan,
+            confidence=confidence,
+        )
+        out = tx.one("hypothesis_get", id=hypothesis_id)
+    return Hypothesis.from_row(out)
+
+
+def confirm(
+    store: Store,
+    hypothesis_id: Any,
+    *,
+    rationale: str | None = None,
+    namespaces: Any = None,
+) -> dict[str, Any]:
+    """Confirm a hypothesis under test (testing → confirmed) and record it as a fact.
+
+    In one transaction: a fact (origin 'hypothesis', the hypothesis's content and
+    confidence, lineage to the hypothesis and its source facts) is inserted and the
+    hypothesis points at it. Returns ``{"hypothesis": Hypothesis, "fact": dict}``.
+    """
+    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
+    rationale = v.optional_text(store.settings, rationale, "rationale")
+    # Validate and embed before the write transaction, so no row lock is held while
+    # the embedder runs; the state is checked again under the lock.
+    with store.db.transaction() as tx:
+        scope = k.scope_ids(tx, namespaces)
+        first = load(tx, hypothesis_id, scope)
+        _check_move(first, "confirmed")
+    embedding = store.embedder.embed_one(first["content"])
+    with store.db.transaction() as tx:
+        row = load(tx, hypothesis_id, scope, lock=True)
+        if row["content"] != first["content"]:  # refined in between: embed what we store
+            embedding = store.embedder.embed_one(row["content"])
+        hypothesis, fact = confirm_tx(tx, store, row, embedding=embedding, rationale=rationale)
+    return {"hypothesis": hypothesis, "fact": fact}
+
+
+def reject(store: Store, hypothesis_id: Any, reason: str | None = None, *, namespaces: Any = None) -> Hypothesis:
+    """Reject a hypothesis (proposed or testing → rejected, final)."""
+    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
+    reason = v.optional_text(store.settings, reason, "reason")
+    with store.db.transaction() as tx:
+        row = load(tx, hypothesis_id, k.scope_ids(tx, namespaces), lock=True)
+        reject_tx(tx, row, reason)
+        out = tx.one("hypothesis_get", id=hypothesis_id)
+    return Hypothesis.from_row(out)
+
+
+def delete(store: Store, hypothesis_id: Any, namespaces: Any = None) -> dict[str, Any]:
+    """Soft-delete a hypothesis; afterwards it is not found and cannot be acted on.
+
+    A fact created by confirming it stays (it is knowledge in its own right).
+    """
+    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
+    with store.db.transaction() as tx:
+        load(tx, hypothesis_id, k.scope_ids(tx, namespaces), lock=True)
+        tx.execute("hypothesis_soft_delete", id=hypothesis_id)
+    return {"ok": True, "id": hypothesis_id}
+
+
+# --- transaction-level helpers (also used by the hypothesis-evidence stage) ----------
+
+
+def load(tx: Session, hypothesis_id: int, scope: set[int] | None = None, *, lock: bool = False) -> dict[str, Any]:
+    """A live hypothesis row in scope, optionally locked; RecordNotFound otherwise."""
+    if lock:
+        tx.one("hypothesis_lock", id=hypothesis_id)
+    row = tx.one("hypothesis_get", id=hypothesis_id)
+    if row is None or row["deleted_at"] is not None or not k.in_scope(scope, row["namespace_id"]):
+        raise errors.RecordNotFound(f"hypothesis {hypothesis_id} not found")
+    return row
+
+
+def test_tx(tx: Session, row: dict[str, Any]) -> None:
+    """proposed → testing on a locked row."""
+    _check_move(row, "testing")
+    tx.execute("hypothesis_set_testing", id=row["id"])
+
+
+def reject_tx(tx: Session, row: dict[str, Any], reason: str | None) -> None:
+    """proposed/testing → rejected on a locked row."""
+    _check_move(row, "rejected")
+    tx.execute("hypothesis_set_rejected", id=row["id"], reason=reason)
+
+
+def confirm_tx(
+    tx: Session,
+    store: Store,
+    row: dict[str, Any],
+    *,
+    embedding: np.ndarray | None = None,
+    rationale: str | None = None,
+) -> tuple[Hypothesis, dict[str, Any]]:
+    """testing → confirmed on a locked row, inserting the confirming fact in ``tx``."""
+    _check_move(row, "confirmed")
+    parents = [("hypothesis", int(row["id"])), *[("fact", int(f)) for f in row["source_fact_ids"]]]
+    fact = facts.insert_fact(
+        tx,
+        store,
+        namespace_id=int(row["namespace_id"]),
+        content=row["content"],
+        origin="hypothesis",
+        confidence=float(row["confidence"]),
+        parents=parents,
+        rationale=rationale,
+        embedding=embedding,
+    )
+    tx.execute("hypothesis_set_confirmed", id=row["id"], fact_id=int(fact["id"]))
+    out = tx.one("hypothesis_get", id=row["id"])
+    return Hypothesis.from_row(out), fact
+
+
+def set_confidence(tx: Session, hypothesis_id: int, confidence: float) -> None:
+    """Set a hypothesis's confidence (evidence below the auto thresholds)."""
+    tx.execute("hypothesis_set_confidence", id=hypothesis_id, confidence=v.probability(confidence))
+
+
+def record_evidence(
+    tx: Session,
+    *,
+    hypothesis_id: int,
+    fact_id: int | None,
+    namespace_id: int,
+    verdict: str,
+    confidence: float,
+    new_confidence: float | None,
+    reasoning: str,
+    action: str | None,
+) -> dict[str, Any] | None:
+    """Log one verdict on a hypothesis (idempotent per (hypothesis, fact)).
+
+    Returns the inserted row, or None when that fact already has a verdict on that
+    hypothesis. Lineage of the evidence row points at the hypothesis and the fact.
+    """
+    if verdict not in VERDICTS:
+        raise errors.InvalidInput(f"verdict must be one of {', '.join(VERDICTS)}; got {verdict!r}")
+    row = tx.one(
+        "hypothesis_insert_evidence",
+        hypothesis_id=int(hypothesis_id),
+        fact_id=None if fact_id is None else int(fact_id),
+        namespace_id=int(namespace_id),
+        verdict=verdict,
+        confidence=v.probability(confidence),
+        new_confidence=None if new_confidence is None else v.probability(new_confidence, "new_confidence"),
+        reasoning=reasoning or "",
+        action=action,
+    )
+    if row is None:
+        return None
+    parents: list[tuple[str, int]] = [("hypothesis", int(hypothesis_id))]
+    if fact_id is not None:
+        parents.append(("fact", int(fact_id)))
+    lineage.add(tx, int(namespace_id), "hypothesis_evidence", int(row["id"]), parents)
+    return row
+
+
+def _check_move(row: dict[str, Any], to: str) -> None:
+    current = row["status"]
+    allowed = TRANSITIONS[current]
+    if to in allowed:
+        return
+    if allowed:
+        moves = ", ".join(f"{s} ({_VERB[s]})" for s in allowed)
+        message = (
+            f"hypothesis {row['id']}: {current} → {to} is not allowed; "
+            f"from {current} the allowed moves are: {moves}"
+        )
+    else:
+        message = f"hypothesis {row['id']}: {current} → {to} is not allowed; {current} is final"
+    if current == "proposed" and to == "confirmed":
+        message += ". Test it first: mark it as testing (test_hypothesis / `stash hypothesis test`), then confirm"
+    raise errors.InvalidTransition(message, hypothesis_id=row["id"], status=current, to=to)
