@@ -101,3 +101,13 @@ ALTER TABLE episodes ALTER COLUMN embedding SET NOT NULL;
 ALTER TABLE facts ALTER COLUMN embedding SET NOT NULL;
 CREATE INDEX IF NOT EXISTS episodes_embedding_hnsw ON episodes USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX IF NOT EXISTS facts_embedding_hnsw ON facts USING hnsw (embedding vector_cosine_ops)
+
+-- reembed_schema_state --
+-- Whether the vector columns are NOT NULL and their HNSW indexes exist (false = repair needed).
+SELECT
+    (SELECT attnotnull FROM pg_attribute
+      WHERE attrelid = 'episodes'::regclass AND attname = 'embedding') AS episodes_not_null,
+    (SELECT attnotnull FROM pg_attribute
+      WHERE attrelid = 'facts'::regclass AND attname = 'embedding') AS facts_not_null,
+    to_regclass('episodes_embedding_hnsw') IS NOT NULL AS episodes_index,
+    to_regclass('facts_embedding_hnsw') IS NOT NULL AS facts_index
