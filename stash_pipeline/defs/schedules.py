@@ -1,0 +1,72 @@
+"""Schedules: daily decay for every namespace, and an hourly sweep of all stages.
+
+``decay_daily`` (03:00 UTC) requests one ``decay`` run per namespace partition; decay is
+pure SQL over stale current facts, so it has no watermark to watch.
+
+``consolidation_sweep`` (hourly) is the safety net behind the watermark sensor: it runs
+the same ``stage_backlog`` query and requests a run for *every* namespace with work (no
+per-tick cap), skipping namespaces with a run in flight. It keeps the pipeline moving
+if the sensor is stopped, and drains a backlog larger than the sensor's cap.
+"""
+
+from __future__ import annotations
+
+import time
+
+import dagster as dg
+from dagster import ScheduleEvaluationContext
+
+from stash_pipeline.defs.assets import STAGE_KEYS, stage_assets
+from stash_pipeline.defs.partitions import NAMESPACES, partition_key
+from stash_pipeline.defs.resources import StashResource
+from stash_pipeline.defs.sensors import (
+    WATERMARK_STAGES,
+    in_flight_partitions,
+    pending_work,
+    read_backlog,
+    run_requests,
+)
+
+
+@dg.schedule(
+    name="decay_daily",
+    description="Decay stale current facts in every namespace, once a day.",
+    cron_schedule="0 3 * * *",
+    execution_timezone="UTC",
+    target=dg.AssetSelection.assets(STAGE_KEYS["decay"]),
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
+def decay_daily(context: ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
+    keys = context.instance.get_dynamic_partitions(NAMESPACES)
+    if not keys:
+        return dg.SkipReason("no namespace partitions yet")
+    day = context.scheduled_execution_time.strftime("%Y-%m-%d") if context.scheduled_execution_time else ""
+    return [
+        dg.RunRequest(
+            partition_key=key,
+            asset_selection=[STAGE_KEYS["decay"]],
+            run_key=f"decay:{key}:{day}",
+            tags={"stash/trigger": "decay_daily"},
+        )
+        for key in keys
+    ]
+
+
+@dg.schedule(
+    name="consolidation_sweep",
+    description="Hourly: run every stage with a backlog in every namespace not already running.",
+    cron_schedule="0 * * * *",
+    execution_timezone="UTC",
+    target=dg.AssetSelection.assets(*stage_assets),
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
+def consolidation_sweep(
+    context: ScheduleEvaluationContext, stash: StashResource
+) -> list[dg.RunRequest] | dg.SkipReason:
+    rows, reasoner_configured = read_backlog(stash)
+    work = pending_work(rows, stages=WATERMARK_STAGES, reasoner_configured=reasoner_configured)
+    busy = in_flight_partitions(context.instance, [partition_key(s) for s in work])
+    ready = sorted(slug for slug in work if partition_key(slug) not in busy)
+    if not ready:
+        return dg.SkipReason("no namespace has work that is not already running")
+    return run_requests(work, ready, trigger="sweep", now=time.time())

@@ -1,0 +1,201 @@
+"""Sensors: partition discovery and level-triggered watermark runs.
+
+``namespace_discovery_sensor``
+    Cursor: ``{"max_id": highest namespace id seen, "count": partitions we believe exist}``.
+    Each tick runs one query (namespaces with ``id > max_id`` plus the total count, one
+    snapshot) and adds a partition per new namespace. Deletions are noticed cheaply: when
+    the total is lower than the count we expect, it lists slugs and partitions once and
+    deletes the partitions whose namespace is gone. It never lists every key on a normal
+    tick.
+
+``watermark_sensor``
+    Level-triggered: each tick runs the one ``stage_backlog`` query (every namespace ×
+    stage: checkpoint vs. source head), so work missed by one tick is seen by the next.
+    It requests one run per namespace with work, selecting exactly the stages that have
+    a backlog; skips namespaces that already have a queued or running run (one
+    ``get_runs`` call per tick); caps requests per tick and pages round-robin with its
+    cursor (the last namespace handled) so busy namespaces cannot starve the rest. The
+    run key holds each selected stage's head id and a time bucket: the same backlog is
+    not requested twice within a bucket, yet a failed run is retried by a later bucket
+    instead of being blocked by its run key forever. Model-bound stages are skipped while
+    no reasoner is configured (they would only report "not configured").
+
+The planning helpers are plain functions so the schedule sweep shares them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+from dagster import SensorEvaluationContext
+
+from stash_pipeline.defs.assets import STAGE_KEYS, stage_assets
+from stash_pipeline.defs.partitions import NAMESPACES, PARTITION_TAG, namespaces_partitions, partition_key
+from stash_pipeline.defs.resources import StashResource
+from stash_pipeline.stages import STAGES
+
+#: At most this many runs (namespaces) per watermark tick; the cursor pages through the rest.
+MAX_RUNS_PER_TICK = 50
+#: Run keys repeat within this window: a failed run is re-requested at most once per bucket.
+RUN_KEY_BUCKET_S = 900
+#: New namespaces added per discovery tick.
+DISCOVERY_BATCH = 1000
+
+IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+_SPECS = {spec.name: spec for spec in STAGES}
+#: Stages the watermark drives: decay has no source to watch, its schedule runs it.
+WATERMARK_STAGES = tuple(spec.name for spec in STAGES if spec.source != "none")
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """One stage of one namespace with unconsumed source rows."""
+
+    slug: str
+    stage: str
+    cursor: int
+    #: the source head the sensor saw ("episodes/failures" heads for failure_patterns)
+    head: str
+
+
+def pending_work(
+    rows: Iterable[Mapping[str, Any]], *, stages: Sequence[str], reasoner_configured: bool
+) -> dict[str, list[Backlog]]:
+    """``{slug: [Backlog, ...]}`` for rows with work, in stage-table order per namespace."""
+    order = {name: i for i, name in enumerate(stages)}
+    work: dict[str, list[Backlog]] = {}
+    for row in rows:
+        stage = row["stage"]
+        if not row["has_work"] or stage not in order:
+            continue
+        if _SPECS[stage].needs_model and not reasoner_configured:
+            continue
+        head = str(row["head"] or 0)
+        if stage == "failure_patterns":
+            # new failures alone are work too; without this a failure would wait a bucket
+            head = f"{head}/{row.get('failure_head') or 0}"
+        work.setdefault(row["slug"], []).append(Backlog(row["slug"], stage, int(row["cursor"] or 0), head))
+    for items in work.values():
+        items.sort(key=lambda b: order[b.stage])
+    return work
+
+
+def round_robin(slugs: Sequence[str], after: str, limit: int) -> list[str]:
+    """Up to ``limit`` slugs in order, starting after ``after`` and wrapping around."""
+    ordered = sorted(slugs)
+    later = [s for s in ordered if s > after]
+    earlier = [s for s in ordered if s <= after]
+    return (later + earlier)[:limit]
+
+
+def run_key(trigger: str, slug: str, items: Sequence[Backlog], now: float) -> str:
+    """Same key for the same backlog within one time bucket; new data or a new bucket → new key."""
+    heads = ",".join(f"{b.stage}@{b.head}" for b in items)
+    return f"{trigger}:{slug}:{heads}:{int(now // RUN_KEY_BUCKET_S)}"
+
+
+def in_flight_partitions(instance: dg.DagsterInstance, keys: Sequence[str]) -> set[str]:
+    """Partitions among ``keys`` with a queued or running run (one storage query)."""
+    if not keys:
+        return set()
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT, tags={PARTITION_TAG: list(keys)}))
+    return {run.tags[PARTITION_TAG] for run in runs if PARTITION_TAG in run.tags}
+
+
+def run_requests(
+    work: Mapping[str, Sequence[Backlog]], slugs: Sequence[str], *, trigger: str, now: float
+) -> list[dg.RunRequest]:
+    """One run per namespace selecting exactly its stages with backlog."""
+    return [
+        dg.RunRequest(
+            partition_key=partition_key(slug),
+            asset_selection=[STAGE_KEYS[b.stage] for b in work[slug]],
+            run_key=run_key(trigger, slug, work[slug], now),
+            tags={"stash/trigger": trigger, "stash/stages": ",".join(b.stage for b in work[slug])},
+        )
+        for slug in slugs
+    ]
+
+
+def missing_partitions_request(instance: dg.DagsterInstance, keys: Sequence[str]) -> list[Any]:
+    """An add request for keys not yet partitions (the daemon applies it before the runs)."""
+    known = instance.get_existing_dynamic_partitions(NAMESPACES, list(keys))
+    missing = [k for k in keys if k not in known]
+    return [namespaces_partitions.build_add_request(missing)] if missing else []
+
+
+def read_backlog(stash: StashResource) -> tuple[list[dict[str, Any]], bool]:
+    """The ``stage_backlog`` rows and whether a reasoner is configured (one query)."""
+    with stash.open_store() as store:
+        return store.db.all("stage_backlog", namespace_ids=None), store.settings.reasoner_configured
+
+
+@dg.sensor(
+    name="watermark_sensor",
+    description="Requests stage runs for namespaces whose stage checkpoints are behind their source heads.",
+    target=dg.AssetSelection.assets(*stage_assets),
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def watermark_sensor(context: SensorEvaluationContext, stash: StashResource) -> dg.SensorResult:
+    state = json.loads(context.cursor) if context.cursor else {}
+    rows, reasoner_configured = read_backlog(stash)
+    work = pending_work(rows, stages=WATERMARK_STAGES, reasoner_configured=reasoner_configured)
+    if not work:
+        return dg.SensorResult(skip_reason="every stage is caught up", cursor=context.cursor)
+    busy = in_flight_partitions(context.instance, [partition_key(s) for s in work])
+    ready = [slug for slug in work if partition_key(slug) not in busy]
+    chosen = round_robin(ready, state.get("after", ""), MAX_RUNS_PER_TICK)
+    if not chosen:
+        return dg.SensorResult(skip_reason=f"{len(busy)} namespace(s) with work already have a run", cursor=context.cursor)
+    return dg.SensorResult(
+        run_requests=run_requests(work, chosen, trigger="watermark", now=time.time()),
+        dynamic_partitions_requests=missing_partitions_request(context.instance, [partition_key(s) for s in chosen]),
+        cursor=json.dumps({"after": chosen[-1]}),
+    )
+
+
+@dg.sensor(
+    name="namespace_discovery_sensor",
+    description="Adds a partition for every new namespace and removes partitions of deleted ones.",
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def namespace_discovery_sensor(context: SensorEvaluationContext, stash: StashResource) -> dg.SensorResult:
+    state = json.loads(context.cursor) if context.cursor else {"max_id": 0, "count": None}
+    with stash.open_store() as store:
+        row = store.db.one("dagster_namespaces_after", after_id=state["max_id"], limit=DISCOVERY_BATCH) or {}
+        new = row.get("new") or []
+        total = int(row.get("total") or 0)
+        add = [partition_key(n["slug"]) for n in new]
+        max_id = max([state["max_id"], *(int(n["id"]) for n in new)])
+        count = None if state["count"] is None else state["count"] + len(add)
+        delete: list[str] = []
+        caught_up = len(new) < DISCOVERY_BATCH
+        if caught_up and count != total:
+            # A namespace disappeared (or this is the first tick): reconcile once by listing.
+            slugs = {partition_key(r["slug"]) for r in store.db.all("dagster_namespace_slugs")}
+            partitions = set(context.instance.get_dynamic_partitions(NAMESPACES))
+            delete = sorted(partitions - slugs)
+            add = sorted((slugs - partitions) | set(add))
+            count = len(slugs)
+    requests: list[Any] = []
+    if add:
+        requests.append(namespaces_partitions.build_add_request(add))
+    if delete:
+        requests.append(namespaces_partitions.build_delete_request(delete))
+    cursor = json.dumps({"max_id": max_id, "count": count})
+    if not requests:
+        return dg.SensorResult(skip_reason="no namespace added or deleted", cursor=cursor)
+    return dg.SensorResult(dynamic_partitions_requests=requests, cursor=cursor)
