@@ -1,0 +1,169 @@
+-- Consolidation runner: locks, checkpoints, backlog, dead letters, model-call log.
+
+-- stage_backlog --
+-- Per (namespace, stage): checkpoint cursor vs the stage's source head, in ONE indexed
+-- query for all namespaces (namespace_ids NULL) or the given ids. Used by
+-- consolidation.status() and the Dagster watermark sensor; keep the column names.
+-- Heads: facts/failure_patterns = max live episode id; fact-driven stages = max fact
+-- id; patterns = the relationships cursor (patterns see facts only after relationships
+-- processed them); decay never has backlog work (it is scheduled).
+WITH ns AS (
+    SELECT n.id, n.slug
+    FROM namespaces n
+    WHERE %(namespace_ids)s::bigint[] IS NULL OR n.id = ANY(%(namespace_ids)s::bigint[])
+), heads AS (
+    SELECT ns.id, ns.slug,
+           COALESCE((SELECT max(e.id) FROM episodes e
+                     WHERE e.namespace_id = ns.id AND e.deleted_at IS NULL), 0) AS episode_head,
+           COALESCE((SELECT max(f.id) FROM facts f WHERE f.namespace_id = ns.id), 0) AS fact_head,
+           COALESCE((SELECT max(x.id) FROM failures x
+                     WHERE x.namespace_id = ns.id AND x.deleted_at IS NULL), 0) AS failure_head,
+           EXISTS (SELECT 1 FROM goals g WHERE g.namespace_id = ns.id AND g.status = 'active'
+                                           AND g.deleted_at IS NULL) AS has_goal,
+           EXISTS (SELECT 1 FROM hypotheses h WHERE h.namespace_id = ns.id
+                                                AND h.status IN ('proposed', 'testing')
+                                                AND h.deleted_at IS NULL) AS has_hypothesis
+    FROM ns
+), stages (stage, ord) AS (
+    VALUES ('facts', 1), ('relationships', 2), ('causal_links', 3), ('patterns', 4),
+           ('goal_progress', 5), ('failure_patterns', 6), ('hypothesis_evidence', 7), ('decay', 8)
+), joined AS (
+    SELECT h.*, s.stage, s.ord,
+           COALESCE(c.cursor, 0) AS cursor,
+           COALESCE(c.aux_cursor, 0) AS aux_cursor,
+           c.last_run_at, c.last_status,
+           CASE s.stage
+               WHEN 'facts' THEN h.episode_head
+               WHEN 'failure_patterns' THEN h.episode_head
+               WHEN 'patterns' THEN COALESCE(r.cursor, 0)
+               WHEN 'decay' THEN 0
+               ELSE h.fact_head
+           END AS head
+    FROM heads h
+    CROSS JOIN stages s
+    LEFT JOIN stage_checkpoints c ON c.namespace_id = h.id AND c.stage = s.stage
+    LEFT JOIN stage_checkpoints r ON r.namespace_id = h.id AND r.stage = 'relationships'
+)
+SELECT id AS namespace_id, slug, stage, cursor, head,
+       CASE stage
+           WHEN 'decay' THEN false
+           WHEN 'failure_patterns' THEN failure_head > 0
+                AND (head > cursor OR failure_head > aux_cursor)
+           WHEN 'goal_progress' THEN has_goal AND head > cursor
+           WHEN 'hypothesis_evidence' THEN has_hypothesis AND head > cursor
+           ELSE head > cursor
+       END AS has_work,
+       aux_cursor, failure_head, last_run_at, last_status
+FROM joined
+ORDER BY slug, ord
+
+-- consolidation_try_lock --
+-- Session-level advisory lock for one (stage, namespace) run; false when held elsewhere.
+SELECT pg_try_advisory_lock(%(stage_key)s::int, %(namespace_key)s::int) AS ok
+
+-- consolidation_lock --
+-- Session-level advisory lock for one (stage, namespace) run; waits for the holder.
+SELECT pg_advisory_lock(%(stage_key)s::int, %(namespace_key)s::int) IS NOT NULL AS ok
+
+-- consolidation_unlock --
+-- Release the run lock taken by consolidation_try_lock / consolidation_lock.
+SELECT pg_advisory_unlock(%(stage_key)s::int, %(namespace_key)s::int) AS ok
+
+-- consolidation_ensure_checkpoint --
+-- Get-or-create the checkpoint row of one (namespace, stage).
+WITH ins AS (
+    INSERT INTO stage_checkpoints (namespace_id, stage) VALUES (%(namespace_id)s, %(stage)s)
+    ON CONFLICT (namespace_id, stage) DO NOTHING
+    RETURNING *
+)
+SELECT * FROM ins
+UNION ALL
+SELECT * FROM stage_checkpoints WHERE namespace_id = %(namespace_id)s AND stage = %(stage)s
+
+-- consolidation_get_checkpoint --
+-- The checkpoint row of one (namespace, stage), if any.
+SELECT * FROM stage_checkpoints WHERE namespace_id = %(namespace_id)s AND stage = %(stage)s
+
+-- consolidation_advance_checkpoint --
+-- Move a stage's cursors forward (never backwards), in the batch's transaction.
+UPDATE stage_checkpoints
+   SET cursor = GREATEST(cursor, %(cursor)s::bigint),
+       aux_cursor = GREATEST(aux_cursor, %(aux_cursor)s::bigint),
+       updated_at = now()
+ WHERE namespace_id = %(namespace_id)s AND stage = %(stage)s
+
+-- consolidation_finish_run --
+-- Record the outcome of one stage run (cursors untouched).
+INSERT INTO stage_checkpoints (namespace_id, stage, last_run_at, last_status, last_report)
+VALUES (%(namespace_id)s, %(stage)s, now(), %(status)s, %(report)s)
+ON CONFLICT (namespace_id, stage) DO UPDATE
+   SET last_run_at = now(), last_status = EXCLUDED.last_status,
+       last_report = EXCLUDED.last_report, updated_at = now()
+
+-- consolidation_record_model_call --
+-- One HTTP attempt against the reasoning model (own transaction; cost accounting).
+INSERT INTO model_calls (namespace_id, stage, run_id, model, endpoint, prompt_tokens,
+                         completion_tokens, latency_ms, attempt, ok, error)
+VALUES (%(namespace_id)s, %(stage)s, %(run_id)s, %(model)s, %(endpoint)s, %(prompt_tokens)s,
+        %(completion_tokens)s, %(latency_ms)s, %(attempt)s, %(ok)s, %(error)s)
+
+-- consolidation_dead_letter_fail --
+-- Count one failure of an item; 'dead' once attempts reach max_attempts.
+INSERT INTO dead_letters (namespace_id, stage, item_kind, item_id, attempts, last_error, status, payload)
+VALUES (%(namespace_id)s, %(stage)s, %(item_kind)s, %(item_id)s, 1, %(error)s,
+        CASE WHEN 1 >= %(max_attempts)s THEN 'dead' ELSE 'pending' END, %(payload)s)
+ON CONFLICT (namespace_id, stage, item_kind, item_id) DO UPDATE
+   SET attempts = CASE WHEN dead_letters.status IN ('pending', 'dead') THEN dead_letters.attempts + 1 ELSE 1 END,
+       last_error = EXCLUDED.last_error,
+       status = CASE WHEN (CASE WHEN dead_letters.status IN ('pending', 'dead')
+                               THEN dead_letters.attempts + 1 ELSE 1 END) >= %(max_attempts)s
+                     THEN 'dead' ELSE 'pending' END,
+       updated_at = now()
+RETURNING status, attempts
+
+-- consolidation_dead_letter_resolve --
+-- An item that failed before has now been processed: mark its dead letter 'retried'.
+UPDATE dead_letters SET status = 'retried', updated_at = now()
+ WHERE namespace_id = %(namespace_id)s AND stage = %(stage)s AND item_kind = %(item_kind)s
+   AND item_id = ANY(%(item_ids)s::bigint[]) AND status = 'pending'
+
+-- consolidation_dead_letter_pending --
+-- Item ids of one stage waiting to be retried, oldest first.
+SELECT item_id FROM dead_letters
+ WHERE namespace_id = %(namespace_id)s AND stage = %(stage)s AND item_kind = %(item_kind)s
+   AND status = 'pending'
+ ORDER BY item_id
+ LIMIT %(limit)s
+
+-- consolidation_dead_letter_counts --
+-- Pending/dead dead-letter counts per (namespace, stage).
+SELECT namespace_id, stage,
+       count(*) FILTER (WHERE status = 'pending') AS pending,
+       count(*) FILTER (WHERE status = 'dead') AS dead
+FROM dead_letters
+WHERE %(namespace_ids)s::bigint[] IS NULL OR namespace_id = ANY(%(namespace_ids)s::bigint[])
+GROUP BY namespace_id, stage
+
+-- consolidation_dead_letter_list --
+-- Dead letters in the given namespaces, filtered by stage/status, newest first.
+SELECT d.*, n.slug AS namespace
+FROM dead_letters d JOIN namespaces n ON n.id = d.namespace_id
+WHERE d.namespace_id = ANY(%(namespace_ids)s::bigint[])
+  AND (%(stage)s::text IS NULL OR d.stage = %(stage)s)
+  AND (%(status)s::text IS NULL OR d.status = %(status)s)
+ORDER BY d.updated_at DESC, d.id DESC
+LIMIT %(limit)s OFFSET %(offset)s
+
+-- consolidation_dead_letter_retry --
+-- Put dead letters back in the queue with a fresh attempt count.
+UPDATE dead_letters SET status = 'pending', attempts = 0, updated_at = now()
+ WHERE id = ANY(%(ids)s::bigint[])
+   AND (%(namespace_ids)s::bigint[] IS NULL OR namespace_id = ANY(%(namespace_ids)s::bigint[]))
+RETURNING id
+
+-- consolidation_dead_letter_drop --
+-- Give up on dead letters for good (kept for the record as 'dropped').
+UPDATE dead_letters SET status = 'dropped', updated_at = now()
+ WHERE id = ANY(%(ids)s::bigint[])
+   AND (%(namespace_ids)s::bigint[] IS NULL OR namespace_id = ANY(%(namespace_ids)s::bigint[]))
+RETURNING id

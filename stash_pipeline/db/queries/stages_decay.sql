@@ -1,0 +1,17 @@
+-- Decay stage: confidence decay of stale current facts, then expiry.
+
+-- decay_stale_facts --
+-- Current facts not updated within the window lose confidence (x factor); refreshes updated_at.
+UPDATE facts
+   SET confidence = confidence * %(factor)s, updated_at = now()
+ WHERE namespace_id = %(namespace_id)s
+   AND withdrawn_at IS NULL AND valid_until IS NULL
+   AND updated_at < now() - %(window)s::interval
+
+-- decay_expire_facts --
+-- Current facts whose confidence fell below the threshold expire now (valid_until).
+UPDATE facts
+   SET valid_until = GREATEST(now(), valid_from), updated_at = now()
+ WHERE namespace_id = %(namespace_id)s
+   AND withdrawn_at IS NULL AND valid_until IS NULL
+   AND confidence < %(threshold)s
