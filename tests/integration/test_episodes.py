@@ -87,7 +87,7 @@ def test_idempotency_key_replay_and_conflict(store, ns):
     first = episodes.remember(store, ns, "note one", idempotency_key="k-1")
     again = episodes.remember(store, ns, "note one", idempotency_key="k-1")
     assert again == {"id": first["id"], "namespace": ns, "created": False}
-    with pytest.raises(errors.Conflict, match="k-1.*different content"):
+    with pytest.raises(errors.Conflict, match=r"k-1.*different content"):
         episodes.remember(store, ns, "note two", idempotency_key="k-1")
     # keys are per namespace
     namespaces.create(store, "/projects/z")
