@@ -1,0 +1,255 @@
+"""``stash version``, ``config``, ``doctor``, ``stats`` and ``reembed``.
+
+``version`` and ``config`` never open the database; ``doctor`` opens it only to check it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import click
+
+from stash_serve.cli import base
+from stash_serve.cli.output import emit_json, fields, table
+
+
+@click.command("version")
+def version_command() -> None:
+    """Print the Stash version (no database needed).
+
+    \b
+    Example:
+      stash version
+    """
+    from stash_pipeline import __version__
+
+    click.echo(f"stash {__version__}")
+
+
+@click.command("config")
+@base.json_option
+def config_command(as_json: bool) -> None:
+    """Show the effective settings (environment and .env), secrets masked.
+
+    Never opens the database.
+
+    \b
+    Example:
+      STASH_EMBEDDER=hash stash config --json
+    """
+    view = base.settings().public_view()
+    if as_json:
+        emit_json(view)
+        return
+    width = max(len(k) for k in view)
+    for key, value in view.items():
+        click.echo(f"{key.ljust(width)}  {'' if value is None else value}")
+
+
+# --- doctor --------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def _run_check(name: str, probe: Callable[[], str]) -> Check:
+    from stash_pipeline.errors import StashError
+
+    try:
+        return Check(name, True, probe())
+    except StashError as exc:
+        return Check(name, False, exc.message)
+    except Exception as exc:  # a doctor reports every failure instead of stopping at the first
+        return Check(name, False, f"{type(exc).__name__}: {exc}")
+
+
+def doctor_checks() -> list[Check]:
+    """Settings, database, migrations, embedder + lock, model endpoint — in that order."""
+    from stash_pipeline.config import load_settings
+
+    checks: list[Check] = []
+    try:
+        settings = load_settings()
+    except Exception as exc:
+        message = getattr(exc, "message", str(exc))
+        return [Check("settings", False, f"{message} — fix the STASH_* variables or .env")]
+    checks.append(Check("settings", True, f"valid (embedder {settings.embedder}, home {settings.home})"))
+
+    from stash_pipeline.db import Database
+    from stash_pipeline.store import Store
+
+    db_holder: dict[str, Database] = {}
+
+    def database() -> str:
+        if settings.embedded:
+            from stash_pipeline.db.embedded import EmbeddedServer
+
+            status = EmbeddedServer(settings).status()
+            if not status.running:
+                raise RuntimeError(
+                    f"the embedded PostgreSQL is not running on port {status.port}; run `stash db start`"
+                )
+            dsn, where = EmbeddedServer(settings).url(), f"embedded server on 127.0.0.1:{status.port}"
+        else:
+            dsn, where = settings.dsn(), "STASH_DATABASE_URL"
+        db = Database(dsn, max_size=2, timeout=5.0)
+        try:
+            with db.transaction() as tx:
+                version = tx.scalar("cli_server_version")
+        except BaseException:
+            db.close()  # the pool would keep retrying in the background otherwise
+            raise
+        db_holder["db"] = db
+        return f"reachable ({where}, PostgreSQL {version})"
+
+    checks.append(_run_check("database", database))
+    db = db_holder.get("db")
+    if db is None:
+        checks.append(Check("migrations", False, "skipped: the database is not reachable"))
+        checks.append(Check("embedder", False, "skipped: the model lock lives in the database"))
+    else:
+        store = Store(settings=settings, db=db)
+
+        def migrations() -> str:
+            current, head = base.current_revision(store), base.head_revision()
+            if current != head:
+                raise RuntimeError(f"schema at {current or '(empty)'}, code expects {head}; run `stash migrate`")
+            return f"schema at head ({head})"
+
+        def embedder() -> str:
+            store.embedder.check_lock()
+            vector = store.embedder.inner.embed(["stash doctor"])[0]
+            if len(vector) != store.embedder.dim:
+                raise RuntimeError(f"embedder returned {len(vector)} dims, expected {store.embedder.dim}")
+            return f"{store.embedder.name} loads ({store.embedder.dim} dims), model lock OK"
+
+        checks.append(_run_check("migrations", migrations))
+        if checks[-1].ok:
+            checks.append(_run_check("embedder", embedder))
+        else:
+            checks.append(Check("embedder", False, "skipped: migrate first (the model lock lives in the schema)"))
+
+    if settings.openai_base_url:
+
+        def endpoint() -> str:
+            import openai
+
+            client = openai.OpenAI(
+                base_url=settings.openai_base_url,
+                api_key=(settings.openai_api_key.get_secret_value() if settings.openai_api_key else "not-set"),
+                timeout=5.0,
+                max_retries=0,
+            )
+            try:
+                names = [m.id for m in client.models.list()]
+            except openai.APIStatusError as exc:
+                raise RuntimeError(f"{settings.openai_base_url} answered HTTP {exc.status_code} to GET /models") from None
+            except openai.APIError as exc:
+                raise RuntimeError(f"{settings.openai_base_url} is not reachable: {exc}") from None
+            finally:
+                client.close()
+            wanted = [m for m in (settings.reasoner_model, settings.embedding_model) if m]
+            missing = [m for m in wanted if names and m not in names]
+            note = f"; not listed by the endpoint: {', '.join(missing)}" if missing else ""
+            return f"{settings.openai_base_url} reachable ({len(names)} models){note}"
+
+        checks.append(_run_check("model endpoint", endpoint))
+    else:
+        checks.append(
+            Check("model endpoint", True, "not configured: model stages stay idle (set STASH_OPENAI_BASE_URL "
+                  "and STASH_REASONER_MODEL to enable consolidation)")
+        )
+    if db is not None:
+        db.close()
+    return checks
+
+
+@click.command("doctor")
+@base.json_option
+def doctor_command(as_json: bool) -> None:
+    """Check settings, database, migrations, embedder and model endpoint; say what to fix.
+
+    Exits 1 when any check fails.
+
+    \b
+    Example:
+      stash doctor
+    """
+    checks = doctor_checks()
+    if as_json:
+        emit_json([{"check": c.name, "ok": c.ok, "detail": c.detail} for c in checks])
+    else:
+        for c in checks:
+            click.echo(f"{'✓' if c.ok else '✗'} {c.name}: {c.detail}")
+    if not all(c.ok for c in checks):
+        click.get_current_context().exit(1)
+
+
+# --- stats / reembed -----------------------------------------------------------------
+
+
+@click.command("stats")
+@base.namespaces_option()
+@base.json_option
+def stats_command(namespaces: str, as_json: bool) -> None:
+    """Count namespaces, episodes, facts and the rest in a namespace tree.
+
+    \b
+    Example:
+      stash stats -n /projects
+    """
+    store = base.store()
+    try:
+        from stash_pipeline.memory.admin import stats
+    except ImportError:  # before the admin module exists: the namespace counts are the stats
+        stats = None
+    if stats is not None:
+        result = stats(store, namespaces)
+    else:
+        from stash_pipeline.memory import namespaces as ns
+
+        result = ns.show(store, namespaces)["counts"]
+    if as_json:
+        emit_json(result)
+    else:
+        fields(result)
+
+
+@click.command("reembed")
+@base.yes_option
+@click.option("--batch-size", type=int, default=None, help="Texts per embedding call.")
+def reembed_command(yes: bool, batch_size: int | None) -> None:
+    """Re-embed every episode and fact with the configured embedder (after a model switch).
+
+    \b
+    Example:
+      STASH_EMBEDDER=minilm stash reembed --yes
+    """
+    from stash_pipeline.embedding.reembed import reembed
+
+    store = base.store()
+    base.confirm(
+        f"re-embed everything with {store.settings.embedding_model_name} "
+        f"({store.settings.vector_dim} dims)? This can take a while", yes
+    )
+
+    def progress(done: int, total: int) -> None:
+        click.echo(f"\r  {done}/{total}", nl=False, err=True)
+
+    kwargs = {"progress": progress}
+    if batch_size is not None:
+        kwargs["batch_size"] = batch_size
+    result = reembed(store, **kwargs)
+    click.echo("", err=True)
+    if isinstance(result, dict):
+        table([result], list(result))
+    else:
+        fields(result)
+
+
+COMMANDS = (version_command, config_command, doctor_command, stats_command, reembed_command)

@@ -1,0 +1,273 @@
+"""Shared machinery of the ``stash`` CLI: the root group's error handling, the lazily
+opened store, and parsers for the option types every command group uses.
+
+Nothing here imports the database layer at module level: ``stash --help``, ``stash
+version`` and ``stash config`` must work when no database is reachable (SPEC §8, and the
+reference's defect of opening the DB for every command).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from stash_pipeline.config import Settings
+    from stash_pipeline.store import Store
+
+#: Stash errors a caller caused (bad input, missing record, duplicate, no access) exit 2,
+#: like click's own usage errors; everything else (configuration, database, model) exits 1.
+CALLER_ERROR_CODES = 2
+OTHER_ERROR_CODE = 1
+INTERRUPTED_CODE = 130
+
+
+def _debug() -> bool:
+    return os.environ.get("STASH_DEBUG", "") not in ("", "0", "false", "no")
+
+
+def exit_code_for(exc: BaseException) -> int:
+    from stash_pipeline import errors
+
+    caller = (errors.InvalidInput, errors.NotFound, errors.Conflict, errors.AccessDenied)
+    return CALLER_ERROR_CODES if isinstance(exc, caller) else OTHER_ERROR_CODE
+
+
+class StashGroup(click.Group):
+    """A click group whose root turns Stash errors into one line on stderr."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        if ctx.parent is not None:  # only the root handles errors, once
+            return super().invoke(ctx)
+        from stash_pipeline.errors import StashError
+
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except StashError as exc:
+            if _debug():
+                raise
+            click.echo(f"error: {exc.message}", err=True)
+            ctx.exit(exit_code_for(exc))
+        except KeyboardInterrupt:
+            if _debug():
+                raise
+            ctx.exit(INTERRUPTED_CODE)
+        except BrokenPipeError:
+            # `stash facts | head`: the reader went away; not an error worth a traceback.
+            sys.stderr.close()
+            ctx.exit(OTHER_ERROR_CODE)
+        except Exception as exc:
+            if _debug():
+                raise
+            click.echo(
+                f"error: unexpected {type(exc).__name__}: {exc} (set STASH_DEBUG=1 for a traceback)", err=True
+            )
+            ctx.exit(OTHER_ERROR_CODE)
+
+
+# --- settings and store ------------------------------------------------------------
+
+
+def settings() -> Settings:
+    """Settings of this process, loaded once per command invocation."""
+    ctx = click.get_current_context().find_root()
+    if "stash.settings" not in ctx.meta:
+        from stash_pipeline.config import load_settings
+
+        ctx.meta["stash.settings"] = load_settings()
+    return ctx.meta["stash.settings"]
+
+
+def store(*, check_schema: bool = True) -> Store:
+    """The store for this invocation: opened on first use, closed when the command ends.
+
+    Opening starts the embedded server when STASH_DATABASE_URL is unset. Unless told
+    otherwise, it also checks that the schema is at head, so an unmigrated database
+    gives one clear instruction instead of a "relation does not exist" error.
+    """
+    ctx = click.get_current_context().find_root()
+    if "stash.store" not in ctx.meta:
+        from stash_pipeline.db import Database
+        from stash_pipeline.db.embedded import resolve_dsn
+        from stash_pipeline.store import Store
+
+        current = settings()
+        dsn = resolve_dsn(current)
+        probe_database(dsn)
+        opened = Store.open(current, db=Database(dsn, max_size=min(4, current.db_pool_max)))
+        ctx.call_on_close(opened.close)
+        if check_schema:
+            ensure_schema_current(opened)
+        ctx.meta["stash.store"] = opened
+    return ctx.meta["stash.store"]
+
+
+def probe_database(dsn: str, timeout: int = 5) -> None:
+    """One direct connection first, so an unreachable server fails in seconds with the
+    driver's own reason (refused, bad password, no such database) instead of the pool
+    retrying quietly until its timeout."""
+    import logging
+
+    import psycopg
+
+    from stash_pipeline.db import translate_errors
+
+    # the pool logs every failed attempt on stderr; the CLI reports one clear line instead
+    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
+    with translate_errors(), psycopg.connect(dsn, connect_timeout=timeout):
+        pass
+
+
+def head_revision() -> str:
+    """Newest migration id, read from the version files (importing Alembic costs ~0.5 s)."""
+    import stash_pipeline.db.migrate as _  # noqa: F401  (only to locate the package)
+
+    versions = Path(sys.modules["stash_pipeline.db.migrate"].MIGRATIONS_DIR) / "versions"
+    revisions: dict[str, str | None] = {}
+    for path in versions.glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        rev = re.search(r'^revision\s*=\s*["\']([^"\']+)["\']', text, re.M)
+        down = re.search(r'^down_revision\s*=\s*(?:["\']([^"\']+)["\']|None)', text, re.M)
+        if rev:
+            revisions[rev.group(1)] = down.group(1) if down else None
+    parents = {d for d in revisions.values() if d}
+    heads = [r for r in revisions if r not in parents]
+    if len(heads) == 1:
+        return heads[0]
+    from stash_pipeline.db.migrate import head_revision as alembic_head
+
+    return alembic_head()
+
+
+def current_revision(opened: Store) -> str | None:
+    with opened.db.transaction() as tx:
+        if not tx.scalar("cli_schema_table"):
+            return None
+        return tx.scalar("cli_schema_revision")
+
+
+def ensure_schema_current(opened: Store) -> None:
+    from stash_pipeline.errors import ConfigurationError
+
+    current = current_revision(opened)
+    head = head_revision()
+    if current != head:
+        state = "has no schema yet" if current is None else f"is at revision {current}, the code expects {head}"
+        raise ConfigurationError(f"the database {state}; run `stash migrate` first")
+
+
+# --- option parsers ---------------------------------------------------------------
+
+
+def parse_time(value: str | None, field: str = "time") -> datetime | None:
+    """ISO 8601 (``2026-05-01``, ``2026-05-01T12:00:00Z``); naive values are UTC."""
+    if value is None:
+        return None
+    from stash_pipeline.errors import InvalidInput
+
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidInput(f"{field} {value!r} is not an ISO 8601 time, e.g. 2026-05-01T12:00:00Z") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(value: str | None, field: str = "duration") -> timedelta | None:
+    """``90s``, ``30m``, ``1h``, ``2d``, ``1w`` (a bare number is seconds)."""
+    if value is None:
+        return None
+    from stash_pipeline.errors import InvalidInput
+
+    match = _DURATION.match(value)
+    if not match or float(match.group(1)) <= 0:
+        raise InvalidInput(f"{field} {value!r} is not a positive duration like 90s, 30m, 1h or 2d")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def parse_json_object(value: str | None, field: str = "metadata") -> dict[str, Any] | None:
+    if value is None:
+        return None
+    from stash_pipeline.errors import InvalidInput
+
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{field} is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    if not isinstance(parsed, dict):
+        raise InvalidInput(f"{field} must be a JSON object, e.g. '{{\"source\": \"chat\"}}'")
+    return parsed
+
+
+def parse_ids(value: str | None, field: str = "ids") -> list[int] | None:
+    """``1,2,3`` → [1, 2, 3]."""
+    if value is None or not value.strip():
+        return None
+    from stash_pipeline.errors import InvalidInput
+
+    out = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise InvalidInput(f"{field} must be comma-separated positive integers, got {value!r}")
+        out.append(int(part))
+    return out
+
+
+def read_content(value: str) -> str:
+    """``-`` reads the content from stdin (for long or multi-line text)."""
+    if value == "-":
+        return click.get_text_stream("stdin").read()
+    return value
+
+
+def confirm(question: str, yes: bool) -> bool:
+    """Ask unless ``--yes``; a refusal prints "cancelled" and the caller stops (exit 1)."""
+    if yes:
+        return True
+    if click.confirm(question, default=False, err=True):
+        return True
+    click.echo("cancelled; nothing was changed", err=True)
+    click.get_current_context().exit(OTHER_ERROR_CODE)
+    return False
+
+
+# --- shared options ---------------------------------------------------------------
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON records instead of a table.")
+yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+
+
+def namespace_option(*, required: bool = True, default: str | None = None) -> Any:
+    """``-n /projects/x``: the exact namespace a write goes to."""
+    return click.option(
+        "--namespace", "-n", required=required and default is None, default=default,
+        help="Namespace path, e.g. /projects/x." + (f"  [default: {default}]" if default else ""),
+    )
+
+
+def namespaces_option(*, default: str | None = "/") -> Any:
+    """``-n /a,/b``: trees a read covers (descendants included; '/' = everything)."""
+    return click.option(
+        "--namespace", "-n", "namespaces", default=default, show_default=default is not None,
+        help="Namespace path(s) to read, comma-separated; descendants are included.",
+    )
+
+
+def limit_option(default: int = 100) -> Any:
+    return click.option("--limit", type=int, default=default, show_default=True, help="Maximum rows.")
+
+
+offset_option = click.option("--offset", type=int, default=0, show_default=True, help="Rows to skip.")
