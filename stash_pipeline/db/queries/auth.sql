@@ -1,0 +1,28 @@
+-- auth_insert_token --
+-- Store a new API token (only the sha256 of the secret is kept).
+INSERT INTO api_tokens (name, token_hash, prefix, namespaces, rights)
+VALUES (%(name)s, %(token_hash)s, %(prefix)s, %(namespaces)s, %(rights)s)
+RETURNING id, name, prefix, namespaces, rights, created_at, last_used_at, revoked_at
+
+-- auth_list_tokens --
+-- Every token, newest first; never the hash.
+SELECT id, name, prefix, namespaces, rights, created_at, last_used_at, revoked_at
+FROM api_tokens
+ORDER BY id DESC
+
+-- auth_revoke_token --
+-- Revoke an active token; a token already revoked keeps its first revocation time.
+UPDATE api_tokens SET revoked_at = now()
+WHERE id = %(id)s AND revoked_at IS NULL
+RETURNING id
+
+-- auth_find_token --
+-- An active token by the hash of its secret.
+SELECT id, name, prefix, namespaces, rights, last_used_at
+FROM api_tokens
+WHERE token_hash = %(token_hash)s AND revoked_at IS NULL
+
+-- auth_touch_token --
+-- Record use, at most once a minute per token, so authentication stays one cheap read.
+UPDATE api_tokens SET last_used_at = now()
+WHERE id = %(id)s AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')

@@ -1,0 +1,136 @@
+"""The HTTP face of the MCP server: one Starlette app served by uvicorn.
+
+Routes
+    /mcp        MCP streamable HTTP (current clients)
+    /sse        MCP over SSE, with POSTs to /messages/ (older clients)
+    /healthz    200 when the process is up and PostgreSQL answers a ping, else 503
+    /readyz     200 when PostgreSQL answers and the schema is at the latest migration, else 503
+    /metrics    Prometheus text: tool calls by tool and outcome, errors by code, latency
+
+Authentication: with ``auth`` on, every request to /mcp, /sse and /messages/ must carry
+``Authorization: Bearer <token>`` (``stash token create``). A missing, unknown or revoked
+token is answered 401 here, before the MCP layer sees the request; a valid one is put in
+the ASGI scope (``TOKEN_SCOPE_KEY``) where each tool call reads its namespace scope and
+rights. Health and metrics stay open so probes and scrapers need no secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from stash_pipeline import errors
+from stash_pipeline.auth import authenticate
+from stash_pipeline.store import Store
+from stash_serve.mcp_server import METRICS, TOKEN_SCOPE_KEY
+
+log = logging.getLogger("stash.http")
+
+PROTECTED_PREFIXES = ("/mcp", "/sse", "/messages")
+
+
+class BearerAuthMiddleware:
+    """Reject MCP requests without a valid bearer token (401); attach the token to the scope."""
+
+    def __init__(self, app: ASGIApp, store: Store) -> None:
+        self.app = app
+        self.store = store
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(PROTECTED_PREFIXES):
+            await self.app(scope, receive, send)
+            return
+        secret = _bearer(scope)
+        try:
+            token = await anyio.to_thread.run_sync(authenticate, self.store, secret)
+        except errors.AccessDenied as exc:
+            await _deny(send, 401, exc)
+            return
+        except errors.StashError as exc:  # the database is down: not the caller's fault
+            log.warning("token check failed: %s", exc.message)
+            await _deny(send, 503, exc)
+            return
+        scope[TOKEN_SCOPE_KEY] = token
+        await self.app(scope, receive, send)
+
+
+def _bearer(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            text = value.decode("latin-1").strip()
+            kind, _, secret = text.partition(" ")
+            if kind.lower() == "bearer" and secret.strip():
+                return secret.strip()
+            return None
+    return None
+
+
+async def _deny(send: Send, status: int, exc: errors.StashError) -> None:
+    body = json.dumps(exc.to_dict()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="stash"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _health_routes(store: Store) -> list[BaseRoute]:
+    async def healthz(request: Request) -> Response:
+        ok = await anyio.to_thread.run_sync(store.db.ping)
+        return JSONResponse({"status": "ok" if ok else "database unreachable"}, status_code=200 if ok else 503)
+
+    def _readiness() -> dict[str, Any]:
+        from stash_pipeline.db.migrate import current_revision, head_revision
+
+        if not store.db.ping():
+            return {"ready": False, "reason": "database unreachable"}
+        try:
+            current = current_revision(store.db.dsn)
+        except errors.StashError as exc:
+            return {"ready": False, "reason": exc.message}
+        head = head_revision()
+        if current != head:
+            return {"ready": False, "reason": "migrations pending; run `stash migrate`", "schema": current, "head": head}
+        return {"ready": True, "schema": current}
+
+    async def readyz(request: Request) -> Response:
+        state = await anyio.to_thread.run_sync(_readiness)
+        return JSONResponse(state, status_code=200 if state["ready"] else 503)
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(METRICS), media_type=CONTENT_TYPE_LATEST)
+
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+
+
+def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0.0.1") -> ASGIApp:
+    """The ASGI app: MCP (streamable HTTP + SSE), health, readiness and metrics, behind bearer auth."""
+    streamable = server.streamable_http_app(host=host)
+    sse = server.sse_app(host=host)
+    routes = [*_health_routes(store), *streamable.routes, *sse.routes]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            yield
+
+    app: ASGIApp = Starlette(routes=routes, lifespan=lifespan)
+    if auth:
+        app = BearerAuthMiddleware(app, store)
+    return app
