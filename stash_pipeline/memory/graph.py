@@ -203,7 +203,7 @@ def trace_causal_chain(
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= MAX_TRACE_DEPTH:
         raise errors.InvalidInput(f"max_depth must be an integer between 1 and {MAX_TRACE_DEPTH}")
     with store.db.transaction() as tx:
-        fact = tx.one("knowledge_fact_by_id", id=fact_id)
+        fact = tx.one("fact_get", id=fact_id)
         scope = k.scope_ids(tx, namespaces)
         if fact is None or not k.in_scope(scope, fact["namespace_id"]):
             raise errors.RecordNotFound(f"fact {fact_id} not found")
@@ -228,7 +228,7 @@ def delete_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> di
 
 
 def _live_fact_in(tx: Session, fact_id: int, tree: set[int], slug: str, role: str) -> dict[str, Any]:
-    fact = tx.one("knowledge_fact_by_id", id=fact_id)
+    fact = tx.one("fact_get", id=fact_id)
     if fact is None or fact["namespace_id"] not in tree:
         raise errors.RecordNotFound(f"{role} fact {fact_id} not found in namespace {slug!r} or its descendants")
     if not fact["current"]:

@@ -1,18 +1,5 @@
--- Relationships, patterns and causal links (stash_pipeline.memory.graph), plus the fact
--- lookup the typed-knowledge modules share.
-
--- knowledge_fact_by_id --
--- One fact (any state) with its namespace slug, "current" flag and source episodes.
-SELECT f.id, f.namespace_id, n.slug AS namespace, f.content, f.entity, f.property, f.value,
-       f.confidence, f.origin, f.valid_from, f.valid_until, f.superseded_by, f.withdrawn_at,
-       f.withdrawn_reason, f.needs_recheck, f.reinforcements, f.rationale, f.created_at, f.updated_at,
-       (f.withdrawn_at IS NULL AND f.valid_from <= now()
-        AND (f.valid_until IS NULL OR f.valid_until > now())) AS current,
-       ARRAY(SELECT l.parent_id FROM lineage l
-             WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
-             ORDER BY l.parent_id) AS source_episode_ids
-FROM facts f JOIN namespaces n ON n.id = f.namespace_id
-WHERE f.id = %(id)s
+-- Relationships, patterns and causal links (stash_pipeline.memory.graph), plus the batch fact
+-- lookup the typed-knowledge modules share (single facts: fact_get in facts.sql).
 
 -- knowledge_facts_by_ids --
 -- Several facts (any state) with namespace and "current" flag, for id validation.
