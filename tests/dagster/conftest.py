@@ -1,0 +1,40 @@
+"""Fixtures for the Dagster layer: Dagster's test instance and a StashResource on the test database."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import dagster as dg
+import pytest
+
+from stash_pipeline.config import Settings
+from stash_pipeline.defs.resources import StashResource
+
+# Partitioned asset checks are a Dagster 1.13 preview feature used on purpose.
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def resource_for(settings: Settings, **overrides: object) -> StashResource:
+    """A StashResource pointing at the test database with the hash embedder."""
+    values: dict[str, object] = {
+        "database_url": settings.database_url,
+        "home": str(settings.home),
+        "embedder": "hash",
+        "vector_dim": settings.vector_dim,
+    }
+    values.update(overrides)
+    return StashResource(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def stash(settings: Settings) -> StashResource:
+    """Resource with a (never called) reasoner configured, so model stages count as runnable."""
+    return resource_for(settings, openai_base_url="http://127.0.0.1:9/v1", reasoner_model="scripted")
