@@ -167,7 +167,9 @@ class CachedEmbedder:
     # -- cache I/O (never fatal) --------------------------------------------------
     def _lookup(self, hashes: list[str]) -> dict[str, np.ndarray]:
         try:
-            rows = self.db.all("embedding_cache_lookup", model=self.name, endpoint=self.endpoint, hashes=hashes)
+            rows = self.db.all(
+                "embedding_cache_lookup", model=self.name, endpoint=self.endpoint, hashes=hashes
+            )
         except (errors.StashError, psycopg.Error) as exc:
             log.warning("embedding cache read failed, computing instead: %s", exc)
             return {}

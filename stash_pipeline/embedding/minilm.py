@@ -17,7 +17,9 @@ costs little.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +164,39 @@ class _Model:
 _model: _Model | None = None
 _model_lock = threading.Lock()
 
+_BLAS_THREAD_SETTERS = (
+    "openblas_set_num_threads",
+    "scipy_openblas_set_num_threads64_",
+    "openblas_set_num_threads64_",
+)
+
+
+def _single_threaded_blas() -> None:
+    """Pin OpenBLAS to one thread, unless the user chose a thread count.
+
+    The matrices of one request are small (tokens x 384), and on a small shared machine
+    OpenBLAS' thread pool spins against Postgres and the other processes: measured on the
+    2-core reference box under load, one sentence took p95 395 ms with the default pool
+    against 16 ms with one thread, and 100 sentences 5.1 s against 1.3 s.
+    """
+    if any(os.environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
+        return
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
+    except OSError:
+        return
+    for path in paths:
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for symbol in _BLAS_THREAD_SETTERS:
+            setter = getattr(library, symbol, None)
+            if setter is not None:
+                setter(ctypes.c_int(1))
+                break
+
 
 def model_path() -> Path:
     """Directory of the bundled model; ConfigurationError with the install hint if absent."""
@@ -184,6 +219,7 @@ def _load(path: Path | None = None) -> _Model:
                 for module in ("tokenizers", "safetensors"):
                     if importlib.util.find_spec(module) is None:
                         raise ConfigurationError(f"STASH_EMBEDDER=minilm needs the package {module!r}")
+                _single_threaded_blas()
                 _model = _Model(path)
     return _model
 

@@ -68,7 +68,9 @@ class OpenAIEmbedder:
                 f"embedding endpoint {self.endpoint} rejected model {self.name!r}: {_describe(exc)}"
             ) from exc
         except openai.OpenAIError as exc:  # malformed body and the like
-            raise errors.ModelResponseInvalid(f"embedding endpoint returned an unusable answer: {exc}") from exc
+            raise errors.ModelResponseInvalid(
+                f"embedding endpoint returned an unusable answer: {exc}"
+            ) from exc
 
         data = sorted(response.data, key=lambda item: item.index)
         if len(data) != len(batch):

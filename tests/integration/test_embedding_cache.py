@@ -53,7 +53,9 @@ def test_miss_computes_in_one_batch_and_hit_skips_the_inner_embedder(store: Stor
     assert np.allclose(second[1], first[0], atol=1e-6)
 
     rows = cache_rows(store.db)
-    assert sorted(r["text_hash"] for r in rows) == sorted(text_hash(t) for t in ["alpha beta", "gamma", "delta"])
+    assert sorted(r["text_hash"] for r in rows) == sorted(
+        text_hash(t) for t in ["alpha beta", "gamma", "delta"]
+    )
     assert {(r["model"], r["endpoint"], r["dims"]) for r in rows} == {("hash-384", "local", 384)}
 
 
@@ -110,7 +112,11 @@ def test_cache_write_failure_does_not_fail_the_embed(store: Store) -> None:
 def test_store_embedder_records_the_lock_on_first_use(store: Store) -> None:
     assert read_lock(store.db) == {}
     store.embedder.embed_one("first write")
-    assert read_lock(store.db) == {"embedding_model": "hash-384", "vector_dim": "384", "embedding_endpoint": "local"}
+    assert read_lock(store.db) == {
+        "embedding_model": "hash-384",
+        "vector_dim": "384",
+        "embedding_endpoint": "local",
+    }
 
 
 def test_lock_mismatch_names_both_models_and_the_ways_out(make_store: Any) -> None:
@@ -135,14 +141,18 @@ def test_lock_mismatch_names_both_models_and_the_ways_out(make_store: Any) -> No
 def test_dimension_mismatch_against_the_lock(make_store: Any) -> None:
     make_store(embedder="hash", vector_dim=384).embedder.embed_one("x")
     wrong = make_store(embedder="hash", vector_dim=256)
-    with pytest.raises(errors.EmbeddingModelMismatch, match=r"'hash-384' \(384 dims\).*'hash-256' \(256 dims\)"):
+    with pytest.raises(
+        errors.EmbeddingModelMismatch, match=r"'hash-384' \(384 dims\).*'hash-256' \(256 dims\)"
+    ):
         wrong.embedder.embed_one("y")
 
 
 def test_column_dimension_is_checked_before_the_first_lock(make_store: Any) -> None:
     # Fresh database (columns are vector(384), no lock yet) opened with a 256-d embedder.
     wrong = make_store(embedder="hash", vector_dim=256)
-    with pytest.raises(errors.EmbeddingModelMismatch, match=r"vector columns hold 384 dimensions.*produces 256"):
+    with pytest.raises(
+        errors.EmbeddingModelMismatch, match=r"vector columns hold 384 dimensions.*produces 256"
+    ):
         wrong.embedder.embed_one("y")
     assert read_lock(wrong.db) == {}  # nothing recorded by the failed attempt
 

@@ -40,7 +40,9 @@ def seed(store: Store) -> None:
 
 def vectors_of(store: Store, table: str) -> dict[str, tuple[str, np.ndarray]]:
     with store.db.transaction() as tx:
-        rows = tx.conn.execute(f"SELECT content, embedding_model, embedding FROM {table} ORDER BY id").fetchall()
+        rows = tx.conn.execute(
+            f"SELECT content, embedding_model, embedding FROM {table} ORDER BY id"
+        ).fetchall()
     return {r["content"]: (r["embedding_model"], as_array(r["embedding"])) for r in rows}
 
 
@@ -87,14 +89,20 @@ def test_reembed_changes_dimension_and_model(store: Store, make_store: Any) -> N
         "episodes_index": True,
         "facts_index": True,
     }
-    assert read_lock(new.db) == {"embedding_model": "hash-256", "vector_dim": "256", "embedding_endpoint": "local"}
+    assert read_lock(new.db) == {
+        "embedding_model": "hash-256",
+        "vector_dim": "256",
+        "embedding_endpoint": "local",
+    }
 
     # The new configuration now works through the normal path, the old one is refused.
     assert make_store(embedder="hash", vector_dim=256).embedder.embed_one("accepted").shape == (256,)
     with pytest.raises(errors.EmbeddingModelMismatch, match=r"'hash-256' \(256 dims\)"):
         make_store(embedder="hash", vector_dim=384).embedder.embed_one("old config")
     with new.db.transaction() as tx:
-        dims = tx.conn.execute("SELECT DISTINCT model, vector_dims(embedding) AS d FROM embedding_cache").fetchall()
+        dims = tx.conn.execute(
+            "SELECT DISTINCT model, vector_dims(embedding) AS d FROM embedding_cache"
+        ).fetchall()
     assert dims == [{"model": "hash-256", "d": 256}]
 
 
@@ -140,7 +148,9 @@ def test_reembed_same_dimension_other_model_skips_done_rows(store: Store, make_s
         )
         # One fact is already done (as after an interrupted run): it is not sent again.
         with new.db.transaction() as tx:
-            tx.conn.execute("UPDATE facts SET embedding_model = 'scripted-embed' WHERE content = %s", (FACTS[0],))
+            tx.conn.execute(
+                "UPDATE facts SET embedding_model = 'scripted-embed' WHERE content = %s", (FACTS[0],)
+            )
         report = reembed(new)
         sent = [t for r in server.embedding_requests() for t in r["input"]]
     assert report["dims_changed"] is False
