@@ -40,6 +40,7 @@ from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.config import Settings
 from stash_pipeline.memory import _validate as v
+from stash_pipeline.stages import STAGE_NAMES
 from stash_pipeline.store import Store
 
 log = logging.getLogger("stash.mcp")
@@ -920,17 +921,18 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         status: Annotated[
             Literal["active", "completed", "abandoned"] | None, Field(description="Only this status.")
         ] = None,
-        parent_id: Annotated[int | None, Field(description="Only sub-goals of this goal (default: top-level goals).",
-                                               ge=1)] = None,
+        parent_id: Annotated[int | None, Field(description="Only direct sub-goals of this goal.", ge=1)] = None,
+        top_level_only: Annotated[bool, Field(description="Only goals without a parent.")] = False,
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
-        """Goals by priority (highest first), then age."""
+        """Goals (sub-goals included unless top_level_only), highest priority first, then oldest."""
 
         def work(s: Scope) -> Any:
             rows = goals().list_(
-                store, s.read(namespaces), status=status, parent_id=parent_id, limit=limit, offset=offset
+                store, s.read(namespaces), status=status, parent_id=parent_id, top_level_only=top_level_only,
+                limit=limit, offset=offset,
             )
             return page(rows, limit, offset)
 
@@ -986,7 +988,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         """Complete an active goal; a parent whose sub-goals are all done completes too."""
 
         def work(s: Scope) -> Any:
-            return goals().complete(store, id, notes=notes, namespaces=s.by_id("write"))
+            return goals().complete(store, id, note=notes, namespaces=s.by_id("write"))
 
         return await call(ctx, work)
 
@@ -999,7 +1001,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         """Abandon an active goal (sub-goals are not touched)."""
 
         def work(s: Scope) -> Any:
-            return goals().abandon(store, id, notes=notes, namespaces=s.by_id("write"))
+            return goals().abandon(store, id, note=notes, namespaces=s.by_id("write"))
 
         return await call(ctx, work)
 
@@ -1074,21 +1076,27 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
     @tool(annotations=WRITE)
     async def consolidate(
         namespaces: Namespaces = None,
-        stage: Annotated[str | None, Field(description="Run only this stage (default: all stages).")] = None,
+        stage: Annotated[
+            str | None, Field(description=f"Run only this stage (default: all): {', '.join(STAGE_NAMES)}.")
+        ] = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Run consolidation now over the namespace trees (turns episodes into facts, links, patterns…)."""
 
         def work(s: Scope) -> Any:
+            if stage is not None and stage not in STAGE_NAMES:
+                raise errors.InvalidInput(f"unknown stage {stage[:64]!r}; use one of {', '.join(STAGE_NAMES)}")
             consolidation = _consolidation()
             paths = s.read(namespaces)
             if s.token is not None:
                 s.token.require("write", paths)
-            reports = []
-            for path in paths:
-                kwargs = {"stages": [stage]} if stage else {}
-                reports.append(_json(consolidation.run_tree(store, path, **kwargs)))
-            return {"runs": reports}
+            # a tree inside another selected tree is already covered by it
+            roots = [p for p in paths if not any(q != p and (q == "/" or p.startswith(q + "/")) for q in paths)]
+            kwargs = {"stages": [stage]} if stage else {}
+            reports: list[Any] = []
+            for path in roots:
+                reports.extend(consolidation.run_tree(store, path, **kwargs))
+            return {"reports": reports}
 
         return await call(ctx, work)
 
