@@ -50,9 +50,18 @@ _TABLES = ("episodes", "facts")
 _MAX_PASSES = 3  # a second pass picks up rows written by old-config writers during the first
 
 
-def reembed(store: Store, *, progress: Progress | None = None) -> dict[str, Any]:
-    """Re-embed every episode and fact with the configured embedder; return a report."""
+def reembed(
+    store: Store, *, progress: Progress | None = None, batch_size: int | None = None
+) -> dict[str, Any]:
+    """Re-embed every episode and fact with the configured embedder; return a report.
+
+    ``progress(done, total)`` is called after each batch; ``batch_size`` rows are embedded
+    and committed at a time (default STASH_EMBEDDING_BATCH_SIZE).
+    """
     started = time.monotonic()
+    batch = store.settings.embedding_batch_size if batch_size is None else batch_size
+    if batch < 1:
+        raise errors.InvalidInput("batch size must be at least 1")
     embedder = CachedEmbedder(store.db, build_embedder(store.settings), enforce_lock=False)
     new_dim = embedder.dim
     if not 1 <= new_dim <= 2000:  # HNSW's limit; also guards the literal formatted into DDL
@@ -65,14 +74,16 @@ def reembed(store: Store, *, progress: Progress | None = None) -> dict[str, Any]
         if not (got and got["ok"]):
             raise errors.StageBusy("another `stash reembed` is running on this database")
         try:
-            return _run(store, embedder, progress, started)
+            return _run(store, embedder, progress, batch, started)
         finally:
             with translate_errors():
                 lock_conn.execute("SELECT pg_advisory_unlock(%s, %s)", REEMBED_LOCK)
                 lock_conn.commit()
 
 
-def _run(store: Store, embedder: CachedEmbedder, progress: Progress | None, started: float) -> dict[str, Any]:
+def _run(
+    store: Store, embedder: CachedEmbedder, progress: Progress | None, batch: int, started: float
+) -> dict[str, Any]:
     db = store.db
     dims = column_dims(db)
     unknown = sorted(set(dims) - KNOWN_VECTOR_COLUMNS)
@@ -102,7 +113,7 @@ def _run(store: Store, embedder: CachedEmbedder, progress: Progress | None, star
                     f"reembed_next_{table}",
                     after=after,
                     model=embedder.name,
-                    limit=store.settings.embedding_batch_size,
+                    limit=batch,
                 )
                 if not rows:
                     break

@@ -62,13 +62,13 @@ def test_reembed_changes_dimension_and_model(store: Store, make_store: Any) -> N
         new.embedder.embed_one("refused before reembed")
 
     calls: list[tuple[int, int]] = []
-    report = reembed(new, progress=lambda done, total: calls.append((done, total)))
+    report = reembed(new, progress=lambda done, total: calls.append((done, total)), batch_size=2)
 
     assert report["model"] == "hash-256" and report["dim"] == 256
     assert report["previous_model"] == "hash-384" and report["previous_dim"] == 384
     assert report["dims_changed"] is True
     assert (report["episodes"], report["facts"], report["rows_written"]) == (3, 2, 5)
-    assert calls[0] == (0, 5) and calls[-1] == (5, 5)
+    assert calls == [(0, 5), (2, 5), (3, 5), (5, 5)]  # batches of 2: episodes 2+1, facts 2
 
     assert column_dims(new.db) == {
         "embedding_cache.embedding": 256,
