@@ -127,6 +127,8 @@ class CachedEmbedder:
         texts = list(texts)
         if not texts:
             return []
+        if not all(isinstance(t, str) for t in texts):
+            raise errors.InvalidInput("only strings can be embedded")
         self._ensure_lock()
         hashes = [text_hash(t) for t in texts]
         unique: dict[str, str] = {}

@@ -63,6 +63,8 @@ def test_embed_one_and_empty_batch(store: Store) -> None:
     inner = CountingEmbedder()
     cached = CachedEmbedder(store.db, inner)
     assert cached.embed([]) == []
+    with pytest.raises(errors.InvalidInput, match="only strings"):
+        cached.embed(["fine", None])  # type: ignore[list-item]
     assert inner.calls == []
     vector = cached.embed_one("one text")
     assert vector.shape == (384,) and vector.dtype == np.float32
