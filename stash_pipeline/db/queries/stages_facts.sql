@@ -1,0 +1,59 @@
+-- Facts stage and the shared contradiction check.
+
+-- stage_facts_episodes_after --
+-- The next batch of live episodes after the facts cursor (with vectors for clustering).
+SELECT id, content, embedding FROM episodes
+ WHERE namespace_id = %(namespace_id)s AND id > %(cursor)s AND deleted_at IS NULL
+ ORDER BY id
+ LIMIT %(limit)s
+
+-- stage_facts_episodes_by_ids --
+-- Live episodes by id (dead-letter retries).
+SELECT id, content, embedding FROM episodes
+ WHERE namespace_id = %(namespace_id)s AND id = ANY(%(ids)s::bigint[]) AND deleted_at IS NULL
+ ORDER BY id
+
+-- stage_facts_nearest_current --
+-- The current fact nearest to a vector in one namespace, with its cosine similarity.
+SELECT id, confidence, 1 - (embedding <=> %(embedding)s) AS similarity
+  FROM facts
+ WHERE namespace_id = %(namespace_id)s
+   AND withdrawn_at IS NULL AND valid_from <= now() AND (valid_until IS NULL OR valid_until > now())
+ ORDER BY embedding <=> %(embedding)s
+ LIMIT 1
+
+-- stage_facts_reinforce --
+-- Seeing a fact again: confidence toward 1, one more reinforcement, fresh updated_at.
+UPDATE facts
+   SET confidence = LEAST(1.0, confidence + (1 - confidence) * %(gain)s),
+       reinforcements = reinforcements + 1,
+       updated_at = now()
+ WHERE id = %(id)s AND namespace_id = %(namespace_id)s
+RETURNING id, confidence
+
+-- stage_contradiction_candidates --
+-- Current facts of one namespace with the same entity and property (case-insensitive).
+SELECT id, entity, property, value, content FROM facts
+ WHERE namespace_id = %(namespace_id)s
+   AND entity IS NOT NULL AND lower(entity) = lower(%(entity)s) AND lower(property) = lower(%(property)s)
+   AND withdrawn_at IS NULL AND valid_until IS NULL AND valid_from <= now()
+ ORDER BY id
+ LIMIT 20
+
+-- stage_contradiction_insert --
+-- Record a classified conflict between two facts (idempotent per pair).
+INSERT INTO contradictions (namespace_id, old_fact_id, new_fact_id, entity, property, old_value,
+                            new_value, classification, confidence, explanation, method, resolved,
+                            resolution, resolved_at)
+VALUES (%(namespace_id)s, %(old_fact_id)s, %(new_fact_id)s, %(entity)s, %(property)s, %(old_value)s,
+        %(new_value)s, %(classification)s, %(confidence)s, %(explanation)s, %(method)s, %(resolved)s,
+        %(resolution)s, CASE WHEN %(resolved)s THEN now() END)
+ON CONFLICT (old_fact_id, new_fact_id) DO NOTHING
+RETURNING id
+
+-- stage_contradiction_supersede --
+-- Retire a fact replaced by a newer one (still current at this moment).
+UPDATE facts
+   SET valid_until = GREATEST(now(), valid_from), superseded_by = %(new_fact_id)s, updated_at = now()
+ WHERE id = %(old_fact_id)s AND namespace_id = %(namespace_id)s
+   AND withdrawn_at IS NULL AND valid_until IS NULL

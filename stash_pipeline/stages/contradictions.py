@@ -1,0 +1,163 @@
+"""The contradiction check shared by every fact producer (facts, failure_patterns, hypothesis_evidence).
+
+Input: the facts a batch is about to create (``NewFact``: a key local to the batch plus
+entity / property / value). Candidates are CURRENT facts of the namespace with the same
+lower(entity) + lower(property) and a different value, plus earlier new facts of the
+same batch. Pairs are classified by the model several per call
+(replacement | contradiction | compatible, with confidence and explanation).
+Output (``apply``, inside the batch transaction): a replacement at or above
+``STASH_CONTRADICTION_SUPERSEDE_THRESHOLD`` retires the old fact (``valid_until``,
+``superseded_by``) and records a resolved contradiction (method auto, resolution
+superseded); any other replacement/contradiction is recorded unresolved (method
+structured); compatible pairs write nothing. Every contradiction row gets lineage to
+both facts and keeps the model's explanation.
+Cursor: none (runs inside its producer's batch). Idempotency: one row per
+(old_fact_id, new_fact_id) — ON CONFLICT DO NOTHING.
+
+Planning (``plan``) reads and calls the model before the producer's transaction opens,
+so no transaction is held across a model call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from stash_pipeline import errors
+from stash_pipeline.memory import lineage
+from stash_pipeline.stages import prompts
+
+if TYPE_CHECKING:
+    from stash_pipeline.consolidation import Batch, StageContext
+
+PAIRS_PER_CALL = 10
+
+
+@dataclass
+class NewFact:
+    key: int
+    entity: str | None
+    property: str | None
+    value: str | None
+
+
+@dataclass
+class Verdict:
+    new_key: int
+    old_fact_id: int | None  # an existing current fact …
+    old_key: int | None  # … or an earlier new fact of the same batch
+    entity: str
+    property: str
+    old_value: str
+    new_value: str
+    classification: str
+    confidence: float
+    explanation: str
+
+
+def _norm(value: str | None) -> str:
+    return " ".join((value or "").lower().split())
+
+
+def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], set[int]]:
+    """Classify every conflicting pair of the new facts; returns verdicts and keys whose check failed.
+
+    A pair chunk whose answer stays invalid marks its new facts as failed (the producer
+    dead-letters their sources); ModelUnavailable propagates (run-level).
+    """
+    pairs: list[tuple[NewFact, int | None, int | None, str]] = []
+    seen: list[NewFact] = []
+    for fact in new_facts:
+        if not (fact.entity and fact.property and fact.value):
+            continue
+        for row in ctx.read(
+            "stage_contradiction_candidates",
+            namespace_id=ctx.namespace_id,
+            entity=fact.entity,
+            property=fact.property,
+        ):
+            if _norm(row["value"]) != _norm(fact.value):
+                pairs.append((fact, int(row["id"]), None, row["value"] or ""))
+        for earlier in seen:
+            if (
+                _norm(earlier.entity) == _norm(fact.entity)
+                and _norm(earlier.property) == _norm(fact.property)
+                and _norm(earlier.value) != _norm(fact.value)
+            ):
+                pairs.append((fact, None, earlier.key, earlier.value or ""))
+        seen.append(fact)
+
+    verdicts: list[Verdict] = []
+    failed: set[int] = set()
+    for start in range(0, len(pairs), PAIRS_PER_CALL):
+        chunk = pairs[start : start + PAIRS_PER_CALL]
+        lines = [
+            f"[{n}] entity: {fact.entity} | property: {fact.property} | OLD value: {old_value} | NEW value: {fact.value}"
+            for n, (fact, _old_id, _old_key, old_value) in enumerate(chunk, 1)
+        ]
+        try:
+            answer = ctx.call(prompts.CONTRADICTIONS, "Pairs:\n" + "\n".join(lines), prompts.ContradictionsAnswer)
+        except errors.ModelResponseInvalid:
+            failed.update(fact.key for fact, *_ in chunk)
+            continue
+        by_pair = {v.pair: v for v in answer.pairs}
+        for n, (fact, old_id, old_key, old_value) in enumerate(chunk, 1):
+            verdict = by_pair.get(n)
+            if verdict is None or verdict.classification == "compatible":
+                continue
+            verdicts.append(
+                Verdict(
+                    new_key=fact.key,
+                    old_fact_id=old_id,
+                    old_key=old_key,
+                    entity=fact.entity or "",
+                    property=fact.property or "",
+                    old_value=old_value,
+                    new_value=fact.value or "",
+                    classification=verdict.classification,
+                    confidence=prompts.clamp(verdict.confidence, 0.0, 1.0, 0.5),
+                    explanation=verdict.explanation[:2000],
+                )
+            )
+    return verdicts, failed
+
+
+def apply(ctx: StageContext, batch: Batch, verdicts: list[Verdict], fact_ids: dict[int, int]) -> int:
+    """Write the planned verdicts whose facts exist in this batch; returns rows written."""
+    threshold = ctx.settings.contradiction_supersede_threshold
+    written = 0
+    for verdict in verdicts:
+        new_id = fact_ids.get(verdict.new_key)
+        old_id = verdict.old_fact_id if verdict.old_fact_id is not None else fact_ids.get(verdict.old_key or -1)
+        if new_id is None or old_id is None or new_id == old_id:
+            continue  # the new fact was not created (failed, deduplicated) — nothing to relate
+        supersede = verdict.classification == "replacement" and verdict.confidence >= threshold
+        row = batch.tx.one(
+            "stage_contradiction_insert",
+            namespace_id=ctx.namespace_id,
+            old_fact_id=old_id,
+            new_fact_id=new_id,
+            entity=verdict.entity,
+            property=verdict.property,
+            old_value=verdict.old_value,
+            new_value=verdict.new_value,
+            classification=verdict.classification,
+            confidence=verdict.confidence,
+            explanation=verdict.explanation,
+            method="auto" if supersede else "structured",
+            resolved=supersede,
+            resolution="superseded" if supersede else None,
+        )
+        if row is None:
+            continue
+        if supersede:
+            batch.tx.execute(
+                "stage_contradiction_supersede", namespace_id=ctx.namespace_id, old_fact_id=old_id, new_fact_id=new_id
+            )
+        lineage.add(batch.tx, ctx.namespace_id, "contradiction", int(row["id"]), [("fact", old_id), ("fact", new_id)])
+        written += 1
+        ctx.report.details["contradictions"] = ctx.report.details.get("contradictions", 0) + 1
+        if supersede:
+            ctx.report.details["superseded"] = ctx.report.details.get("superseded", 0) + 1
+    batch.wrote(written)
+    return written

@@ -1,0 +1,250 @@
+"""Prompts and answer schemas of the model stages.
+
+Every system prompt is the shared extraction preamble plus one stage section that
+starts with ``STAGE: <name>`` (the scripted test model keys on that line). Items are
+always listed as ``[id] text`` so answers can cite them and the runner can validate
+every cited id against the listing.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+SHARED = """You are a strict extraction engine for an agent's long-term memory.
+Rules:
+- Use ONLY what the listed items explicitly state. Never infer, guess or add outside knowledge.
+- Never invent names, entities, numbers, dates or versions; copy them exactly as written.
+- Cite items only by the ids shown in square brackets, e.g. [12]. Never cite an id that is not listed.
+- When unsure, leave a field null or return an empty list.
+- Answer with ONE JSON object matching the requested schema and nothing else: no prose, no code fences."""
+
+
+def system(stage: str, rules: str) -> str:
+    return f"{SHARED}\n\nSTAGE: {stage}\n{rules.strip()}"
+
+
+def listing(items: list[tuple[int, str]], limit: int = 600) -> str:
+    """``[id] text`` lines, each text cut to ``limit`` characters and kept on one line."""
+    return "\n".join(f"[{i}] {' '.join(text.split())[:limit]}" for i, text in items)
+
+
+# -- facts --------------------------------------------------------------------------------
+FACTS = system(
+    "facts",
+    """Each cluster below groups related observations. For EACH cluster write ONE fact that
+synthesises what its observations state together:
+- "cluster": the cluster number;
+- "entity": the main subject, copied exactly as written (null if none);
+- "property": a short lowercase attribute name such as "uses", "location", "version" (null if none);
+- "value": the attribute's value, copied from the observations (null if none);
+- "summary": one sentence in the third person. Do not copy any single observation verbatim;
+  strip first-person wording; keep proper nouns, versions, paths and numbers exactly.
+Use an empty summary when the cluster states nothing worth keeping.
+Schema: {"facts": [{"cluster": 1, "entity": "...", "property": "...", "value": "...", "summary": "..."}]}""",
+)
+
+
+class FactDraft(BaseModel):
+    cluster: int
+    entity: str | None = None
+    property: str | None = None
+    value: str | None = None
+    summary: str | None = None
+
+
+class FactsAnswer(BaseModel):
+    facts: list[FactDraft]
+
+
+# -- contradictions ----------------------------------------------------------------------------
+CONTRADICTIONS = system(
+    "contradictions",
+    """Each numbered pair gives an entity, a property, an OLD value and a NEW value. Classify each pair:
+- "replacement": the new value supersedes the old one (the fact changed over time);
+- "contradiction": both cannot be true and it is unclear which is right;
+- "compatible": both can be true at once.
+Give a confidence in [0, 1] and a one-sentence explanation.
+Schema: {"pairs": [{"pair": 1, "classification": "replacement", "confidence": 0.9, "explanation": "..."}]}""",
+)
+
+
+class PairVerdict(BaseModel):
+    pair: int
+    classification: Literal["replacement", "contradiction", "compatible"]
+    confidence: float = Field(ge=0, le=1)
+    explanation: str = ""
+
+
+class ContradictionsAnswer(BaseModel):
+    pairs: list[PairVerdict]
+
+
+# -- relationships --------------------------------------------------------------------------
+RELATIONSHIPS = system(
+    "relationships",
+    """For each listed fact, extract the relationships between entities that the fact states directly.
+- "fact_id": the id of the fact that states it;
+- "from" and "to": entity names copied verbatim from THAT fact's text;
+- "relation_type": a lowercase identifier such as "uses", "works_at", "depends_on";
+- "confidence" between 0.7 and 1.0.
+No transitive inference. Return an empty list when a fact states no relationship.
+Schema: {"relationships": [{"fact_id": 1, "from": "...", "relation_type": "uses", "to": "...", "confidence": 0.9}]}""",
+)
+
+
+class RelationshipDraft(BaseModel):
+    fact_id: int
+    from_: str = Field(alias="from")
+    relation_type: str
+    to: str
+    confidence: float = 0.8
+
+    model_config = {"populate_by_name": True}
+
+
+class RelationshipsAnswer(BaseModel):
+    relationships: list[RelationshipDraft]
+
+
+# -- causal links -------------------------------------------------------------------------------
+CAUSAL_LINKS = system(
+    "causal_links",
+    """Find direct cause -> effect links among the listed facts.
+- "cause_id" and "effect_id" must be ids from the list; never link a fact to itself;
+- only direct causation that the facts state; nothing transitive;
+- "confidence" between 0.5 and 1; "rationale": one sentence.
+Return an empty list when there is none.
+Schema: {"links": [{"cause_id": 1, "effect_id": 2, "confidence": 0.8, "rationale": "..."}]}""",
+)
+
+
+class CausalDraft(BaseModel):
+    cause_id: int
+    effect_id: int
+    confidence: float = 0.7
+    rationale: str = ""
+
+
+class CausalAnswer(BaseModel):
+    links: list[CausalDraft]
+
+
+# -- patterns -------------------------------------------------------------------------------------
+PATTERNS = system(
+    "patterns",
+    """Find recurring patterns across the listed facts (F ids) and relationships (R ids).
+- "pattern": one sentence describing the pattern, using only what the sources state;
+- "source_facts" / "source_rels": the ids that show it; cite at least 2 sources in total;
+- "coherence" in (0, 1]; "rationale": one sentence on why these sources form the pattern.
+No generalising beyond the sources. Return an empty list when there is none.
+Schema: {"patterns": [{"pattern": "...", "source_facts": [1, 2], "source_rels": [], "coherence": 0.8, "rationale": "..."}]}""",
+)
+
+
+class PatternDraft(BaseModel):
+    pattern: str
+    source_facts: list[int] = Field(default_factory=list)
+    source_rels: list[int] = Field(default_factory=list)
+    coherence: float = 0.5
+    rationale: str = ""
+
+
+class PatternsAnswer(BaseModel):
+    patterns: list[PatternDraft]
+
+
+# -- goal progress ---------------------------------------------------------------------------------
+GOAL_PROGRESS = system(
+    "goal_progress",
+    """Judge whether the listed facts show progress on the listed goals (G ids) .
+For each relevant (goal, fact) give:
+- "goal_id", "fact_id": ids from the lists;
+- "assessment": "progress", "suggested_complete" (only when the goal is clearly achieved),
+  "contradicted" or "irrelevant";
+- "note": one sentence; "confidence" between 0.5 and 1.
+Omit irrelevant pairs. Schema: {"notes": [{"goal_id": 1, "fact_id": 2, "assessment": "progress", "note": "...", "confidence": 0.8}]}""",
+)
+
+
+class GoalNoteDraft(BaseModel):
+    goal_id: int
+    fact_id: int
+    assessment: str
+    note: str = ""
+    confidence: float = 0.7
+
+
+class GoalProgressAnswer(BaseModel):
+    notes: list[GoalNoteDraft]
+
+
+# -- failure patterns --------------------------------------------------------------------------------
+FAILURE_PATTERNS = system(
+    "failure_patterns",
+    """The failures (X ids: what | why | lesson) are things that went wrong before; the evidence
+items (E ids) are new observations. Report:
+- "repetition": an evidence item shows a listed failure happening again:
+  {"type": "repetition", "failure_id": X, "evidence_id": E, "evidence": "one sentence", "confidence": 0.8};
+- "pattern": several failures/evidence items share a cause:
+  {"type": "pattern", "failure_id": X, "evidence_id": E, "pattern_fact": "one sentence",
+   "entity": "...", "property": "...", "value": "...", "confidence": 0.8}.
+Ids must come from the lists. Confidence between 0.5 and 1. Return an empty list when nothing applies.
+Schema: {"findings": [...]}""",
+)
+
+
+class FailureFinding(BaseModel):
+    type: Literal["repetition", "pattern"]
+    failure_id: int
+    evidence_id: int | None = None
+    evidence: str | None = None
+    pattern_fact: str | None = None
+    entity: str | None = None
+    property: str | None = None
+    value: str | None = None
+    confidence: float = 0.7
+
+
+class FailurePatternsAnswer(BaseModel):
+    findings: list[FailureFinding]
+
+
+# -- hypothesis evidence ---------------------------------------------------------------------------------
+HYPOTHESIS_EVIDENCE = system(
+    "hypothesis_evidence",
+    """Judge the listed facts (F ids) as evidence for the listed hypotheses (H ids), each shown
+with its status, confidence and verification plan. For each (hypothesis, fact) pair that matters:
+- "verdict": "supports", "weakens", "contradicts" or "irrelevant";
+- "confidence" in [0, 1]: how sure you are of the verdict;
+- "new_confidence" in [0, 1]: the hypothesis's confidence after this evidence (supports raises it,
+  weakens lowers it, contradicts puts it below 0.3);
+- "reasoning": one or two sentences, referring to the verification plan.
+Schema: {"verdicts": [{"hypothesis_id": 1, "fact_id": 2, "verdict": "supports", "confidence": 0.8, "new_confidence": 0.7, "reasoning": "..."}]}""",
+)
+
+
+class VerdictDraft(BaseModel):
+    hypothesis_id: int
+    fact_id: int
+    verdict: str
+    confidence: float = 0.5
+    new_confidence: float | None = None
+    reasoning: str = ""
+
+
+class HypothesisAnswer(BaseModel):
+    verdicts: list[VerdictDraft]
+
+
+def clamp(value: float | None, low: float, high: float, default: float) -> float:
+    if value is None:
+        return default
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return default
+    if number != number:  # NaN
+        return default
+    return min(max(number, low), high)
