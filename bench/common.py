@@ -1,0 +1,250 @@
+"""Shared harness for the benchmarks: a fresh database per run, timing, tables, plots.
+
+* ``fresh_store(embedder=...)`` — a context manager yielding a ``Store`` on a brand-new,
+  migrated database, removed afterwards. With ``STASH_DATABASE_URL`` set (a role that may
+  create databases) the throwaway database lives on that server; otherwise an embedded
+  PostgreSQL is started in a temporary STASH_HOME on a free port and stopped at the end.
+* ``summarize(ms)`` / ``percentile`` — p50 / p95 / mean of latencies in milliseconds.
+* ``print_table`` — a Markdown table (copied verbatim into bench/README.md).
+* ``save_plot`` — writes ``bench/out/<name>.png`` with the Agg backend.
+* ``dataset_vectors`` — MiniLM vectors of the committed dataset texts, computed once and
+  kept in ``bench/out/`` (ignored by git) so reruns and the large fillers do not re-embed.
+* Bench-only SQL lives in ``bench/queries.sql`` as named blocks, like the library's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stash_pipeline.db.sql import parse
+
+HERE = Path(__file__).parent
+OUT = HERE / "out"
+QUERIES = parse((HERE / "queries.sql").read_text(encoding="utf-8"), "bench/queries.sql")
+
+
+def sql(name: str) -> str:
+    """A bench-only named query from bench/queries.sql."""
+    return QUERIES[name]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _with_db(dsn: str, dbname: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    parts = conninfo_to_dict(dsn)
+    parts["dbname"] = dbname
+    return make_conninfo(**parts)
+
+
+@contextlib.contextmanager
+def fresh_store(embedder: str = "minilm", **overrides: Any) -> Iterator[Any]:
+    """A Store on a new migrated database (dropped / server stopped on exit)."""
+    import psycopg
+
+    from stash_pipeline.config import load_settings
+    from stash_pipeline.db.embedded import EmbeddedServer
+    from stash_pipeline.db.migrate import migrate
+    from stash_pipeline.store import Store
+
+    home = Path(tempfile.mkdtemp(prefix="stash-bench-"))
+    server: EmbeddedServer | None = None
+    external = os.environ.get("STASH_DATABASE_URL")
+    try:
+        if external:
+            admin = _with_db(external, "postgres")
+        else:
+            server = EmbeddedServer(load_settings(home=home, db_port=_free_port(), embedder="hash"))
+            server.start()
+            admin = server.url("postgres")
+        name = f"stash_bench_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')  # generated name, not user input
+        dsn = _with_db(admin, name)
+        settings = load_settings(database_url=dsn, home=home, embedder=embedder, vector_dim=384, **overrides)
+        migrate(settings, dsn)
+        store = Store.open(settings)
+        try:
+            yield store
+        finally:
+            store.close()
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# --- timing -------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100), linear interpolation."""
+    return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def summarize(ms: Sequence[float]) -> dict[str, float]:
+    return {"n": len(ms), "p50": percentile(ms, 50), "p95": percentile(ms, 95), "mean": statistics.fmean(ms)}
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(milliseconds, result) of one call."""
+    start = time.perf_counter()
+    result = fn()
+    return (time.perf_counter() - start) * 1000.0, result
+
+
+def ratio(ours: float, baseline: float) -> str:
+    """ours / baseline, formatted (lower is better for times, higher for quality)."""
+    if baseline == 0:
+        return "n/a"
+    return f"{ours / baseline:.2f}x"
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Print (and return) a Markdown table."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+        return str(value)
+
+    lines = [f"**{title}**", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    text = "\n".join(lines)
+    print(text + "\n", flush=True)
+    return text
+
+
+def save_plot(name: str, draw: Callable[[Any], None], *, size: tuple[float, float] = (8, 4.5)) -> Path:
+    """Draw with ``draw(ax)`` on a fresh figure and write bench/out/<name>.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    OUT.mkdir(exist_ok=True)
+    fig, ax = plt.subplots(figsize=size)
+    draw(ax)
+    fig.tight_layout()
+    path = OUT / f"{name}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"plot: {path.relative_to(HERE.parent)}")
+    return path
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# --- dataset vectors ----------------------------------------------------------------------
+
+
+def dataset_vectors(texts: Sequence[str], model: str = "all-MiniLM-L6-v2") -> np.ndarray:
+    """MiniLM vectors for ``texts`` (rows in order), cached on disk in bench/out/ by text hash."""
+    from stash_pipeline.embedding.cache import text_hash
+    from stash_pipeline.embedding.minilm import MiniLMEmbedder
+
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"vectors-{model}.npz"
+    cache: dict[str, np.ndarray] = {}
+    if path.exists():
+        with np.load(path) as stored:
+            cache = dict(zip(stored["hashes"].tolist(), stored["vectors"], strict=True))
+    hashes = [text_hash(t) for t in texts]
+    missing = sorted({h: t for h, t in zip(hashes, texts, strict=True) if h not in cache}.items())
+    if missing:
+        log(f"embedding {len(missing)} texts with MiniLM (cached in {path.name} for the next run)")
+        embedder = MiniLMEmbedder()
+        for start in range(0, len(missing), 256):
+            chunk = missing[start : start + 256]
+            for (h, _), vector in zip(chunk, embedder.embed([t for _, t in chunk]), strict=True):
+                cache[h] = np.asarray(vector, dtype=np.float32)
+        keys = sorted(cache)
+        np.savez(path, hashes=np.array(keys), vectors=np.stack([cache[k] for k in keys]))
+    return np.stack([cache[h] for h in hashes])
+
+
+def prime_embedding_cache(store: Any, texts: Sequence[str], vectors: np.ndarray) -> None:
+    """Put known vectors into the store's embedding cache, so embedding them is a cache hit."""
+    from stash_pipeline.embedding.cache import text_hash
+
+    embedder = store.embedder
+    embedder.check_lock()
+    rows = [
+        {"text_hash": text_hash(t), "model": embedder.name, "endpoint": embedder.endpoint, "embedding": v}
+        for t, v in zip(texts, vectors, strict=True)
+    ]
+    with store.db.transaction() as tx:
+        tx.executemany("embedding_cache_insert", rows)
+
+
+def noisy_copies(base: np.ndarray, count: int, rng: np.random.Generator, noise: float = 0.25) -> np.ndarray:
+    """``count`` unit vectors near random rows of ``base`` (keeps the real embedding geometry)."""
+    picks = base[rng.integers(0, len(base), size=count)]
+    out = picks + rng.normal(0.0, noise / np.sqrt(base.shape[1]), size=picks.shape).astype(np.float32)
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    return out.astype(np.float32)
+
+
+def bulk_fill(
+    store: Any,
+    table: str,
+    namespace_id: int,
+    contents: Sequence[str],
+    vectors: np.ndarray,
+    *,
+    rebuild_indexes: bool = True,
+) -> float:
+    """COPY rows into ``episodes`` or ``facts`` with precomputed vectors; returns seconds.
+
+    The HNSW and GIN indexes are dropped first and rebuilt after (much faster than
+    incremental inserts), from their own stored definitions.
+    """
+    assert table in ("episodes", "facts")
+    start = time.perf_counter()
+    model = store.settings.embedding_model_name
+    with store.db.connection() as conn:
+        definitions = []
+        if rebuild_indexes:
+            rows = conn.execute(sql("bench_search_indexes"), {"table": table}).fetchall()
+            definitions = [r["indexdef"] for r in rows]
+            for r in rows:
+                conn.execute(f'DROP INDEX "{r["indexname"]}"')  # names read from pg_indexes
+        columns = "namespace_id, content, embedding, embedding_model" + (", origin" if table == "facts" else "")
+        with conn.cursor() as cur, cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            for content, vector in zip(contents, vectors, strict=True):
+                literal = "[" + ",".join(f"{x:.6f}" for x in vector.tolist()) + "]"
+                row = [namespace_id, content, literal, model] + (["asserted"] if table == "facts" else [])
+                copy.write_row(row)
+        conn.commit()
+        if definitions:
+            conn.execute("SET maintenance_work_mem = '256MB'")
+            for definition in definitions:
+                conn.execute(definition)
+            conn.commit()
+        conn.execute(f"ANALYZE {table}")
+        conn.commit()
+    return time.perf_counter() - start
