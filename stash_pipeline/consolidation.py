@@ -28,7 +28,7 @@ import importlib
 import json
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -147,10 +147,15 @@ class StageContext:
     def stage(self) -> str:
         return self.spec.name
 
-    def call(self, system: str, user: str, schema: type[BaseModel]) -> Any:
+    def call(
+        self, system: str, user: str, schema: type[BaseModel], validate: Callable[[Any], None] | None = None
+    ) -> Any:
+        """One validated model answer (see ``Reasoner.call``); ``validate`` raises ValueError to retry."""
         if self.reasoner is None:
             raise errors.ReasonerNotConfigured()
-        return self.reasoner.call(self.stage, self.namespace_id, system, user, schema, run=self.ledger)
+        return self.reasoner.call(
+            self.stage, self.namespace_id, system, user, schema, run=self.ledger, validate=validate
+        )
 
     def read(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         """A read-only named query in its own short transaction (never held across model calls)."""

@@ -25,6 +25,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -199,14 +200,22 @@ class Reasoner:
         schema: type[T],
         *,
         run: RunLedger,
+        validate: Callable[[T], None] | None = None,
     ) -> T:
-        """One validated answer, or ModelResponseInvalid / ModelUnavailable / TokenBudgetExceeded."""
+        """One validated answer, or ModelResponseInvalid / ModelUnavailable / TokenBudgetExceeded.
+
+        ``validate`` may raise ``ValueError`` (e.g. an id that is not in the listing); its
+        message is fed back to the model like a schema error.
+        """
         messages: list[dict[str, str]] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         last_error = ""
         for _attempt in range(self.settings.reasoner_max_attempts):
             content = self._complete(stage, namespace_id, messages, schema, run)
             try:
-                return parse_answer(content, schema)
+                answer = parse_answer(content, schema)
+                if validate is not None:
+                    validate(answer)
+                return answer
             except (ValueError, ValidationError) as exc:
                 last_error = _error_text(exc)
                 messages = [

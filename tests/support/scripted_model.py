@@ -156,7 +156,8 @@ class ScriptedModel:
             caps = list(dict.fromkeys(_capitalised(text)))
             if len(caps) < 2:
                 continue
-            start, end = text.find(caps[0]) + len(caps[0]), text.find(caps[1], text.find(caps[0]) + len(caps[0]))
+            end = text.find(caps[1], text.find(caps[0]) + len(caps[0]))
+            start = text.rfind(caps[0], 0, end) + len(caps[0])
             between = [w.lower() for w in _WORD.findall(text[start:end]) if w.isalpha()][:3]
             relation = "_".join(between) or "related_to"
             rels.append({"fact_id": 999_999 if fault == "wrong_ids" else fact_id, "from": caps[0],
