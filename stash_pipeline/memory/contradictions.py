@@ -23,8 +23,9 @@ own (method 'auto', resolution 'superseded') may be overridden by the caller onc
 that is how a wrong automatic supersession is undone. Resolving a caller-resolved
 contradiction again is ``InvalidTransition``.
 
-``note``: the schema has no column for a free-text resolution note, so it is used as
-the withdrawal reason for ``neither`` and returned in the result otherwise.
+``note`` (optional free text): the schema has no column for it (adding one is a
+migration, left for a later schema version), so it is the withdrawal reason of both
+facts for ``neither`` and is echoed in the result for every action.
 """
 
 from __future__ import annotations

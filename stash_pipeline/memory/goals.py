@@ -106,6 +106,7 @@ def create(
     with store.db.transaction() as tx:
         target = ns.get(tx, namespace)
         if parent is not None:
+            tx.one("goal_lock", id=parent)  # a concurrent delete/complete of the parent waits for us
             prow = tx.one("goal_get", id=parent)
             if prow is None or prow["deleted_at"] is not None or not k.on_one_line(prow["namespace"], target["slug"]):
                 raise errors.RecordNotFound(
@@ -230,6 +231,9 @@ def auto_complete_ancestors(tx: Session, parent_id: int | None) -> list[int]:
     done: list[int] = []
     current = parent_id
     while current is not None:
+        # Lock, then evaluate in a new statement: two siblings completed concurrently
+        # serialise here and the second sees the first's commit (READ COMMITTED).
+        tx.one("goal_lock", id=current)
         row = tx.one("goal_parent_ready", id=current)
         if row is None or not row["ready"]:
             break

@@ -279,3 +279,31 @@ def test_delete_and_act_respect_scope(ns):
             op(store, g.id, namespaces="/p")
     assert goals.show(store, g.id).status == "active"
     assert goals.complete(store, g.id, namespaces="/other")["goal"].status == "completed"
+
+
+def test_siblings_completed_concurrently_still_complete_the_parent(ns):
+    """T1 completes A and holds its transaction open; T2 completes B meanwhile. T2 must
+    wait for the parent's lock and then see A completed, so the parent completes."""
+    import threading
+
+    store = ns
+    root = goals.create(store, "/p", "Ship v2")
+    a = goals.create(store, "/p", "A", parent_id=root.id)
+    b = goals.create(store, "/p", "B", parent_id=root.id)
+    result: dict[str, object] = {}
+
+    with store.db.transaction() as tx:  # T1, the library's complete() steps, not yet committed
+        goals.load(tx, a.id, lock=True)
+        tx.execute("goal_set_completed", id=a.id)
+        assert goals.auto_complete_ancestors(tx, root.id) == []  # B still active for T1
+
+        def other() -> None:
+            result.update(goals.complete(store, b.id))
+
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join(timeout=1.0)
+        assert worker.is_alive()  # T2 waits on the parent's lock held by T1
+    worker.join(timeout=20)
+    assert result["auto_completed"] == [root.id]
+    assert goals.show(store, root.id).status == "completed"

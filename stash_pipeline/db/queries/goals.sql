@@ -62,6 +62,8 @@ WHERE id = %(id)s AND status = 'active'
 -- goal_parent_ready --
 -- Whether an active, non-deleted goal has at least one non-abandoned child and all of
 -- its non-abandoned, non-deleted children are completed (ancestor auto-complete rule).
+-- The caller locks the goal first (goal_lock), so this statement's fresh snapshot sees
+-- every sibling change committed by a concurrent complete/abandon.
 SELECT g.id, g.parent_id,
        (g.status = 'active' AND g.deleted_at IS NULL
         AND EXISTS (SELECT 1 FROM goals c WHERE c.parent_id = g.id AND c.deleted_at IS NULL
@@ -70,7 +72,6 @@ SELECT g.id, g.parent_id,
                         AND c.status = 'active')) AS ready
 FROM goals g
 WHERE g.id = %(id)s
-FOR UPDATE OF g
 
 -- goal_soft_delete_tree --
 -- Soft-delete a goal and all its non-deleted descendants; returns the ids deleted.
