@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import click
 
-from stash_serve.cli import admin, db, memory
+from stash_serve.cli import admin, consolidation, db, knowledge, memory, service
 from stash_serve.cli.base import StashGroup
 
 __all__ = ["cli", "main"]
@@ -33,7 +33,7 @@ def cli() -> None:
     """
 
 
-for _module in (admin, db, memory):
+for _module in (admin, db, memory, knowledge, consolidation, service):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

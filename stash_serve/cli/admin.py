@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import click
 
 from stash_serve.cli import base
-from stash_serve.cli.output import emit_json, fields, table
+from stash_serve.cli.output import emit_json, fields
 
 
 @click.command("version")
@@ -222,8 +222,7 @@ def stats_command(namespaces: str, as_json: bool) -> None:
 
 @click.command("reembed")
 @base.yes_option
-@click.option("--batch-size", type=int, default=None, help="Texts per embedding call.")
-def reembed_command(yes: bool, batch_size: int | None) -> None:
+def reembed_command(yes: bool) -> None:
     """Re-embed every episode and fact with the configured embedder (after a model switch).
 
     \b
@@ -241,15 +240,9 @@ def reembed_command(yes: bool, batch_size: int | None) -> None:
     def progress(done: int, total: int) -> None:
         click.echo(f"\r  {done}/{total}", nl=False, err=True)
 
-    kwargs = {"progress": progress}
-    if batch_size is not None:
-        kwargs["batch_size"] = batch_size
-    result = reembed(store, **kwargs)
+    result = reembed(store, progress=progress)
     click.echo("", err=True)
-    if isinstance(result, dict):
-        table([result], list(result))
-    else:
-        fields(result)
+    fields(result)
 
 
 COMMANDS = (version_command, config_command, doctor_command, stats_command, reembed_command)

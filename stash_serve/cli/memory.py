@@ -445,7 +445,7 @@ def context_set(focus: str, namespace: str, ttl: str | None, as_json: bool) -> N
     from stash_pipeline.memory import context
 
     lifetime = base.parse_duration(ttl, "--ttl")
-    result = context.set_context(base.store(), namespace, base.read_content(focus), ttl=lifetime)
+    result = context.set_(base.store(), namespace, base.read_content(focus), ttl=lifetime)
     if as_json:
         emit_json(result)
     else:
@@ -464,7 +464,7 @@ def context_get(namespace: str, as_json: bool) -> None:
     """
     from stash_pipeline.memory import context
 
-    result = context.get_context(base.store(), namespace)
+    result = context.get(base.store(), namespace)
     if as_json:
         emit_json(result)
     elif result is None:
@@ -484,8 +484,7 @@ def context_clear(namespace: str) -> None:
     """
     from stash_pipeline.memory import context
 
-    result = context.clear_context(base.store(), namespace)
-    cleared = result.get("cleared", True) if isinstance(result, dict) else bool(result)
+    cleared = context.clear(base.store(), namespace)
     click.echo(f"focus of {namespace} cleared" if cleared else f"no focus was set in {namespace}")
 
 

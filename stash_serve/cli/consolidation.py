@@ -1,0 +1,160 @@
+"""``stash consolidate run|status`` and ``stash dead-letters list|retry|drop``: the CLI face
+of the consolidation runner (``stash_pipeline.consolidation``) — the same entry point
+Dagster and the MCP ``consolidate`` tool call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from stash_serve.cli import base
+from stash_serve.cli.output import emit_json, show
+
+REPORT_COLUMNS = ("namespace", "stage", "status", "rows_in", "rows_written", "items_failed", "dead_lettered",
+                  "cursor_from", "cursor_to", "model_calls", "duration_s", "message")
+STATUS_COLUMNS = ("namespace", "stage", "cursor", "head", "backlog", "last_run_at", "last_status",
+                  "dead_letters_pending", "dead_letters_dead")
+DEAD_LETTER_COLUMNS = ("id", "namespace", "stage", "item_kind", "item_id", "status", "attempts", "last_error")
+
+
+@click.group("consolidate")
+def consolidate_group() -> None:
+    """Run the consolidation stages now, or show where each stage stands.
+
+    \b
+    Example:
+      stash consolidate run -n /projects/x --stage facts
+    """
+
+
+@consolidate_group.command("run")
+@base.namespaces_option()
+@click.option("--stage", default=None, help="Run only this stage (default: all, in order).")
+@click.option("--wait", is_flag=True, help="Wait for a runner already busy on a stage instead of skipping it.")
+@base.json_option
+def consolidate_run(namespaces: str, stage: str | None, wait: bool, as_json: bool) -> None:
+    """Consolidate each namespace of the tree now (one stage or all). Exits 1 if a stage failed.
+
+    \b
+    Example:
+      stash consolidate run -n /projects/x --json
+    """
+    from stash_pipeline import consolidation
+    from stash_pipeline.stages import get_stage
+
+    if stage is not None:
+        get_stage(stage)  # unknown stage: a clear error before anything runs
+    store = base.store()
+    reports: list[Any] = []
+    for path in [p.strip() for p in namespaces.split(",") if p.strip()] or ["/"]:
+        reports.extend(
+            consolidation.run_tree(store, path, stages=[stage] if stage else None, wait=wait)
+        )
+    show(reports, as_json, REPORT_COLUMNS)
+    if not as_json:
+        calls = sum(r.model_calls for r in reports)
+        tokens = sum(r.tokens_in + r.tokens_out for r in reports)
+        click.echo(f"{len(reports)} stage run(s), {calls} model call(s), {tokens} token(s)", err=True)
+    if any(r.status == "failed" for r in reports):
+        click.get_current_context().exit(1)
+
+
+@consolidate_group.command("status")
+@base.namespaces_option()
+@base.json_option
+def consolidate_status(namespaces: str, as_json: bool) -> None:
+    """Show cursor, backlog, last run and dead letters per namespace and stage.
+
+    \b
+    Example:
+      stash consolidate status -n /projects
+    """
+    from stash_pipeline import consolidation
+
+    show(consolidation.status(base.store(), namespaces), as_json, STATUS_COLUMNS)
+
+
+@click.group("dead-letters")
+def dead_letters_group() -> None:
+    """Items a stage gave up on after repeated failures: inspect, retry or drop them.
+
+    \b
+    Example:
+      stash dead-letters list -n /projects/x --stage facts
+    """
+
+
+@dead_letters_group.command("list")
+@base.namespaces_option()
+@click.option("--stage", default=None, help="Only this stage.")
+@click.option("--status", type=click.Choice(["pending", "dead"]), default=None, help="Only this status.")
+@base.limit_option()
+@base.offset_option
+@base.json_option
+def dead_letters_list(
+    namespaces: str, stage: str | None, status: str | None, limit: int, offset: int, as_json: bool
+) -> None:
+    """List dead letters with their last error.
+
+    \b
+    Example:
+      stash dead-letters list -n /projects/x --status dead --json
+    """
+    from stash_pipeline import dead_letters
+
+    rows = dead_letters.list_(base.store(), namespaces, stage=stage, status=status, limit=limit, offset=offset)
+    show(rows, as_json, DEAD_LETTER_COLUMNS)
+
+
+@dead_letters_group.command("retry")
+@click.argument("ids", nargs=-1, type=int)
+@base.namespaces_option()
+@click.option("--stage", default=None, help="Retry every dead letter of this stage (with no ids).")
+@base.json_option
+def dead_letters_retry(ids: tuple[int, ...], namespaces: str, stage: str | None, as_json: bool) -> None:
+    """Queue dead letters for another attempt on the next run (by id, or all of a stage).
+
+    \b
+    Example:
+      stash dead-letters retry 12 13
+      stash dead-letters retry -n /projects/x --stage facts
+    """
+    from stash_pipeline import dead_letters
+
+    result = dead_letters.retry(base.store(), list(ids) or None, namespaces=namespaces, stage=stage)
+    _out("queued for retry", result, as_json)
+
+
+@dead_letters_group.command("drop")
+@click.argument("ids", nargs=-1, type=int)
+@base.namespaces_option()
+@click.option("--stage", default=None, help="Drop every dead letter of this stage (with no ids).")
+@base.yes_option
+@base.json_option
+def dead_letters_drop(ids: tuple[int, ...], namespaces: str, stage: str | None, yes: bool, as_json: bool) -> None:
+    """Drop dead letters: the items are given up for good (asks first).
+
+    \b
+    Example:
+      stash dead-letters drop 12 --yes
+    """
+    from stash_pipeline import dead_letters
+
+    what = f"dead letter(s) {', '.join(map(str, ids))}" if ids else f"all dead letters{' of ' + stage if stage else ''} in {namespaces}"
+    base.confirm(f"drop {what}?", yes)
+    result = dead_letters.drop(base.store(), list(ids) or None, namespaces=namespaces, stage=stage)
+    _out("dropped", result, as_json)
+
+
+def _out(verb: str, result: Any, as_json: bool) -> None:
+    if as_json:
+        emit_json(result)
+    elif isinstance(result, dict):
+        count = result.get("count", result.get("updated", result.get("dropped", result.get("retried"))))
+        click.echo(f"{verb}: {count if count is not None else result}")
+    else:
+        click.echo(f"{verb}: {result}")
+
+
+COMMANDS = (consolidate_group, dead_letters_group)

@@ -1,0 +1,401 @@
+"""The `stash` CLI against a real PostgreSQL: the issue's acceptance flow, the error
+paths, and one happy path per command group (click's CliRunner, hash embedder)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+
+from stash_serve.cli import cli
+from stash_serve.cli.base import head_revision
+
+Run = Callable[..., Result]
+
+
+@pytest.fixture
+def cli_env(database_url: str, tmp_path: Path) -> dict[str, str]:
+    return {
+        "STASH_DATABASE_URL": database_url,
+        "STASH_EMBEDDER": "hash",
+        "STASH_HOME": str(tmp_path / "home"),
+    }
+
+
+@pytest.fixture
+def run(cli_env: dict[str, str]) -> Run:
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None, expect: int = 0, **env: str) -> Result:
+        result = runner.invoke(cli, list(args), input=input, env={**cli_env, **env}, catch_exceptions=False)
+        assert result.exit_code == expect, f"stash {' '.join(args)} → {result.exit_code}\n{result.output}"
+        return result
+
+    return invoke
+
+
+def as_json(result: Result) -> object:
+    return json.loads(result.stdout)
+
+
+def contains_key(value: object, key: str) -> bool:
+    if isinstance(value, dict):
+        return key in value or any(contains_key(v, key) for v in value.values())
+    if isinstance(value, list):
+        return any(contains_key(v, key) for v in value)
+    return False
+
+
+# --- the issue's acceptance flow -------------------------------------------------------------
+
+
+def test_acceptance_flow(run: Run) -> None:
+    assert run("migrate").output == f"schema already at revision {head_revision()}\n"
+    assert run("namespace", "create", "/projects/x").output.startswith("created /projects/x")
+    run("remember", "The office plants need water on Mondays", "-n", "/projects/x")
+    remembered = run("remember", "The deploy uses blue-green on Fridays", "-n", "/projects/x", "--json")
+    episode_id = as_json(remembered)["id"]
+
+    hits = as_json(run("recall", "how do we deploy", "-n", "/projects/x", "--json"))
+    assert isinstance(hits, list) and len(hits) == 2
+    first = hits[0]
+    assert first["kind"] == "episode"
+    assert first["id"] == episode_id
+    assert first["content"] == "The deploy uses blue-green on Fridays"
+    assert first["namespace"] == "/projects/x"
+    assert set(first["score_parts"]) >= {"vector", "text"}
+    assert first["score_parts"]["vector"] > 0
+    assert first["score"] >= hits[1]["score"]
+    assert not contains_key(hits, "embedding")
+
+    table = run("recall", "how do we deploy", "-n", "/projects/x").output
+    assert table.splitlines()[0].split()[:4] == ["KIND", "ID", "NAMESPACE", "SCORE"]
+    assert "blue-green" in table.splitlines()[1]
+
+
+def test_unmigrated_database_says_run_migrate(pg_admin_dsn: str, tmp_path: Path) -> None:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    name = f"stash_cli_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = make_conninfo(**{**conninfo_to_dict(pg_admin_dsn), "dbname": name})
+    env = {"STASH_DATABASE_URL": dsn, "STASH_EMBEDDER": "hash", "STASH_HOME": str(tmp_path / "h")}
+    runner = CliRunner()
+    try:
+        before = runner.invoke(cli, ["namespace", "list"], env=env)
+        assert before.exit_code == 1
+        assert before.output == "error: the database has no schema yet; run `stash migrate` first\n"
+        migrated = runner.invoke(cli, ["migrate"], env=env)
+        assert migrated.exit_code == 0, migrated.output
+        assert migrated.output == f"schema migrated: (empty) → {head_revision()}\n"
+        after = runner.invoke(cli, ["namespace", "list", "--json"], env=env)
+        assert after.exit_code == 0, after.output
+        assert [n["slug"] for n in json.loads(after.output)] == ["/"]
+    finally:
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --- error paths -------------------------------------------------------------------------
+
+
+def test_bad_slug_is_exit_2_with_the_rule(run: Run) -> None:
+    result = run("namespace", "create", "/Projects/X", expect=2)
+    assert result.output.startswith("error: namespace segment 'Projects' in '/Projects/X' is invalid")
+    assert "Traceback" not in result.output
+    assert "/Projects" not in run("namespace", "list").output
+
+
+def test_unknown_namespace_is_exit_2(run: Run) -> None:
+    result = run("remember", "something", "-n", "/nope", expect=2)
+    assert result.output.startswith("error: namespace '/nope' not found")
+    assert run("recall", "x", "-n", "/nope", expect=2).output.startswith("error: namespace '/nope' not found")
+
+
+def test_oversized_and_empty_content_change_nothing(run: Run) -> None:
+    run("namespace", "create", "/p")
+    result = run("remember", "x" * 101, "-n", "/p", expect=2, STASH_MAX_CONTENT_BYTES="100")
+    assert result.output == "error: content is 101 bytes; the limit is 100 (STASH_MAX_CONTENT_BYTES)\n"
+    assert run("remember", "   ", "-n", "/p", expect=2).output == "error: content must not be empty\n"
+    assert as_json(run("stats", "-n", "/p", "--json"))["episodes"] == 0
+
+
+def test_unknown_record_and_bad_json_option(run: Run) -> None:
+    assert run("episode", "show", "999", expect=2).output == "error: episode 999 not found\n"
+    run("namespace", "create", "/p")
+    bad = run("remember", "x", "-n", "/p", "--metadata", "[1, 2]", expect=2)
+    assert bad.output.startswith("error: --metadata must be a JSON object")
+
+
+def test_declined_confirmation_changes_nothing(run: Run) -> None:
+    run("namespace", "create", "/p/q")
+    result = run("namespace", "delete", "/p", input="n\n", expect=1)
+    assert "this deletes /p, /p/q" in result.output
+    assert "cancelled; nothing was changed" in result.output
+    assert "/p/q" in run("namespace", "list").output
+
+
+# --- one happy path per group -------------------------------------------------------------
+
+
+def test_namespaces_and_init(run: Run) -> None:
+    run("namespace", "create", "/projects/x", "--name", "Project X", "--description", "deploys")
+    shown = as_json(run("namespace", "show", "/projects/x", "--json"))
+    assert shown["namespace"]["name"] == "Project X"
+    assert shown["counts"]["episodes"] == 0
+    slugs = [n["slug"] for n in as_json(run("namespace", "list", "-n", "/projects", "--json"))]
+    assert slugs == ["/projects", "/projects/x"]
+    assert "created /self" in run("init").output
+    assert "already present" in run("init").output
+    run("remember", "kept", "-n", "/projects/x")
+    deleted = run("namespace", "delete", "/projects", "--yes", "--json")
+    assert as_json(deleted)["counts"]["episodes"] == 1
+    assert [n["slug"] for n in as_json(run("namespace", "list", "--json"))] == [
+        "/", "/self", "/self/capabilities", "/self/limits", "/self/preferences"
+    ]
+
+
+def test_episodes_stdin_show_forget_purge(run: Run) -> None:
+    run("namespace", "create", "/p")
+    first = as_json(run(
+        "remember", "-", "-n", "/p", "--kind", "decision", "--metadata", '{"source": "chat"}',
+        "--occurred-at", "2026-01-02T03:04:05Z", "--idempotency-key", "k1", "--json",
+        input="We chose Postgres over MySQL\n",
+    ))
+    assert first["created"] is True
+    replay = as_json(run("remember", "We chose Postgres over MySQL\n", "-n", "/p", "--idempotency-key", "k1", "--json"))
+    assert replay == {**first, "created": False}
+    episode = as_json(run("episode", "show", str(first["id"]), "--json"))
+    assert episode["kind"] == "decision"
+    assert episode["metadata"] == {"source": "chat"}
+    assert episode["occurred_at"].startswith("2026-01-02T03:04:05")
+
+    preview = run("forget", "We chose Postgres over MySQL", "-n", "/p", "--preview").output
+    assert preview.startswith(f"would forget episode {first['id']} in /p")
+    run("episode", "show", str(first["id"]))  # still there
+    forgot = run("forget", "We chose Postgres over MySQL", "-n", "/p", "--yes").output
+    assert forgot.startswith(f"forgot episode {first['id']}")
+    run("episode", "show", str(first["id"]), expect=2)
+    assert run("purge", "episode", str(first["id"]), "--yes").output == f"purged episode {first['id']} from /p\n"
+    run("episode", "show", str(first["id"]), "--include-deleted", expect=2)
+
+
+def test_forget_asks_and_respects_threshold(run: Run) -> None:
+    run("namespace", "create", "/p")
+    run("remember", "The cat sleeps on the red sofa", "-n", "/p")
+    nothing = run("forget", "quarterly tax filing deadlines", "-n", "/p", "--threshold", "0.99").output
+    assert nothing.startswith("nothing similar enough to forget")
+    asked = run("forget", "The cat sleeps on the red sofa", "-n", "/p", input="y\n")
+    assert "forget it?" in asked.output
+    assert "forgot episode" in asked.output
+
+
+def test_import_jsonl_and_csv(run: Run, tmp_path: Path) -> None:
+    run("namespace", "create", "/p")
+    jsonl = tmp_path / "episodes.jsonl"
+    jsonl.write_text(
+        "\n".join(json.dumps(r) for r in [
+            {"content": "alpha", "kind": "note", "metadata": {"n": 1}, "idempotency_key": "a"},
+            {"content": "beta", "occurred_at": "2026-03-01T00:00:00Z"},
+        ]) + "\n",
+        encoding="utf-8",
+    )
+    result = run("import", str(jsonl), "-n", "/p")
+    assert "imported 2 rows into /p: 2 new, 0 already present" in result.stdout
+    assert "imported 2/2" in result.stderr
+    again = as_json(run("import", str(jsonl), "-n", "/p", "--json"))
+    assert again["created"] == 1 and again["replayed"] == 1  # the keyed row is not duplicated
+
+    csv = tmp_path / "episodes.csv"
+    csv.write_text('content,kind,metadata\ngamma,note,"{""x"": 2}"\n', encoding="utf-8")
+    assert as_json(run("import", str(csv), "-n", "/p", "--json"))["created"] == 1
+    assert as_json(run("stats", "-n", "/p", "--json"))["episodes"] == 4
+
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"content": "ok"}\n{"content": "x", "colour": "red"}\n', encoding="utf-8")
+    failed = run("import", str(broken), "-n", "/p", expect=2)
+    assert "unknown episode field(s): colour" in failed.output
+    assert as_json(run("stats", "-n", "/p", "--json"))["episodes"] == 4  # the batch was all-or-nothing
+
+
+def test_context(run: Run) -> None:
+    run("namespace", "create", "/p")
+    assert run("context", "get", "-n", "/p").output == "no current focus in /p\n"
+    assert run("context", "set", "release freeze", "-n", "/p", "--ttl", "2h").output.startswith("focus of /p set until")
+    assert as_json(run("context", "get", "-n", "/p", "--json"))["focus"] == "release freeze"
+    run("context", "set", "x", "-n", "/p", "--ttl", "soon", expect=2)
+    assert run("context", "clear", "-n", "/p").output == "focus of /p cleared\n"
+    assert as_json(run("context", "get", "-n", "/p", "--json")) is None
+
+
+def test_facts_and_contradictions(run: Run) -> None:
+    run("namespace", "create", "/p")
+    episode = as_json(run("remember", "Deploys happen on Fridays", "-n", "/p", "--json"))["id"]
+    old = as_json(run(
+        "fact", "assert", "Deploys happen on Fridays", "-n", "/p", "--entity", "deploy", "--property", "day",
+        "--value", "friday", "--source-episode-ids", str(episode), "--json",
+    ))
+    new = as_json(run(
+        "fact", "assert", "Deploys happen on Tuesdays", "-n", "/p", "--entity", "deploy", "--property", "day",
+        "--value", "tuesday", "--json",
+    ))
+    old_id, new_id = old["fact"]["id"], new["fact"]["id"]
+    assert [c["old_fact_id"] for c in new["contradictions"]] == [old_id]
+    listed = as_json(run("facts", "-n", "/p", "--entity", "deploy", "--json"))
+    assert sorted(f["id"] for f in listed) == sorted([old_id, new_id])
+    assert not contains_key(listed, "embedding")
+    lineage = as_json(run("fact", "show", str(old_id), "--lineage", "--json"))
+    assert lineage["fact"]["source_episode_ids"] == [episode]
+
+    contradiction = as_json(run("contradictions", "list", "-n", "/p", "--json"))
+    assert len(contradiction) == 1
+    resolved = run("contradictions", "resolve", str(contradiction[0]["id"]), "--action", "keep_new").output
+    assert resolved.startswith(f"resolved contradiction {contradiction[0]['id']} (keep_new)")
+    current = [f["id"] for f in as_json(run("facts", "-n", "/p", "--json"))]
+    assert current == [new_id]
+    history = [f["id"] for f in as_json(run("facts", "-n", "/p", "--include-history", "--json"))]
+    assert sorted(history) == sorted([old_id, new_id])
+    run("contradictions", "resolve", "1", "--action", "maybe", expect=2)
+
+    assert run("fact", "withdraw", str(new_id), "--reason", "moved to canary").output.startswith(f"withdrew fact {new_id}")
+    assert as_json(run("facts", "-n", "/p", "--json")) == []
+    assert run("fact", "purge", str(new_id), "--yes").output == f"purged fact {new_id}\n"
+    run("fact", "show", str(new_id), expect=2)
+    assert run("purge", "fact", str(old_id), "--yes").output == f"purged fact {old_id}\n"
+
+
+def test_relationships_and_patterns_read(run: Run) -> None:
+    assert run("relationships", "--json").output.strip() == "[]"
+    assert run("patterns").output == "(none)\n"
+
+
+def test_causal_links_and_mermaid(run: Run) -> None:
+    run("namespace", "create", "/p")
+    a = as_json(run("fact", "assert", "The cache was cold", "-n", "/p", "--json"))["fact"]["id"]
+    b = as_json(run("fact", "assert", "Latency spiked at 9am", "-n", "/p", "--json"))["fact"]["id"]
+    failure = as_json(run(
+        "failure", "create", "Checkout timed out", "-n", "/p", "--reason", "slow db", "--lesson", "pre-warm", "--json"
+    ))["id"]
+    link = as_json(run("causal", "create", "-n", "/p", "--cause-id", str(a), "--effect-id", str(b), "--json"))
+    run("causal", "create", "-n", "/p", "--cause-id", str(b), "--effect-failure-id", str(failure), "--confidence", "0.6")
+    assert len(as_json(run("causal", "list", "-n", "/p", "--json"))) == 2
+    steps = as_json(run("causal", "trace", str(a), "--json"))
+    assert [(s["depth"], s["cause_fact_id"]) for s in steps] == [(1, a), (2, b)]
+    diagram = run("causal", "trace", str(a), "--mermaid").output.splitlines()
+    assert diagram[0] == "graph TD"
+    assert f'  F{a}["fact {a}: The cache was cold"]' in diagram
+    assert f"  F{a} -->|0.80| F{b}" in diagram
+    assert f'  X{failure}{{{{"failure {failure}: Checkout timed out"}}}}' in diagram
+    assert f"  F{b} -->|0.60| X{failure}" in diagram
+    back = as_json(run("causal", "trace", str(b), "--direction", "backward", "--json"))
+    assert [s["cause_fact_id"] for s in back] == [a]
+    assert run("causal", "delete", str(link["id"])).output == f"deleted causal link {link['id']}\n"
+    assert len(as_json(run("causal", "list", "-n", "/p", "--json"))) == 1
+    run("causal", "trace", str(a), "--depth", "99", expect=2)
+
+
+def test_hypothesis_lifecycle(run: Run) -> None:
+    run("namespace", "create", "/p")
+    created = as_json(run(
+        "hypothesis", "create", "Caching halves latency", "-n", "/p", "--verification-plan", "A/B test", "--json"
+    ))
+    hid = str(created["id"])
+    assert created["status"] == "proposed"
+    run("hypothesis", "confirm", hid, expect=2)  # proposed → confirmed is not allowed
+    assert run("hypothesis", "test", hid).output.startswith(f"testing hypothesis {hid} (testing")
+    refined = as_json(run("hypothesis", "refine", hid, "--content", "Caching cuts latency by a third", "--json"))
+    assert refined["status"] == "proposed" and refined["content"] == "Caching cuts latency by a third"
+    run("hypothesis", "test", hid)
+    confirmed = run("hypothesis", "confirm", hid, "--rationale", "two weeks of data").output
+    assert confirmed.startswith(f"confirmed hypothesis {hid}")
+    assert [h["id"] for h in as_json(run("hypothesis", "list", "-n", "/p", "--status", "confirmed", "--json"))] == [
+        int(hid)
+    ]
+    other = as_json(run("hypothesis", "create", "x", "-n", "/p", "--verification-plan", "y", "--json"))["id"]
+    assert as_json(run("hypothesis", "reject", str(other), "--reason", "no", "--json"))["status"] == "rejected"
+    assert as_json(run("hypothesis", "show", str(other), "--json"))["rejection_reason"] == "no"
+    assert run("hypothesis", "delete", str(other)).output == f"deleted hypothesis {other}\n"
+    run("hypothesis", "show", str(other), expect=2)
+
+
+def test_goal_tree(run: Run) -> None:
+    run("namespace", "create", "/p")
+    parent = as_json(run("goal", "create", "Ship billing v2", "-n", "/p", "--priority", "2", "--json"))["id"]
+    child = as_json(run("goal", "create", "Migrate invoices", "-n", "/p", "--parent-id", str(parent), "--json"))["id"]
+    updated = as_json(run("goal", "update", str(parent), "--priority", "0", "--note", "after the freeze", "--json"))
+    assert updated["priority"] == 0
+    done = run("goal", "complete", str(child), "--note", "merged").output
+    assert done == f"completed goal {child}\n  also completed parent goal(s) {parent}\n"
+    shown = as_json(run("goal", "show", str(parent), "--json"))
+    assert shown["status"] == "completed"
+    assert [n["content"] for n in shown["notes"]] == ["after the freeze"]
+    other = as_json(run("goal", "create", "Try Rust", "-n", "/p", "--json"))["id"]
+    assert as_json(run("goal", "abandon", str(other), "--json"))["goal"]["status"] == "abandoned"
+    assert len(as_json(run("goal", "list", "-n", "/p", "--top-level", "--json"))) == 2
+    assert run("goal", "delete", str(parent), "--yes").output == f"deleted goal(s) {parent}, {child}\n"
+
+
+def test_failures(run: Run) -> None:
+    run("namespace", "create", "/p")
+    fid = as_json(run("failure", "create", "Deploy broke checkout", "-n", "/p", "--reason", "missing migration",
+                      "--lesson", "migrate first", "--json"))["id"]
+    assert as_json(run("failure", "show", str(fid), "--json"))["lesson"] == "migrate first"
+    assert "Deploy broke checkout" in run("failure", "list", "-n", "/p").output
+    assert run("failure", "delete", str(fid)).output == f"deleted failure {fid}\n"
+    run("failure", "show", str(fid), expect=2)
+
+
+def test_stats_and_doctor(run: Run) -> None:
+    run("namespace", "create", "/p")
+    run("remember", "one", "-n", "/p")
+    stats = as_json(run("stats", "--json"))
+    assert stats["episodes"] == 1
+    doctor = run("doctor").output.splitlines()
+    assert [line.split(":")[0] for line in doctor] == [
+        "✓ settings", "✓ database", "✓ migrations", "✓ embedder", "✓ model endpoint"
+    ]
+    assert "hash-384 loads (384 dims), model lock OK" in doctor[3]
+
+
+def test_doctor_reports_what_to_fix(run: Run) -> None:
+    result = run("doctor", "--json", expect=1, STASH_OPENAI_BASE_URL="http://127.0.0.1:1/v1")
+    checks = {c["check"]: c for c in as_json(result)}
+    assert checks["database"]["ok"] is True
+    assert checks["model endpoint"]["ok"] is False
+    assert "http://127.0.0.1:1/v1 is not reachable" in checks["model endpoint"]["detail"]
+
+
+def test_consolidation_without_a_reasoner(run: Run) -> None:
+    run("namespace", "create", "/p")
+    run("remember", "The deploy uses blue-green", "-n", "/p")
+    reports = as_json(run("consolidate", "run", "-n", "/p", "--json"))
+    by_stage = {r["stage"]: r for r in reports if r["namespace"] == "/p"}
+    assert by_stage["decay"]["status"] in ("ok", "idle")
+    assert by_stage["facts"]["status"] == "not_configured"
+    only = as_json(run("consolidate", "run", "-n", "/p", "--stage", "decay", "--json"))
+    assert {r["stage"] for r in only} == {"decay"}
+    run("consolidate", "run", "-n", "/p", "--stage", "nope", expect=2)
+    status = as_json(run("consolidate", "status", "-n", "/p", "--json"))
+    facts_row = next(s for s in status if s["stage"] == "facts" and s["namespace"] == "/p")
+    assert facts_row["has_work"] is True and facts_row["backlog"] >= 1  # not configured: the cursor stays
+    assert facts_row["cursor"] == 0
+
+
+def test_tokens(run: Run) -> None:
+    run("namespace", "create", "/projects/x")
+    created = run("token", "create", "--namespace", "/projects/x", "--rights", "read,write", "--name", "ci")
+    secret = created.stdout.strip()
+    assert secret and "\n" not in secret
+    assert "not shown again" in created.stderr
+    listed = as_json(run("token", "list", "--json"))
+    assert [(t["name"], t["namespaces"], t["rights"]) for t in listed] == [("ci", ["/projects/x"], ["read", "write"])]
+    assert secret not in run("token", "list").output
+    token_id = listed[0]["id"]
+    assert run("token", "revoke", str(token_id)).output == f"revoked token {token_id}\n"
+    assert run("token", "revoke", str(token_id), expect=2).output == f"error: no active token with id {token_id}\n"
