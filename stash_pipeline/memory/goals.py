@@ -17,7 +17,8 @@ Rules (fixing the reference, inventory §9 defect 21 and §1 tools 22–25):
 * **Complete / abandon** need an active goal. Afterwards the ancestors are checked
   bottom-up: an active parent is completed when it has at least one non-abandoned,
   non-deleted child and all such children are completed (so abandoning the last open
-  sub-goal can complete the parent too).
+  sub-goal can complete the parent too). A scoped caller's walk stops at the first
+  ancestor outside its scope.
 * ``update`` keeps a field when its argument is None, so priority 0 can be set.
 * ``delete`` soft-deletes the goal and all its descendants.
 """
@@ -226,8 +227,12 @@ def add_note(
     return row
 
 
-def auto_complete_ancestors(tx: Session, parent_id: int | None) -> list[int]:
-    """Complete ancestors whose live, non-abandoned children are all completed; bottom-up ids."""
+def auto_complete_ancestors(tx: Session, parent_id: int | None, scope: set[int] | None = None) -> list[int]:
+    """Complete ancestors whose live, non-abandoned children are all completed; bottom-up ids.
+
+    With a ``scope`` (a token's namespaces), the walk stops at the first ancestor outside
+    it: a scoped caller never changes a goal it could not address by id.
+    """
     done: list[int] = []
     current = parent_id
     while current is not None:
@@ -235,7 +240,7 @@ def auto_complete_ancestors(tx: Session, parent_id: int | None) -> list[int]:
         # serialise here and the second sees the first's commit (READ COMMITTED).
         tx.one("goal_lock", id=current)
         row = tx.one("goal_parent_ready", id=current)
-        if row is None or not row["ready"]:
+        if row is None or not row["ready"] or not k.in_scope(scope, row["namespace_id"]):
             break
         tx.execute("goal_set_completed", id=current)
         done.append(int(current))
@@ -250,7 +255,8 @@ def _finish(store: Store, goal_id: Any, to: str, note: str | None, namespaces: A
     goal_id = v.record_id(goal_id, "goal_id")
     note = v.optional_text(store.settings, note, "note")
     with store.db.transaction() as tx:
-        row = load(tx, goal_id, k.scope_ids(tx, namespaces), lock=True)
+        scope = k.scope_ids(tx, namespaces)
+        row = load(tx, goal_id, scope, lock=True)
         if row["status"] != "active":
             verb = "complete" if to == "completed" else "abandon"
             raise errors.InvalidTransition(
@@ -263,7 +269,7 @@ def _finish(store: Store, goal_id: Any, to: str, note: str | None, namespaces: A
         tx.execute("goal_set_completed" if to == "completed" else "goal_set_abandoned", id=goal_id)
         if note is not None:
             add_note(tx, goal_id=goal_id, namespace_id=row["namespace_id"], author="caller", kind=to, content=note)
-        auto = auto_complete_ancestors(tx, row["parent_id"])
+        auto = auto_complete_ancestors(tx, row["parent_id"], scope)
         goal = _full(tx, tx.one("goal_get", id=goal_id))
     return {"goal": goal, "auto_completed": auto}
 

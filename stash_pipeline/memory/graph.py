@@ -48,12 +48,17 @@ def query_relationships(
     """Relationships in the namespace trees, oldest first.
 
     ``entity`` matches either end (case-insensitive, exact name); ``relation_type`` is the
-    lowercase identifier the stage stores (e.g. ``depends_on``).
+    identifier the stage stores (e.g. ``depends_on``; case is ignored).
     """
     limit, offset = v.page(limit, offset)
     entity = _optional_name(entity, "entity")
     if relation_type is not None:
-        relation_type = v.kind(relation_type.strip() if isinstance(relation_type, str) else relation_type)
+        if not isinstance(relation_type, str) or not v.KIND.match(relation_type.strip().lower()):
+            raise errors.InvalidInput(
+                "relation_type must be an identifier of letters, digits and '_' starting with a letter, "
+                "e.g. depends_on"
+            )
+        relation_type = relation_type.strip().lower()
     with store.db.transaction() as tx:
         rows = tx.all(
             "graph_query_relationships",

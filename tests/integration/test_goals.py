@@ -307,3 +307,13 @@ def test_siblings_completed_concurrently_still_complete_the_parent(ns):
     worker.join(timeout=20)
     assert result["auto_completed"] == [root.id]
     assert goals.show(store, root.id).status == "completed"
+
+
+def test_scoped_auto_complete_stops_at_the_scope(ns):
+    store = ns
+    root = goals.create(store, "/p", "Ship v2")
+    mid = goals.create(store, "/p/a", "API", parent_id=root.id)
+    leaf = goals.create(store, "/p/a", "Endpoint", parent_id=mid.id)
+    out = goals.complete(store, leaf.id, namespaces="/p/a")
+    assert out["auto_completed"] == [mid.id]  # /p's root is outside the caller's scope
+    assert goals.show(store, root.id).status == "active"

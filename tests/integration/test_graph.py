@@ -55,6 +55,7 @@ def test_query_relationships_filters_and_scopes(tree):
     assert [r.id for r in graph.query_relationships(store, entity="postgres")] == [r1]
     assert [r.id for r in graph.query_relationships(store, entity="API")] == [r1, r2]
     assert [r.id for r in graph.query_relationships(store, relation_type="depends_on")] == [r1, r3]
+    assert [r.id for r in graph.query_relationships(store, relation_type="Owned_By")] == [r2]
     assert [r.id for r in graph.query_relationships(store, limit=1, offset=1)] == [r2]
     rel = graph.query_relationships(store, "/p/a", relation_type="owned_by")[0]
     assert (rel.namespace, rel.from_entity, rel.to_entity, rel.source_fact_id) == ("/p/a", "api", "team-x", f1)
@@ -71,8 +72,8 @@ def test_query_relationships_hides_withdrawn_unless_asked(tree):
 
 
 def test_query_relationships_rejects_bad_input(tree):
-    with pytest.raises(errors.InvalidInput):
-        graph.query_relationships(tree, relation_type="Depends On")
+    with pytest.raises(errors.InvalidInput, match="relation_type"):
+        graph.query_relationships(tree, relation_type="depends on")
     with pytest.raises(errors.InvalidInput):
         graph.query_relationships(tree, limit=0)
     with pytest.raises(errors.NamespaceNotFound):

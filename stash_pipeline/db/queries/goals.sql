@@ -64,7 +64,7 @@ WHERE id = %(id)s AND status = 'active'
 -- its non-abandoned, non-deleted children are completed (ancestor auto-complete rule).
 -- The caller locks the goal first (goal_lock), so this statement's fresh snapshot sees
 -- every sibling change committed by a concurrent complete/abandon.
-SELECT g.id, g.parent_id,
+SELECT g.id, g.parent_id, g.namespace_id,
        (g.status = 'active' AND g.deleted_at IS NULL
         AND EXISTS (SELECT 1 FROM goals c WHERE c.parent_id = g.id AND c.deleted_at IS NULL
                     AND c.status <> 'abandoned')
