@@ -35,6 +35,8 @@ class StashResource(dg.ConfigurableResource):
     reasoner_model: str | None = None
     reasoner_timeout_s: float | None = None
     reasoner_max_retries: int | None = None
+    reasoner_max_attempts: int | None = None
+    reasoner_backoff_s: float | None = None
     #: connections per step / tick; stages run one transaction at a time
     pool_max: int = 2
 
@@ -52,6 +54,8 @@ class StashResource(dg.ConfigurableResource):
                 "reasoner_model",
                 "reasoner_timeout_s",
                 "reasoner_max_retries",
+                "reasoner_max_attempts",
+                "reasoner_backoff_s",
             )
             if getattr(self, name) not in (None, "")
         }
