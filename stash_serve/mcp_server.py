@@ -1220,6 +1220,11 @@ def run(
                 app, host=host, port=port, log_level=settings.log_level, lifespan="on",
                 timeout_graceful_shutdown=10,
             )
+            # uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal
+            # to the handler that was installed before it; a no-op handler here turns that
+            # into a normal return (exit status 0) after the store is closed.
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda *_: None)
             uvicorn.Server(config).run()
     finally:
         store.close()
@@ -1245,7 +1250,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run the imported module, not this __main__ copy: stash_serve.http reads the metrics
+    # registry of stash_serve.mcp_server, which must be the one the tools record into.
+    from stash_serve.mcp_server import main as _main
+
+    _main()
 
 
 __all__ = ["INSTRUCTIONS", "METRICS", "Scope", "build_server", "error_result", "run"]
