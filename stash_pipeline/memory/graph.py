@@ -214,9 +214,8 @@ def trace_causal_chain(
             raise errors.RecordNotFound(f"fact {fact_id} not found")
         if scope is None:
             scope = set(ns.resolve_trees(tx, fact["namespace"]))
-        rows = tx.all(
-            f"graph_trace_{direction}", fact_id=fact_id, ns_ids=sorted(scope), max_depth=max_depth
-        )
+        query_name = "graph_trace_forward" if direction == "forward" else "graph_trace_backward"
+        rows = tx.all(query_name, fact_id=fact_id, ns_ids=sorted(scope), max_depth=max_depth)
     return [CausalStep.from_row(r) for r in rows]
 
 
