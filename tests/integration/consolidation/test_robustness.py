@@ -62,9 +62,8 @@ def test_wrong_ids_are_fed_back_and_retried(cstore, server, model):
     model.inject("relationships", "wrong_ids", times=1)
     report = consolidation.run_stage(cstore, "/r", "relationships")
     assert report.items_failed == 0 and report.model_calls == 2
-    feedback = [r for r in server.chat_requests() if "STAGE: relationships" in r["messages"][0]["content"]][0]
-    assert len(feedback["messages"]) == 2
-    second = [r for r in server.chat_requests() if "STAGE: relationships" in r["messages"][0]["content"]][1]
+    first, second = [r for r in server.chat_requests() if "STAGE: relationships" in r["messages"][0]["content"]]
+    assert len(first["messages"]) == 2
     assert "[999999] are not in the listing" in second["messages"][-1]["content"]
     assert len(rows(cstore, "SELECT id FROM relationships")) == 3
 
