@@ -51,7 +51,7 @@ tq AS (
            ELSE websearch_to_tsquery('english', %(query)s) END AS q
 ),
 fact_text AS (
-    SELECT 'fact'::text AS kind, f.id, ts_rank_cd(f.search, tq.q) AS rank
+    SELECT 'fact'::text AS kind, f.id, ts_rank_cd(f.search, tq.q, %(rank_normalization)s) AS rank
     FROM facts f, tq
     WHERE %(use_text)s AND f.search @@ tq.q
       AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
@@ -65,7 +65,7 @@ fact_text AS (
     LIMIT %(candidates)s
 ),
 episode_text AS (
-    SELECT 'episode'::text AS kind, e.id, ts_rank_cd(e.search, tq.q) AS rank
+    SELECT 'episode'::text AS kind, e.id, ts_rank_cd(e.search, tq.q, %(rank_normalization)s) AS rank
     FROM episodes e, tq
     WHERE %(use_text)s AND e.search @@ tq.q
       AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
