@@ -222,7 +222,9 @@ def stats_command(namespaces: str, as_json: bool) -> None:
 
 @click.command("reembed")
 @base.yes_option
-def reembed_command(yes: bool) -> None:
+@click.option("--batch-size", type=int, default=None, help="Rows embedded and committed at a time (default STASH_EMBEDDING_BATCH_SIZE).")
+@base.json_option
+def reembed_command(yes: bool, batch_size: int | None, as_json: bool) -> None:
     """Re-embed every episode and fact with the configured embedder (after a model switch).
 
     \b
@@ -240,9 +242,12 @@ def reembed_command(yes: bool) -> None:
     def progress(done: int, total: int) -> None:
         click.echo(f"\r  {done}/{total}", nl=False, err=True)
 
-    result = reembed(store, progress=progress)
+    result = reembed(store, progress=progress, batch_size=batch_size)
     click.echo("", err=True)
-    fields(result)
+    if as_json:
+        emit_json(result)
+    else:
+        fields(result)
 
 
 COMMANDS = (version_command, config_command, doctor_command, stats_command, reembed_command)

@@ -399,3 +399,109 @@ def test_tokens(run: Run) -> None:
     token_id = listed[0]["id"]
     assert run("token", "revoke", str(token_id)).output == f"revoked token {token_id}\n"
     assert run("token", "revoke", str(token_id), expect=2).output == f"error: no active token with id {token_id}\n"
+
+
+def test_model_switch_needs_reembed(run: Run) -> None:
+    run("namespace", "create", "/p")
+    run("remember", "The deploy uses blue-green on Fridays", "-n", "/p")
+    switched = run("recall", "deploy", "-n", "/p", expect=1, STASH_VECTOR_DIM="256")
+    assert switched.output.startswith("error: the stored vectors were made by 'hash-384' (384 dims)")
+    assert "stash reembed" in switched.output
+    declined = run("reembed", input="n\n", expect=1, STASH_VECTOR_DIM="256")
+    assert "cancelled; nothing was changed" in declined.output
+    done = run("reembed", "--yes", "--json", "--batch-size", "10", STASH_VECTOR_DIM="256")
+    report = json.loads(done.stdout)
+    assert (report["model"], report["dim"], report["previous_dim"], report["episodes"]) == ("hash-256", 256, 384, 1)
+    assert "1/1" in done.stderr
+    hits = as_json(run("recall", "deploy", "-n", "/p", "--json", STASH_VECTOR_DIM="256"))
+    assert [h["content"] for h in hits] == ["The deploy uses blue-green on Fridays"]
+
+
+def test_db_commands_with_an_external_database(run: Run) -> None:
+    for sub in ("start", "stop", "status", "url"):
+        result = run("db", sub)
+        assert result.output.startswith("STASH_DATABASE_URL is set"), sub
+
+
+def test_embedded_db_lifecycle() -> None:
+    import shutil
+    import tempfile
+
+    from tests.conftest import free_port
+
+    # Not pytest's tmp_path: every pytest session resets /tmp/pytest-of-root to 0700,
+    # which would lock the service user out of a data directory below it.
+    home = Path(tempfile.mkdtemp(prefix="stash-cli-db-"))
+    port = free_port()
+    env = {"STASH_HOME": str(home / "home"), "STASH_DB_PORT": str(port), "STASH_EMBEDDER": "hash"}
+    runner = CliRunner()
+
+    def go(*args: str) -> Result:
+        result = runner.invoke(cli, list(args), env=env, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result
+
+    try:
+        assert go("db", "start").output.startswith(f"embedded PostgreSQL running on 127.0.0.1:{port}")
+        assert json.loads(go("db", "status", "--json").output)["running"] is True
+        url = go("db", "url").output.strip()
+        assert url.startswith("postgresql://stash:") and url.endswith(f"@127.0.0.1:{port}/stash")
+        go("migrate")
+        go("namespace", "create", "/projects/x")
+        go("remember", "The deploy uses blue-green on Fridays", "-n", "/projects/x")
+        hits = json.loads(go("recall", "how do we deploy", "-n", "/projects/x", "--json").output)
+        assert hits[0]["content"] == "The deploy uses blue-green on Fridays"
+    finally:
+        stopped = runner.invoke(cli, ["db", "stop"], env=env)
+    assert stopped.output == "embedded PostgreSQL stopped\n"
+    assert json.loads(go("db", "status", "--json").output)["running"] is False
+    assert go("db", "stop").output == "embedded PostgreSQL was not running\n"
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def test_serve_mcp_http_answers_health_and_stops_on_ctrl_c(database_url: str, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STASH_")}
+    env.update(STASH_DATABASE_URL=database_url, STASH_EMBEDDER="hash", STASH_HOME=str(tmp_path / "home"),
+               STASH_ENV_FILE="/nonexistent/.env")
+    stash = Path(sys.executable).with_name("stash")
+    process = subprocess.Popen(
+        [str(stash), "serve", "mcp", "--transport", "http", "--port", str(port), "--no-auth"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        body = ""
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+                    body = response.read().decode()
+                    break
+            except OSError:
+                if process.poll() is not None:
+                    break
+                time.sleep(0.2)
+        assert body, f"no /healthz answer; stderr: {process.stderr.read() if process.poll() is not None else ''}"
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode in (0, 130), process.stderr.read()
+    assert "Traceback" not in process.stderr.read()
+
+
+def test_serve_mcp_refuses_no_auth_on_a_public_host(run: Run) -> None:
+    result = run("serve", "mcp", "--transport", "http", "--host", "0.0.0.0", "--no-auth", expect=1)
+    assert result.output.startswith("error: --no-auth is only allowed on a loopback host")

@@ -149,3 +149,92 @@ def test_offline_commands_do_not_import_the_database_layer() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "LOADED="
+
+
+# --- the root group's error handling (a throwaway group of the real class) ----------------
+
+
+def _group_raising(exc: BaseException) -> click.Group:
+    from stash_serve.cli.base import StashGroup
+
+    @click.group(cls=StashGroup)
+    def root() -> None:
+        """Root."""
+
+    @root.command("boom")
+    def boom() -> None:
+        """Raise."""
+        raise exc
+
+    return root
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "line"),
+    [
+        ("InvalidNamespace", 2, "error: bad slug\n"),
+        ("RecordNotFound", 2, "error: bad slug\n"),
+        ("Conflict", 2, "error: bad slug\n"),
+        ("AccessDenied", 2, "error: bad slug\n"),
+        ("DatabaseUnavailable", 1, "error: bad slug\n"),
+        ("ModelUnavailable", 1, "error: bad slug\n"),
+    ],
+)
+def test_stash_errors_are_one_line_with_exit_code(exc: str, code: int, line: str) -> None:
+    from stash_pipeline import errors
+
+    result = CliRunner().invoke(_group_raising(getattr(errors, exc)("bad slug")), ["boom"])
+    assert (result.exit_code, result.output) == (code, line)
+
+
+def test_ctrl_c_exits_130_quietly() -> None:
+    result = CliRunner().invoke(_group_raising(KeyboardInterrupt()), ["boom"])
+    assert (result.exit_code, result.output) == (130, "")
+
+
+def test_unexpected_errors_hide_the_traceback_unless_debugging(monkeypatch: pytest.MonkeyPatch) -> None:
+    group = _group_raising(ValueError("kaput"))
+    result = CliRunner().invoke(group, ["boom"])
+    assert result.exit_code == 1
+    assert result.output == "error: unexpected ValueError: kaput (set STASH_DEBUG=1 for a traceback)\n"
+    monkeypatch.setenv("STASH_DEBUG", "1")
+    debug = CliRunner().invoke(group, ["boom"])
+    assert isinstance(debug.exception, ValueError)
+
+
+def test_option_parsers() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from stash_pipeline.errors import InvalidInput
+    from stash_serve.cli import base
+
+    assert base.parse_time("2026-05-01") == datetime(2026, 5, 1, tzinfo=UTC)
+    assert base.parse_time("2026-05-01T12:00:00Z") == datetime(2026, 5, 1, 12, tzinfo=UTC)
+    assert base.parse_duration("90s") == timedelta(seconds=90)
+    assert base.parse_duration("1.5h") == timedelta(minutes=90)
+    assert base.parse_duration("2d") == timedelta(days=2)
+    assert base.parse_ids("3, 1,2") == [3, 1, 2]
+    for bad in ("0s", "-1h", "1y", "soon"):
+        with pytest.raises(InvalidInput):
+            base.parse_duration(bad)
+    with pytest.raises(InvalidInput, match="comma-separated positive integers"):
+        base.parse_ids("1,x")
+    with pytest.raises(InvalidInput, match="must be a JSON object"):
+        base.parse_json_object('"text"')
+
+
+def test_mermaid_escapes_and_cuts_labels() -> None:
+    from types import SimpleNamespace
+
+    from stash_serve.cli.knowledge import mermaid
+
+    step = SimpleNamespace(cause_fact_id=1, cause='He said "go"', effect_fact_id=None, effect_failure_id=9,
+                           effect="x" * 80, confidence=0.5)
+    lines = mermaid([step], 1).splitlines()
+    assert lines == [
+        "graph TD",
+        '  F1["fact 1: He said #quot;go#quot;"]',
+        '  X9{{"failure 9: ' + "x" * 49 + '…"}}',
+        "  F1 -->|0.50| X9",
+    ]
+    assert mermaid([], 4).splitlines() == ["graph TD", '  F4["fact 4"]']
