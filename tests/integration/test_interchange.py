@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from stash_pipeline import errors
-from stash_pipeline.memory import episodes, interchange, namespaces
+from stash_pipeline.memory import interchange, namespaces
 
 NS = "/imports"
 
