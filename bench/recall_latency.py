@@ -1,0 +1,186 @@
+"""Benchmark 2 — recall latency at 10k (default) / 100k (``--large``) memories.
+
+    python -m bench.recall_latency            # 10,000 memories (8,000 episodes + 2,000 facts)
+    python -m bench.recall_latency --large    # 100,000 memories (80,000 + 20,000)
+    python -m bench.recall_latency --size N
+
+Data: episodes and current facts filled by COPY (then HNSW and GIN built), texts from the
+committed dataset with a distinct suffix, vectors = the texts' MiniLM vectors plus small
+Gaussian noise (the real embedding geometry, without embedding 100k texts). Queries: the
+289 questions of bench/data, asked over all namespaces, limit 10.
+
+Rows, ours (``recall``, hybrid) vs baseline (a vector-only query of the same data, the
+reference's read: cosine over facts and episodes, default HNSW settings):
+
+* end to end, embedding computed — the first time each query is seen (MiniLM runs);
+  baseline: the raw embedder + the vector-only SQL;
+* end to end, embedding cached — the same queries again; ``recall`` has no hook for a
+  precomputed vector, so its embedding is a cache hit (one indexed lookup);
+* SQL alone — the ``recall_hybrid`` named query executed directly with the precomputed
+  vector, exactly as ``recall`` runs it, vs the vector-only SQL.
+
+Then EXPLAIN (ANALYZE) excerpts show the HNSW and GIN indexes at work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+import numpy as np
+
+from bench import common
+from bench.data import generate
+
+NAMESPACE = "/bench/recall"
+FACT_SHARE = 0.2
+
+
+def fill(store: Any, size: int) -> tuple[list[str], np.ndarray]:
+    from stash_pipeline.memory import namespaces
+
+    data = generate.load()
+    base_texts = [e["content"] for e in data["episodes"]] + [f["content"] for f in data["facts"]]
+    base_vectors = common.dataset_vectors(base_texts)
+    questions = [q["query"] for q in data["questions"]]
+    question_vectors = common.dataset_vectors(questions)
+    namespaces.create(store, NAMESPACE)
+    store.embedder.check_lock()
+    with store.db.transaction() as tx:
+        namespace_id = namespaces.resolve_id(tx, NAMESPACE)
+    rng = np.random.default_rng(11)
+    n_facts = int(size * FACT_SHARE)
+    n_episodes = size - n_facts
+    seconds = 0.0
+    for table, count in (("episodes", n_episodes), ("facts", n_facts)):
+        for start in range(0, count, 50_000):
+            stop = min(count, start + 50_000)
+            contents = [f"{base_texts[i % len(base_texts)]} [{table} {i}]" for i in range(start, stop)]
+            seconds += common.bulk_fill(store, table, namespace_id, contents,
+                                        common.noisy_copies(base_vectors, stop - start, rng),
+                                        rebuild_indexes=(stop == count))
+    common.log(f"filled {n_episodes:,} episodes + {n_facts:,} facts in {seconds:.1f}s")
+    return questions, question_vectors
+
+
+def hybrid_params(store: Any, query: str, vector: np.ndarray) -> dict[str, Any]:
+    """The exact parameters ``recall`` passes to ``recall_hybrid`` for this query (captured by a spy).
+
+    Capturing, rather than rebuilding them here, keeps the SQL-alone row in step with
+    whatever recall.py currently sends.
+    """
+    from stash_pipeline import db
+    from stash_pipeline.memory import recall
+
+    captured: dict[str, Any] = {}
+    original = db.Session.all
+
+    def spy(self: Any, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        if name == "recall_hybrid":
+            captured.update(params)
+        return original(self, name, **params)
+
+    db.Session.all = spy  # type: ignore[method-assign]
+    try:
+        recall.recall(store, query, "/", limit=10)
+    finally:
+        db.Session.all = original  # type: ignore[method-assign]
+    return captured | {"embedding": vector}
+
+
+def hybrid_sql(store: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
+    from stash_pipeline.memory import recall
+
+    with store.db.transaction() as tx, tx.conn.pipeline():
+        tx.one("recall_search_params", ef_search=str(recall.EF_SEARCH))
+        return tx.all("recall_hybrid", **params)
+
+
+def vector_sql(store: Any, vector: np.ndarray) -> list[dict[str, Any]]:
+    with store.db.transaction() as tx:
+        return tx.conn.execute(common.sql("bench_vector_only"), {"embedding": vector, "limit": 10}).fetchall()
+
+
+def explain(store: Any, params: dict[str, Any]) -> list[str]:
+    from stash_pipeline.db.sql import query as named
+    from stash_pipeline.memory import recall
+
+    with store.db.transaction() as tx:
+        tx.one("recall_search_params", ef_search=str(recall.EF_SEARCH))
+        rows = tx.conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + named("recall_hybrid"),
+                               params).fetchall()
+    return [next(iter(r.values())) for r in rows]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=10_000, help="memories (default 10000)")
+    parser.add_argument("--large", action="store_true", help="100,000 memories")
+    args = parser.parse_args(argv)
+    size = 100_000 if args.large else args.size
+
+    from stash_pipeline.memory import recall
+
+    with common.fresh_store("minilm") as store:
+        questions, vectors = fill(store, size)
+        raw = store.embedder.inner
+        raw.embed(["warm up"])
+        for i, v in enumerate(vectors[:20]):  # warm the buffer cache and the plans
+            vector_sql(store, v)
+            recall.recall(store, f"warm-up query number {i} about deploys", "/", limit=10)
+
+        e2e, e2e_ref, cached, cached_ref, sql_ours, sql_ref = [], [], [], [], [], []
+        for q in questions:  # first sight of each query: MiniLM runs inside recall
+            e2e.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
+            e2e_ref.append(common.timed(lambda q=q: vector_sql(store, raw.embed([q])[0]))[0])
+        prepared = [hybrid_params(store, q, v) for q, v in zip(questions, vectors, strict=True)]
+        for q, v, params in zip(questions, vectors, prepared, strict=True):
+            cached.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
+            sql_ours.append(common.timed(lambda p=params: hybrid_sql(store, p))[0])
+            sql_ref.append(common.timed(lambda v=v: vector_sql(store, v))[0])
+        # the reference caches query embeddings too: its "cached" read is a lookup + the SQL
+        for q in questions:
+            cached_ref.append(common.timed(lambda q=q: vector_sql(store, store.embedder.embed_one(q)))[0])
+        probe = next(i for i, q in enumerate(questions) if q.startswith("What was the root cause of INC-"))
+        plan = explain(store, prepared[probe])
+
+    s = {name: common.summarize(values) for name, values in (
+        ("e2e", e2e), ("e2e_ref", e2e_ref), ("cached", cached), ("cached_ref", cached_ref),
+        ("sql", sql_ours), ("sql_ref", sql_ref))}
+    rows = []
+    for label, ours, ref in (("end to end, embedding computed", "e2e", "e2e_ref"),
+                             ("end to end, embedding cached", "cached", "cached_ref"),
+                             ("SQL alone (precomputed vector)", "sql", "sql_ref")):
+        for p in ("p50", "p95"):
+            rows.append([f"{label} ({p} ms)", s[ours][p], s[ref][p], common.ratio(s[ours][p], s[ref][p])])
+    common.print_table(
+        f"Recall latency, {size:,} memories ({int(size * (1 - FACT_SHARE)):,} episodes + "
+        f"{int(size * FACT_SHARE):,} facts), {len(questions)} queries, limit 10 — ratio = ours / baseline",
+        ["measure", "ours (hybrid recall)", "baseline (vector-only)", "ratio"], rows)
+
+    print("EXPLAIN (ANALYZE) of recall_hybrid (an identifier question), scan lines:")
+    for line in plan:
+        if any(word in line for word in ("hnsw", "_gin", "Seq Scan", "Execution Time", "Planning Time")):
+            print("   ", re.sub(r"'\[[^']*\]'::vector", "'[...]'::vector", line.strip()))
+    print()
+
+    def draw(ax: Any) -> None:
+        labels = ["e2e p50", "e2e p95", "cached p50", "cached p95", "SQL p50", "SQL p95"]
+        ours = [s["e2e"]["p50"], s["e2e"]["p95"], s["cached"]["p50"], s["cached"]["p95"],
+                s["sql"]["p50"], s["sql"]["p95"]]
+        ref = [s["e2e_ref"]["p50"], s["e2e_ref"]["p95"], s["cached_ref"]["p50"], s["cached_ref"]["p95"],
+               s["sql_ref"]["p50"], s["sql_ref"]["p95"]]
+        x = np.arange(len(labels))
+        ax.bar(x - 0.2, ours, 0.4, label="ours: hybrid recall")
+        ax.bar(x + 0.2, ref, 0.4, label="baseline: vector-only")
+        ax.set_xticks(x, labels)
+        ax.set_ylabel("ms")
+        ax.set_title(f"recall latency, {size:,} memories (MiniLM)")
+        ax.legend(fontsize=8)
+
+    common.save_plot("recall_latency", draw)
+
+
+if __name__ == "__main__":
+    main()
