@@ -10,6 +10,9 @@ import pytest
 
 from stash_pipeline.config import Settings
 from stash_pipeline.defs.resources import StashResource
+from stash_pipeline.reasoner import reset_mode_cache
+from tests.support.openai_server import ScriptedOpenAI
+from tests.support.scripted_model import ScriptedModel
 
 # Partitioned asset checks are a Dagster 1.13 preview feature used on purpose.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -38,3 +41,29 @@ def resource_for(settings: Settings, **overrides: object) -> StashResource:
 def stash(settings: Settings) -> StashResource:
     """Resource with a (never called) reasoner configured, so model stages count as runnable."""
     return resource_for(settings, openai_base_url="http://127.0.0.1:9/v1", reasoner_model="scripted")
+
+
+@pytest.fixture
+def model() -> ScriptedModel:
+    return ScriptedModel(timeout_s=1.5)
+
+
+@pytest.fixture
+def server(model: ScriptedModel) -> Iterator[ScriptedOpenAI]:
+    reset_mode_cache()
+    with ScriptedOpenAI(model) as srv:
+        yield srv
+    reset_mode_cache()
+
+
+@pytest.fixture
+def model_stash(settings: Settings, server: ScriptedOpenAI) -> StashResource:
+    """Resource whose reasoner talks to the scripted server; HTTP retries off so outages reach Dagster."""
+    return resource_for(
+        settings,
+        openai_base_url=server.base_url,
+        reasoner_model="scripted",
+        reasoner_timeout_s=1.0,
+        reasoner_max_retries=0,
+        reasoner_backoff_s=0.01,
+    )

@@ -6,52 +6,23 @@ The assets are built with a zero-delay RetryPolicy (the deployed one waits 10 s,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
-import pytest
 
 from stash_pipeline.defs import checks
 from stash_pipeline.defs.assets import build_stage_assets, episodes
 from stash_pipeline.defs.resources import StashResource
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
-from stash_pipeline.reasoner import reset_mode_cache
 from stash_pipeline.stages import REPORT_KEYS
 from stash_pipeline.store import Store
 from tests.dagster.conftest import resource_for
-from tests.support.openai_server import ScriptedOpenAI
 from tests.support.scripted_model import ScriptedModel
 
 TEXTS = ["Alice lives in Paris near the river Seine", "Bob deploys Kubernetes clusters every Friday"]
 
 ASSETS = build_stage_assets(retry_policy=dg.RetryPolicy(max_retries=2, delay=0))
-
-
-@pytest.fixture
-def model() -> ScriptedModel:
-    return ScriptedModel(timeout_s=1.5)
-
-
-@pytest.fixture
-def server(model: ScriptedModel) -> Iterator[ScriptedOpenAI]:
-    reset_mode_cache()
-    with ScriptedOpenAI(model) as srv:
-        yield srv
-    reset_mode_cache()
-
-
-@pytest.fixture
-def model_stash(settings: Any, server: ScriptedOpenAI) -> StashResource:
-    return resource_for(
-        settings,
-        openai_base_url=server.base_url,
-        reasoner_model="scripted",
-        reasoner_timeout_s=1.0,
-        reasoner_max_retries=0,
-        reasoner_backoff_s=0.01,
-    )
 
 
 def materialize(instance: dg.DagsterInstance, stash: StashResource, slug: str, *stages: str) -> Any:
