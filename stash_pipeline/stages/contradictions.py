@@ -89,6 +89,8 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
 
     verdicts: list[Verdict] = []
     failed: set[int] = set()
+    if pairs:
+        ctx.report.details["contradiction_pairs"] = ctx.report.details.get("contradiction_pairs", 0) + len(pairs)
     for start in range(0, len(pairs), PAIRS_PER_CALL):
         chunk = pairs[start : start + PAIRS_PER_CALL]
         lines = [
