@@ -178,3 +178,28 @@ async def test_bad_inputs_are_tool_errors_and_server_keeps_answering(server: Any
             assert "\x00" not in body["message"]
         # after all that, the server still works
         assert (await ok(client, "list_namespaces"))["items"][0]["slug"] == "/"
+
+
+async def test_auth_server_refuses_calls_without_a_token(store: Any) -> None:
+    from stash_serve.mcp_server import build_server
+
+    async with Client(build_server(store, auth=True)) as client:
+        for tool, arguments in (("list_namespaces", {}), ("remember", {"content": "x", "namespace": "/"})):
+            assert (await fails(client, tool, arguments))["error"] == "access_denied"
+    assert store.db.scalar("admin_stats", all_namespaces=True, namespace_ids=[]) == 1  # only '/'
+
+
+async def test_unexpected_failure_is_logged_not_leaked(
+    server: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from stash_pipeline.memory import admin
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom: password=hunter2")
+
+    monkeypatch.setattr(admin, "stats", broken)
+    async with Client(server) as client:
+        body = await fails(client, "stats")
+        assert body["error"] == "internal_error" and "hunter2" not in body["message"]
+        assert (await ok(client, "list_namespaces"))["items"]
+    assert "hunter2" in caplog.text  # the traceback stays on the server

@@ -58,10 +58,21 @@ def _error(result: Any) -> dict[str, Any]:
 # --- stdio ---------------------------------------------------------------------------------
 
 
-async def test_stdio_session_protocol_end_to_end(settings: Any, tmp_path: Path) -> None:
+def _stdio_command(entry: str) -> tuple[str, list[str]]:
+    if entry == "module":
+        return sys.executable, ["-m", "stash_serve.mcp_server", "stdio"]
+    stash = str(Path(sys.executable).with_name("stash"))
+    probe = subprocess.run([stash, "serve", "mcp", "--help"], capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip("`stash serve mcp` is not wired into the CLI yet")
+    return stash, ["serve", "mcp", "--transport", "stdio"]
+
+
+@pytest.mark.parametrize("entry", ["module", "cli"])
+async def test_stdio_session_protocol_end_to_end(settings: Any, tmp_path: Path, entry: str) -> None:
+    command, args = _stdio_command(entry)
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "stash_serve.mcp_server", "stdio"], env=_env(settings, tmp_path),
-        cwd=str(Path(__file__).resolve().parents[2]),
+        command=command, args=args, env=_env(settings, tmp_path), cwd=str(Path(__file__).resolve().parents[2]),
     )
     with (tmp_path / "stderr.log").open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:

@@ -1,0 +1,72 @@
+"""The HTTP app's probes, in-process over ASGI: readiness follows the schema, health the database."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import psycopg
+import pytest
+
+from stash_pipeline.config import load_settings
+from stash_pipeline.store import Store
+from stash_serve.http import build_app
+from stash_serve.mcp_server import build_server
+from tests.conftest import _with_db
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def empty_store(pg_admin_dsn: str, tmp_path: Any) -> Iterator[Store]:
+    """A store on a database that exists but was never migrated."""
+    name = f"stash_empty_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    store = Store.open(load_settings(database_url=_with_db(pg_admin_dsn, name), home=tmp_path, embedder="hash"))
+    try:
+        yield store
+    finally:
+        store.close()
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def _get(store: Store, path: str, headers: dict[str, str] | None = None) -> httpx2.Response:
+    app = build_app(store, build_server(store, auth=True), auth=True)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        return await http.get(path, headers=headers or {})
+
+
+async def test_ready_when_migrated(store: Store) -> None:
+    response = await _get(store, "/readyz")
+    assert response.status_code == 200 and response.json()["ready"] is True
+
+
+async def test_not_ready_when_migrations_pending(empty_store: Store) -> None:
+    health = await _get(empty_store, "/healthz")
+    assert health.status_code == 200  # the database answers …
+    ready = await _get(empty_store, "/readyz")
+    assert ready.status_code == 503  # … but the schema is not there
+    assert ready.json() == {"ready": False, "reason": "migrations pending; run `stash migrate`", "schema": None,
+                            "head": ready.json()["head"]}
+    assert ready.json()["head"]
+
+
+async def test_unreachable_database_is_unhealthy(tmp_path: Any) -> None:
+    from stash_pipeline.db import Database
+    from tests.conftest import free_port
+
+    dsn = f"postgresql://nobody@127.0.0.1:{free_port()}/none"  # nothing listens there
+    store = Store.open(load_settings(database_url=dsn, home=tmp_path, embedder="hash"),
+                       db=Database(dsn, timeout=1))
+    try:
+        assert (await _get(store, "/healthz")).status_code == 503
+        assert (await _get(store, "/readyz")).status_code == 503
+        # the token check cannot reach the database either: 503, not a false 401
+        denied = await _get(store, "/mcp", {"Authorization": "Bearer stash_x_y"})
+        assert denied.status_code == 503 and denied.json()["error"] == "database_unavailable"
+    finally:
+        store.close()
