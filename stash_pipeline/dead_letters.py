@@ -47,10 +47,7 @@ def list_(
 def _ids(values: Any) -> list[int]:
     if isinstance(values, int | str):
         values = [values]
-    out = [v.record_id(x) for x in values or []]
-    if not out:
-        raise errors.InvalidInput("give at least one dead-letter id")
-    return out
+    return [v.record_id(x) for x in values or []]
 
 
 def _scope(store: Store, namespaces: Any) -> list[int] | None:
@@ -60,17 +57,32 @@ def _scope(store: Store, namespaces: Any) -> list[int] | None:
         return sorted(ns_ops.resolve_trees(tx, namespaces))
 
 
-def retry(store: Store, ids: Any, namespaces: Any = None) -> list[int]:
-    """Queue dead letters for another try (status pending, attempts reset); returns the ids changed."""
-    wanted, scope = _ids(ids), _scope(store, namespaces)
-    with store.db.transaction() as tx:
-        rows = tx.all("consolidation_dead_letter_retry", ids=wanted, namespace_ids=scope)
+def _change(store: Store, action: str, ids: Any, namespaces: Any, stage: str | None) -> list[int]:
+    wanted = _ids(ids)
+    if stage is not None:
+        get_stage(stage)
+    if wanted:
+        scope = _scope(store, namespaces)
+        with store.db.transaction() as tx:
+            rows = tx.all(f"consolidation_dead_letter_{action}", ids=wanted, namespace_ids=scope)
+    else:
+        if stage is None and namespaces is None:
+            raise errors.InvalidInput("give dead-letter ids, or a namespace tree and/or a stage")
+        scope = _scope(store, namespaces or "/")
+        with store.db.transaction() as tx:
+            rows = tx.all(f"consolidation_dead_letter_{action}_all", namespace_ids=scope, stage=stage)
     return sorted(int(r["id"]) for r in rows)
 
 
-def drop(store: Store, ids: Any, namespaces: Any = None) -> list[int]:
-    """Give up on dead letters (status dropped); returns the ids changed."""
-    wanted, scope = _ids(ids), _scope(store, namespaces)
-    with store.db.transaction() as tx:
-        rows = tx.all("consolidation_dead_letter_drop", ids=wanted, namespace_ids=scope)
-    return sorted(int(r["id"]) for r in rows)
+def retry(store: Store, ids: Any = None, namespaces: Any = None, *, stage: str | None = None) -> list[int]:
+    """Queue dead letters for another try (status pending, attempts reset); returns the ids changed.
+
+    With ``ids`` only those (within ``namespaces`` when given); without, every dead item
+    of ``namespaces`` (default all) and ``stage`` (default all).
+    """
+    return _change(store, "retry", ids, namespaces, stage)
+
+
+def drop(store: Store, ids: Any = None, namespaces: Any = None, *, stage: str | None = None) -> list[int]:
+    """Give up on dead letters (status dropped); returns the ids changed. Selection as ``retry``."""
+    return _change(store, "drop", ids, namespaces, stage)

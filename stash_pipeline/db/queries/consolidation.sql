@@ -167,3 +167,17 @@ UPDATE dead_letters SET status = 'dropped', updated_at = now()
  WHERE id = ANY(%(ids)s::bigint[])
    AND (%(namespace_ids)s::bigint[] IS NULL OR namespace_id = ANY(%(namespace_ids)s::bigint[]))
 RETURNING id
+
+-- consolidation_dead_letter_retry_all --
+-- Re-queue every dead item of the given namespaces (optionally one stage).
+UPDATE dead_letters SET status = 'pending', attempts = 0, updated_at = now()
+ WHERE namespace_id = ANY(%(namespace_ids)s::bigint[]) AND status = 'dead'
+   AND (%(stage)s::text IS NULL OR stage = %(stage)s)
+RETURNING id
+
+-- consolidation_dead_letter_drop_all --
+-- Give up on every pending/dead item of the given namespaces (optionally one stage).
+UPDATE dead_letters SET status = 'dropped', updated_at = now()
+ WHERE namespace_id = ANY(%(namespace_ids)s::bigint[]) AND status IN ('pending', 'dead')
+   AND (%(stage)s::text IS NULL OR stage = %(stage)s)
+RETURNING id

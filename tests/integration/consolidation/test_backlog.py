@@ -24,3 +24,72 @@ def test_status_reports_every_stage_and_not_configured_leaves_cursors(store):
     reports = consolidation.run_all(store, "/a")
     assert [r.status for r in reports] == ["not_configured"] * 7 + ["idle"]
     assert ns_id is not None
+
+
+def test_backlog_rules_per_stage(cstore, server, model):
+    from stash_pipeline.memory import failures, goals, hypotheses
+    from tests.integration.consolidation.conftest import seed
+
+    ids = seed(cstore, "/w", ["Bob deploys Kubernetes clusters every Friday"])
+    seed(cstore, "/w/child", [])
+
+    def work(path):
+        return {r["stage"]: (r["head"], r["has_work"]) for r in consolidation.status(cstore, path)
+                if r["namespace"] == path}
+
+    # not configured: nothing moves, status says so
+    assert work("/w")["facts"] == (ids[0], True)
+    assert work("/w")["failure_patterns"] == (ids[0], False)  # no failure yet
+    consolidation.run_stage(cstore, "/w", "facts")
+    fact_head = consolidation.status(cstore, "/w")[1]["head"]
+    backlog = work("/w")
+    assert backlog["facts"] == (ids[0], False)
+    assert backlog["relationships"] == (fact_head, True) and backlog["causal_links"] == (fact_head, True)
+    assert backlog["goal_progress"] == (fact_head, False)  # no active goal
+    assert backlog["hypothesis_evidence"] == (fact_head, False)  # no open hypothesis
+    assert backlog["patterns"] == (0, False)  # waits for the relationships cursor
+    assert backlog["decay"] == (0, False)
+    goals.create(cstore, "/w", "Ship it")
+    hypotheses.create(cstore, "/w", "Friday deploys break things", "Look at the logs")
+    failures.create(cstore, "/w", "Deploy broke", "bad config", "check config")
+    backlog = work("/w")
+    assert backlog["goal_progress"][1] and backlog["hypothesis_evidence"][1] and backlog["failure_patterns"][1]
+    assert work("/w/child")["facts"] == (0, False)
+    # the sensor's form: every namespace in one query
+    with cstore.db.transaction() as tx:
+        every = tx.all("stage_backlog", namespace_ids=None)
+    assert {r["slug"] for r in every} == {"/", "/w", "/w/child"}
+    assert set(every[0]) >= {"namespace_id", "slug", "stage", "cursor", "head", "has_work"}
+    # run_tree runs every namespace of the tree separately
+    reports = consolidation.run_tree(cstore, "/w", stages=["facts", "relationships"])
+    assert [(r.namespace, r.stage) for r in reports] == [
+        ("/w", "facts"), ("/w", "relationships"), ("/w/child", "facts"), ("/w/child", "relationships"),
+    ]
+    assert reports[1].rows_written == 1
+
+
+def test_not_configured_keeps_cursors(store):
+    from tests.integration.consolidation.conftest import rows, seed
+
+    seed(store, "/n", ["Bob deploys Kubernetes clusters every Friday"])
+    reports = consolidation.run_all(store, "/n")
+    assert {r.status for r in reports[:-1]} == {"not_configured"}
+    assert rows(store, "SELECT stage, cursor, last_status FROM stage_checkpoints WHERE stage = 'facts'") == [
+        {"stage": "facts", "cursor": 0, "last_status": "not_configured"}
+    ]
+    assert rows(store, "SELECT count(*) AS n FROM model_calls")[0]["n"] == 0
+
+
+def test_dead_letter_bulk_retry_and_drop_by_stage(cstore, server, model):
+    from stash_pipeline import dead_letters
+    from tests.integration.consolidation.conftest import seed
+
+    seed(cstore, "/x", ["Alice uses Python for data work"])
+    model.inject("facts", "invent", times=20)
+    for _ in range(3):
+        consolidation.run_stage(cstore, "/x", "facts")
+    assert [d["status"] for d in dead_letters.list_(cstore, "/x")] == ["dead"]
+    assert len(dead_letters.retry(cstore, namespaces="/x", stage="facts")) == 1
+    assert dead_letters.list_(cstore, "/x", status="pending")[0]["attempts"] == 0
+    assert len(dead_letters.drop(cstore, namespaces="/x", stage="facts")) == 1
+    assert dead_letters.list_(cstore, "/x", status="pending") == []
