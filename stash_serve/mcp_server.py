@@ -324,8 +324,15 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
         """Start of every session: create the /self tree (capabilities, limits, preferences) if missing. Idempotent."""
 
         def work(s: Scope) -> Any:
-            s.write("/self")
-            return ns_ops.init_self(store)
+            if s.token is not None and not (s.token.has("write") and s.token.covers("/self")):
+                # init opens every session, so a token without /self gets an honest answer
+                # rather than an error, and nothing is written.
+                return {
+                    "ok": True, "namespaces": [], "namespaces_created": [], "self_available": False,
+                    "message": "this token does not cover /self with write access; the self-model is "
+                    f"unavailable. You may use: {', '.join(s.token.namespaces)}",
+                }
+            return {**ns_ops.init_self(store), "self_available": True}
 
         return await call(ctx, work)
 

@@ -97,6 +97,7 @@ async def test_init_is_idempotent_and_creates_self_tree(server: Any) -> None:
         assert sorted(first["namespaces_created"]) == [
             "/self", "/self/capabilities", "/self/limits", "/self/preferences"
         ]
+        assert first["self_available"] is True
         second = await ok(client, "init")
         assert second["namespaces_created"] == []
 

@@ -207,7 +207,9 @@ async def test_http_auth_matrix_health_and_metrics(
                 "remember", {"content": "sneaky write", "namespace": "/projects/y"}
             ))
             assert outside["error"] == "access_denied"
-            assert _error(await session.call_tool("init", {}))["error"] == "access_denied"
+            no_self = _structured(await session.call_tool("init", {}))
+            assert no_self["self_available"] is False and no_self["namespaces_created"] == []
+            assert "/projects/x" in no_self["message"]
             assert _error(await session.call_tool("get_episode", {"id": scoped["other_episode"]}))[
                 "error"] == "record_not_found"
             assert _error(await session.call_tool("purge_episode", {"id": scoped["other_episode"]}))[
@@ -229,6 +231,7 @@ async def test_http_auth_matrix_health_and_metrics(
 
         # nothing leaked across the scope: only the one permitted write happened
         assert (_count(store, "/projects/x"), _count(store, "/projects/y")) == (1, 1)
+        assert store.db.one("get_namespace_by_slug", slug="/self") is None
         assert episodes.get(store, scoped["other_episode"]).content.startswith("Project Y secret")
 
         # SSE transport for older clients, with the same token check
