@@ -148,6 +148,13 @@ def doctor_checks() -> list[Check]:
             try:
                 names = [m.id for m in client.models.list()]
             except openai.APIStatusError as exc:
+                if exc.status_code in (401, 403):
+                    raise RuntimeError(
+                        f"{settings.openai_base_url} refused the API key (HTTP {exc.status_code}); check STASH_OPENAI_API_KEY"
+                    ) from None
+                if exc.status_code in (404, 405, 501):
+                    # reachable; some OpenAI-compatible servers simply do not list models
+                    return f"{settings.openai_base_url} reachable (it does not list models: HTTP {exc.status_code})"
                 raise RuntimeError(f"{settings.openai_base_url} answered HTTP {exc.status_code} to GET /models") from None
             except openai.APIError as exc:
                 raise RuntimeError(f"{settings.openai_base_url} is not reachable: {exc}") from None

@@ -88,7 +88,8 @@ def dead_letters_group() -> None:
 @dead_letters_group.command("list")
 @base.namespaces_option()
 @click.option("--stage", default=None, help="Only this stage.")
-@click.option("--status", type=click.Choice(["pending", "dead"]), default=None, help="Only this status.")
+@click.option("--status", type=click.Choice(["pending", "dead", "retried", "dropped"]), default=None,
+              help="Only this status.")
 @base.limit_option()
 @base.offset_option
 @base.json_option
@@ -147,14 +148,13 @@ def dead_letters_drop(ids: tuple[int, ...], namespaces: str, stage: str | None, 
     _out("dropped", result, as_json)
 
 
-def _out(verb: str, result: Any, as_json: bool) -> None:
+def _out(verb: str, changed: list[int], as_json: bool) -> None:
     if as_json:
-        emit_json(result)
-    elif isinstance(result, dict):
-        count = result.get("count", result.get("updated", result.get("dropped", result.get("retried"))))
-        click.echo(f"{verb}: {count if count is not None else result}")
+        emit_json({"ids": changed})
+    elif changed:
+        click.echo(f"{verb}: {', '.join(map(str, changed))}")
     else:
-        click.echo(f"{verb}: {result}")
+        click.echo(f"nothing {verb}")
 
 
 COMMANDS = (consolidate_group, dead_letters_group)

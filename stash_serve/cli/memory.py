@@ -179,35 +179,6 @@ def remember_command(
         click.echo(f"{verb} episode {result['id']} in {result['namespace']}")
 
 
-def _read_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
-    """Rows of a JSONL / CSV / Parquet file as dicts (empty cells dropped)."""
-    import json
-
-    from stash_pipeline.errors import InvalidInput
-
-    if fmt == "jsonl":
-        rows = []
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise InvalidInput(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        return rows
-    import pandas as pd
-
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False) if fmt == "csv" else pd.read_parquet(path)
-    rows = []
-    for record in frame.to_dict(orient="records"):
-        clean = {k: v for k, v in record.items() if v is not None and v == v and v != ""}
-        if isinstance(clean.get("metadata"), str):
-            clean["metadata"] = base.parse_json_object(clean["metadata"], "metadata column")
-        rows.append(clean)
-    return rows
-
-
 @click.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @base.namespace_option()
@@ -215,43 +186,36 @@ def _read_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
     "--format", "fmt", type=click.Choice(["auto", "jsonl", "csv", "parquet"]), default="auto", show_default=True,
     help="File format (auto: from the extension).",
 )
-@click.option("--batch-size", type=click.IntRange(1, 1000), default=500, show_default=True, help="Episodes per batch.")
 @base.json_option
-def import_command(file: Path, namespace: str, fmt: str, batch_size: int, as_json: bool) -> None:
+def import_command(file: Path, namespace: str, fmt: str, as_json: bool) -> None:
     """Import episodes from JSONL, CSV or Parquet (fields: content, occurred_at, kind,
-    metadata, idempotency_key). Each batch is all-or-nothing; progress goes to stderr.
+    metadata, idempotency_key). Every row is checked first: one bad row and nothing is
+    written. Progress goes to stderr.
 
     \b
     Example:
       stash import notes.jsonl -n /projects/x
     """
-    from stash_pipeline.errors import InvalidInput
-    from stash_pipeline.memory import episodes
+    from stash_pipeline.memory import interchange
 
-    if fmt == "auto":
-        suffix = file.suffix.lower().lstrip(".")
-        fmt = {"jsonl": "jsonl", "ndjson": "jsonl", "json": "jsonl", "csv": "csv", "parquet": "parquet"}.get(suffix, "")
-        if not fmt:
-            raise InvalidInput(f"cannot tell the format of {file.name}; pass --format jsonl|csv|parquet")
     store = base.store()
-    rows = _read_rows(file, fmt)
-    created = replayed = 0
-    for start in range(0, len(rows), batch_size):
-        chunk = rows[start : start + batch_size]
-        try:
-            results = episodes.remember_batch(store, namespace, chunk)
-        except InvalidInput as exc:
-            raise type(exc)(f"rows {start + 1}-{start + len(chunk)}: {exc.message}") from None
-        created += sum(1 for r in results if r.get("created", True))
-        replayed += sum(1 for r in results if not r.get("created", True))
-        click.echo(f"\rimported {start + len(chunk)}/{len(rows)}", nl=False, err=True)
-    if rows:
+
+    def progress(done: int, total: int) -> None:
+        click.echo(f"\rimported {done}/{total}", nl=False, err=True)
+
+    result = interchange.import_episodes(
+        store, namespace, file, format=None if fmt == "auto" else fmt, progress=progress
+    )
+    if result.get("rows"):
         click.echo("", err=True)
-    summary = {"file": str(file), "namespace": namespace, "rows": len(rows), "created": created, "replayed": replayed}
+    summary = {"file": str(file), **result}
     if as_json:
         emit_json(summary)
     else:
-        click.echo(f"imported {len(rows)} rows into {namespace}: {created} new, {replayed} already present")
+        click.echo(
+            f"imported {result['rows']} rows into {result['namespace']}: "
+            f"{result['created']} new, {result['replayed']} already present"
+        )
 
 
 @click.command("recall")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import click
 
 CELL_WIDTH = 60
+_ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)?$")
 
 
 def to_plain(value: Any) -> Any:
@@ -43,6 +45,8 @@ def _cell(value: Any, width: int = CELL_WIDTH) -> str:
         text = ",".join(str(v) for v in value)
     elif isinstance(value, dict):
         text = json.dumps(value, ensure_ascii=False, default=str)
+    elif isinstance(value, str) and _ISO_TIME.match(value):
+        text = value[:16].replace("T", " ")  # records serialised upstream: same look as datetimes
     else:
         text = str(value)
     text = " ".join(text.split())  # one line per row

@@ -505,3 +505,37 @@ def test_serve_mcp_http_answers_health_and_stops_on_ctrl_c(database_url: str, tm
 def test_serve_mcp_refuses_no_auth_on_a_public_host(run: Run) -> None:
     result = run("serve", "mcp", "--transport", "http", "--host", "0.0.0.0", "--no-auth", expect=1)
     assert result.output.startswith("error: --no-auth is only allowed on a loopback host")
+
+
+def test_doctor_with_a_reachable_model_endpoint(run: Run) -> None:
+    from tests.support.openai_server import ScriptedOpenAI
+
+    with ScriptedOpenAI() as server:
+        url = server.base_url
+        result = run("doctor", STASH_OPENAI_BASE_URL=url, STASH_REASONER_MODEL="scripted")
+    last = result.output.splitlines()[-1]
+    assert last.startswith(f"✓ model endpoint: {url} reachable")
+
+
+def test_dead_letters(run: Run, database_url: str) -> None:
+    namespace_id = as_json(run("namespace", "create", "/p", "--json"))["namespace"]["id"]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        ids = [
+            conn.execute(
+                "INSERT INTO dead_letters (namespace_id, stage, item_kind, item_id, attempts, last_error, status)"
+                " VALUES (%s, %s, 'episode', %s, 3, 'model answer failed validation', 'dead') RETURNING id",
+                (namespace_id, stage, item),
+            ).fetchone()[0]
+            for stage, item in (("facts", 11), ("facts", 12), ("patterns", 13))
+        ]
+    listed = as_json(run("dead-letters", "list", "-n", "/p", "--stage", "facts", "--json"))
+    assert sorted(d["id"] for d in listed) == sorted(ids[:2])
+    assert {d["last_error"] for d in listed} == {"model answer failed validation"}
+    assert "model answer failed validation" in run("dead-letters", "list").output
+    assert run("dead-letters", "retry", str(ids[0])).output == f"queued for retry: {ids[0]}\n"
+    assert as_json(run("dead-letters", "list", "--status", "pending", "--json"))[0]["id"] == ids[0]
+    declined = run("dead-letters", "drop", "-n", "/p", "--stage", "patterns", input="n\n", expect=1)
+    assert "drop all dead letters of patterns in /p?" in declined.output
+    assert run("dead-letters", "drop", "-n", "/p", "--stage", "patterns", "--yes").output == f"dropped: {ids[2]}\n"
+    assert [d["id"] for d in as_json(run("dead-letters", "list", "--status", "dead", "--json"))] == [ids[1]]
+    run("dead-letters", "list", "--stage", "nope", expect=2)
