@@ -349,8 +349,8 @@ def main(argv: list[str] | None = None) -> None:
             ax.bar([x + i * width for x in range(len(TYPES) + 1)], values, width, label=s)
         ax.set_xticks([x + 3 * width for x in range(len(TYPES) + 1)], [*TYPES, "overall"])
         ax.set_ylabel("recall@10 (test split)")
-        ax.set_ylim(0, 1.05)
-        ax.legend(fontsize=8, ncol=3)
+        ax.set_ylim(0, 1.3)
+        ax.legend(fontsize=8, ncol=4, loc="upper center")
         ax.set_title("Retrieval quality by question type")
 
     common.save_plot("retrieval_quality", draw, size=(10, 4.5))
