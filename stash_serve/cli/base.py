@@ -101,6 +101,17 @@ def store(*, check_schema: bool = True) -> Store:
         from stash_pipeline.store import Store
 
         current = settings()
+        if current.embedded:
+            from stash_pipeline.db.embedded import EmbeddedServer
+
+            server = EmbeddedServer(current)
+            if not server.status().running:
+                server.start()
+                click.echo(
+                    f"started the embedded PostgreSQL on 127.0.0.1:{current.db_port} "
+                    "(it keeps running; `stash db stop` stops it)",
+                    err=True,
+                )
         dsn = resolve_dsn(current)
         probe_database(dsn)
         opened = Store.open(current, db=Database(dsn, max_size=min(4, current.db_pool_max)))

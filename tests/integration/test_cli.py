@@ -442,6 +442,13 @@ def test_embedded_db_lifecycle() -> None:
         return result
 
     try:
+        # a command that needs the database starts the embedded server on demand, and says so
+        first = runner.invoke(cli, ["namespace", "list"], env=env)
+        assert first.exit_code == 1
+        assert first.output.splitlines() == [
+            f"started the embedded PostgreSQL on 127.0.0.1:{port} (it keeps running; `stash db stop` stops it)",
+            "error: the database has no schema yet; run `stash migrate` first",
+        ]
         assert go("db", "start").output.startswith(f"embedded PostgreSQL running on 127.0.0.1:{port}")
         assert json.loads(go("db", "status", "--json").output)["running"] is True
         url = go("db", "url").output.strip()
