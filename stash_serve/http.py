@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -37,6 +37,13 @@ from stash_pipeline.store import Store
 from stash_serve.mcp_server import METRICS, TOKEN_SCOPE_KEY
 
 log = logging.getLogger("stash.http")
+
+AUTH_FAILURES = Counter(
+    "stash_http_auth_failures_total",
+    "MCP HTTP requests refused before the MCP layer, by status.",
+    ["status"],
+    registry=METRICS,
+)
 
 PROTECTED_PREFIXES = ("/mcp", "/sse", "/messages")
 
@@ -78,6 +85,7 @@ def _bearer(scope: Scope) -> str | None:
 
 
 async def _deny(send: Send, status: int, exc: errors.StashError) -> None:
+    AUTH_FAILURES.labels(str(status)).inc()
     body = json.dumps(exc.to_dict()).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
@@ -89,7 +97,9 @@ async def _deny(send: Send, status: int, exc: errors.StashError) -> None:
 def _health_routes(store: Store) -> list[BaseRoute]:
     async def healthz(request: Request) -> Response:
         ok = await anyio.to_thread.run_sync(store.db.ping)
-        return JSONResponse({"status": "ok" if ok else "database unreachable"}, status_code=200 if ok else 503)
+        return JSONResponse(
+            {"status": "ok" if ok else "database unreachable"}, status_code=200 if ok else 503
+        )
 
     def _readiness() -> dict[str, Any]:
         from stash_pipeline.db.migrate import current_revision, head_revision
@@ -102,7 +112,12 @@ def _health_routes(store: Store) -> list[BaseRoute]:
             return {"ready": False, "reason": exc.message}
         head = head_revision()
         if current != head:
-            return {"ready": False, "reason": "migrations pending; run `stash migrate`", "schema": current, "head": head}
+            return {
+                "ready": False,
+                "reason": "migrations pending; run `stash migrate`",
+                "schema": current,
+                "head": head,
+            }
         return {"ready": True, "schema": current}
 
     async def readyz(request: Request) -> Response:

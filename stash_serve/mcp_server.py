@@ -92,11 +92,16 @@ something you could not read or store.
 
 METRICS = CollectorRegistry(auto_describe=True)
 TOOL_CALLS = Counter(
-    "stash_mcp_tool_calls_total", "MCP tool calls by tool and outcome (ok, error).", ["tool", "outcome"],
+    "stash_mcp_tool_calls_total",
+    "MCP tool calls by tool and outcome (ok, error).",
+    ["tool", "outcome"],
     registry=METRICS,
 )
 TOOL_ERRORS = Counter(
-    "stash_mcp_tool_errors_total", "MCP tool errors by tool and error code.", ["tool", "code"], registry=METRICS
+    "stash_mcp_tool_errors_total",
+    "MCP tool errors by tool and error code.",
+    ["tool", "code"],
+    registry=METRICS,
 )
 TOOL_LATENCY = Histogram(
     "stash_mcp_tool_duration_seconds",
@@ -108,8 +113,12 @@ TOOL_LATENCY = Histogram(
 
 # --- annotations -----------------------------------------------------------------------
 
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+READ = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+WRITE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
 WRITE_IDEMPOTENT = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
@@ -143,8 +152,12 @@ OptionalText = Annotated[str | None, Field(description="Optional text.")]
 Timestamp = Annotated[
     str | None, Field(description="ISO 8601 timestamp, e.g. 2026-01-31T09:00:00Z (UTC if no offset).")
 ]
-Metadata = Annotated[dict[str, Any] | None, Field(description="Optional JSON object stored with the episode.")]
-IdList = Annotated[list[int] | str | None, Field(description="Record ids, as a list or comma-separated string.")]
+Metadata = Annotated[
+    dict[str, Any] | None, Field(description="Optional JSON object stored with the episode.")
+]
+IdList = Annotated[
+    list[int] | str | None, Field(description="Record ids, as a list or comma-separated string.")
+]
 
 
 class BatchEpisode(BaseModel):
@@ -328,7 +341,10 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
                 # init opens every session, so a token without /self gets an honest answer
                 # rather than an error, and nothing is written.
                 return {
-                    "ok": True, "namespaces": [], "namespaces_created": [], "self_available": False,
+                    "ok": True,
+                    "namespaces": [],
+                    "namespaces_created": [],
+                    "self_available": False,
                     "message": "this token does not cover /self with write access; the self-model is "
                     f"unavailable. You may use: {', '.join(s.token.namespaces)}",
                 }
@@ -338,7 +354,9 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
 
     @tool(annotations=WRITE_IDEMPOTENT)
     async def create_namespace(
-        slug: Annotated[str, Field(description="Namespace path to create, e.g. /projects/x (parents are created too).")],
+        slug: Annotated[
+            str, Field(description="Namespace path to create, e.g. /projects/x (parents are created too).")
+        ],
         name: Annotated[str | None, Field(description="Display name (default: the path).")] = None,
         description: Annotated[str | None, Field(description="What belongs here; always give one.")] = None,
         ctx: Context = None,  # type: ignore[assignment]
@@ -348,7 +366,12 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
         def work(s: Scope) -> Any:
             result = ns_ops.create(store, s.write(slug), name, description)
             namespace = result["namespace"]
-            return {"id": namespace.id, "slug": namespace.slug, "created": result["created"], "namespace": namespace}
+            return {
+                "id": namespace.id,
+                "slug": namespace.slug,
+                "created": result["created"],
+                "namespace": namespace,
+            }
 
         return await call(ctx, work)
 
@@ -369,7 +392,9 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
 
     @tool(annotations=DESTRUCTIVE)
     async def delete_namespace(
-        slug: Annotated[str, Field(description="Namespace path to delete, with all descendants and their records.")],
+        slug: Annotated[
+            str, Field(description="Namespace path to delete, with all descendants and their records.")
+        ],
         confirm: Annotated[
             bool, Field(description="False (default) only reports what would be deleted; true deletes.")
         ] = False,
@@ -396,11 +421,16 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
 
     @tool(annotations=WRITE)
     async def remember(
-        content: Annotated[str, Field(description="What to remember: one durable, self-contained statement.")],
+        content: Annotated[
+            str, Field(description="What to remember: one durable, self-contained statement.")
+        ],
         namespace: RootNamespace = "/",
         kind: Annotated[
-            str, Field(description="Episode kind: observation (default), decision, preference, correction, "
-                       "lesson, session_summary, …")
+            str,
+            Field(
+                description="Episode kind: observation (default), decision, preference, correction, "
+                "lesson, session_summary, …"
+            ),
         ] = "observation",
         metadata: Metadata = None,
         occurred_at: Timestamp = None,
@@ -413,8 +443,13 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
 
         def work(s: Scope) -> Any:
             return episodes.remember(
-                store, s.write(namespace), content, occurred_at=occurred_at, kind=kind,
-                metadata=metadata, idempotency_key=idempotency_key,
+                store,
+                s.write(namespace),
+                content,
+                occurred_at=occurred_at,
+                kind=kind,
+                metadata=metadata,
+                idempotency_key=idempotency_key,
             )
 
         return await call(ctx, work)
@@ -448,11 +483,15 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
 
     @tool(annotations=DESTRUCTIVE)
     async def forget(
-        about: Annotated[str, Field(description="The stored wording of the memory to forget (recall it first).")],
+        about: Annotated[
+            str, Field(description="The stored wording of the memory to forget (recall it first).")
+        ],
         namespaces: Namespaces = None,
         threshold: Annotated[
-            float | None, Field(description="Minimum similarity 0-1 to match (default STASH_FORGET_THRESHOLD).",
-                                ge=0, le=1)
+            float | None,
+            Field(
+                description="Minimum similarity 0-1 to match (default STASH_FORGET_THRESHOLD).", ge=0, le=1
+            ),
         ] = None,
         preview: Annotated[bool, Field(description="True: only show what would be forgotten.")] = False,
         ctx: Context = None,  # type: ignore[assignment]
@@ -488,7 +527,8 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
             bool, Field(description="Also return retired (superseded, expired, withdrawn) facts.")
         ] = False,
         max_tokens: Annotated[
-            int | None, Field(description="Optional budget: stop adding results past ~this many tokens.", ge=1)
+            int | None,
+            Field(description="Optional budget: stop adding results past ~this many tokens.", ge=1),
         ] = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
@@ -497,8 +537,13 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
 
         def work(s: Scope) -> Any:
             hits = recall_ops.recall(
-                store, query, s.read(namespaces), limit=limit, as_of=as_of,
-                include_history=include_history, max_tokens=max_tokens,
+                store,
+                query,
+                s.read(namespaces),
+                limit=limit,
+                as_of=as_of,
+                include_history=include_history,
+                max_tokens=max_tokens,
             )
             if isinstance(hits, dict):
                 hits = hits.get("results", [])
@@ -552,7 +597,9 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
     @tool(annotations=READ)
     async def query_facts(
         namespaces: Namespaces = None,
-        entity: Annotated[str | None, Field(description="Only facts about this entity (case-insensitive).")] = None,
+        entity: Annotated[
+            str | None, Field(description="Only facts about this entity (case-insensitive).")
+        ] = None,
         property: Annotated[str | None, Field(description="Only facts on this property.")] = None,
         origin: Annotated[
             Literal["synthesis", "hypothesis", "failure_pattern", "asserted"] | None,
@@ -570,8 +617,17 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
 
         def work(s: Scope) -> Any:
             rows = facts.query(
-                store, s.read(namespaces), entity=entity, property=property, origin=origin, since=since,
-                until=until, include_history=include_history, as_of=as_of, limit=limit, offset=offset,
+                store,
+                s.read(namespaces),
+                entity=entity,
+                property=property,
+                origin=origin,
+                since=since,
+                until=until,
+                include_history=include_history,
+                as_of=as_of,
+                limit=limit,
+                offset=offset,
             )
             return page(rows, limit, offset)
 
@@ -580,7 +636,9 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
     @tool(annotations=READ)
     async def get_fact(
         id: RecordId,
-        lineage: Annotated[bool, Field(description="Also return its sources and what was derived from it.")] = False,
+        lineage: Annotated[
+            bool, Field(description="Also return its sources and what was derived from it.")
+        ] = False,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """One fact by id, in any state (see current, valid_until, withdrawn_at)."""
@@ -597,13 +655,16 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
     async def assert_fact(
         content: Annotated[str, Field(description="The fact, as one self-contained statement.")],
         namespace: Namespace,
-        entity: Annotated[str | None, Field(description="Entity it is about, e.g. 'deploy pipeline'.")] = None,
+        entity: Annotated[
+            str | None, Field(description="Entity it is about, e.g. 'deploy pipeline'.")
+        ] = None,
         property: Annotated[str | None, Field(description="Property of the entity, e.g. 'schedule'.")] = None,
         value: Annotated[str | None, Field(description="Value of the property, e.g. 'Fridays'.")] = None,
         confidence: Confidence = 1.0,
         source_episode_ids: IdList = None,
         supersede: Annotated[
-            bool, Field(description="True: retire current facts with the same entity+property and another value.")
+            bool,
+            Field(description="True: retire current facts with the same entity+property and another value."),
         ] = False,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
@@ -611,8 +672,15 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
 
         def work(s: Scope) -> Any:
             return facts.assert_fact(
-                store, s.write(namespace), content, entity=entity, property=property, value=value,
-                confidence=confidence, source_episode_ids=_ids(source_episode_ids), supersede=supersede,
+                store,
+                s.write(namespace),
+                content,
+                entity=entity,
+                property=property,
+                value=value,
+                confidence=confidence,
+                source_episode_ids=_ids(source_episode_ids),
+                supersede=supersede,
             )
 
         return await call(ctx, work)
@@ -644,8 +712,12 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
     @tool(annotations=READ)
     async def query_relationships(
         namespaces: Namespaces = None,
-        entity: Annotated[str | None, Field(description="Only relationships with this entity at either end.")] = None,
-        relation_type: Annotated[str | None, Field(description="Only this relation, e.g. depends_on.")] = None,
+        entity: Annotated[
+            str | None, Field(description="Only relationships with this entity at either end.")
+        ] = None,
+        relation_type: Annotated[
+            str | None, Field(description="Only this relation, e.g. depends_on.")
+        ] = None,
         include_withdrawn: Annotated[bool, Field(description="Include withdrawn relationships.")] = False,
         limit: Limit = 100,
         offset: Offset = 0,
@@ -655,8 +727,13 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
 
         def work(s: Scope) -> Any:
             rows = graph.query_relationships(
-                store, s.read(namespaces), entity=entity, relation_type=relation_type,
-                include_withdrawn=include_withdrawn, limit=limit, offset=offset,
+                store,
+                s.read(namespaces),
+                entity=entity,
+                relation_type=relation_type,
+                include_withdrawn=include_withdrawn,
+                limit=limit,
+                offset=offset,
             )
             return page(rows, limit, offset)
 
@@ -701,7 +778,9 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
     @tool(annotations=WRITE)
     async def create_causal_link(
         cause_id: Annotated[int, Field(description="Id of the cause fact.", ge=1)],
-        effect_id: Annotated[int | None, Field(description="Id of the effect fact (or give effect_failure_id).", ge=1)] = None,
+        effect_id: Annotated[
+            int | None, Field(description="Id of the effect fact (or give effect_failure_id).", ge=1)
+        ] = None,
         effect_failure_id: Annotated[int | None, Field(description="Id of the effect failure.", ge=1)] = None,
         confidence: Confidence = 0.8,
         namespace: RootNamespace = "/",
@@ -712,8 +791,13 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
 
         def work(s: Scope) -> Any:
             return graph.create_causal_link(
-                store, s.write(namespace), cause_id, effect_id=effect_id, effect_failure_id=effect_failure_id,
-                confidence=confidence, rationale=rationale,
+                store,
+                s.write(namespace),
+                cause_id,
+                effect_id=effect_id,
+                effect_failure_id=effect_failure_id,
+                confidence=confidence,
+                rationale=rationale,
             )
 
         return await call(ctx, work)
@@ -722,7 +806,8 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
     async def trace_causal_chain(
         fact_id: Annotated[int, Field(description="Fact to start from.", ge=1)],
         direction: Annotated[
-            Literal["forward", "backward"], Field(description="forward = effects of the fact; backward = its causes.")
+            Literal["forward", "backward"],
+            Field(description="forward = effects of the fact; backward = its causes."),
         ] = "forward",
         max_depth: Annotated[int, Field(description="Maximum chain length (1-50).", ge=1, le=50)] = 10,
         namespaces: Namespaces = None,
@@ -773,11 +858,19 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         id: RecordId,
         resolution: Annotated[
             Literal[
-                "keep_new", "keep_old", "keep_both", "neither",
-                "new_value_correct", "old_value_correct", "both_correct", "neither_correct",
+                "keep_new",
+                "keep_old",
+                "keep_both",
+                "neither",
+                "new_value_correct",
+                "old_value_correct",
+                "both_correct",
+                "neither_correct",
             ],
-            Field(description="keep_new (old fact retired), keep_old (new fact retired), keep_both, or neither "
-                              "(both withdrawn). The reference's *_correct names are accepted too."),
+            Field(
+                description="keep_new (old fact retired), keep_old (new fact retired), keep_both, or neither "
+                "(both withdrawn). The reference's *_correct names are accepted too."
+            ),
         ],
         note: OptionalText = None,
         ctx: Context = None,  # type: ignore[assignment]
@@ -816,7 +909,8 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
     async def list_hypotheses(
         namespaces: Namespaces = None,
         status: Annotated[
-            Literal["proposed", "testing", "confirmed", "rejected"] | None, Field(description="Only this status.")
+            Literal["proposed", "testing", "confirmed", "rejected"] | None,
+            Field(description="Only this status."),
         ] = None,
         limit: Limit = 100,
         offset: Offset = 0,
@@ -825,14 +919,20 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         """Hypotheses, most recently updated first."""
 
         def work(s: Scope) -> Any:
-            return page(hyp().list_(store, s.read(namespaces), status=status, limit=limit, offset=offset), limit, offset)
+            return page(
+                hyp().list_(store, s.read(namespaces), status=status, limit=limit, offset=offset),
+                limit,
+                offset,
+            )
 
         return await call(ctx, work)
 
     @tool(annotations=WRITE)
     async def create_hypothesis(
         content: Annotated[str, Field(description="The belief to test, as one statement.")],
-        verification_plan: Annotated[str, Field(description="How it will be confirmed or refuted (required).")],
+        verification_plan: Annotated[
+            str, Field(description="How it will be confirmed or refuted (required).")
+        ],
         confidence: Confidence = 0.5,
         namespace: RootNamespace = "/",
         source_fact_ids: IdList = None,
@@ -842,7 +942,11 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
 
         def work(s: Scope) -> Any:
             return hyp().create(
-                store, s.write(namespace), content, verification_plan, confidence=confidence,
+                store,
+                s.write(namespace),
+                content,
+                verification_plan,
+                confidence=confidence,
                 source_fact_ids=_ids(source_fact_ids),
             )
 
@@ -878,7 +982,11 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
 
         def work(s: Scope) -> Any:
             return hyp().refine(
-                store, id, content=content, verification_plan=verification_plan, confidence=confidence,
+                store,
+                id,
+                content=content,
+                verification_plan=verification_plan,
+                confidence=confidence,
                 namespaces=s.by_id("write"),
             )
 
@@ -896,7 +1004,9 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
     @tool(annotations=WRITE)
     async def reject_hypothesis(
         id: RecordId,
-        reason: Annotated[str | None, Field(description="Why it is false; keeps it from being re-proposed.")] = None,
+        reason: Annotated[
+            str | None, Field(description="Why it is false; keeps it from being re-proposed.")
+        ] = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Reject a proposed or testing hypothesis (final)."""
@@ -928,7 +1038,9 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         status: Annotated[
             Literal["active", "completed", "abandoned"] | None, Field(description="Only this status.")
         ] = None,
-        parent_id: Annotated[int | None, Field(description="Only direct sub-goals of this goal.", ge=1)] = None,
+        parent_id: Annotated[
+            int | None, Field(description="Only direct sub-goals of this goal.", ge=1)
+        ] = None,
         top_level_only: Annotated[bool, Field(description="Only goals without a parent.")] = False,
         limit: Limit = 100,
         offset: Offset = 0,
@@ -938,8 +1050,13 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
 
         def work(s: Scope) -> Any:
             rows = goals().list_(
-                store, s.read(namespaces), status=status, parent_id=parent_id, top_level_only=top_level_only,
-                limit=limit, offset=offset,
+                store,
+                s.read(namespaces),
+                status=status,
+                parent_id=parent_id,
+                top_level_only=top_level_only,
+                limit=limit,
+                offset=offset,
             )
             return page(rows, limit, offset)
 
@@ -948,7 +1065,9 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
     @tool(annotations=WRITE)
     async def create_goal(
         content: Annotated[str, Field(description="The outcome to reach (spans several sessions).")],
-        parent_id: Annotated[int | None, Field(description="Parent goal (same namespace tree).", ge=1)] = None,
+        parent_id: Annotated[
+            int | None, Field(description="Parent goal (same namespace tree).", ge=1)
+        ] = None,
         priority: Annotated[int, Field(description="Higher comes first.", ge=-1000, le=1000)] = 0,
         namespace: RootNamespace = "/",
         ctx: Context = None,  # type: ignore[assignment]
@@ -973,7 +1092,9 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
     async def update_goal(
         id: RecordId,
         content: OptionalText = None,
-        priority: Annotated[int | None, Field(description="New priority (0 allowed).", ge=-1000, le=1000)] = None,
+        priority: Annotated[
+            int | None, Field(description="New priority (0 allowed).", ge=-1000, le=1000)
+        ] = None,
         note: Annotated[str | None, Field(description="A progress note to append.")] = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
@@ -989,7 +1110,9 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
     @tool(annotations=WRITE)
     async def complete_goal(
         id: RecordId,
-        notes: Annotated[str | None, Field(description="Optional closing note (appended, never overwrites).")] = None,
+        notes: Annotated[
+            str | None, Field(description="Optional closing note (appended, never overwrites).")
+        ] = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Complete an active goal; a parent whose sub-goals are all done completes too."""
@@ -1092,13 +1215,17 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
 
         def work(s: Scope) -> Any:
             if stage is not None and stage not in STAGE_NAMES:
-                raise errors.InvalidInput(f"unknown stage {stage[:64]!r}; use one of {', '.join(STAGE_NAMES)}")
+                raise errors.InvalidInput(
+                    f"unknown stage {stage[:64]!r}; use one of {', '.join(STAGE_NAMES)}"
+                )
             consolidation = _consolidation()
             paths = s.read(namespaces)
             if s.token is not None:
                 s.token.require("write", paths)
             # a tree inside another selected tree is already covered by it
-            roots = [p for p in paths if not any(q != p and (q == "/" or p.startswith(q + "/")) for q in paths)]
+            roots = [
+                p for p in paths if not any(q != p and (q == "/" or p.startswith(q + "/")) for q in paths)
+            ]
             kwargs = {"stages": [stage]} if stage else {}
             reports: list[Any] = []
             for path in roots:
@@ -1109,7 +1236,8 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
 
     @tool(annotations=READ)
     async def consolidation_status(
-        namespaces: Namespaces = None, ctx: Context = None  # type: ignore[assignment]
+        namespaces: Namespaces = None,
+        ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Per namespace and stage: cursor, backlog, last run and dead letters."""
 
@@ -1146,8 +1274,17 @@ def _ids(value: Any) -> list[int] | None:
 
 
 _RECALL_KEYS = (
-    "kind", "id", "namespace", "content", "score", "confidence", "occurred_at", "valid_from", "valid_until",
-    "source_episode_ids", "metadata",
+    "kind",
+    "id",
+    "namespace",
+    "content",
+    "score",
+    "confidence",
+    "occurred_at",
+    "valid_from",
+    "valid_until",
+    "source_episode_ids",
+    "metadata",
 )
 
 
@@ -1220,11 +1357,17 @@ def run(
             server = build_server(store, auth=not no_auth)
             app = build_app(store, server, auth=not no_auth, host=host)
             log.warning(
-                "Stash MCP on http://%s:%d/mcp (SSE: /sse)%s", host, port,
+                "Stash MCP on http://%s:%d/mcp (SSE: /sse)%s",
+                host,
+                port,
                 "" if not no_auth else " — authentication DISABLED (--no-auth)",
             )
             config = uvicorn.Config(
-                app, host=host, port=port, log_level=settings.log_level, lifespan="on",
+                app,
+                host=host,
+                port=port,
+                log_level=settings.log_level,
+                lifespan="on",
                 timeout_graceful_shutdown=10,
             )
             # uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal

@@ -21,8 +21,16 @@ def test_create_stores_only_the_hash_and_lists_without_secrets(store: Any) -> No
     assert made["token"] not in stored["token_hash"]
     listed = auth.list_tokens(store)
     assert [t["id"] for t in listed] == [made["id"]]
-    assert set(listed[0]) == {"id", "name", "prefix", "namespaces", "rights", "created_at", "last_used_at",
-                              "revoked_at"}
+    assert set(listed[0]) == {
+        "id",
+        "name",
+        "prefix",
+        "namespaces",
+        "rights",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    }
 
 
 @pytest.mark.parametrize(

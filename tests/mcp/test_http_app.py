@@ -25,7 +25,9 @@ def empty_store(pg_admin_dsn: str, tmp_path: Any) -> Iterator[Store]:
     name = f"stash_empty_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    store = Store.open(load_settings(database_url=_with_db(pg_admin_dsn, name), home=tmp_path, embedder="hash"))
+    store = Store.open(
+        load_settings(database_url=_with_db(pg_admin_dsn, name), home=tmp_path, embedder="hash")
+    )
     try:
         yield store
     finally:
@@ -36,7 +38,9 @@ def empty_store(pg_admin_dsn: str, tmp_path: Any) -> Iterator[Store]:
 
 async def _get(store: Store, path: str, headers: dict[str, str] | None = None) -> httpx2.Response:
     app = build_app(store, build_server(store, auth=True), auth=True)
-    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+    async with httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as http:
         return await http.get(path, headers=headers or {})
 
 
@@ -50,8 +54,12 @@ async def test_not_ready_when_migrations_pending(empty_store: Store) -> None:
     assert health.status_code == 200  # the database answers …
     ready = await _get(empty_store, "/readyz")
     assert ready.status_code == 503  # … but the schema is not there
-    assert ready.json() == {"ready": False, "reason": "migrations pending; run `stash migrate`", "schema": None,
-                            "head": ready.json()["head"]}
+    assert ready.json() == {
+        "ready": False,
+        "reason": "migrations pending; run `stash migrate`",
+        "schema": None,
+        "head": ready.json()["head"],
+    }
     assert ready.json()["head"]
 
 
@@ -60,8 +68,9 @@ async def test_unreachable_database_is_unhealthy(tmp_path: Any) -> None:
     from tests.conftest import free_port
 
     dsn = f"postgresql://nobody@127.0.0.1:{free_port()}/none"  # nothing listens there
-    store = Store.open(load_settings(database_url=dsn, home=tmp_path, embedder="hash"),
-                       db=Database(dsn, timeout=1))
+    store = Store.open(
+        load_settings(database_url=dsn, home=tmp_path, embedder="hash"), db=Database(dsn, timeout=1)
+    )
     try:
         assert (await _get(store, "/healthz")).status_code == 503
         assert (await _get(store, "/readyz")).status_code == 503

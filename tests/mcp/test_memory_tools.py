@@ -12,8 +12,17 @@ from tests.mcp.conftest import fails, ok
 pytestmark = pytest.mark.anyio
 
 RECALL_KEYS = {
-    "kind", "id", "namespace", "content", "score", "confidence", "occurred_at", "valid_from", "valid_until",
-    "source_episode_ids", "metadata",
+    "kind",
+    "id",
+    "namespace",
+    "content",
+    "score",
+    "confidence",
+    "occurred_at",
+    "valid_from",
+    "valid_until",
+    "source_episode_ids",
+    "metadata",
 }
 
 
@@ -25,12 +34,29 @@ async def test_recall_shape_and_scope(server: Any) -> None:
     async with Client(server) as client:
         await _project(client, "/p")
         await _project(client, "/q")
-        await ok(client, "remember", {"content": "The staging database runs PostgreSQL 16", "namespace": "/p",
-                                      "metadata": {"source": "chat"}})
-        await ok(client, "remember", {"content": "The staging database is backed up nightly", "namespace": "/q"})
-        fact = await ok(client, "assert_fact", {"content": "Staging database version is PostgreSQL 16",
-                                                "namespace": "/p", "entity": "staging database",
-                                                "property": "version", "value": "16"})
+        await ok(
+            client,
+            "remember",
+            {
+                "content": "The staging database runs PostgreSQL 16",
+                "namespace": "/p",
+                "metadata": {"source": "chat"},
+            },
+        )
+        await ok(
+            client, "remember", {"content": "The staging database is backed up nightly", "namespace": "/q"}
+        )
+        fact = await ok(
+            client,
+            "assert_fact",
+            {
+                "content": "Staging database version is PostgreSQL 16",
+                "namespace": "/p",
+                "entity": "staging database",
+                "property": "version",
+                "value": "16",
+            },
+        )
         result = await ok(client, "recall", {"query": "staging database PostgreSQL", "namespaces": "/p"})
         hits = result["results"]
         assert hits and all(set(h) >= RECALL_KEYS for h in hits)
@@ -40,11 +66,15 @@ async def test_recall_shape_and_scope(server: Any) -> None:
         assert kinds["episode"]["valid_from"] is None
         assert kinds["fact"]["id"] == fact["fact"]["id"] and kinds["fact"]["valid_from"]
         assert all("embedding" not in h for h in hits)
-        both = await ok(client, "recall", {"query": "staging database", "namespaces": ["/p", "/q"], "limit": 2})
+        both = await ok(
+            client, "recall", {"query": "staging database", "namespaces": ["/p", "/q"], "limit": 2}
+        )
         assert len(both["results"]) == 2
         assert (await fails(client, "recall", {"query": "  "}))["error"] == "empty_content"
         assert (await fails(client, "recall", {"query": "x", "limit": 101}))["error"] == "invalid_input"
-        assert (await fails(client, "recall", {"query": "x", "namespaces": "/nope"}))["error"] == "namespace_not_found"
+        assert (await fails(client, "recall", {"query": "x", "namespaces": "/nope"}))[
+            "error"
+        ] == "namespace_not_found"
 
 
 async def test_context_set_get_clear(server: Any) -> None:
@@ -57,7 +87,9 @@ async def test_context_set_get_clear(server: Any) -> None:
         assert got["context"]["focus"] == "Migrating billing to v2"
         assert (await ok(client, "clear_context", {"namespace": "/p"}))["cleared"] is True
         assert (await ok(client, "get_context", {"namespace": "/p"})) == {"context": None}
-        assert (await fails(client, "set_context", {"focus": "x", "namespace": "/nope"}))["error"] == "namespace_not_found"
+        assert (await fails(client, "set_context", {"focus": "x", "namespace": "/nope"}))[
+            "error"
+        ] == "namespace_not_found"
         assert (await fails(client, "set_context", {"focus": "x"}))["error"] == "invalid_input"
 
 
@@ -65,9 +97,19 @@ async def test_facts_assert_query_get_withdraw_purge(server: Any) -> None:
     async with Client(server) as client:
         await _project(client)
         episode = await ok(client, "remember", {"content": "We deploy on Fridays", "namespace": "/p"})
-        made = await ok(client, "assert_fact", {"content": "Deploys happen on Fridays", "namespace": "/p",
-                                                "entity": "deploy", "property": "day", "value": "Friday",
-                                                "source_episode_ids": [episode["id"]], "confidence": 0.9})
+        made = await ok(
+            client,
+            "assert_fact",
+            {
+                "content": "Deploys happen on Fridays",
+                "namespace": "/p",
+                "entity": "deploy",
+                "property": "day",
+                "value": "Friday",
+                "source_episode_ids": [episode["id"]],
+                "confidence": 0.9,
+            },
+        )
         fact_id = made["fact"]["id"]
         listed = await ok(client, "query_facts", {"namespaces": "/p", "entity": "deploy"})
         assert [f["id"] for f in listed["items"]] == [fact_id]
@@ -80,7 +122,7 @@ async def test_facts_assert_query_get_withdraw_purge(server: Any) -> None:
         assert (await ok(client, "query_facts", {"namespaces": "/p"}))["items"] == []
         history = await ok(client, "query_facts", {"namespaces": "/p", "include_history": True})
         assert [f["id"] for f in history["items"]] == [fact_id]
-        assert (await ok(client, "purge_fact", {"id": fact_id}))
+        assert await ok(client, "purge_fact", {"id": fact_id})
         assert (await fails(client, "get_fact", {"id": fact_id}))["error"] == "record_not_found"
         bad = await fails(client, "assert_fact", {"content": "x", "namespace": "/p", "confidence": 1.5})
         assert bad["error"] == "invalid_input"
@@ -91,36 +133,74 @@ async def test_facts_assert_query_get_withdraw_purge(server: Any) -> None:
 async def test_contradiction_listed_and_resolved(server: Any) -> None:
     async with Client(server) as client:
         await _project(client)
-        old = await ok(client, "assert_fact", {"content": "The API rate limit is 100 rps", "namespace": "/p",
-                                               "entity": "api", "property": "rate limit", "value": "100 rps"})
-        new = await ok(client, "assert_fact", {"content": "The API rate limit is 500 rps", "namespace": "/p",
-                                               "entity": "api", "property": "rate limit", "value": "500 rps"})
+        old = await ok(
+            client,
+            "assert_fact",
+            {
+                "content": "The API rate limit is 100 rps",
+                "namespace": "/p",
+                "entity": "api",
+                "property": "rate limit",
+                "value": "100 rps",
+            },
+        )
+        new = await ok(
+            client,
+            "assert_fact",
+            {
+                "content": "The API rate limit is 500 rps",
+                "namespace": "/p",
+                "entity": "api",
+                "property": "rate limit",
+                "value": "500 rps",
+            },
+        )
         listed = await ok(client, "list_contradictions", {"namespaces": "/p"})
         assert len(listed["items"]) == 1
         item = listed["items"][0]
         assert (item["old_fact_id"], item["new_fact_id"]) == (old["fact"]["id"], new["fact"]["id"])
-        resolved = await ok(client, "resolve_contradiction", {"id": item["id"], "resolution": "new_value_correct"})
+        resolved = await ok(
+            client, "resolve_contradiction", {"id": item["id"], "resolution": "new_value_correct"}
+        )
         assert resolved["contradiction"]["resolution"] == "keep_new"
         assert resolved["old_fact"]["current"] is False and resolved["new_fact"]["current"] is True
         assert (await ok(client, "list_contradictions", {"namespaces": "/p"}))["items"] == []
         again = await fails(client, "resolve_contradiction", {"id": item["id"], "resolution": "keep_old"})
         assert again["error"] == "invalid_transition"
         assert (await fails(client, "resolve_contradiction", {"id": item["id"], "resolution": "whatever"}))[
-            "error"] == "invalid_input"
+            "error"
+        ] == "invalid_input"
 
 
 async def test_graph_tools(server: Any) -> None:
     async with Client(server) as client:
         await _project(client)
-        a = (await ok(client, "assert_fact", {"content": "The cache was disabled", "namespace": "/p"}))["fact"]
+        a = (await ok(client, "assert_fact", {"content": "The cache was disabled", "namespace": "/p"}))[
+            "fact"
+        ]
         b = (await ok(client, "assert_fact", {"content": "Latency doubled", "namespace": "/p"}))["fact"]
-        failure = await ok(client, "create_failure", {"content": "Release 2.1 missed the SLO", "reason": "latency",
-                                                      "lesson": "load-test with the cache off", "namespace": "/p"})
-        link = await ok(client, "create_causal_link", {"cause_id": a["id"], "effect_id": b["id"], "namespace": "/p"})
-        link2 = await ok(client, "create_causal_link", {"cause_id": b["id"], "effect_failure_id": failure["id"],
-                                                        "namespace": "/p", "confidence": 0.6})
+        failure = await ok(
+            client,
+            "create_failure",
+            {
+                "content": "Release 2.1 missed the SLO",
+                "reason": "latency",
+                "lesson": "load-test with the cache off",
+                "namespace": "/p",
+            },
+        )
+        link = await ok(
+            client, "create_causal_link", {"cause_id": a["id"], "effect_id": b["id"], "namespace": "/p"}
+        )
+        link2 = await ok(
+            client,
+            "create_causal_link",
+            {"cause_id": b["id"], "effect_failure_id": failure["id"], "namespace": "/p", "confidence": 0.6},
+        )
         assert link["method"] == "asserted" and link2["effect_failure_id"] == failure["id"]
-        dup = await fails(client, "create_causal_link", {"cause_id": a["id"], "effect_id": b["id"], "namespace": "/p"})
+        dup = await fails(
+            client, "create_causal_link", {"cause_id": a["id"], "effect_id": b["id"], "namespace": "/p"}
+        )
         assert dup["error"] == "conflict"
         listed = await ok(client, "list_causal_links", {"namespaces": "/p"})
         assert [x["id"] for x in listed["items"]] == [link["id"], link2["id"]]
@@ -129,8 +209,9 @@ async def test_graph_tools(server: Any) -> None:
         back = await ok(client, "trace_causal_chain", {"fact_id": b["id"], "direction": "backward"})
         assert [s["cause_fact_id"] for s in back["steps"]] == [a["id"]]
         assert (await fails(client, "trace_causal_chain", {"fact_id": a["id"], "direction": "sideways"}))[
-            "error"] == "invalid_input"
-        assert (await ok(client, "delete_causal_link", {"id": link["id"]}))
+            "error"
+        ] == "invalid_input"
+        assert await ok(client, "delete_causal_link", {"id": link["id"]})
         assert (await fails(client, "delete_causal_link", {"id": link["id"]}))["error"] == "record_not_found"
         assert (await ok(client, "query_relationships", {"namespaces": "/p"}))["items"] == []
         assert (await ok(client, "query_patterns", {"namespaces": "/p"}))["items"] == []
@@ -139,9 +220,15 @@ async def test_graph_tools(server: Any) -> None:
 async def test_hypothesis_lifecycle(server: Any) -> None:
     async with Client(server) as client:
         await _project(client)
-        h = await ok(client, "create_hypothesis", {"content": "Flaky tests come from the shared DB",
-                                                   "verification_plan": "Run the suite with per-test DBs",
-                                                   "namespace": "/p"})
+        h = await ok(
+            client,
+            "create_hypothesis",
+            {
+                "content": "Flaky tests come from the shared DB",
+                "verification_plan": "Run the suite with per-test DBs",
+                "namespace": "/p",
+            },
+        )
         assert h["status"] == "proposed"
         early = await fails(client, "confirm_hypothesis", {"id": h["id"]})
         assert early["error"] == "invalid_transition"
@@ -154,16 +241,23 @@ async def test_hypothesis_lifecycle(server: Any) -> None:
         assert confirmed["fact"]["origin"] == "hypothesis" and "embedding" not in confirmed["fact"]
         shown = await ok(client, "show_hypothesis", {"id": h["id"]})
         assert shown["confirmed_fact_id"] == confirmed["fact"]["id"]
-        assert [x["id"] for x in (await ok(client, "list_hypotheses", {"status": "confirmed"}))["items"]] == [h["id"]]
+        assert [x["id"] for x in (await ok(client, "list_hypotheses", {"status": "confirmed"}))["items"]] == [
+            h["id"]
+        ]
 
-        other = await ok(client, "create_hypothesis", {"content": "It is the network", "verification_plan": "ping",
-                                                       "namespace": "/p"})
+        other = await ok(
+            client,
+            "create_hypothesis",
+            {"content": "It is the network", "verification_plan": "ping", "namespace": "/p"},
+        )
         rejected = await ok(client, "reject_hypothesis", {"id": other["id"], "reason": "no packet loss"})
         assert rejected["status"] == "rejected" and rejected["rejection_reason"] == "no packet loss"
         assert (await fails(client, "test_hypothesis", {"id": other["id"]}))["error"] == "invalid_transition"
-        assert (await ok(client, "delete_hypothesis", {"id": other["id"]}))
+        assert await ok(client, "delete_hypothesis", {"id": other["id"]})
         assert (await fails(client, "show_hypothesis", {"id": other["id"]}))["error"] == "record_not_found"
-        no_plan = await fails(client, "create_hypothesis", {"content": "x", "verification_plan": " ", "namespace": "/p"})
+        no_plan = await fails(
+            client, "create_hypothesis", {"content": "x", "verification_plan": " ", "namespace": "/p"}
+        )
         assert no_plan["error"] in {"empty_content", "invalid_input"}
 
 
@@ -171,13 +265,18 @@ async def test_goal_lifecycle(server: Any) -> None:
     async with Client(server) as client:
         await _project(client)
         parent = await ok(client, "create_goal", {"content": "Ship v2", "namespace": "/p", "priority": 5})
-        child = await ok(client, "create_goal", {"content": "Write the migration", "namespace": "/p",
-                                                 "parent_id": parent["id"]})
+        child = await ok(
+            client,
+            "create_goal",
+            {"content": "Write the migration", "namespace": "/p", "parent_id": parent["id"]},
+        )
         listed = await ok(client, "list_goals", {"namespaces": "/p", "top_level_only": True})
         assert [g["id"] for g in listed["items"]] == [parent["id"]]
         subs = await ok(client, "list_goals", {"parent_id": parent["id"]})
         assert [g["id"] for g in subs["items"]] == [child["id"]]
-        updated = await ok(client, "update_goal", {"id": child["id"], "priority": 0, "note": "schema drafted"})
+        updated = await ok(
+            client, "update_goal", {"id": child["id"], "priority": 0, "note": "schema drafted"}
+        )
         assert updated["priority"] == 0
         done = await ok(client, "complete_goal", {"id": child["id"], "notes": "merged"})
         assert done["goal"]["status"] == "completed" and done["auto_completed"] == [parent["id"]]
@@ -186,7 +285,8 @@ async def test_goal_lifecycle(server: Any) -> None:
         assert (await fails(client, "abandon_goal", {"id": child["id"]}))["error"] == "invalid_transition"
         other = await ok(client, "create_goal", {"content": "Rewrite in Rust", "namespace": "/p"})
         assert (await ok(client, "abandon_goal", {"id": other["id"], "notes": "not worth it"}))["goal"][
-            "status"] == "abandoned"
+            "status"
+        ] == "abandoned"
         deleted = await ok(client, "delete_goal", {"id": parent["id"]})
         assert deleted
         assert (await fails(client, "show_goal", {"id": child["id"]}))["error"] == "record_not_found"
@@ -195,14 +295,25 @@ async def test_goal_lifecycle(server: Any) -> None:
 async def test_failures(server: Any) -> None:
     async with Client(server) as client:
         await _project(client)
-        f = await ok(client, "create_failure", {"content": "Tried caching per request", "reason": "stale reads",
-                                                "lesson": "cache per user instead", "namespace": "/p"})
+        f = await ok(
+            client,
+            "create_failure",
+            {
+                "content": "Tried caching per request",
+                "reason": "stale reads",
+                "lesson": "cache per user instead",
+                "namespace": "/p",
+            },
+        )
         assert (await ok(client, "show_failure", {"id": f["id"]}))["lesson"] == "cache per user instead"
-        assert [x["id"] for x in (await ok(client, "list_failures", {"namespaces": "/p"}))["items"]] == [f["id"]]
-        missing_lesson = await fails(client, "create_failure", {"content": "x", "reason": "y", "lesson": "",
-                                                                "namespace": "/p"})
+        assert [x["id"] for x in (await ok(client, "list_failures", {"namespaces": "/p"}))["items"]] == [
+            f["id"]
+        ]
+        missing_lesson = await fails(
+            client, "create_failure", {"content": "x", "reason": "y", "lesson": "", "namespace": "/p"}
+        )
         assert missing_lesson["error"] in {"empty_content", "invalid_input"}
-        assert (await ok(client, "delete_failure", {"id": f["id"]}))
+        assert await ok(client, "delete_failure", {"id": f["id"]})
         assert (await fails(client, "show_failure", {"id": f["id"]}))["error"] == "record_not_found"
 
 

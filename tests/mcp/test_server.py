@@ -13,17 +13,56 @@ from tests.mcp.conftest import fails, ok
 pytestmark = pytest.mark.anyio
 
 REFERENCE_TOOLS = {
-    "init", "remember", "recall", "forget", "consolidate", "set_context", "get_context", "clear_context",
-    "list_namespaces", "create_namespace", "query_facts", "query_relationships", "list_contradictions",
-    "resolve_contradiction", "list_causal_links", "create_causal_link", "trace_causal_chain",
-    "list_hypotheses", "create_hypothesis", "confirm_hypothesis", "reject_hypothesis", "list_goals",
-    "create_goal", "complete_goal", "abandon_goal", "list_failures", "create_failure", "delete_failure",
+    "init",
+    "remember",
+    "recall",
+    "forget",
+    "consolidate",
+    "set_context",
+    "get_context",
+    "clear_context",
+    "list_namespaces",
+    "create_namespace",
+    "query_facts",
+    "query_relationships",
+    "list_contradictions",
+    "resolve_contradiction",
+    "list_causal_links",
+    "create_causal_link",
+    "trace_causal_chain",
+    "list_hypotheses",
+    "create_hypothesis",
+    "confirm_hypothesis",
+    "reject_hypothesis",
+    "list_goals",
+    "create_goal",
+    "complete_goal",
+    "abandon_goal",
+    "list_failures",
+    "create_failure",
+    "delete_failure",
 }
 ADDED_TOOLS = {
-    "remember_batch", "get_episode", "purge_episode", "get_fact", "assert_fact", "withdraw_fact", "purge_fact",
-    "query_patterns", "delete_causal_link", "show_hypothesis", "test_hypothesis", "refine_hypothesis",
-    "delete_hypothesis", "show_goal", "update_goal", "delete_goal", "show_failure", "delete_namespace",
-    "consolidation_status", "stats",
+    "remember_batch",
+    "get_episode",
+    "purge_episode",
+    "get_fact",
+    "assert_fact",
+    "withdraw_fact",
+    "purge_fact",
+    "query_patterns",
+    "delete_causal_link",
+    "show_hypothesis",
+    "test_hypothesis",
+    "refine_hypothesis",
+    "delete_hypothesis",
+    "show_goal",
+    "update_goal",
+    "delete_goal",
+    "show_failure",
+    "delete_namespace",
+    "consolidation_status",
+    "stats",
 }
 # the reference's parameter names, kept (inventory §1)
 REFERENCE_PARAMS = {
@@ -56,13 +95,38 @@ REFERENCE_PARAMS = {
     "delete_failure": {"id"},
 }
 READ_ONLY = {
-    "recall", "get_context", "list_namespaces", "query_facts", "query_relationships", "list_contradictions",
-    "list_causal_links", "trace_causal_chain", "list_hypotheses", "list_goals", "list_failures", "get_episode",
-    "get_fact", "query_patterns", "show_hypothesis", "show_goal", "show_failure", "consolidation_status", "stats",
+    "recall",
+    "get_context",
+    "list_namespaces",
+    "query_facts",
+    "query_relationships",
+    "list_contradictions",
+    "list_causal_links",
+    "trace_causal_chain",
+    "list_hypotheses",
+    "list_goals",
+    "list_failures",
+    "get_episode",
+    "get_fact",
+    "query_patterns",
+    "show_hypothesis",
+    "show_goal",
+    "show_failure",
+    "consolidation_status",
+    "stats",
 }
 DESTRUCTIVE = {
-    "forget", "purge_episode", "purge_fact", "withdraw_fact", "delete_causal_link", "delete_hypothesis",
-    "delete_goal", "delete_failure", "delete_namespace", "clear_context", "resolve_contradiction",
+    "forget",
+    "purge_episode",
+    "purge_fact",
+    "withdraw_fact",
+    "delete_causal_link",
+    "delete_hypothesis",
+    "delete_goal",
+    "delete_failure",
+    "delete_namespace",
+    "clear_context",
+    "resolve_contradiction",
 }
 
 
@@ -95,7 +159,10 @@ async def test_init_is_idempotent_and_creates_self_tree(server: Any) -> None:
     async with Client(server) as client:
         first = await ok(client, "init")
         assert sorted(first["namespaces_created"]) == [
-            "/self", "/self/capabilities", "/self/limits", "/self/preferences"
+            "/self",
+            "/self/capabilities",
+            "/self/limits",
+            "/self/preferences",
         ]
         assert first["self_available"] is True
         second = await ok(client, "init")
@@ -128,22 +195,43 @@ async def test_namespaces_create_list_delete(server: Any, store: Any) -> None:
 async def test_remember_get_forget_purge(server: Any, store: Any) -> None:
     async with Client(server) as client:
         await ok(client, "create_namespace", {"slug": "/p", "description": "test"})
-        first = await ok(client, "remember", {"content": "The deploy runs on Fridays", "namespace": "/p",
-                                              "kind": "decision", "idempotency_key": "k1"})
+        first = await ok(
+            client,
+            "remember",
+            {
+                "content": "The deploy runs on Fridays",
+                "namespace": "/p",
+                "kind": "decision",
+                "idempotency_key": "k1",
+            },
+        )
         assert first["created"] is True and first["namespace"] == "/p"
-        again = await ok(client, "remember", {"content": "The deploy runs on Fridays", "namespace": "/p",
-                                              "idempotency_key": "k1"})
+        again = await ok(
+            client,
+            "remember",
+            {"content": "The deploy runs on Fridays", "namespace": "/p", "idempotency_key": "k1"},
+        )
         assert again == {**first, "created": False}
         episode = await ok(client, "get_episode", {"id": first["id"]})
         assert episode["content"] == "The deploy runs on Fridays" and episode["kind"] == "decision"
         assert "embedding" not in episode
 
-        batch = await ok(client, "remember_batch", {"namespace": "/p", "items": [
-            {"content": "Alice prefers tabs"}, {"content": "Bob owns the billing service", "kind": "observation"},
-        ]})
+        batch = await ok(
+            client,
+            "remember_batch",
+            {
+                "namespace": "/p",
+                "items": [
+                    {"content": "Alice prefers tabs"},
+                    {"content": "Bob owns the billing service", "kind": "observation"},
+                ],
+            },
+        )
         assert len(batch["results"]) == 2
 
-        preview = await ok(client, "forget", {"about": "Alice prefers tabs", "namespaces": "/p", "preview": True})
+        preview = await ok(
+            client, "forget", {"about": "Alice prefers tabs", "namespaces": "/p", "preview": True}
+        )
         assert preview["applied"] is False and preview["episode_id"] == batch["results"][0]["id"]
         gone = await ok(client, "forget", {"about": "Alice prefers tabs", "namespaces": "/p"})
         assert gone["applied"] is True

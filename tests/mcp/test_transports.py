@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -72,30 +73,75 @@ def _stdio_command(entry: str) -> tuple[str, list[str]]:
 async def test_stdio_session_protocol_end_to_end(settings: Any, tmp_path: Path, entry: str) -> None:
     command, args = _stdio_command(entry)
     params = StdioServerParameters(
-        command=command, args=args, env=_env(settings, tmp_path), cwd=str(Path(__file__).resolve().parents[2]),
+        command=command,
+        args=args,
+        env=_env(settings, tmp_path),
+        cwd=str(Path(__file__).resolve().parents[2]),
     )
     with (tmp_path / "stderr.log").open("w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             init = await session.initialize()
             assert init.instructions and "init" in init.instructions
             created = _structured(await session.call_tool("init", {}))
             assert "/self/preferences" in created["namespaces"]
-            _structured(await session.call_tool("create_namespace", {"slug": "/projects/x", "description": "X"}))
-            stored = _structured(await session.call_tool(
-                "remember", {"content": "Deploys to production happen on Fridays", "namespace": "/projects/x"}
-            ))
-            hits = _structured(await session.call_tool("recall", {"query": "when do we deploy",
-                                                                   "namespaces": "/projects/x"}))
+            _structured(
+                await session.call_tool("create_namespace", {"slug": "/projects/x", "description": "X"})
+            )
+            stored = _structured(
+                await session.call_tool(
+                    "remember",
+                    {"content": "Deploys to production happen on Fridays", "namespace": "/projects/x"},
+                )
+            )
+            hits = _structured(
+                await session.call_tool("recall", {"query": "when do we deploy", "namespaces": "/projects/x"})
+            )
             assert hits["results"][0]["id"] == stored["id"] and hits["results"][0]["kind"] == "episode"
-            h = _structured(await session.call_tool("create_hypothesis", {
-                "content": "Friday deploys cause weekend incidents", "verification_plan": "Compare incident logs",
-                "namespace": "/projects/x",
-            }))
-            assert _structured(await session.call_tool("test_hypothesis", {"id": h["id"]}))["status"] == "testing"
+            h = _structured(
+                await session.call_tool(
+                    "create_hypothesis",
+                    {
+                        "content": "Friday deploys cause weekend incidents",
+                        "verification_plan": "Compare incident logs",
+                        "namespace": "/projects/x",
+                    },
+                )
+            )
+            assert (
+                _structured(await session.call_tool("test_hypothesis", {"id": h["id"]}))["status"]
+                == "testing"
+            )
             confirmed = _structured(await session.call_tool("confirm_hypothesis", {"id": h["id"]}))
             assert confirmed["hypothesis"]["status"] == "confirmed"
             bad = _error(await session.call_tool("remember", {"content": "", "namespace": "/projects/x"}))
             assert bad["error"] == "empty_content"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_stdio_server_exits_cleanly_on_signal(settings: Any, tmp_path: Path, signum: int) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stash_serve.mcp_server", "stdio"],
+        env={**os.environ, **_env(settings, tmp_path)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+    try:
+        time.sleep(2)  # let it start and wait on stdin
+        assert process.poll() is None
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=15)
+        assert process.returncode == 0, err.decode()
+        assert out == b""  # nothing but protocol on stdout, and there was no request
+        assert b"Traceback" not in err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 # --- HTTP ----------------------------------------------------------------------------------
@@ -107,7 +153,9 @@ def _serve_http(settings: Any, tmp_path: Path, *extra: str) -> Iterator[str]:
     log = (tmp_path / f"http-{port}.log").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "stash_serve.mcp_server", "http", "--port", str(port), *extra],
-        env={**os.environ, **_env(settings, tmp_path)}, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, **_env(settings, tmp_path)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
         cwd=str(Path(__file__).resolve().parents[2]),
     )
     base = f"http://127.0.0.1:{port}"
@@ -147,8 +195,14 @@ async def _session(base: str, token: str | None) -> AsyncIterator[ClientSession]
 
 
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -171,10 +225,12 @@ def scoped(store: Any) -> dict[str, Any]:
 
 def _count(store: Any, slug: str) -> int:
     with store.db.transaction() as tx:
-        return int(tx.conn.execute(
-            "SELECT count(*) AS n FROM episodes e JOIN namespaces n ON n.id = e.namespace_id WHERE n.slug = %s",
-            (slug,),
-        ).fetchone()["n"])
+        return int(
+            tx.conn.execute(
+                "SELECT count(*) AS n FROM episodes e JOIN namespaces n ON n.id = e.namespace_id WHERE n.slug = %s",
+                (slug,),
+            ).fetchone()["n"]
+        )
 
 
 async def test_http_auth_matrix_health_and_metrics(
@@ -182,8 +238,12 @@ async def test_http_auth_matrix_health_and_metrics(
 ) -> None:
     with _serve_http(settings, tmp_path) as base:
         async with httpx2.AsyncClient(timeout=30) as http:
-            for headers in ({}, {"Authorization": "Bearer stash_nope_nope"}, {"Authorization": "Basic abc"},
-                            {"Authorization": f"Bearer {scoped['revoked']}"}):
+            for headers in (
+                {},
+                {"Authorization": "Bearer stash_nope_nope"},
+                {"Authorization": "Basic abc"},
+                {"Authorization": f"Bearer {scoped['revoked']}"},
+            ):
                 response = await http.post(base + "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **headers})
                 assert response.status_code == 401, headers
                 assert response.json()["error"] == "access_denied"
@@ -199,35 +259,51 @@ async def test_http_auth_matrix_health_and_metrics(
             assert [n["slug"] for n in visible["items"]] == ["/projects/x"]
             denied = _error(await session.call_tool("list_namespaces", {"namespaces": "/"}))
             assert denied["error"] == "access_denied"
-            stored = _structured(await session.call_tool(
-                "remember", {"content": "We use trunk-based development", "namespace": "/projects/x"}
-            ))
+            stored = _structured(
+                await session.call_tool(
+                    "remember", {"content": "We use trunk-based development", "namespace": "/projects/x"}
+                )
+            )
             assert stored["created"] is True
-            outside = _error(await session.call_tool(
-                "remember", {"content": "sneaky write", "namespace": "/projects/y"}
-            ))
+            outside = _error(
+                await session.call_tool("remember", {"content": "sneaky write", "namespace": "/projects/y"})
+            )
             assert outside["error"] == "access_denied"
             no_self = _structured(await session.call_tool("init", {}))
             assert no_self["self_available"] is False and no_self["namespaces_created"] == []
             assert "/projects/x" in no_self["message"]
-            assert _error(await session.call_tool("get_episode", {"id": scoped["other_episode"]}))[
-                "error"] == "record_not_found"
-            assert _error(await session.call_tool("purge_episode", {"id": scoped["other_episode"]}))[
-                "error"] == "record_not_found"
-            assert _error(await session.call_tool("delete_namespace", {"slug": "/projects/x", "confirm": True}))[
-                "error"] == "access_denied"
+            assert (
+                _error(await session.call_tool("get_episode", {"id": scoped["other_episode"]}))["error"]
+                == "record_not_found"
+            )
+            assert (
+                _error(await session.call_tool("purge_episode", {"id": scoped["other_episode"]}))["error"]
+                == "record_not_found"
+            )
+            assert (
+                _error(await session.call_tool("delete_namespace", {"slug": "/projects/x", "confirm": True}))[
+                    "error"
+                ]
+                == "access_denied"
+            )
             hits = _structured(await session.call_tool("recall", {"query": "launch date secret"}))
             assert {h["namespace"] for h in hits["results"]} == {"/projects/x"}
 
         async with _session(base, scoped["ro"]) as session:
             hits = _structured(await session.call_tool("recall", {"query": "trunk-based development"}))
             assert hits["results"][0]["id"] == stored["id"]
-            readonly = _error(await session.call_tool(
-                "remember", {"content": "read-only tokens cannot write", "namespace": "/projects/x"}
-            ))
+            readonly = _error(
+                await session.call_tool(
+                    "remember", {"content": "read-only tokens cannot write", "namespace": "/projects/x"}
+                )
+            )
             assert readonly["error"] == "access_denied"
-            assert _error(await session.call_tool("forget", {"about": "We use trunk-based development"}))[
-                "error"] == "access_denied"
+            assert (
+                _error(await session.call_tool("forget", {"about": "We use trunk-based development"}))[
+                    "error"
+                ]
+                == "access_denied"
+            )
 
         # nothing leaked across the scope: only the one permitted write happened
         assert (_count(store, "/projects/x"), _count(store, "/projects/y")) == (1, 1)
@@ -242,13 +318,18 @@ async def test_http_auth_matrix_health_and_metrics(
             await session.initialize()
             tools = (await session.list_tools()).tools
             assert "recall" in {t.name for t in tools}
-            assert _error(await session.call_tool("remember", {"content": "x", "namespace": "/projects/x"}))[
-                "error"] == "access_denied"
+            assert (
+                _error(await session.call_tool("remember", {"content": "x", "namespace": "/projects/x"}))[
+                    "error"
+                ]
+                == "access_denied"
+            )
 
         metrics = httpx2.get(base + "/metrics").text
         assert 'stash_mcp_tool_calls_total{outcome="ok",tool="remember"} 1.0' in metrics
         assert 'stash_mcp_tool_errors_total{code="access_denied",tool="remember"} 3.0' in metrics
         assert "stash_mcp_tool_duration_seconds_bucket" in metrics
+        assert 'stash_http_auth_failures_total{status="401"} 5.0' in metrics  # 4 POSTs + 1 SSE GET
     tokens = {t["name"]: t for t in auth.list_tokens(store)}
     assert tokens["agent"]["last_used_at"] is not None and tokens["old"]["revoked_at"] is not None
     assert all("token" not in t and "token_hash" not in t for t in tokens.values())
@@ -264,8 +345,11 @@ async def test_http_concurrent_remember_and_malformed_arguments(
             async def remember(i: int, key: str | None = None) -> None:
                 arguments = {"content": f"concurrent note {i}", "namespace": "/projects/x"}
                 if key:
-                    arguments = {"content": "the same retried note", "namespace": "/projects/x",
-                                 "idempotency_key": key}
+                    arguments = {
+                        "content": "the same retried note",
+                        "namespace": "/projects/x",
+                        "idempotency_key": key,
+                    }
                 results.append(_structured(await session.call_tool("remember", arguments)))
 
             async with anyio.create_task_group() as group:
@@ -281,7 +365,11 @@ async def test_http_concurrent_remember_and_malformed_arguments(
             assert sorted(r["created"] for r in results) == [False] * 9 + [True]
 
             malformed: list[tuple[str, dict[str, Any], str]] = [
-                ("remember", {"content": ["not", "a", "string"], "namespace": "/projects/x"}, "invalid_input"),
+                (
+                    "remember",
+                    {"content": ["not", "a", "string"], "namespace": "/projects/x"},
+                    "invalid_input",
+                ),
                 ("remember", {"namespace": "/projects/x"}, "invalid_input"),
                 ("remember", {"content": "nul \x00 byte", "namespace": "/projects/x"}, "invalid_input"),
                 ("remember", {"content": "x", "namespace": "/projects/x\x00"}, "invalid_namespace"),
@@ -298,8 +386,11 @@ async def test_http_concurrent_remember_and_malformed_arguments(
             assert _structured(await session.call_tool("stats", {}))["episodes"] == 51
 
         async with httpx2.AsyncClient(timeout=30) as http:
-            garbage = await http.post(base + "/mcp", content=b"{not json",
-                                      headers={**MCP_HEADERS, "Authorization": f"Bearer {scoped['rw']}"})
+            garbage = await http.post(
+                base + "/mcp",
+                content=b"{not json",
+                headers={**MCP_HEADERS, "Authorization": f"Bearer {scoped['rw']}"},
+            )
             assert 400 <= garbage.status_code < 500
             assert (await http.get(base + "/healthz")).status_code == 200
     assert _count(store, "/projects/x") == 51
