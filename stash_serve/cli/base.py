@@ -140,9 +140,9 @@ def probe_database(dsn: str, timeout: int = 5) -> None:
 
 def head_revision() -> str:
     """Newest migration id, read from the version files (importing Alembic costs ~0.5 s)."""
-    import stash_pipeline.db.migrate as _  # noqa: F401  (only to locate the package)
+    import stash_pipeline.db
 
-    versions = Path(sys.modules["stash_pipeline.db.migrate"].MIGRATIONS_DIR) / "versions"
+    versions = Path(stash_pipeline.db.__file__).parent / "migrations" / "versions"
     revisions: dict[str, str | None] = {}
     for path in versions.glob("*.py"):
         text = path.read_text(encoding="utf-8")

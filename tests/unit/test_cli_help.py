@@ -238,3 +238,10 @@ def test_mermaid_escapes_and_cuts_labels() -> None:
         "  F1 -->|0.50| X9",
     ]
     assert mermaid([], 4).splitlines() == ["graph TD", '  F4["fact 4"]']
+
+
+def test_cheap_head_revision_matches_alembic() -> None:
+    from stash_pipeline.db.migrate import head_revision as alembic_head
+    from stash_serve.cli.base import head_revision
+
+    assert head_revision() == alembic_head()
