@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,23 @@ COMPONENTS = [
     "the NAT gateway", "the ingress controller", "the object store", "the DNS resolver", "the job scheduler",
 ]
 HTTP_CODES = ["500", "502", "503", "504", "429"]
+COMPONENT_PARAPHRASE = {
+    "the payments sidecar": "the proxy next to the payment container", "the Redis cluster": "our cache nodes",
+    "the primary Postgres": "the main SQL database", "the CDN edge": "the content delivery edge servers",
+    "the Kafka brokers": "the event streaming brokers", "the NAT gateway": "the outbound network gateway",
+    "the ingress controller": "the load balancer in front of the cluster", "the object store": "blob storage",
+    "the DNS resolver": "name resolution", "the job scheduler": "the background task scheduler",
+}
+ERROR_PARAPHRASE = {
+    "ERR_CONN_RESET": "connections dropped by the peer", "ETIMEDOUT": "calls timing out",
+    "ECONNREFUSED": "connections refused", "ERR_TLS_HANDSHAKE": "a failed TLS negotiation",
+    "OOMKilled": "processes killed for using too much memory", "ERR_DISK_FULL": "no space left on the volume",
+    "DEADLINE_EXCEEDED": "requests running past their deadline", "ERR_POOL_EXHAUSTED": "no free pooled connections",
+    "SIGSEGV": "a segmentation fault", "ERR_DNS_NXDOMAIN": "a hostname that did not resolve",
+    "ERR_LOCK_TIMEOUT": "waiting too long on a lock", "ERR_CERT_EXPIRED": "an expired certificate",
+    "ERR_QUOTA_EXCEEDED": "hitting a quota", "ERR_SCHEMA_MISMATCH": "incompatible schemas",
+}
+ENV_PARAPHRASE = {"production": "prod", "staging": "the pre-prod environment", "canary": "the canary hosts"}
 
 NS_WORK = ["/acme/payments", "/acme/platform", "/acme/frontend", "/acme/data"]
 NS_PERSONAL = "/personal"
@@ -489,6 +507,20 @@ def build(seed: int = SEED) -> Builder:
     # -- chit-chat filler until the episode count target
     while len(b.episodes) < 2300:
         b.episode(rng.choice([NS_PERSONAL, *NS_WORK]), rng.choice(CHITCHAT).format(p=rng.choice(FIRST)), "chitchat")
+
+    # -- keyword-free questions (own generator, so the records above stay as they were):
+    # incidents described by symptom and cause, deploys with informal names
+    extra = random.Random(seed + 1)
+    by_cause: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for inc in incidents:
+        by_cause[(inc["svc"], inc["comp"])].append(inc)
+    unique_causes = sorted((k, v[0]) for k, v in by_cause.items() if len(v) == 1)
+    for (svc, comp), inc in extra.sample(unique_causes, 20):
+        b.question("paraphrase", f"Which outage of the {svc.replace('-', ' ')} service was blamed on "
+                   f"{COMPONENT_PARAPHRASE[comp]} ({ERROR_PARAPHRASE[inc['err']]})?", [inc["key"]])
+    for (svc, env, day), key in extra.sample(usable, 16):
+        b.question("distractor", f"what time did we finish shipping {svc.replace('-', ' ')} to "
+                   f"{ENV_PARAPHRASE[env]} that {day}", [key])
 
     # ids and splits: alternate within each type so dev and test both hold every type
     counts: dict[str, int] = {}
