@@ -39,19 +39,12 @@ from stash_pipeline.db import Session, query, translate_errors
 from stash_pipeline.memory import namespaces as ns_ops
 from stash_pipeline.reasoner import Reasoner, RunLedger
 from stash_pipeline.stages import STAGES, StageReport, StageSpec, get_stage
+from stash_pipeline.stages.common import ITEM_ERRORS
 
 if TYPE_CHECKING:
     import numpy as np
 
     from stash_pipeline.store import Store
-
-#: item-level failures: counted, dead-lettered, the batch goes on
-ITEM_ERRORS: tuple[type[BaseException], ...] = (
-    errors.ModelResponseInvalid,
-    errors.InvalidInput,
-    errors.Conflict,
-    errors.RecordNotFound,
-)
 
 NOT_CONFIGURED = (
     "reasoner not configured: set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL to enable model stages"

@@ -24,11 +24,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stash_pipeline import errors
+from stash_pipeline.db import translate_errors
 from stash_pipeline.memory import lineage
 from stash_pipeline.stages import prompts
+from stash_pipeline.stages.common import ITEM_ERRORS
 
 if TYPE_CHECKING:
     from stash_pipeline.consolidation import Batch, StageContext
+
 
 PAIRS_PER_CALL = 10
 
@@ -134,32 +137,43 @@ def apply(ctx: StageContext, batch: Batch, verdicts: list[Verdict], fact_ids: di
         if new_id is None or old_id is None or new_id == old_id:
             continue  # the new fact was not created (failed, deduplicated) — nothing to relate
         supersede = verdict.classification == "replacement" and verdict.confidence >= threshold
-        row = batch.tx.one(
-            "stage_contradiction_insert",
-            namespace_id=ctx.namespace_id,
-            old_fact_id=old_id,
-            new_fact_id=new_id,
-            entity=verdict.entity,
-            property=verdict.property,
-            old_value=verdict.old_value,
-            new_value=verdict.new_value,
-            classification=verdict.classification,
-            confidence=verdict.confidence,
-            explanation=verdict.explanation,
-            method="auto" if supersede else "structured",
-            resolved=supersede,
-            resolution="superseded" if supersede else None,
-        )
-        if row is None:
-            continue
-        if supersede:
-            batch.tx.execute(
-                "stage_contradiction_supersede", namespace_id=ctx.namespace_id, old_fact_id=old_id, new_fact_id=new_id
-            )
-        lineage.add(batch.tx, ctx.namespace_id, "contradiction", int(row["id"]), [("fact", old_id), ("fact", new_id)])
-        written += 1
-        ctx.report.details["contradictions"] = ctx.report.details.get("contradictions", 0) + 1
-        if supersede:
-            ctx.report.details["superseded"] = ctx.report.details.get("superseded", 0) + 1
+        try:
+            # A savepoint per pair: a constraint on one pair must not sink the batch
+            # (its facts are already written); the failure is counted, not hidden.
+            with translate_errors(), batch.tx.conn.transaction():
+                written += _write(ctx, batch, verdict, old_id, new_id, supersede)
+        except ITEM_ERRORS as exc:
+            ctx.report.items_failed += 1
+            ctx.report.details.setdefault("contradiction_errors", []).append(f"{old_id}->{new_id}: {exc}")
     batch.wrote(written)
     return written
+
+
+def _write(ctx: StageContext, batch: Batch, verdict: Verdict, old_id: int, new_id: int, supersede: bool) -> int:
+    row = batch.tx.one(
+        "stage_contradiction_insert",
+        namespace_id=ctx.namespace_id,
+        old_fact_id=old_id,
+        new_fact_id=new_id,
+        entity=verdict.entity,
+        property=verdict.property,
+        old_value=verdict.old_value,
+        new_value=verdict.new_value,
+        classification=verdict.classification,
+        confidence=verdict.confidence,
+        explanation=verdict.explanation,
+        method="auto" if supersede else "structured",
+        resolved=supersede,
+        resolution="superseded" if supersede else None,
+    )
+    if row is None:
+        return 0
+    if supersede:
+        batch.tx.execute(
+            "stage_contradiction_supersede", namespace_id=ctx.namespace_id, old_fact_id=old_id, new_fact_id=new_id
+        )
+    lineage.add(batch.tx, ctx.namespace_id, "contradiction", int(row["id"]), [("fact", old_id), ("fact", new_id)])
+    ctx.report.details["contradictions"] = ctx.report.details.get("contradictions", 0) + 1
+    if supersede:
+        ctx.report.details["superseded"] = ctx.report.details.get("superseded", 0) + 1
+    return 1
