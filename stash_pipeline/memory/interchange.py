@@ -1,4 +1,5 @@
-"""Data interchange: import episodes from JSONL, CSV or Parquet files.
+"""Data interchange: import episodes from JSONL, CSV or Parquet files; export a namespace
+tree to JSONL and import it back losslessly.
 
 Each row carries ``content`` and optionally ``occurred_at`` (ISO-8601 with a time zone),
 ``kind``, ``metadata`` (a JSON object; a JSON string in CSV) and ``idempotency_key``.
@@ -7,6 +8,14 @@ offending line numbers and nothing is written. Valid files go in batches of
 ``BATCH_SIZE`` through ``episodes.remember_batch`` (each batch one transaction, one
 embedding call). Rows with an ``idempotency_key`` make a re-import after a crash safe:
 already-imported rows are reported as replays, not duplicated.
+
+``export_tree`` writes every row of a namespace tree (namespaces, episodes, facts,
+lineage, relationships, causal links, patterns, contradictions, hypotheses and their
+evidence, goals and notes, failures, contexts) as one JSON object per line, without
+vectors. ``import_tree`` reads such a file in ONE transaction, optionally re-rooted under
+another namespace: rows get fresh ids, every reference (lineage, superseded_by, source
+fact, …) is remapped, and episodes and facts are re-embedded with the configured model.
+Importing the same file twice duplicates rows (or hits idempotency keys → Conflict).
 """
 
 from __future__ import annotations
@@ -14,9 +23,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
+
+from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
 from stash_pipeline.memory import _validate as v
@@ -169,3 +180,157 @@ def import_episodes(
         if progress is not None:
             progress(start + len(results), len(items))
     return {"namespace": slug, "rows": len(items), "created": created, "replayed": replayed, "batches": batches}
+
+
+# --- namespace tree export / import ------------------------------------------------------
+
+EXPORT_FORMAT = "stash-tree"
+EXPORT_VERSION = 1
+#: which id space a field refers to, per row type ("namespace" ids are remapped too)
+REFERENCES: dict[str, dict[str, str]] = {
+    "episode": {},
+    "goal": {"parent_id": "goal"},
+    "failure": {"goal_id": "goal"},
+    "fact": {},  # superseded_by is set after all facts exist
+    "relationship": {"source_fact_id": "fact"},
+    "causal_link": {"cause_fact_id": "fact", "effect_fact_id": "fact", "effect_failure_id": "failure"},
+    "pattern": {},
+    "contradiction": {"old_fact_id": "fact", "new_fact_id": "fact"},
+    "hypothesis": {"confirmed_fact_id": "fact"},
+    "hypothesis_evidence": {"hypothesis_id": "hypothesis", "fact_id": "fact"},
+    "goal_note": {"goal_id": "goal", "fact_id": "fact"},
+    "context": {},
+}
+IMPORT_QUERIES = {
+    "episode": "interchange_import_episode",
+    "goal": "interchange_import_goal",
+    "failure": "interchange_import_failure",
+    "fact": "interchange_import_fact",
+    "relationship": "interchange_import_relationship",
+    "causal_link": "interchange_import_causal_link",
+    "pattern": "interchange_import_pattern",
+    "contradiction": "interchange_import_contradiction",
+    "hypothesis": "interchange_import_hypothesis",
+    "hypothesis_evidence": "interchange_import_hypothesis_evidence",
+    "goal_note": "interchange_import_goal_note",
+    "context": "interchange_import_context",
+    "lineage": "interchange_import_lineage",
+}
+#: references that may point outside the exported tree and then become null
+NULLABLE = {
+    ("goal", "parent_id"), ("failure", "goal_id"), ("hypothesis", "confirmed_fact_id"),
+    ("hypothesis_evidence", "fact_id"), ("goal_note", "fact_id"),
+}
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def export_tree(store: Store, namespace: str, path: str | Path) -> dict[str, Any]:
+    """Write every row of a namespace tree to a JSONL file (no vectors); returns counts per type."""
+    root = v.slug(namespace)
+    file = Path(path)
+    counts: dict[str, int] = {}
+    with store.db.transaction() as tx:
+        tx.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one consistent snapshot
+        ids = list(ns.resolve_trees(tx, root))
+        rows = tx.all("interchange_export_tree", ids=ids)
+    with file.open("w", encoding="utf-8") as handle:
+        header = {"type": EXPORT_FORMAT, "version": EXPORT_VERSION, "root": root,
+                  "embedding_model": store.settings.embedding_model_name}
+        handle.write(json.dumps(header) + "\n")
+        for row in rows:
+            handle.write(json.dumps({"type": row["type"], "row": row["row"]}, default=_json_default) + "\n")
+            counts[row["type"]] = counts.get(row["type"], 0) + 1
+    return {"namespace": root, "path": str(file), "rows": counts}
+
+
+def _reroot(slug: str, root: str, into: str) -> str:
+    relative = slug[len(root):] if root != "/" else ("" if slug == "/" else slug)
+    base = "" if into == "/" else into
+    return (base + relative) or "/"
+
+
+def import_tree(store: Store, path: str | Path, *, into: str | None = None) -> dict[str, Any]:
+    """Import an ``export_tree`` file in one transaction (optionally under ``into``); returns counts."""
+    file = Path(path)
+    if not file.is_file():
+        raise errors.InvalidInput(f"no such file: {file}")
+    lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        header = json.loads(lines[0]) if lines else {}
+        records = [json.loads(line) for line in lines[1:]]
+    except json.JSONDecodeError as exc:
+        raise errors.InvalidInput(f"{file.name} is not a Stash tree export: {exc.msg}") from None
+    if header.get("type") != EXPORT_FORMAT or header.get("version") != EXPORT_VERSION:
+        raise errors.InvalidInput(f"{file.name} is not a Stash tree export (version {EXPORT_VERSION})")
+    root = v.slug(header["root"])
+    target = v.slug(into) if into is not None else root
+    kinds = set(REFERENCES) | {"namespace", "lineage"}
+    bad = sorted({r.get("type") for r in records} - kinds, key=str)
+    if bad:
+        raise errors.InvalidInput(f"unknown row type(s) in {file.name}: {bad}")
+    # embed outside the transaction, in one batched call
+    texts = [r["row"]["content"] for r in records if r["type"] in ("episode", "fact")]
+    vectors = iter(store.embedder.embed(texts) if texts else [])
+    ids: dict[str, dict[int, int]] = {kind: {} for kind in kinds}
+    counts: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    superseded: list[tuple[int, int]] = []
+    with store.db.transaction() as tx:
+        parts = target.strip("/").split("/") if target != "/" else []
+        for i in range(1, len(parts)):
+            tx.execute("ensure_namespace", slug="/" + "/".join(parts[:i]))
+        for record in records:
+            kind, row = record["type"], dict(record["row"])
+            if kind == "namespace":
+                slug = _reroot(row["slug"], root, target)
+                ids["namespace"][int(row["id"])] = int(tx.scalar("interchange_import_namespace", slug=slug,
+                                                                 row=Jsonb(row)))
+                counts[kind] = counts.get(kind, 0) + 1
+                continue
+            if not _remap(kind, row, ids):
+                skipped[kind] = skipped.get(kind, 0) + 1
+                continue
+            params: dict[str, Any] = {"row": Jsonb(row)}
+            if kind in ("episode", "fact"):
+                params.update(embedding=next(vectors), embedding_model=store.settings.embedding_model_name)
+            new_id = tx.scalar(IMPORT_QUERIES[kind], **params)
+            if kind == "fact" and record["row"].get("superseded_by") is not None:
+                superseded.append((int(new_id), int(record["row"]["superseded_by"])))
+            if kind not in ("lineage", "context"):
+                ids[kind][int(record["row"]["id"])] = int(new_id)
+            counts[kind] = counts.get(kind, 0) + 1
+        for new_id, old_target in superseded:
+            tx.execute("interchange_set_superseded_by", id=new_id, superseded_by=ids["fact"].get(old_target))
+    return {"namespace": target, "rows": counts, "skipped": skipped}
+
+
+def _remap(kind: str, row: dict[str, Any], ids: dict[str, dict[int, int]]) -> bool:
+    """Rewrite a row's references to the new ids; False when a required one is outside the tree."""
+    row.pop("id", None)
+    if "namespace_id" in row:
+        row["namespace_id"] = ids["namespace"].get(int(row["namespace_id"]))
+        if row["namespace_id"] is None:
+            return False
+    if kind == "lineage":
+        child = ids.get(row["child_kind"], {}).get(int(row["child_id"]))
+        parent = ids.get(row["parent_kind"], {}).get(int(row["parent_id"]))
+        if child is None or parent is None:
+            return False
+        row["child_id"], row["parent_id"] = child, parent
+        return True
+    if kind == "fact":
+        row["superseded_by"] = None
+    for field, target in REFERENCES[kind].items():
+        old = row.get(field)
+        if old is None:
+            continue
+        new = ids[target].get(int(old))
+        if new is None and (kind, field) not in NULLABLE:
+            return False
+        row[field] = new
+    return True

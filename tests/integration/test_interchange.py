@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from stash_pipeline import errors
-from stash_pipeline.memory import interchange, namespaces
+from stash_pipeline.memory import episodes, interchange, namespaces
 
 NS = "/imports"
 
@@ -129,3 +129,132 @@ def test_format_and_namespace_errors(store, tmp_path):
     empty = write_jsonl(tmp_path / "empty.jsonl", [""])
     with pytest.raises(errors.InvalidInput, match="no episodes"):
         interchange.import_episodes(store, NS, empty)
+
+
+# --- tree export / import ----------------------------------------------------------------
+
+def _sql(store, statement, *params):
+    with store.db.connection() as conn:
+        cur = conn.execute(statement, params or None)
+        rows = cur.fetchall() if cur.description else []
+        conn.commit()
+        return rows
+
+
+def _build_tree(store):
+    from stash_pipeline.memory import context, facts, lineage
+
+    namespaces.create(store, "/a/sub", "Sub", "a child namespace")
+    e1 = episodes.remember(store, "/a", "Alice owns billing", metadata={"src": "chat"}, idempotency_key="e1")["id"]
+    e2 = episodes.remember(store, "/a/sub", "Billing moved to the payments cluster")["id"]
+    episodes.remember(store, "/a", "forget me later")
+    episodes.forget(store, "forget me later", "/a", threshold=0.9)
+    old = facts.assert_fact(store, "/a", "Billing owner is Alice", entity="billing", property="owner",
+                            value="alice", source_episode_ids=[e1])["fact"]
+    new = facts.assert_fact(store, "/a", "Billing owner is Bob", entity="billing", property="owner",
+                            value="bob", supersede=True)["fact"]
+    cluster = facts.assert_fact(store, "/a/sub", "Billing runs on payments", source_episode_ids=[e2])["fact"]
+    facts.withdraw(store, cluster.id, "test withdrawal")
+    [rel] = _sql(store, "INSERT INTO relationships (namespace_id, from_entity, relation_type, to_entity, "
+                 "source_fact_id) SELECT id, 'bob', 'owns', 'billing', %s FROM namespaces WHERE slug = '/a' "
+                 "RETURNING id", new.id)
+    [pat] = _sql(store, "INSERT INTO patterns (namespace_id, content) SELECT id, 'owners change' FROM namespaces "
+                 "WHERE slug = '/a' RETURNING id")
+    with store.db.transaction() as tx:
+        nsid = namespaces.resolve_id(tx, "/a")
+        lineage.add(tx, nsid, "relationship", rel["id"], [("fact", new.id)])
+        lineage.add(tx, nsid, "pattern", pat["id"], [("fact", old.id), ("relationship", rel["id"])])
+    _sql(store, "INSERT INTO causal_links (namespace_id, cause_fact_id, effect_fact_id) "
+         "SELECT id, %s, %s FROM namespaces WHERE slug = '/a'", old.id, new.id)
+    [hyp] = _sql(store, "INSERT INTO hypotheses (namespace_id, content, verification_plan, confirmed_fact_id) "
+                 "SELECT id, 'Bob will keep billing', 'ask Bob', %s FROM namespaces WHERE slug = '/a' RETURNING id",
+                 new.id)
+    _sql(store, "INSERT INTO hypothesis_evidence (hypothesis_id, fact_id, namespace_id, verdict, confidence, "
+         "reasoning) SELECT %s, %s, id, 'supports', 0.8, 'because' FROM namespaces WHERE slug = '/a'",
+         hyp["id"], new.id)
+    [goal] = _sql(store, "INSERT INTO goals (namespace_id, content) SELECT id, 'ship billing v2' FROM namespaces "
+                  "WHERE slug = '/a' RETURNING id")
+    [child] = _sql(store, "INSERT INTO goals (namespace_id, parent_id, content) SELECT id, %s, 'write tests' "
+                   "FROM namespaces WHERE slug = '/a/sub' RETURNING id", goal["id"])
+    _sql(store, "INSERT INTO goal_notes (goal_id, namespace_id, author, content, fact_id) "
+         "SELECT %s, id, 'model', 'progress', %s FROM namespaces WHERE slug = '/a'", child["id"], new.id)
+    _sql(store, "INSERT INTO failures (namespace_id, goal_id, content, reason, lesson) "
+         "SELECT id, %s, 'broke prod', 'no tests', 'write tests' FROM namespaces WHERE slug = '/a'", goal["id"])
+    context.set_(store, "/a", "billing migration")
+    # something outside the tree that must not be exported
+    namespaces.create(store, "/z")
+    episodes.remember(store, "/z", "outside the tree")
+
+
+ID_FIELDS = {
+    "parent_id": "goal", "goal_id": "goal", "source_fact_id": "fact", "cause_fact_id": "fact",
+    "effect_fact_id": "fact", "effect_failure_id": "failure", "old_fact_id": "fact", "new_fact_id": "fact",
+    "confirmed_fact_id": "fact", "hypothesis_id": "hypothesis", "fact_id": "fact", "superseded_by": "fact",
+}
+
+
+def _canonical(path, root):
+    """Rows with ids replaced by their ordinal per type and slugs made relative: comparable across imports."""
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    records = lines[1:]
+    ordinal: dict[str, dict[int, int]] = {}
+    for r in records:
+        if "id" in r["row"]:
+            table = ordinal.setdefault(r["type"], {})
+            table[r["row"]["id"]] = len(table)
+    ns_slug = {r["row"]["id"]: r["row"]["slug"][len(root):] or "/" for r in records if r["type"] == "namespace"}
+    out = []
+    for r in records:
+        row = dict(r["row"])
+        row.pop("id", None)
+        if r["type"] == "namespace":
+            row["slug"] = row["slug"][len(root):] or "/"
+            row.pop("created_at"), row.pop("updated_at")
+        if "namespace_id" in row:
+            row["namespace_id"] = ns_slug[row["namespace_id"]]
+        for field, kind in ID_FIELDS.items():
+            if r["type"] != "lineage" and row.get(field) is not None:
+                row[field] = ordinal[kind][row[field]]
+        if r["type"] == "lineage":
+            row["child_id"] = ordinal[row["child_kind"]][row["child_id"]]
+            row["parent_id"] = ordinal[row["parent_kind"]][row["parent_id"]]
+            row.pop("created_at")
+        out.append((r["type"], json.dumps(row, sort_keys=True)))
+    return sorted(out)
+
+
+def test_tree_export_import_round_trip_is_lossless(store, tmp_path):
+    _build_tree(store)
+    first = tmp_path / "a.jsonl"
+    exported = interchange.export_tree(store, "/a", first)
+    assert exported["rows"]["namespace"] == 2 and exported["rows"]["episode"] == 3
+    assert exported["rows"]["fact"] == 3 and exported["rows"]["lineage"] == 5
+    assert '"embedding":' not in first.read_text() and "outside the tree" not in first.read_text()
+
+    imported = interchange.import_tree(store, first, into="/copy/of-a")
+    assert imported["rows"] == exported["rows"] and imported["skipped"] == {}
+    second = tmp_path / "b.jsonl"
+    interchange.export_tree(store, "/copy/of-a", second)
+    assert _canonical(first, "/a") == _canonical(second, "/copy/of-a")
+    # the copy behaves: its current facts and recall exclude the retired ones
+    from stash_pipeline.memory import facts, recall
+
+    assert [f.content for f in facts.query(store, "/copy/of-a")] == ["Billing owner is Bob"]
+    hits = recall.recall(store, "billing owner", "/copy/of-a")
+    assert "Billing owner is Alice" not in [h.content for h in hits]
+    assert {n.slug for n in namespaces.list_(store, "/copy")} == {"/copy", "/copy/of-a", "/copy/of-a/sub"}
+
+
+def test_tree_import_is_one_transaction(store, tmp_path):
+    _build_tree(store)
+    path = tmp_path / "a.jsonl"
+    interchange.export_tree(store, "/a", path)
+    before = _sql(store, "SELECT count(*) FROM episodes")[0]["count"]
+    # importing onto itself hits the idempotency key of e1 -> Conflict, and nothing stays
+    with pytest.raises(errors.Conflict):
+        interchange.import_tree(store, path)
+    assert _sql(store, "SELECT count(*) FROM episodes")[0]["count"] == before
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "something else"}\n')
+    with pytest.raises(errors.InvalidInput, match="not a Stash tree export"):
+        interchange.import_tree(store, bad)

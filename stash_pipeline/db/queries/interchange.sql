@@ -1,0 +1,165 @@
+-- interchange_export_tree --
+-- Every row of a namespace tree as (type, JSON row) without vectors, in an order that
+-- lets an import resolve references (parents before children; facts' superseded_by later).
+SELECT type, row FROM (
+    SELECT 0 AS ord, 'namespace' AS type, to_jsonb(t) AS row, t.slug AS sort_text, 0::bigint AS sort_id
+      FROM namespaces t WHERE t.id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 1, 'episode', to_jsonb(t) - 'embedding' - 'search', '', t.id FROM episodes t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 2, 'goal', to_jsonb(t), '', t.id FROM goals t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 3, 'failure', to_jsonb(t), '', t.id FROM failures t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 4, 'fact', to_jsonb(t) - 'embedding' - 'search', '', t.id FROM facts t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 5, 'relationship', to_jsonb(t), '', t.id FROM relationships t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 6, 'causal_link', to_jsonb(t), '', t.id FROM causal_links t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 7, 'pattern', to_jsonb(t), '', t.id FROM patterns t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 8, 'contradiction', to_jsonb(t), '', t.id FROM contradictions t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 9, 'hypothesis', to_jsonb(t), '', t.id FROM hypotheses t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 10, 'hypothesis_evidence', to_jsonb(t), '', t.id FROM hypothesis_evidence t
+     WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 11, 'goal_note', to_jsonb(t), '', t.id FROM goal_notes t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 12, 'context', to_jsonb(t), '', t.namespace_id FROM contexts t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 13, 'lineage', to_jsonb(t), t.child_kind || '/' || t.parent_kind, t.child_id FROM lineage t
+     WHERE t.namespace_id = ANY(%(ids)s)
+) x
+ORDER BY ord, sort_text, sort_id
+
+-- interchange_import_namespace --
+-- Create (or find) a namespace of an imported tree; existing ones keep their name.
+WITH ins AS (
+    INSERT INTO namespaces (slug, name, description, created_at, updated_at)
+    SELECT %(slug)s, r.name, r.description, r.created_at, r.updated_at
+    FROM jsonb_populate_record(NULL::namespaces, %(row)s) r
+    ON CONFLICT (slug) DO NOTHING
+    RETURNING id
+)
+SELECT id FROM ins UNION ALL SELECT id FROM namespaces WHERE slug = %(slug)s AND NOT EXISTS (SELECT 1 FROM ins)
+
+-- interchange_import_episode --
+-- Insert one imported episode (fresh id, vector re-embedded by the importer).
+INSERT INTO episodes (namespace_id, content, kind, metadata, idempotency_key, embedding, embedding_model,
+                      occurred_at, created_at, deleted_at, deleted_reason)
+SELECT r.namespace_id, r.content, r.kind, r.metadata, r.idempotency_key, %(embedding)s, %(embedding_model)s,
+       r.occurred_at, r.created_at, r.deleted_at, r.deleted_reason
+FROM jsonb_populate_record(NULL::episodes, %(row)s) r
+RETURNING id
+
+-- interchange_import_goal --
+-- Insert one imported goal.
+INSERT INTO goals (namespace_id, parent_id, content, status, priority, completed_at, abandoned_at,
+                   created_at, updated_at, deleted_at)
+SELECT r.namespace_id, r.parent_id, r.content, r.status, r.priority, r.completed_at, r.abandoned_at,
+       r.created_at, r.updated_at, r.deleted_at
+FROM jsonb_populate_record(NULL::goals, %(row)s) r
+RETURNING id
+
+-- interchange_import_failure --
+-- Insert one imported failure.
+INSERT INTO failures (namespace_id, goal_id, content, reason, lesson, created_at, deleted_at)
+SELECT r.namespace_id, r.goal_id, r.content, r.reason, r.lesson, r.created_at, r.deleted_at
+FROM jsonb_populate_record(NULL::failures, %(row)s) r
+RETURNING id
+
+-- interchange_import_fact --
+-- Insert one imported fact (superseded_by is set afterwards, once every fact has its new id).
+INSERT INTO facts (namespace_id, content, entity, property, value, confidence, origin, embedding, embedding_model,
+                   valid_from, valid_until, withdrawn_at, withdrawn_reason, needs_recheck, reinforcements,
+                   rationale, created_at, updated_at)
+SELECT r.namespace_id, r.content, r.entity, r.property, r.value, r.confidence, r.origin, %(embedding)s,
+       %(embedding_model)s, r.valid_from, r.valid_until, r.withdrawn_at, r.withdrawn_reason, r.needs_recheck,
+       r.reinforcements, r.rationale, r.created_at, r.updated_at
+FROM jsonb_populate_record(NULL::facts, %(row)s) r
+RETURNING id
+
+-- interchange_set_superseded_by --
+-- Point an imported fact at its (imported) replacement.
+UPDATE facts SET superseded_by = %(superseded_by)s WHERE id = %(id)s
+
+-- interchange_import_relationship --
+-- Insert one imported relationship.
+INSERT INTO relationships (namespace_id, from_entity, relation_type, to_entity, confidence, source_fact_id,
+                           withdrawn_at, created_at)
+SELECT r.namespace_id, r.from_entity, r.relation_type, r.to_entity, r.confidence, r.source_fact_id,
+       r.withdrawn_at, r.created_at
+FROM jsonb_populate_record(NULL::relationships, %(row)s) r
+RETURNING id
+
+-- interchange_import_causal_link --
+-- Insert one imported causal link.
+INSERT INTO causal_links (namespace_id, cause_fact_id, effect_fact_id, effect_failure_id, confidence, method,
+                          rationale, withdrawn_at, created_at, deleted_at)
+SELECT r.namespace_id, r.cause_fact_id, r.effect_fact_id, r.effect_failure_id, r.confidence, r.method,
+       r.rationale, r.withdrawn_at, r.created_at, r.deleted_at
+FROM jsonb_populate_record(NULL::causal_links, %(row)s) r
+RETURNING id
+
+-- interchange_import_pattern --
+-- Insert one imported pattern.
+INSERT INTO patterns (namespace_id, content, confidence, coherence, rationale, withdrawn_at, created_at, updated_at)
+SELECT r.namespace_id, r.content, r.confidence, r.coherence, r.rationale, r.withdrawn_at, r.created_at, r.updated_at
+FROM jsonb_populate_record(NULL::patterns, %(row)s) r
+RETURNING id
+
+-- interchange_import_contradiction --
+-- Insert one imported contradiction.
+INSERT INTO contradictions (namespace_id, old_fact_id, new_fact_id, entity, property, old_value, new_value,
+                            classification, confidence, explanation, method, resolved, resolution,
+                            resolved_at, created_at)
+SELECT r.namespace_id, r.old_fact_id, r.new_fact_id, r.entity, r.property, r.old_value, r.new_value,
+       r.classification, r.confidence, r.explanation, r.method, r.resolved, r.resolution, r.resolved_at,
+       r.created_at
+FROM jsonb_populate_record(NULL::contradictions, %(row)s) r
+RETURNING id
+
+-- interchange_import_hypothesis --
+-- Insert one imported hypothesis.
+INSERT INTO hypotheses (namespace_id, content, verification_plan, confidence, status, method, confirmed_fact_id,
+                        rejection_reason, tested_at, confirmed_at, rejected_at, created_at, updated_at, deleted_at)
+SELECT r.namespace_id, r.content, r.verification_plan, r.confidence, r.status, r.method, r.confirmed_fact_id,
+       r.rejection_reason, r.tested_at, r.confirmed_at, r.rejected_at, r.created_at, r.updated_at, r.deleted_at
+FROM jsonb_populate_record(NULL::hypotheses, %(row)s) r
+RETURNING id
+
+-- interchange_import_hypothesis_evidence --
+-- Insert one imported hypothesis verdict.
+INSERT INTO hypothesis_evidence (hypothesis_id, fact_id, namespace_id, verdict, confidence, new_confidence,
+                                 reasoning, action, created_at)
+SELECT r.hypothesis_id, r.fact_id, r.namespace_id, r.verdict, r.confidence, r.new_confidence, r.reasoning,
+       r.action, r.created_at
+FROM jsonb_populate_record(NULL::hypothesis_evidence, %(row)s) r
+RETURNING id
+
+-- interchange_import_goal_note --
+-- Insert one imported goal note.
+INSERT INTO goal_notes (goal_id, namespace_id, author, kind, content, confidence, fact_id, created_at)
+SELECT r.goal_id, r.namespace_id, r.author, r.kind, r.content, r.confidence, r.fact_id, r.created_at
+FROM jsonb_populate_record(NULL::goal_notes, %(row)s) r
+RETURNING id
+
+-- interchange_import_context --
+-- Insert (or replace) one imported context focus.
+INSERT INTO contexts (namespace_id, focus, expires_at, created_at, updated_at)
+SELECT r.namespace_id, r.focus, r.expires_at, r.created_at, r.updated_at
+FROM jsonb_populate_record(NULL::contexts, %(row)s) r
+ON CONFLICT (namespace_id) DO UPDATE
+   SET focus = EXCLUDED.focus, expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
+RETURNING namespace_id AS id
+
+-- interchange_import_lineage --
+-- Insert one imported lineage edge.
+INSERT INTO lineage (child_kind, child_id, parent_kind, parent_id, namespace_id, created_at)
+SELECT r.child_kind, r.child_id, r.parent_kind, r.parent_id, r.namespace_id, r.created_at
+FROM jsonb_populate_record(NULL::lineage, %(row)s) r
+ON CONFLICT DO NOTHING
+RETURNING child_id AS id
