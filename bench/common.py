@@ -22,7 +22,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -213,38 +213,34 @@ def bulk_fill(
     store: Any,
     table: str,
     namespace_id: int,
-    contents: Sequence[str],
-    vectors: np.ndarray,
-    *,
-    rebuild_indexes: bool = True,
+    chunks: Iterable[tuple[Sequence[str], np.ndarray]],
 ) -> float:
     """COPY rows into ``episodes`` or ``facts`` with precomputed vectors; returns seconds.
 
-    The HNSW and GIN indexes are dropped first and rebuilt after (much faster than
-    incremental inserts), from their own stored definitions.
+    ``chunks`` yields (contents, vectors) pairs, so 100k vectors need not sit in memory at
+    once. The HNSW and GIN indexes are dropped first and rebuilt after the last chunk (much
+    faster than incremental inserts), from their own stored definitions.
     """
     assert table in ("episodes", "facts")
     start = time.perf_counter()
     model = store.settings.embedding_model_name
+    extra = ["asserted"] if table == "facts" else []
+    columns = "namespace_id, content, embedding, embedding_model" + (", origin" if extra else "")
     with store.db.connection() as conn:
-        definitions = []
-        if rebuild_indexes:
-            rows = conn.execute(sql("bench_search_indexes"), {"table": table}).fetchall()
-            definitions = [r["indexdef"] for r in rows]
-            for r in rows:
-                conn.execute(f'DROP INDEX "{r["indexname"]}"')  # names read from pg_indexes
-        columns = "namespace_id, content, embedding, embedding_model" + (", origin" if table == "facts" else "")
-        with conn.cursor() as cur, cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-            for content, vector in zip(contents, vectors, strict=True):
-                literal = "[" + ",".join(f"{x:.6f}" for x in vector.tolist()) + "]"
-                row = [namespace_id, content, literal, model] + (["asserted"] if table == "facts" else [])
-                copy.write_row(row)
+        rows = conn.execute(sql("bench_search_indexes"), {"table": table}).fetchall()
+        for r in rows:
+            conn.execute(f'DROP INDEX "{r["indexname"]}"')  # names read from pg_indexes
         conn.commit()
-        if definitions:
-            conn.execute("SET maintenance_work_mem = '256MB'")
-            for definition in definitions:
-                conn.execute(definition)
+        for contents, vectors in chunks:
+            with conn.cursor() as cur, cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                for content, vector in zip(contents, vectors, strict=True):
+                    literal = "[" + ",".join(f"{x:.6f}" for x in vector.tolist()) + "]"
+                    copy.write_row([namespace_id, content, literal, model, *extra])
             conn.commit()
+        conn.execute("SET maintenance_work_mem = '256MB'")
+        for r in rows:
+            conn.execute(r["indexdef"])
+        conn.commit()
         conn.execute(f"ANALYZE {table}")
         conn.commit()
     return time.perf_counter() - start

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -54,12 +55,13 @@ def fill(store: Any, size: int) -> tuple[list[str], np.ndarray]:
     n_episodes = size - n_facts
     seconds = 0.0
     for table, count in (("episodes", n_episodes), ("facts", n_facts)):
-        for start in range(0, count, 50_000):
-            stop = min(count, start + 50_000)
-            contents = [f"{base_texts[i % len(base_texts)]} [{table} {i}]" for i in range(start, stop)]
-            seconds += common.bulk_fill(store, table, namespace_id, contents,
-                                        common.noisy_copies(base_vectors, stop - start, rng),
-                                        rebuild_indexes=(stop == count))
+        def chunks(table: str = table, count: int = count) -> Iterator[tuple[list[str], np.ndarray]]:
+            for start in range(0, count, 20_000):
+                stop = min(count, start + 20_000)
+                contents = [f"{base_texts[i % len(base_texts)]} [{table} {i}]" for i in range(start, stop)]
+                yield contents, common.noisy_copies(base_vectors, stop - start, rng)
+
+        seconds += common.bulk_fill(store, table, namespace_id, chunks())
     common.log(f"filled {n_episodes:,} episodes + {n_facts:,} facts in {seconds:.1f}s")
     return questions, question_vectors
 

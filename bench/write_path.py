@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -50,13 +51,14 @@ def fill(store: Any, size: int, base_texts: list[str], base_vectors: np.ndarray)
     with store.db.transaction() as tx:
         namespace_id = namespaces.resolve_id(tx, NAMESPACE)
     rng = np.random.default_rng(7)
-    contents = [f"{base_texts[i % len(base_texts)]} [existing {i}]" for i in range(size)]
-    seconds = 0.0
-    for start in range(0, size, 50_000):
-        stop = min(size, start + 50_000)
-        vectors = common.noisy_copies(base_vectors, stop - start, rng)
-        seconds += common.bulk_fill(store, "episodes", namespace_id, contents[start:stop], vectors,
-                                    rebuild_indexes=(stop == size))
+
+    def chunks() -> Iterator[tuple[list[str], np.ndarray]]:
+        for start in range(0, size, 20_000):
+            stop = min(size, start + 20_000)
+            contents = [f"{base_texts[i % len(base_texts)]} [existing {i}]" for i in range(start, stop)]
+            yield contents, common.noisy_copies(base_vectors, stop - start, rng)
+
+    seconds = common.bulk_fill(store, "episodes", namespace_id, chunks())
     return seconds
 
 
