@@ -240,3 +240,19 @@ def test_insert_fact_writes_lineage_in_same_transaction(store, ns):
         facts.insert_fact(tx, store, namespace_id=nsid, content="y", origin="synthesis", confidence=0.5,
                           parents=[("banana", 1)])
     assert count(store, "SELECT count(*) FROM facts") == 1
+
+
+def test_every_query_name_used_by_the_memory_core_exists():
+    import re
+    from pathlib import Path
+
+    from stash_pipeline.db.sql import QUERIES
+    from stash_pipeline.memory import interchange
+
+    root = Path(episodes.__file__).parent
+    used: set[str] = set(interchange.IMPORT_QUERIES.values())
+    for name in ("episodes", "facts", "recall", "context", "lineage", "admin", "interchange"):
+        text = (root / f"{name}.py").read_text()
+        used |= set(re.findall(r"\.(?:one|all|scalar|execute|returning_many|executemany)\(\s*\"([a-z0-9_]+)\"", text))
+    assert len(used) > 30
+    assert sorted(used - set(QUERIES)) == []
