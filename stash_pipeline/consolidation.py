@@ -155,6 +155,13 @@ class StageContext:
         with self.store.db.transaction() as tx:
             return tx.all(name, **params)
 
+    def nearest_fact(self, embedding: Any) -> dict[str, Any] | None:
+        """The current fact of this namespace nearest to ``embedding`` (id, confidence, similarity)."""
+        with self.store.db.transaction() as tx:
+            # Without iterative scans a filtered HNSW search can miss this namespace's rows.
+            tx.one("stage_hnsw_iterative_scan")
+            return tx.one("stage_facts_nearest_current", namespace_id=self.namespace_id, embedding=embedding)
+
     def pending(self, item_kind: str, limit: int | None = None) -> list[int]:
         """Ids of this stage's dead-lettered items waiting for a retry."""
         rows = self.read(

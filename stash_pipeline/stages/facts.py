@@ -242,9 +242,9 @@ def process_episodes(
     created: list[_Proposal] = []
     for proposal, vector in zip(ordered, vectors, strict=True):
         proposal.embedding = vector
-        nearest = ctx.read("stage_facts_nearest_current", namespace_id=ctx.namespace_id, embedding=vector)
-        if nearest and float(nearest[0]["similarity"]) >= dedup:
-            proposal.reinforce_id = int(nearest[0]["id"])
+        nearest = ctx.nearest_fact(vector)
+        if nearest and float(nearest["similarity"]) >= dedup:
+            proposal.reinforce_id = int(nearest["id"])
             continue
         unit = _unit(vector)
         twin = next((p for p in created if float(np.dot(_unit(p.embedding), unit)) >= dedup), None)

@@ -123,9 +123,9 @@ def process(
         patterns.append(_Pattern(key=n, finding=finding, text=text, embedding=None))
     for pattern, vector in zip(patterns, ctx.embed([p.text for p in patterns]), strict=True):
         pattern.embedding = vector
-        nearest = ctx.read("stage_facts_nearest_current", namespace_id=ctx.namespace_id, embedding=vector)
-        if nearest and float(nearest[0]["similarity"]) >= ctx.settings.consolidation_dedup_threshold:
-            pattern.reinforce_id = int(nearest[0]["id"])
+        nearest = ctx.nearest_fact(vector)
+        if nearest and float(nearest["similarity"]) >= ctx.settings.consolidation_dedup_threshold:
+            pattern.reinforce_id = int(nearest["id"])
     unique: list[_Pattern] = []
     for pattern in patterns:  # two findings of the same pattern in one answer: keep the first
         if pattern.reinforce_id is None and any(

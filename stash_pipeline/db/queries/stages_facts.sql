@@ -57,3 +57,8 @@ UPDATE facts
    SET valid_until = GREATEST(now(), valid_from), superseded_by = %(new_fact_id)s, updated_at = now()
  WHERE id = %(old_fact_id)s AND namespace_id = %(namespace_id)s
    AND withdrawn_at IS NULL AND valid_until IS NULL
+
+-- stage_hnsw_iterative_scan --
+-- Let a filtered HNSW scan keep searching until it finds rows of this namespace
+-- (pgvector >= 0.8); transaction-local.
+SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true) AS mode

@@ -132,3 +132,28 @@ def test_tolerant_parsing_think_and_fences(cstore, server, model, fault):
     model.inject("facts", fault)
     report = consolidation.run_stage(cstore, "/t", "facts")
     assert (report.rows_written, report.items_failed, report.model_calls) == (1, 0, 1)
+
+
+def test_clustering_does_not_depend_on_input_order():
+    import random
+
+    from stash_pipeline.embedding.hashing import HashEmbedder
+
+    texts = [
+        "Alice lives in Paris near the river Seine", "Alice lives in Paris near the river",
+        "Alice lives in Paris near the river today", "Bob deploys Kubernetes clusters every Friday",
+        "Bob deploys Kubernetes clusters every Friday night", "Carol writes Rust code for the Nimbus project",
+    ]
+    embedder = HashEmbedder(384)
+    items = [{"id": i + 1, "content": t, "embedding": v} for i, (t, v) in enumerate(zip(texts, embedder.embed(texts), strict=True))]
+
+    def groups(order):
+        return sorted(sorted(r["id"] for r in c) for c in facts_stage.cluster(order, 0.85))
+
+    expected = groups(items)
+    assert expected == [[1, 2, 3], [4, 5], [6]]
+    rng = random.Random(3)
+    for _ in range(10):
+        shuffled = items[:]
+        rng.shuffle(shuffled)
+        assert groups(shuffled) == expected

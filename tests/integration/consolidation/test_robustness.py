@@ -68,7 +68,7 @@ def test_wrong_ids_are_fed_back_and_retried(cstore, server, model):
     assert len(rows(cstore, "SELECT id FROM relationships")) == 3
 
 
-@pytest.mark.parametrize("fault", ["status500", "timeout"])
+@pytest.mark.parametrize("fault", ["status500", "status429", "timeout"])
 def test_outage_fails_the_run_and_keeps_the_cursor(cstore, server, model, fault):
     seed(cstore, "/r", EPISODES)
     model.inject("facts", fault, times=2)  # first try + one retry (reasoner_max_retries=1)
@@ -80,7 +80,7 @@ def test_outage_fails_the_run_and_keeps_the_cursor(cstore, server, model, fault)
     assert rows(cstore, "SELECT id FROM facts") == []
     failed = rows(cstore, "SELECT ok, attempt, error FROM model_calls ORDER BY id")
     assert [(c["ok"], c["attempt"]) for c in failed] == [(False, 1), (False, 2)]
-    assert failed[0]["error"].startswith("500" if fault == "status500" else "timeout")
+    assert failed[0]["error"].startswith({"status500": "500", "status429": "429", "timeout": "timeout"}[fault])
     ok = consolidation.run_stage(cstore, "/r", "facts")
     assert ok.status == "ok" and ok.rows_written == 3 and ok.cursor_to > 0
     # run_all reports the outage instead of raising, and still runs decay
