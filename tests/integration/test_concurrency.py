@@ -30,7 +30,7 @@ def test_concurrent_writers_lose_nothing(store, make_store):
                     results[n] += [r["id"] for r in out]
                 else:
                     results[n].append(episodes.remember(stores[n], ns, f"writer {n} episode {i}")["id"])
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             failures.append(exc)
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(WRITERS)]
