@@ -1,0 +1,151 @@
+"""`dagster dev -w workspace.yaml` on Postgres: the daemon discovers a namespace and consolidates it.
+
+The whole deployment path, no manual step: the repository's dagster.yaml (storage in its
+own database on the test server), the workspace's code location, the sensors running
+by default, runs launched in subprocesses that call the scripted model over HTTP.
+Slow (a minute or two): run with ``--run-slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+
+from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.memory.episodes import remember
+from stash_pipeline.store import Store
+from tests.conftest import free_port
+from tests.support.openai_server import ScriptedOpenAI
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXTS = ["Alice lives in Paris near the river Seine", "Bob deploys Kubernetes clusters every Friday"]
+
+
+def graphql(port: int, query: str) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def wait_for(what: str, check: Any, timeout: float, proc: subprocess.Popen[bytes], log: Path) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"dagster dev exited while waiting for {what}:\n{log.read_text()[-4000:]}")
+        try:
+            value = check()
+        except Exception:
+            value = None
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
+
+
+@pytest.fixture
+def dagster_db(pg_admin_dsn: str) -> Iterator[str]:
+    name = f"dagster_t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield name
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.slow
+def test_dagster_dev_discovers_and_consolidates_a_new_namespace(
+    store: Store, database_url: str, pg_admin_dsn: str, dagster_db: str, tmp_path: Path
+) -> None:
+    from tests.support.scripted_model import ScriptedModel
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    admin = conninfo_to_dict(pg_admin_dsn)
+    port = free_port()
+    log = tmp_path / "dagster-dev.log"
+    with ScriptedOpenAI(ScriptedModel()) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("STASH_", "DAGSTER_"))}
+        env.update(
+            {
+                "DAGSTER_HOME": str(home),
+                "STASH_DAGSTER_PG_HOST": str(admin.get("host", "127.0.0.1")),
+                "STASH_DAGSTER_PG_PORT": str(admin.get("port", "5432")),
+                "STASH_DAGSTER_PG_USER": str(admin.get("user", "postgres")),
+                "STASH_DAGSTER_PG_PASSWORD": str(admin.get("password", "")),
+                "STASH_DAGSTER_PG_DB": dagster_db,
+                "STASH_DATABASE_URL": database_url,
+                "STASH_HOME": str(tmp_path / "stash_home"),
+                "STASH_EMBEDDER": "hash",
+                "STASH_OPENAI_BASE_URL": server.base_url,
+                "STASH_OPENAI_API_KEY": "test",
+                "STASH_REASONER_MODEL": "scripted",
+                "STASH_ENV_FILE": "/nonexistent/.env",
+            }
+        )
+        dagster = str(Path(sys.executable).parent / "dagster")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [dagster, "dev", "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
+                cwd=tmp_path,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, stopped as one below
+                # `dagster dev` maps SIGTERM to SIGINT's handler; make sure that is the default one
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
+        try:
+            nodes = wait_for(
+                "the asset graph in the UI",
+                lambda: graphql(port, "{ assetNodes { assetKey { path } } }")["data"]["assetNodes"],
+                120,
+                proc,
+                log,
+            )
+            assert {n["assetKey"]["path"][0] for n in nodes} >= {"episodes", "facts", "causal_links", "decay"}
+
+            ns.create(store, "/team/alpha")
+            for text in TEXTS:
+                remember(store, "/team/alpha", text)
+
+            def consolidated() -> bool:
+                rows = store.db.all("stage_backlog", namespace_ids=None)
+                done = {r["stage"]: r for r in rows if r["slug"] == "/team/alpha"}
+                return done["facts"]["cursor"] > 0 and done["relationships"]["cursor"] > 0
+
+            wait_for("facts and relationships of /team/alpha", consolidated, 240, proc, log)
+            runs = graphql(
+                port,
+                '{ runsOrError(filter: {tags: [{key: "stash/trigger", value: "watermark"}]}) '
+                "{ ... on Runs { results { status tags { key value } } } } }",
+            )["data"]["runsOrError"]["results"]
+            assert any(
+                r["status"] == "SUCCESS" and {"key": "dagster/partition", "value": "/team/alpha"} in r["tags"]
+                for r in runs
+            ), runs
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
