@@ -548,6 +548,58 @@ RETRO_ACTIONS = [
 ]
 
 
+# Values disjoint from everything a question asks about: distractors built from them can
+# look like answers (same templates, same namespaces) but never are one.
+DX_FIRST = ["Quentin", "Beatriz", "Anselm", "Noor", "Tariq", "Wilma", "Xavier", "Ylva", "Zainab", "Olek"]
+DX_SERVICES = ["legacy-cron", "pdf-renderer", "sms-gateway", "tax-calculator", "cms-backend", "sitemap-builder"]
+DX_ENVS = ["qa", "dev", "load-test"]
+DX_APPOINTMENTS = ["vet", "tax advisor", "mechanic", "notary"]
+
+
+def distractors(count: int, seed: int = SEED + 2) -> list[dict[str, Any]]:
+    """``count`` extra episodes that answer no question (for ``retrieval_quality --large``).
+
+    Same templates and namespaces as the labelled set, but with people, services,
+    environments and appointment kinds that no question mentions, incident ids of five
+    digits (questions use four), and no updated values or dated decisions.
+    """
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    b = Builder(rng)
+    for i in range(count):
+        pick = i % 6
+        if pick == 0:
+            ns, text = rng.choice([NS_PERSONAL, *NS_WORK]), rng.choice(CHITCHAT).format(p=rng.choice(DX_FIRST))
+        elif pick == 1:
+            svc = rng.choice(DX_SERVICES)
+            ns = rng.choice(NS_WORK)
+            text = (f"INC-{rng.randint(10000, 99999)}: {svc} returned {rng.choice(HTTP_CODES)} errors for "
+                    f"{rng.randint(3, 95)} minutes after the v{rng.randint(5, 9)}.{rng.randint(0, 30)}.0 rollout; "
+                    f"root cause was {rng.choice(ERRORS)} from {rng.choice(COMPONENTS)}.")
+        elif pick == 2:
+            ns = rng.choice(NS_WORK)
+            text = DEPLOY.format(svc=rng.choice(DX_SERVICES + SERVICES), ver=f"v{rng.randint(5, 9)}.0.{i}",
+                                 env=rng.choice(DX_ENVS), hh=f"{rng.randint(8, 20):02d}",
+                                 mm=f"{rng.randint(0, 59):02d}", day=rng.choice(DAYS))
+        elif pick == 3:
+            ns = NS_PERSONAL
+            text = APPOINTMENTS.format(p=rng.choice(FIRST + DX_FIRST), what=rng.choice(DX_APPOINTMENTS),
+                                       day=rng.choice(DAYS), hh=rng.randint(8, 17))
+        elif pick == 4:
+            ns = NS_PREFS
+            statement, _question, values = rng.choice(PREFERENCES)
+            text = statement.format(p=rng.choice(DX_FIRST), v=rng.choice(values))
+        else:
+            ns = NS_RESEARCH
+            text = rng.choice(RESEARCH).format(
+                run=f"X{i:05d}", lr=rng.choice(["2e-4", "7e-5"]), bs=rng.choice([48, 96]),
+                loss=f"{rng.uniform(0.2, 1.4):.3f}", part=rng.choice(PARTS), delta=f"{rng.uniform(0.1, 4):.1f}",
+                idea=rng.choice(IDEAS))
+        out.append({"key": f"dx-{i + 1:06d}", "namespace": ns, "content": f"{text}", "occurred_at": b.at(),
+                    "kind": "observation", "topic": "distractor"})
+    return out
+
+
 def write(builder: Builder, directory: Path = HERE) -> dict[str, int]:
     """Write the three JSONL files; returns their line counts."""
     out = {}

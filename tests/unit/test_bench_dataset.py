@@ -83,3 +83,16 @@ def test_generator_reproduces_the_committed_files(tmp_path: Path) -> None:
     generate.write(generate.build(), tmp_path)
     for name in ("episodes", "facts", "questions"):
         assert (tmp_path / f"{name}.jsonl").read_bytes() == (DATA / f"{name}.jsonl").read_bytes(), name
+
+
+def test_distractors_answer_no_question(data: dict[str, list[dict]]) -> None:
+    extra = generate.distractors(600)
+    assert len(extra) == 600 and len({e["key"] for e in extra}) == 600
+    assert extra == generate.distractors(600)  # deterministic
+    texts = " ".join(e["content"] for e in extra)
+    for q in data["questions"]:
+        if q["type"] == "identifier" and q["query"].startswith("INC-"):
+            assert q["query"] + ":" not in texts
+    for service in generate.SERVICES:
+        assert f"{service} returned" not in texts  # no incident on a service a question asks about
+    assert {e["namespace"] for e in extra} <= {e["namespace"] for e in data["episodes"]}
