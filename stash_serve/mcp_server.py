@@ -265,7 +265,11 @@ class StashMCPServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
         try:
-            result = await super().call_tool(name, arguments, context)
+            unknown = self._unknown_arguments(name, arguments)
+            if unknown:
+                result = error_result(errors.InvalidInput(unknown))
+            else:
+                result = await super().call_tool(name, arguments, context)
         except MCPError:
             TOOL_CALLS.labels(name, "error").inc()
             raise
@@ -291,6 +295,21 @@ class StashMCPServer(MCPServer):
             code = (getattr(result, "structured_content", None) or {}).get("error", "error")
             TOOL_ERRORS.labels(label, str(code)).inc()
         return result
+
+    def _unknown_arguments(self, name: str, arguments: dict[str, Any]) -> str | None:
+        """A message naming arguments the tool does not take (a misspelt ``namespace`` would
+        otherwise be dropped silently and, say, widen a read to every namespace)."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is None or not isinstance(arguments, dict):
+            return None
+        accepted = set(tool.parameters.get("properties", {}))
+        unknown = sorted(str(key)[:64] for key in arguments if key not in accepted)
+        if not unknown:
+            return None
+        return (
+            f"unknown argument(s) {', '.join(unknown[:10])} for {name}; "
+            f"it takes: {', '.join(sorted(accepted)) or 'no arguments'}"
+        )
 
 
 class _InternalError(errors.StashError):
@@ -1397,6 +1416,8 @@ def main(argv: list[str] | None = None) -> None:
     except errors.StashError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:  # interrupted while starting, before the signal handlers were set
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -333,3 +333,65 @@ async def test_consolidate_status_and_stats(server: Any) -> None:
         assert (stats["namespaces"], stats["episodes"], stats["facts"]["current"]) == (1, 1, 0)
         assert (await ok(client, "stats"))["namespaces"] == 2  # '/' and '/p'
         assert (await fails(client, "stats", {"namespaces": "/nope"}))["error"] == "namespace_not_found"
+
+
+async def test_every_tool_has_a_clear_error_path(server: Any) -> None:
+    """One typical mistake per tool → a tool error with the expected code (and nothing crashes)."""
+    missing = {"namespaces": "/nope"}
+    cases: dict[str, tuple[dict[str, Any], str]] = {
+        "init": ({"unexpected": 1}, "invalid_input"),
+        "create_namespace": ({"slug": "/Bad"}, "invalid_namespace"),
+        "list_namespaces": ({"offset": -1}, "invalid_input"),
+        "delete_namespace": ({"slug": "/"}, "invalid_input"),
+        "remember": ({"content": "x", "namespace": "/nope"}, "namespace_not_found"),
+        "remember_batch": ({"namespace": "/", "items": []}, "invalid_input"),
+        "get_episode": ({"id": 424242}, "record_not_found"),
+        "forget": ({"about": ""}, "empty_content"),
+        "purge_episode": ({"id": 424242}, "record_not_found"),
+        "recall": ({"query": "x", **missing}, "namespace_not_found"),
+        "set_context": ({"focus": "", "namespace": "/"}, "empty_content"),
+        "get_context": ({"namespace": "nope"}, "invalid_namespace"),
+        "clear_context": ({"namespace": "/nope"}, "namespace_not_found"),
+        "query_facts": (missing, "namespace_not_found"),
+        "get_fact": ({"id": 424242}, "record_not_found"),
+        "assert_fact": ({"content": "x", "namespace": "/nope"}, "namespace_not_found"),
+        "withdraw_fact": ({"id": 424242, "reason": "wrong"}, "record_not_found"),
+        "purge_fact": ({"id": 424242}, "record_not_found"),
+        "query_relationships": (missing, "namespace_not_found"),
+        "query_patterns": (missing, "namespace_not_found"),
+        "list_causal_links": (missing, "namespace_not_found"),
+        "create_causal_link": ({"cause_id": 1}, "invalid_input"),
+        "trace_causal_chain": ({"fact_id": 424242}, "record_not_found"),
+        "delete_causal_link": ({"id": 424242}, "record_not_found"),
+        "list_contradictions": (missing, "namespace_not_found"),
+        "resolve_contradiction": ({"id": 424242, "resolution": "keep_new"}, "record_not_found"),
+        "list_hypotheses": ({"status": "maybe"}, "invalid_input"),
+        "create_hypothesis": ({"content": "x", "verification_plan": "y", "confidence": 2}, "invalid_input"),
+        "show_hypothesis": ({"id": 424242}, "record_not_found"),
+        "test_hypothesis": ({"id": 424242}, "record_not_found"),
+        "refine_hypothesis": ({"id": 424242, "content": "x"}, "record_not_found"),
+        "confirm_hypothesis": ({"id": 424242}, "record_not_found"),
+        "reject_hypothesis": ({"id": 424242}, "record_not_found"),
+        "delete_hypothesis": ({"id": 424242}, "record_not_found"),
+        "list_goals": ({"status": "done"}, "invalid_input"),
+        "create_goal": ({"content": "x", "parent_id": 424242}, "record_not_found"),
+        "show_goal": ({"id": 424242}, "record_not_found"),
+        "update_goal": ({"id": 424242, "priority": 1}, "record_not_found"),
+        "complete_goal": ({"id": 424242}, "record_not_found"),
+        "abandon_goal": ({"id": 424242}, "record_not_found"),
+        "delete_goal": ({"id": 424242}, "record_not_found"),
+        "list_failures": (missing, "namespace_not_found"),
+        "create_failure": ({"content": "x", "reason": "y"}, "invalid_input"),
+        "show_failure": ({"id": 424242}, "record_not_found"),
+        "delete_failure": ({"id": 424242}, "record_not_found"),
+        "consolidate": (missing, "namespace_not_found"),
+        "consolidation_status": (missing, "namespace_not_found"),
+        "stats": (missing, "namespace_not_found"),
+    }
+    async with Client(server) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert set(cases) == tools  # every tool is covered
+        for tool, (arguments, code) in cases.items():
+            body = await fails(client, tool, arguments)
+            assert body["error"] == code, (tool, body)
+            assert body["message"] and len(body["message"]) < 1000, (tool, body)

@@ -265,6 +265,9 @@ async def test_bad_inputs_are_tool_errors_and_server_keeps_answering(server: Any
             body = await fails(client, tool, arguments)
             assert body["error"] == code, (tool, arguments, body)
             assert "\x00" not in body["message"]
+        # a misspelt argument is an error, not silently dropped (it would widen this read to everything)
+        typo = await fails(client, "recall", {"query": "x", "namespace": "/p"})
+        assert typo["error"] == "invalid_input" and "namespaces" in typo["message"]
         # after all that, the server still works
         assert (await ok(client, "list_namespaces"))["items"][0]["slug"] == "/"
 

@@ -131,12 +131,16 @@ def test_stdio_server_exits_cleanly_on_signal(settings: Any, tmp_path: Path, sig
         cwd=str(Path(__file__).resolve().parents[2]),
     )
     try:
-        time.sleep(2)  # let it start and wait on stdin
-        assert process.poll() is None
+        # one request/answer round trip proves the server is up and serving before the signal
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+        process.stdin.flush()
+        answer = json.loads(process.stdout.readline())
+        assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "stash"
         process.send_signal(signum)
         out, err = process.communicate(timeout=15)
         assert process.returncode == 0, err.decode()
-        assert out == b""  # nothing but protocol on stdout, and there was no request
+        assert out == b""  # nothing else was written to stdout
         assert b"Traceback" not in err
     finally:
         if process.poll() is None:
