@@ -268,13 +268,14 @@ class EmbeddedServer:
 
     def _ensure_databases(self) -> None:
         import psycopg
+        from psycopg import sql
 
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
             existing = {r[0] for r in conn.execute("SELECT datname FROM pg_database")}
             for name in DATABASES:
                 if name not in existing:
                     with contextlib.suppress(psycopg.errors.DuplicateDatabase):
-                        conn.execute(f'CREATE DATABASE "{name}"')  # name from a fixed tuple
+                        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
 def resolve_dsn(settings: Settings, database: str = "stash", *, autostart: bool = True) -> str:

@@ -1,8 +1,8 @@
 """Schema migrations: ``stash migrate`` runs Alembic over ``db/migrations`` (idempotent).
 
-The first migration creates the vector columns with ``STASH_VECTOR_DIM`` dimensions and
-records the embedding model and dimension in ``settings`` (the lock checked by
-``stash_pipeline.embedding.check_lock``).
+The first migration creates the vector columns with ``STASH_VECTOR_DIM`` dimensions; the
+embedding model and dimension are recorded in ``settings`` by the first embed (the lock
+checked by ``stash_pipeline.embedding.cache.CachedEmbedder.check_lock``).
 """
 
 from __future__ import annotations

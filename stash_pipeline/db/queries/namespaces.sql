@@ -2,10 +2,6 @@
 -- One namespace by its exact slug.
 SELECT * FROM namespaces WHERE slug = %(slug)s
 
--- get_namespace_by_id --
--- One namespace by id.
-SELECT * FROM namespaces WHERE id = %(id)s
-
 -- resolve_namespace_tree --
 -- A namespace and all its descendants ('/' matches everything). LIKE metacharacters
 -- in the slug are escaped by the caller-independent replace chain.
