@@ -104,15 +104,18 @@ def vector_sql(store: Any, vector: np.ndarray) -> list[dict[str, Any]]:
         return tx.conn.execute(common.sql("bench_vector_only"), {"embedding": vector, "limit": 10}).fetchall()
 
 
-def explain(store: Any, params: dict[str, Any]) -> list[str]:
+def explain(store: Any, params: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """EXPLAIN (ANALYZE) lines of the hybrid query and of the vector-only baseline."""
     from stash_pipeline.db.sql import query as named
     from stash_pipeline.memory import recall
 
     with store.db.transaction() as tx:
         tx.one("recall_search_params", ef_search=str(recall.EF_SEARCH))
-        rows = tx.conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + named("recall_hybrid"),
-                               params).fetchall()
-    return [next(iter(r.values())) for r in rows]
+        ours = tx.conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + named("recall_hybrid"), params).fetchall()
+    with store.db.transaction() as tx:
+        base = tx.conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + common.sql("bench_vector_only"),
+                               {"embedding": params["embedding"], "limit": 10}).fetchall()
+    return [next(iter(r.values())) for r in ours], [next(iter(r.values())) for r in base]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         for q in questions:
             cached_ref.append(common.timed(lambda q=q: vector_sql(store, store.embedder.embed_one(q)))[0])
         probe = next(i for i, q in enumerate(questions) if q.startswith("What was the root cause of INC-"))
-        plan = explain(store, prepared[probe])
+        plan, base_plan = explain(store, prepared[probe])
 
     s = {name: common.summarize(values) for name, values in (
         ("e2e", e2e), ("e2e_ref", e2e_ref), ("cached", cached), ("cached_ref", cached_ref),
@@ -161,11 +164,12 @@ def main(argv: list[str] | None = None) -> None:
         f"{int(size * FACT_SHARE):,} facts), {len(questions)} queries, limit 10 — ratio = ours / baseline",
         ["measure", "ours (hybrid recall)", "baseline (vector-only)", "ratio"], rows)
 
-    print("EXPLAIN (ANALYZE) of recall_hybrid (an identifier question), scan lines:")
-    for line in plan:
-        if any(word in line for word in ("hnsw", "_gin", "Seq Scan", "Execution Time", "Planning Time")):
-            print("   ", re.sub(r"'\[[^']*\]'::vector", "'[...]'::vector", line.strip()))
-    print()
+    for title, lines in (("recall_hybrid (ours)", plan), ("vector-only baseline", base_plan)):
+        print(f"EXPLAIN (ANALYZE) of {title} for {questions[probe]!r}, scan lines:")
+        for line in lines:
+            if any(word in line for word in ("hnsw", "_gin", "Seq Scan", "Execution Time", "Planning Time")):
+                print("   ", re.sub(r"'\[[^']*\]'::vector", "'[...]'::vector", line.strip()))
+        print()
 
     def draw(ax: Any) -> None:
         labels = ["e2e p50", "e2e p95", "cached p50", "cached p95", "SQL p50", "SQL p95"]
