@@ -281,7 +281,10 @@ def run_stage(
             report.message = NOT_CONFIGURED
             _finish(store, namespace_id, report)
             return report
-    ledger = ledger or RunLedger(run_id=run_id or RunLedger().run_id, token_budget=store.settings.reasoner_token_budget)
+    if ledger is None:
+        ledger = RunLedger(token_budget=store.settings.reasoner_token_budget)
+        if run_id:
+            ledger.run_id = run_id
     calls0, in0, out0 = ledger.calls, ledger.tokens_in, ledger.tokens_out
     try:
         with _stage_lock(store, spec.name, namespace_id, wait=wait) as got:

@@ -42,6 +42,9 @@ T = TypeVar("T", bound=BaseModel)
 
 #: structured-output mode that worked, per endpoint+model (process-wide; auto mode only)
 _WORKING_MODE: dict[str, str] = {}
+#: endpoints whose current mode has answered at least once: a later 400 is about the
+#: request (e.g. too long), not the format, so it fails the item instead of stepping down
+_CONFIRMED: set[str] = set()
 _MODE_LOCK = threading.Lock()
 _FALLBACK = {"json_schema": "json_object", "json_object": "none"}
 
@@ -263,13 +266,16 @@ class Reasoner:
             try:
                 response = self.client.chat.completions.create(**kwargs)
             except openai.BadRequestError as exc:
-                self._record(stage, namespace_id, run, started, attempt, ok=False, error=f"400: {exc.message}")
-                if self.settings.reasoner_structured == "auto" and mode in _FALLBACK:
+                self._record(stage, namespace_id, run, started, attempt, ok=False, error=f"400: {exc.message}"[:500])
+                with _MODE_LOCK:
+                    confirmed = self.endpoint_key in _CONFIRMED
+                if self.settings.reasoner_structured == "auto" and mode in _FALLBACK and not confirmed:
                     mode = _FALLBACK[mode]
                     with _MODE_LOCK:
                         _WORKING_MODE[self.endpoint_key] = mode
                     continue
-                raise errors.ModelUnavailable(f"model endpoint rejected the request: {exc.message}") from exc
+                # The endpoint accepts our format, so this request itself is the problem.
+                raise errors.ModelResponseInvalid(f"model endpoint rejected the request: {exc.message}"[:1000]) from exc
             except (openai.APITimeoutError, openai.APIConnectionError, openai.APIStatusError) as exc:
                 status = getattr(exc, "status_code", None)
                 transient = status is None or status == 429 or status >= 500
@@ -284,6 +290,9 @@ class Reasoner:
                 time.sleep(self.settings.reasoner_backoff_s * (2**retries))
                 retries += 1
                 continue
+            if self.settings.reasoner_structured == "auto":
+                with _MODE_LOCK:
+                    _CONFIRMED.add(self.endpoint_key)
             usage = response.usage
             prompt_tokens = int(usage.prompt_tokens) if usage else 0
             completion_tokens = int(usage.completion_tokens) if usage else 0
@@ -331,3 +340,4 @@ def reset_mode_cache() -> None:
     """Forget remembered structured-output modes (tests)."""
     with _MODE_LOCK:
         _WORKING_MODE.clear()
+        _CONFIRMED.clear()

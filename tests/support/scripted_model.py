@@ -10,7 +10,7 @@ real parsing/validation code. Knobs inject faults into chosen calls::
 
 Fault kinds: garbage, think (valid JSON wrapped in <think>… plus prose), fence,
 wrong_ids (ids not in the listing), schema (valid JSON, wrong shape), invent (facts:
-an ungrounded "Bob owns 42 elephants"), status500, status429, timeout (sleeps
+an ungrounded "Bob owns 42 elephants"), status400, status500, status429, timeout (sleeps
 ``timeout_s``).
 """
 
@@ -109,6 +109,8 @@ class ScriptedModel:
         fault = self._take_fault(stage)
         if fault == "status500":
             return Reply(status=500, error_message="scripted outage")
+        if fault == "status400":
+            return Reply(status=400, error_message="prompt is too long for the context window")
         if fault == "status429":
             return Reply(status=429, error_message="slow down")
         if fault == "timeout":

@@ -199,3 +199,15 @@ def test_every_call_is_accounted(cstore, server, model):
             row = by_stage[report.stage]
             assert (row["n"], row["tin"], row["tout"]) == (report.model_calls, report.tokens_in, report.tokens_out)
     assert len({r["runs"] for r in logged}) == 1
+
+
+def test_a_400_after_the_format_is_confirmed_fails_the_item_not_the_format(cstore, server, model):
+    seed(cstore, "/m", EPISODES[:1])
+    consolidation.run_stage(cstore, "/m", "facts")  # json_schema works: confirmed for this endpoint
+    later = seed(cstore, "/m", EPISODES[2:3])
+    model.inject("facts", "status400", times=1)
+    report = consolidation.run_stage(cstore, "/m", "facts")
+    assert (report.items_failed, report.cursor_to) == (1, later[0])
+    assert "rejected the request" in dead_letters.list_(cstore, "/m")[0]["last_error"]
+    formats = [(r.get("response_format") or {}).get("type") for r in server.chat_requests()]
+    assert set(formats) == {"json_schema"}
