@@ -145,9 +145,7 @@ RootNamespace = Annotated[
 Limit = Annotated[int, Field(description="Page size (1-1000).", ge=1, le=1000)]
 Offset = Annotated[int, Field(description="Items to skip (for the next page use next_offset).", ge=0)]
 RecordId = Annotated[int, Field(description="Record id.", ge=1)]
-OptionalId = Annotated[int | None, Field(description="Optional record id.", ge=1)]
 Confidence = Annotated[float, Field(description="Confidence between 0 and 1.", ge=0, le=1)]
-Text = Annotated[str, Field(description="Text (non-empty, at most STASH_MAX_CONTENT_BYTES bytes).")]
 OptionalText = Annotated[str | None, Field(description="Optional text.")]
 Timestamp = Annotated[
     str | None, Field(description="ISO 8601 timestamp, e.g. 2026-01-31T09:00:00Z (UTC if no offset).")
@@ -264,6 +262,8 @@ class StashMCPServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
+        # unknown names share one label so callers cannot grow the metric without bound
+        label = name if self._tool_manager.get_tool(name) is not None else "unknown"
         try:
             unknown = self._unknown_arguments(name, arguments)
             if unknown:
@@ -271,7 +271,7 @@ class StashMCPServer(MCPServer):
             else:
                 result = await super().call_tool(name, arguments, context)
         except MCPError:
-            TOOL_CALLS.labels(name, "error").inc()
+            TOOL_CALLS.labels(label, "error").inc()
             raise
         except UnexpectedToolError:
             log.exception("tool %r failed unexpectedly", name)
@@ -286,8 +286,6 @@ class StashMCPServer(MCPServer):
         except Exception:  # the SDK should not raise anything else; never let it reach the client
             log.exception("tool %r failed unexpectedly", name)
             result = error_result(_InternalError())
-        known = self._tool_manager.get_tool(name) is not None
-        label = name if known else "unknown"
         outcome = "error" if getattr(result, "is_error", False) else "ok"
         TOOL_CALLS.labels(label, outcome).inc()
         TOOL_LATENCY.labels(label).observe(time.perf_counter() - started)
@@ -352,7 +350,7 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
     from stash_pipeline.memory import namespaces as ns_ops
 
     @tool(annotations=WRITE_IDEMPOTENT)
-    async def init(ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def init(ctx: Context | None = None) -> dict[str, Any]:
         """Start of every session: create the /self tree (capabilities, limits, preferences) if missing. Idempotent."""
 
         def work(s: Scope) -> Any:
@@ -378,7 +376,7 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
         ],
         name: Annotated[str | None, Field(description="Display name (default: the path).")] = None,
         description: Annotated[str | None, Field(description="What belongs here; always give one.")] = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Create a namespace and any missing parents (mkdir -p); updates name/description if it exists."""
 
@@ -399,7 +397,7 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
         namespaces: Namespaces = None,
         limit: Limit = 100,
         offset: Offset = 0,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """List namespaces (in the given trees, or all you may read), ordered by path."""
 
@@ -417,7 +415,7 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
         confirm: Annotated[
             bool, Field(description="False (default) only reports what would be deleted; true deletes.")
         ] = False,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Delete a namespace tree and everything in it. Call once without confirm to see the counts."""
 
@@ -456,7 +454,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         idempotency_key: Annotated[
             str | None, Field(description="Optional key; a retry with the same key returns the same episode.")
         ] = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Store one episode in an exact namespace. Returns its id and whether it was new."""
 
@@ -477,7 +475,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
     async def remember_batch(
         items: Annotated[list[BatchEpisode], Field(description="Episodes to store (1-1000), all or none.")],
         namespace: Namespace,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Store several episodes in one namespace atomically; one result per item, in order."""
 
@@ -491,7 +489,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
     async def get_episode(
         id: RecordId,
         include_deleted: Annotated[bool, Field(description="Also return a forgotten episode.")] = False,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """One episode by id."""
 
@@ -513,7 +511,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
             ),
         ] = None,
         preview: Annotated[bool, Field(description="True: only show what would be forgotten.")] = False,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Forget the one episode most similar to `about` (if similar enough); facts derived only from it are withdrawn."""
 
@@ -526,7 +524,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         return await call(ctx, work)
 
     @tool(annotations=DESTRUCTIVE_IDEMPOTENT)
-    async def purge_episode(id: RecordId, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def purge_episode(id: RecordId, ctx: Context | None = None) -> dict[str, Any]:
         """Erase one episode for good (row, lineage, cached embedding); derived facts are withdrawn."""
 
         def work(s: Scope) -> Any:
@@ -549,7 +547,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
             int | None,
             Field(description="Optional budget: stop adding results past ~this many tokens.", ge=1),
         ] = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Search memory: current facts and episodes ranked together (semantic + full text)."""
         from stash_pipeline.memory import recall as recall_ops
@@ -576,7 +574,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
     async def set_context(
         focus: Annotated[str, Field(description="What you are working on and what to pick up next.")],
         namespace: Namespace,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Set the current focus of one exact namespace (replaces the previous one; expires after STASH_CONTEXT_TTL)."""
         from stash_pipeline.memory import context as context_ops
@@ -587,7 +585,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         return await call(ctx, work)
 
     @tool(annotations=READ)
-    async def get_context(namespace: Namespace, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def get_context(namespace: Namespace, ctx: Context | None = None) -> dict[str, Any]:
         """The current, unexpired focus of one exact namespace ({"context": null} if none)."""
         from stash_pipeline.memory import context as context_ops
 
@@ -601,7 +599,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         return await call(ctx, work)
 
     @tool(annotations=DESTRUCTIVE_IDEMPOTENT)
-    async def clear_context(namespace: Namespace, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def clear_context(namespace: Namespace, ctx: Context | None = None) -> dict[str, Any]:
         """Clear the focus of one exact namespace (when the work is done or the topic changes)."""
         from stash_pipeline.memory import context as context_ops
 
@@ -630,7 +628,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         as_of: Timestamp = None,
         limit: Limit = 100,
         offset: Offset = 0,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Consolidated facts, newest first; current ones only unless include_history or as_of."""
 
@@ -658,7 +656,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         lineage: Annotated[
             bool, Field(description="Also return its sources and what was derived from it.")
         ] = False,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """One fact by id, in any state (see current, valid_until, withdrawn_at)."""
 
@@ -685,7 +683,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
             bool,
             Field(description="True: retire current facts with the same entity+property and another value."),
         ] = False,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Record a fact you know directly (origin 'asserted'), checked against current facts on the same entity/property."""
 
@@ -708,7 +706,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
     async def withdraw_fact(
         id: RecordId,
         reason: Annotated[str, Field(description="Why it is wrong or no longer true.")],
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Withdraw a fact (kept as history, never served as current); what was derived only from it is withdrawn too."""
 
@@ -718,7 +716,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         return await call(ctx, work)
 
     @tool(annotations=DESTRUCTIVE_IDEMPOTENT)
-    async def purge_fact(id: RecordId, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def purge_fact(id: RecordId, ctx: Context | None = None) -> dict[str, Any]:
         """Erase a fact for good (row, lineage, cached embedding); its dependents are withdrawn."""
 
         def work(s: Scope) -> Any:
@@ -740,7 +738,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         include_withdrawn: Annotated[bool, Field(description="Include withdrawn relationships.")] = False,
         limit: Limit = 100,
         offset: Offset = 0,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Entity relationships (from --type--> to) found by consolidation."""
 
@@ -764,7 +762,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         include_withdrawn: Annotated[bool, Field(description="Include withdrawn patterns.")] = False,
         limit: Limit = 100,
         offset: Offset = 0,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Recurring patterns found by consolidation, with the fact and relationship ids each one cites."""
 
@@ -782,7 +780,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         include_withdrawn: Annotated[bool, Field(description="Include withdrawn links.")] = False,
         limit: Limit = 100,
         offset: Offset = 0,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Causal links (cause fact → effect fact or failure), oldest first."""
 
@@ -804,7 +802,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         confidence: Confidence = 0.8,
         namespace: RootNamespace = "/",
         rationale: OptionalText = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Assert that one fact causes another fact or a failure; both must be current and in the namespace's tree."""
 
@@ -830,7 +828,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         ] = "forward",
         max_depth: Annotated[int, Field(description="Maximum chain length (1-50).", ge=1, le=50)] = 10,
         namespaces: Namespaces = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Follow causal links from a fact (cycle-safe, depth-capped, within the namespace tree)."""
 
@@ -844,7 +842,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         return await call(ctx, work)
 
     @tool(annotations=DESTRUCTIVE_IDEMPOTENT)
-    async def delete_causal_link(id: RecordId, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def delete_causal_link(id: RecordId, ctx: Context | None = None) -> dict[str, Any]:
         """Delete a causal link."""
 
         def work(s: Scope) -> Any:
@@ -860,7 +858,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         include_resolved: Annotated[bool, Field(description="Also list resolved ones.")] = False,
         limit: Limit = 100,
         offset: Offset = 0,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Contradictions between facts, newest first (unresolved only by default)."""
 
@@ -892,7 +890,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
             ),
         ],
         note: OptionalText = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Resolve a contradiction by acting on its two facts."""
         action = _RESOLUTIONS.get(resolution, resolution)
@@ -933,7 +931,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         ] = None,
         limit: Limit = 100,
         offset: Offset = 0,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Hypotheses, most recently updated first."""
 
@@ -955,7 +953,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         confidence: Confidence = 0.5,
         namespace: RootNamespace = "/",
         source_fact_ids: IdList = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Propose a hypothesis (status proposed). Then test_hypothesis → confirm_hypothesis or reject_hypothesis."""
 
@@ -972,7 +970,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         return await call(ctx, work)
 
     @tool(annotations=READ)
-    async def show_hypothesis(id: RecordId, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def show_hypothesis(id: RecordId, ctx: Context | None = None) -> dict[str, Any]:
         """One hypothesis with its evidence log."""
 
         def work(s: Scope) -> Any:
@@ -981,7 +979,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         return await call(ctx, work)
 
     @tool(annotations=WRITE_IDEMPOTENT)
-    async def test_hypothesis(id: RecordId, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def test_hypothesis(id: RecordId, ctx: Context | None = None) -> dict[str, Any]:
         """Start testing a hypothesis (proposed → testing); needed before confirm_hypothesis."""
 
         def work(s: Scope) -> Any:
@@ -995,7 +993,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         content: OptionalText = None,
         verification_plan: OptionalText = None,
         confidence: Annotated[float | None, Field(description="New confidence 0-1.", ge=0, le=1)] = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Reword a hypothesis, its plan or confidence (a testing one goes back to proposed)."""
 
@@ -1012,7 +1010,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         return await call(ctx, work)
 
     @tool(annotations=WRITE)
-    async def confirm_hypothesis(id: RecordId, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def confirm_hypothesis(id: RecordId, ctx: Context | None = None) -> dict[str, Any]:
         """Confirm a hypothesis under test; it becomes a fact (origin hypothesis). Returns both."""
 
         def work(s: Scope) -> Any:
@@ -1026,7 +1024,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         reason: Annotated[
             str | None, Field(description="Why it is false; keeps it from being re-proposed.")
         ] = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Reject a proposed or testing hypothesis (final)."""
 
@@ -1036,7 +1034,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         return await call(ctx, work)
 
     @tool(annotations=DESTRUCTIVE_IDEMPOTENT)
-    async def delete_hypothesis(id: RecordId, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def delete_hypothesis(id: RecordId, ctx: Context | None = None) -> dict[str, Any]:
         """Delete a hypothesis."""
 
         def work(s: Scope) -> Any:
@@ -1063,7 +1061,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         top_level_only: Annotated[bool, Field(description="Only goals without a parent.")] = False,
         limit: Limit = 100,
         offset: Offset = 0,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Goals (sub-goals included unless top_level_only), highest priority first, then oldest."""
 
@@ -1089,7 +1087,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         ] = None,
         priority: Annotated[int, Field(description="Higher comes first.", ge=-1000, le=1000)] = 0,
         namespace: RootNamespace = "/",
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Create a goal, optionally under a parent goal."""
 
@@ -1099,7 +1097,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         return await call(ctx, work)
 
     @tool(annotations=READ)
-    async def show_goal(id: RecordId, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def show_goal(id: RecordId, ctx: Context | None = None) -> dict[str, Any]:
         """One goal with its sub-goal counts and notes."""
 
         def work(s: Scope) -> Any:
@@ -1115,7 +1113,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
             int | None, Field(description="New priority (0 allowed).", ge=-1000, le=1000)
         ] = None,
         note: Annotated[str | None, Field(description="A progress note to append.")] = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Change a goal's text or priority, or append a progress note."""
 
@@ -1132,7 +1130,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         notes: Annotated[
             str | None, Field(description="Optional closing note (appended, never overwrites).")
         ] = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Complete an active goal; a parent whose sub-goals are all done completes too."""
 
@@ -1145,7 +1143,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
     async def abandon_goal(
         id: RecordId,
         notes: Annotated[str | None, Field(description="Why it was abandoned (appended as a note).")] = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Abandon an active goal (sub-goals are not touched)."""
 
@@ -1155,7 +1153,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         return await call(ctx, work)
 
     @tool(annotations=DESTRUCTIVE_IDEMPOTENT)
-    async def delete_goal(id: RecordId, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def delete_goal(id: RecordId, ctx: Context | None = None) -> dict[str, Any]:
         """Delete a goal and its sub-goals."""
 
         def work(s: Scope) -> Any:
@@ -1176,7 +1174,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         goal_id: Annotated[int | None, Field(description="Only failures of this goal.", ge=1)] = None,
         limit: Limit = 100,
         offset: Offset = 0,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Recorded failures, newest first."""
 
@@ -1193,7 +1191,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         lesson: Annotated[str, Field(description="What to do differently next time.")],
         goal_id: Annotated[int | None, Field(description="Goal it belongs to.", ge=1)] = None,
         namespace: RootNamespace = "/",
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Record a failed approach with its reason and lesson."""
 
@@ -1203,7 +1201,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         return await call(ctx, work)
 
     @tool(annotations=READ)
-    async def show_failure(id: RecordId, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def show_failure(id: RecordId, ctx: Context | None = None) -> dict[str, Any]:
         """One failure by id."""
 
         def work(s: Scope) -> Any:
@@ -1212,7 +1210,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         return await call(ctx, work)
 
     @tool(annotations=DESTRUCTIVE_IDEMPOTENT)
-    async def delete_failure(id: RecordId, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def delete_failure(id: RecordId, ctx: Context | None = None) -> dict[str, Any]:
         """Delete a failure (its lesson is lost; prefer keeping failures)."""
 
         def work(s: Scope) -> Any:
@@ -1228,7 +1226,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         stage: Annotated[
             str | None, Field(description=f"Run only this stage (default: all): {', '.join(STAGE_NAMES)}.")
         ] = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Run consolidation now over the namespace trees (turns episodes into facts, links, patterns…)."""
 
@@ -1256,7 +1254,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
     @tool(annotations=READ)
     async def consolidation_status(
         namespaces: Namespaces = None,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Per namespace and stage: cursor, backlog, last run and dead letters."""
 
@@ -1267,7 +1265,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         return await call(ctx, work)
 
     @tool(annotations=READ)
-    async def stats(namespaces: Namespaces = None, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def stats(namespaces: Namespaces = None, ctx: Context | None = None) -> dict[str, Any]:
         """Counts of episodes, facts, links, hypotheses, goals, failures… in the namespace trees."""
         from stash_pipeline.memory import admin
 
