@@ -80,10 +80,6 @@ SELECT * FROM ins
 UNION ALL
 SELECT * FROM stage_checkpoints WHERE namespace_id = %(namespace_id)s AND stage = %(stage)s
 
--- consolidation_get_checkpoint --
--- The checkpoint row of one (namespace, stage), if any.
-SELECT * FROM stage_checkpoints WHERE namespace_id = %(namespace_id)s AND stage = %(stage)s
-
 -- consolidation_advance_checkpoint --
 -- Move a stage's cursors forward (never backwards), in the batch's transaction.
 UPDATE stage_checkpoints
