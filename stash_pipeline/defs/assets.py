@@ -21,7 +21,8 @@ from stash_pipeline import errors
 from stash_pipeline.defs import checks
 from stash_pipeline.defs.partitions import namespace_slug, namespaces_partitions
 from stash_pipeline.defs.resources import StashResource
-from stash_pipeline.stages import STAGES, StageSpec
+from stash_pipeline.stages import STAGES, StageReport, StageSpec
+from stash_pipeline.store import Store
 
 GROUP = "consolidation"
 
@@ -35,6 +36,30 @@ episodes = dg.AssetSpec(
     group_name=GROUP,
     kinds={"postgres"},
 )
+
+
+def run_or_fail(store: Store, slug: str, stage: str, run_id: str) -> StageReport:
+    """``run_stage``, with its outcome sorted into retry (re-raise) or permanent failure (``dg.Failure``)."""
+    # Imported here: the runner pulls in the reasoner/openai stack, which sensor ticks and
+    # the webserver (both import this module) never need.
+    from stash_pipeline.consolidation import run_stage
+
+    try:
+        report = run_stage(store, slug, stage, run_id=run_id)
+        if report.status == "busy":
+            raise errors.StageBusy(report.message or None)
+    except errors.StashError as exc:
+        if exc.transient:
+            raise  # RetryPolicy: the endpoint, the database or the lock may be free later
+        raise dg.Failure(
+            description=f"{stage} failed for {slug}: {exc.message}", metadata={"error": exc.code}, allow_retries=False
+        ) from exc
+    except Exception as exc:
+        # Not a failure Stash knows (a bug): retrying the same input would fail the same way.
+        raise dg.Failure(
+            description=f"{stage} failed for {slug}: {type(exc).__name__}: {exc}", allow_retries=False
+        ) from exc
+    return report
 
 
 def build_stage_asset(spec: StageSpec, *, retry_policy: dg.RetryPolicy | None = RETRY_POLICY) -> dg.AssetsDefinition:
@@ -55,30 +80,9 @@ def build_stage_asset(spec: StageSpec, *, retry_policy: dg.RetryPolicy | None = 
     # `context` stays unannotated: Dagster compares the raw annotation object, which
     # `from __future__ import annotations` turns into a string it rejects.
     def stage_asset(context, stash: StashResource) -> dg.MaterializeResult:  # type: ignore[no-untyped-def]
-        # Imported here: the runner pulls in the reasoner/openai stack, which sensor
-        # ticks and the webserver (which import this module too) never need.
-        from stash_pipeline.consolidation import run_stage
-
         slug = namespace_slug(context.partition_key)
         with stash.open_store() as store:
-            try:
-                report = run_stage(store, slug, spec.name, run_id=context.run.run_id)
-                if report.status == "busy":
-                    raise errors.StageBusy(report.message or None)
-            except errors.StashError as exc:
-                if exc.transient:
-                    raise  # RetryPolicy: the endpoint / database / lock may be free later
-                raise dg.Failure(
-                    description=f"{spec.name} failed for {slug}: {exc.message}",
-                    metadata={"error": exc.code},
-                    allow_retries=False,
-                ) from exc
-            if report.status == "failed":
-                raise dg.Failure(
-                    description=f"{spec.name} failed for {slug}: {report.message}",
-                    metadata=report.metadata(),
-                    allow_retries=False,
-                )
+            report = run_or_fail(store, slug, spec.name, context.run.run_id)
             return dg.MaterializeResult(
                 metadata={**report.metadata(), "status": report.status, "message": report.message},
                 check_results=checks.check_results(spec.name, report, store, slug),

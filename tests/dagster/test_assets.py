@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import dagster as dg
+import pytest
 
 from stash_pipeline.defs import checks
 from stash_pipeline.defs.assets import build_stage_assets, episodes
@@ -153,3 +154,21 @@ def test_without_a_reasoner_model_stages_report_not_configured(
     assert metadata(result, "facts")["status"] == "not_configured"
     assert metadata(result, "facts")["cursor_to"] == 0
     assert metadata(result, "decay")["status"] in {"ok", "idle"}
+
+
+def test_an_unexpected_error_fails_without_retry(
+    store: Store, instance: dg.DagsterInstance, model_stash: StashResource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug is not transient: retrying the same input would fail the same way."""
+    from stash_pipeline.stages import facts as facts_stage
+
+    def broken(ctx: Any) -> None:
+        raise KeyError("cluster")
+
+    monkeypatch.setattr(facts_stage, "run", broken)
+    seed(store, "/projects/x")
+    result = materialize(instance, model_stash, "/projects/x", "facts")
+    assert not result.success
+    assert not [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
+    (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert "facts failed for /projects/x: KeyError" in failure.step_failure_data.error.message

@@ -165,3 +165,14 @@ def test_dagster_yaml_storage_works_on_the_real_server(
     finally:
         with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_every_query_the_dagster_layer_names_exists() -> None:
+    import re
+
+    from stash_pipeline.db.sql import QUERIES
+
+    source = "\n".join(p.read_text() for p in (ROOT / "stash_pipeline" / "defs").glob("*.py"))
+    names = set(re.findall(r"\.(?:one|all|scalar|execute)\(\s*\"([a-z0-9_]+)\"", source))
+    assert names >= {"stage_backlog", "dagster_namespaces_after", "dagster_namespace_slugs", "dagster_lineage_orphans"}
+    assert names <= set(QUERIES)
