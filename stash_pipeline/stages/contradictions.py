@@ -100,6 +100,7 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
             f"[{n}] entity: {fact.entity} | property: {fact.property} | OLD value: {old_value} | NEW value: {fact.value}"
             for n, (fact, _old_id, _old_key, old_value) in enumerate(chunk, 1)
         ]
+        ctx.report.details["contradiction_calls"] = ctx.report.details.get("contradiction_calls", 0) + 1
         try:
             answer = ctx.call(prompts.CONTRADICTIONS, "Pairs:\n" + "\n".join(lines), prompts.ContradictionsAnswer)
         except errors.ModelResponseInvalid:
