@@ -296,7 +296,7 @@ def main() -> int:
               f"{s['rows_written']:>9}{s['items_failed']:>8}{ref:>11}")
     # contradiction checks run inside the fact producers: their calls are part of the rows
     # above; rows_in here = pairs classified; the reference made one call per pair
-    print(f"{' incl. contradictions':<20}{contradiction_calls:>7}{'':>11}{'':>12}{counts['contradiction_pairs']:>9}"
+    print(f"{' (contradictions)':<20}{contradiction_calls:>7}{'':>11}{'':>12}{counts['contradiction_pairs']:>9}"
           f"{'':>9}{'':>8}{reference.get('contradictions', 0):>11}")
     print("-" * len(header))
     print(f"{'total':<20}{total_calls:>7}{total_in:>11}{total_out:>12}{'':>9}{'':>9}{'':>8}{ref_total:>11}")
