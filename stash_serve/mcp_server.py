@@ -170,6 +170,39 @@ class BatchEpisode(BaseModel):
     idempotency_key: str | None = Field(None, description="Makes a retry of this item safe.")
 
 
+class Page(BaseModel):
+    """A page of a list: pass ``next_offset`` as ``offset`` for the next one (null = last page)."""
+
+    items: list[dict[str, Any]]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+class RecallItem(BaseModel):
+    """One recall result; fields that do not apply to its kind are null."""
+
+    kind: Literal["fact", "episode"]
+    id: int
+    namespace: str
+    content: str
+    score: float
+    score_parts: dict[str, float | None] | None = None
+    confidence: float | None = None
+    occurred_at: str | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
+    source_episode_ids: list[int] | None = None
+    metadata: dict[str, Any] | None = None
+    current: bool | None = None
+
+
+class RecallResult(BaseModel):
+    """Facts and episodes, best first."""
+
+    results: list[RecallItem]
+
+
 # --- scope: what the caller may touch ---------------------------------------------------
 
 
@@ -398,7 +431,7 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
-    ) -> dict[str, Any]:
+    ) -> Page:
         """List namespaces (in the given trees, or all you may read), ordered by path."""
 
         def work(s: Scope) -> Any:
@@ -548,7 +581,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
             Field(description="Optional budget: stop adding results past ~this many tokens.", ge=1),
         ] = None,
         ctx: Context | None = None,
-    ) -> dict[str, Any]:
+    ) -> RecallResult:
         """Search memory: current facts and episodes ranked together (semantic + full text)."""
         from stash_pipeline.memory import recall as recall_ops
 
@@ -629,7 +662,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
-    ) -> dict[str, Any]:
+    ) -> Page:
         """Consolidated facts, newest first; current ones only unless include_history or as_of."""
 
         def work(s: Scope) -> Any:
@@ -739,7 +772,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
-    ) -> dict[str, Any]:
+    ) -> Page:
         """Entity relationships (from --type--> to) found by consolidation."""
 
         def work(s: Scope) -> Any:
@@ -763,7 +796,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
-    ) -> dict[str, Any]:
+    ) -> Page:
         """Recurring patterns found by consolidation, with the fact and relationship ids each one cites."""
 
         def work(s: Scope) -> Any:
@@ -781,7 +814,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
-    ) -> dict[str, Any]:
+    ) -> Page:
         """Causal links (cause fact → effect fact or failure), oldest first."""
 
         def work(s: Scope) -> Any:
@@ -859,7 +892,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
-    ) -> dict[str, Any]:
+    ) -> Page:
         """Contradictions between facts, newest first (unresolved only by default)."""
 
         def work(s: Scope) -> Any:
@@ -932,7 +965,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
-    ) -> dict[str, Any]:
+    ) -> Page:
         """Hypotheses, most recently updated first."""
 
         def work(s: Scope) -> Any:
@@ -1062,7 +1095,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
-    ) -> dict[str, Any]:
+    ) -> Page:
         """Goals (sub-goals included unless top_level_only), highest priority first, then oldest."""
 
         def work(s: Scope) -> Any:
@@ -1175,7 +1208,7 @@ def _register_structured_tools(server: MCPServer, store: Store, call: Callable[.
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
-    ) -> dict[str, Any]:
+    ) -> Page:
         """Recorded failures, newest first."""
 
         def work(s: Scope) -> Any:

@@ -146,6 +146,25 @@ async def test_tool_list_names_parameters_and_annotations(server: Any) -> None:
             # every parameter is described for the model
             for pname, prop in t.input_schema["properties"].items():
                 assert prop.get("description"), f"{name}.{pname} has no description"
+        # typed results where the shape is fixed: recall items and list pages
+        recall_item = tools["recall"].output_schema["$defs"]["RecallItem"]["properties"]
+        assert set(recall_item) >= {
+            "kind",
+            "id",
+            "namespace",
+            "content",
+            "score",
+            "confidence",
+            "occurred_at",
+            "valid_from",
+            "valid_until",
+            "source_episode_ids",
+            "metadata",
+        }
+        lists = [name for name in tools if name.startswith(("list_", "query_"))]
+        assert len(lists) == 10
+        for name in lists:
+            assert set(tools[name].output_schema["properties"]) == {"items", "limit", "offset", "next_offset"}
         assert client.instructions == INSTRUCTIONS
 
 
