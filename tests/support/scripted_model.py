@@ -6,6 +6,7 @@ real parsing/validation code. Knobs inject faults into chosen calls::
 
     model = ScriptedModel()
     model.inject("facts", "garbage", times=2)       # the next 2 facts calls answer garbage
+    model.inject_at(5, "status500")                  # the 5th chat request fails with HTTP 500
     with ScriptedOpenAI(model) as server: ...
 
 Fault kinds: garbage, think (valid JSON wrapped in <think>… plus prose), fence,
@@ -91,9 +92,14 @@ class ScriptedModel:
         with self._lock:
             self._faults[stage].extend([kind] * times)
 
+    def inject_at(self, call_number: int, kind: str) -> None:
+        """Call number ``call_number`` (1-based, counting every chat request) misbehaves as ``kind``."""
+        with self._lock:
+            self._faults[f"#{call_number}"].append(kind)
+
     def _take_fault(self, stage: str) -> str | None:
         with self._lock:
-            for key in (stage, "*"):
+            for key in (f"#{sum(self.calls.values())}", stage, "*"):
                 if self._faults.get(key):
                     return self._faults[key].pop(0)
         return None

@@ -211,3 +211,13 @@ def test_a_400_after_the_format_is_confirmed_fails_the_item_not_the_format(cstor
     assert "rejected the request" in dead_letters.list_(cstore, "/m")[0]["last_error"]
     formats = [(r.get("response_format") or {}).get("type") for r in server.chat_requests()]
     assert set(formats) == {"json_schema"}
+
+
+def test_fault_on_a_chosen_call_number(cstore, server, model):
+    seed(cstore, "/k", EPISODES)
+    model.inject_at(1, "think")
+    model.inject_at(2, "garbage")  # the first stage call's answer is fine (think), then relationships' first try fails
+    consolidation.run_all(cstore, "/k", stages=["facts", "relationships"])
+    calls = rows(cstore, "SELECT stage, attempt, ok FROM model_calls ORDER BY id")
+    assert [c["stage"] for c in calls][:3] == ["facts", "relationships", "relationships"]
+    assert len(rows(cstore, "SELECT id FROM relationships")) == 3
