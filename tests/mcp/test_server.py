@@ -162,7 +162,7 @@ async def test_tool_list_names_parameters_and_annotations(server: Any) -> None:
             "metadata",
         }
         lists = [name for name in tools if name.startswith(("list_", "query_"))]
-        assert len(lists) == 10
+        assert len(lists) == 9
         for name in lists:
             assert set(tools[name].output_schema["properties"]) == {"items", "limit", "offset", "next_offset"}
         assert client.instructions == INSTRUCTIONS
