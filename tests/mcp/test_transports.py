@@ -400,6 +400,17 @@ async def test_http_concurrent_remember_and_malformed_arguments(
     assert _count(store, "/projects/x") == 51
 
 
+async def test_http_no_auth_on_loopback(settings: Any, store: Any, tmp_path: Path) -> None:
+    with _serve_http(settings, tmp_path, "--no-auth") as base:
+        async with _session(base, None) as session:
+            await session.call_tool("create_namespace", {"slug": "/dev", "description": "local"})
+            stored = _structured(
+                await session.call_tool("remember", {"content": "no token needed", "namespace": "/dev"})
+            )
+            assert stored["created"] is True
+    assert _count(store, "/dev") == 1
+
+
 def test_no_auth_refuses_non_loopback_hosts(settings: Any) -> None:
     from stash_pipeline import errors
     from stash_serve.mcp_server import run
