@@ -74,6 +74,10 @@ def process(ctx: StageContext, facts: list[dict[str, Any]], *, cursor: int | Non
     planned, _failed = contradictions.plan(
         ctx, [contradictions.NewFact(v.hypothesis_id, None, None, None) for v in verdicts]
     )
+    # A confirmation inserts a fact: embed the candidates now, not inside the transaction.
+    supported = sorted({v.hypothesis_id for v in verdicts if v.verdict.strip().lower() == "supports"})
+    content = {int(h["id"]): h["content"] for h in hypotheses}
+    vectors = dict(zip(supported, ctx.embed([content[i] for i in supported]), strict=True))
     with ctx.batch(cursor=cursor) as batch:
         if resolved:
             batch.done("fact", resolved)
@@ -84,11 +88,13 @@ def process(ctx: StageContext, facts: list[dict[str, Any]], *, cursor: int | Non
         created: dict[int, int] = {}
         for verdict in verdicts:
             with batch.item("fact", [verdict.fact_id]):
-                _apply(ctx, batch, verdict, created)
+                _apply(ctx, batch, verdict, created, vectors.get(verdict.hypothesis_id))
         contradictions.apply(ctx, batch, planned, created)
 
 
-def _apply(ctx: StageContext, batch: Batch, verdict: prompts.VerdictDraft, created: dict[int, int]) -> None:
+def _apply(
+    ctx: StageContext, batch: Batch, verdict: prompts.VerdictDraft, created: dict[int, int], embedding: Any
+) -> None:
     settings = ctx.settings
     tx = batch.tx
     kind = verdict.verdict.strip().lower()
@@ -120,7 +126,9 @@ def _apply(ctx: StageContext, batch: Batch, verdict: prompts.VerdictDraft, creat
     if action == "testing":
         hyp_ops.test_tx(tx, row)
     elif action == "confirmed":
-        _hypothesis, fact = hyp_ops.confirm_tx(tx, ctx.store, row, rationale=verdict.reasoning.strip()[:4000] or None)
+        _hypothesis, fact = hyp_ops.confirm_tx(
+            tx, ctx.store, row, embedding=embedding, rationale=verdict.reasoning.strip()[:4000] or None
+        )
         created[verdict.hypothesis_id] = int(fact["id"])
         batch.wrote(1)
     elif action == "rejected":
