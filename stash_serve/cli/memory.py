@@ -179,25 +179,54 @@ def remember_command(
         click.echo(f"{verb} episode {result['id']} in {result['namespace']}")
 
 
+def _is_tree_export(file: Path) -> bool:
+    """Whether a file is a `stash export` (its first line is the stash-tree header)."""
+    import json
+
+    from stash_pipeline.memory.interchange import EXPORT_FORMAT
+
+    try:
+        with file.open(encoding="utf-8") as handle:
+            header = json.loads(handle.readline() or "null")
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(header, dict) and header.get("type") == EXPORT_FORMAT
+
+
 @click.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@base.namespace_option()
+@base.namespace_option(required=False)
 @click.option(
     "--format", "fmt", type=click.Choice(["auto", "jsonl", "csv", "parquet"]), default="auto", show_default=True,
-    help="File format (auto: from the extension).",
+    help="Episode file format (auto: from the extension).",
 )
 @base.json_option
-def import_command(file: Path, namespace: str, fmt: str, as_json: bool) -> None:
+def import_command(file: Path, namespace: str | None, fmt: str, as_json: bool) -> None:
     """Import episodes from JSONL, CSV or Parquet (fields: content, occurred_at, kind,
-    metadata, idempotency_key). Every row is checked first: one bad row and nothing is
-    written. Progress goes to stderr.
+    metadata, idempotency_key) into -n NS; every row is checked first, one bad row and
+    nothing is written. A `stash export` file is restored whole instead (under -n NS
+    when given, else where it came from). Progress goes to stderr.
 
     \b
     Example:
       stash import notes.jsonl -n /projects/x
+      stash import backup.jsonl -n /restored/x
     """
+    from stash_pipeline.errors import InvalidInput
     from stash_pipeline.memory import interchange
 
+    if _is_tree_export(file):
+        result = interchange.import_tree(base.store(), file, into=namespace)
+        if as_json:
+            emit_json({"file": str(file), **result})
+        else:
+            counts = ", ".join(f"{n} {k}" for k, n in sorted(result["rows"].items()))
+            click.echo(f"restored {file.name} into {result['namespace']}: {counts or 'nothing'}")
+            if result.get("skipped"):
+                click.echo(f"  skipped (references outside the export): {result['skipped']}")
+        return
+    if namespace is None:
+        raise InvalidInput("episode files go into one namespace: pass -n /path")
     store = base.store()
 
     def progress(done: int, total: int) -> None:
@@ -208,14 +237,35 @@ def import_command(file: Path, namespace: str, fmt: str, as_json: bool) -> None:
     )
     if result.get("rows"):
         click.echo("", err=True)
-    summary = {"file": str(file), **result}
     if as_json:
-        emit_json(summary)
+        emit_json({"file": str(file), **result})
     else:
         click.echo(
             f"imported {result['rows']} rows into {result['namespace']}: "
             f"{result['created']} new, {result['replayed']} already present"
         )
+
+
+@click.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, writable=True, path_type=Path))
+@base.namespace_option(default="/")
+@base.json_option
+def export_command(file: Path, namespace: str, as_json: bool) -> None:
+    """Write a namespace tree (every record and its lineage, no vectors) to a JSONL file
+    that `stash import` restores losslessly.
+
+    \b
+    Example:
+      stash export backup.jsonl -n /projects/x
+    """
+    from stash_pipeline.memory import interchange
+
+    result = interchange.export_tree(base.store(), namespace, file)
+    if as_json:
+        emit_json(result)
+    else:
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(result["rows"].items()))
+        click.echo(f"exported {result['namespace']} to {result['path']}: {counts or 'nothing'}")
 
 
 @click.command("recall")
@@ -453,6 +503,6 @@ def context_clear(namespace: str) -> None:
 
 
 COMMANDS = (
-    namespace_group, init_command, remember_command, import_command, recall_command, forget_command,
+    namespace_group, init_command, remember_command, import_command, export_command, recall_command, forget_command,
     purge_group, episode_group, context_group,
 )

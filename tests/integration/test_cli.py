@@ -546,3 +546,29 @@ def test_dead_letters(run: Run, database_url: str) -> None:
     assert run("dead-letters", "drop", "-n", "/p", "--stage", "patterns", "--yes").output == f"dropped: {ids[2]}\n"
     assert [d["id"] for d in as_json(run("dead-letters", "list", "--status", "dead", "--json"))] == [ids[1]]
     run("dead-letters", "list", "--stage", "nope", expect=2)
+
+
+def test_export_and_restore_a_tree(run: Run, tmp_path: Path) -> None:
+    run("namespace", "create", "/projects/x")
+    episode = as_json(run("remember", "The deploy uses blue-green on Fridays", "-n", "/projects/x", "--json"))["id"]
+    run("fact", "assert", "Deploys use blue-green", "-n", "/projects/x", "--source-episode-ids", str(episode))
+    run("goal", "create", "Ship billing v2", "-n", "/projects/x")
+    backup = tmp_path / "backup.jsonl"
+    exported = as_json(run("export", str(backup), "-n", "/projects/x", "--json"))
+    assert exported["rows"]["episode"] == 1 and exported["rows"]["fact"] == 1 and exported["rows"]["goal"] == 1
+    rows = [json.loads(line) for line in backup.read_text(encoding="utf-8").splitlines()]
+    assert not contains_key([r.get("row") for r in rows], "embedding")  # no vectors in the file
+
+    restored = run("import", str(backup), "-n", "/restored/x").output
+    assert restored.startswith(f"restored {backup.name} into /restored/x:")
+    facts = as_json(run("facts", "-n", "/restored/x", "--json"))
+    assert [f["content"] for f in facts] == ["Deploys use blue-green"]
+    copied_episode = facts[0]["source_episode_ids"][0]
+    assert copied_episode != episode
+    assert as_json(run("episode", "show", str(copied_episode), "--json"))["namespace"] == "/restored/x"
+    hits = as_json(run("recall", "how do we deploy", "-n", "/restored/x", "--json"))
+    assert {h["kind"] for h in hits} == {"episode", "fact"}
+
+    no_namespace = tmp_path / "plain.jsonl"
+    no_namespace.write_text('{"content": "x"}\n', encoding="utf-8")
+    assert run("import", str(no_namespace), expect=2).output == "error: episode files go into one namespace: pass -n /path\n"
