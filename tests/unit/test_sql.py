@@ -40,11 +40,13 @@ def _dynamic_name_patterns() -> list[re.Pattern[str]]:
     patterns = []
     for path in list((ROOT / "stash_pipeline").rglob("*.py")) + list((ROOT / "stash_serve").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.JoinedStr):
-                parts = [re.escape(v.value) if isinstance(v, ast.Constant) else "[a-z0-9_]+" for v in node.values]
-                pattern = "".join(parts)
-                if re.fullmatch(r"[a-z0-9_\\\[\]\-+]+", pattern) and "_" in pattern:
-                    patterns.append(re.compile(pattern))
+            if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+                prefix = str(node.values[0].value)
+                # only f-strings that start with a real query-name prefix, e.g. f"reembed_next_{table}"
+                if not re.fullmatch(r"[a-z][a-z0-9]*_[a-z0-9_]*", prefix) or len(prefix) < 6:
+                    continue
+                parts = [re.escape(str(v.value)) if isinstance(v, ast.Constant) else "[a-z0-9_]+" for v in node.values]
+                patterns.append(re.compile("".join(parts)))
     return patterns
 
 

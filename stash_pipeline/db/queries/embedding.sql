@@ -15,10 +15,6 @@ ON CONFLICT DO NOTHING
 -- Erase the cache entries of some texts for every model and endpoint (purge).
 DELETE FROM embedding_cache WHERE text_hash = ANY(%(hashes)s)
 
--- embedding_cache_truncate --
--- Drop every cached vector (the dimension changed).
-TRUNCATE embedding_cache
-
 -- embedding_lock_init --
 -- Record a lock value unless one is already stored (the first writer wins).
 INSERT INTO settings (key, value) VALUES (%(key)s, %(value)s)
