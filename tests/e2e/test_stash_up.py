@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -73,7 +74,8 @@ async def _unauthenticated_status(url: str) -> int:
 
 
 def test_stash_up_serves_mcp_and_dagster_and_stops_cleanly(tmp_path):
-    home = tmp_path / "stash-home"
+    # not under tmp_path: pytest makes its root 0700, which the root-run database user can't traverse
+    home = Path(tempfile.mkdtemp(prefix="stash-up-")) / "home"
     mcp_port, ui_port, db_port = free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STASH_", "DAGSTER_"))}
     env.update({"STASH_HOME": str(home), "STASH_DB_PORT": str(db_port), "STASH_EMBEDDER": "hash"})
