@@ -84,7 +84,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not FIGURES:
         return
     terminalreporter.section("reliability figures")
-    for suite, counts in sorted(FIGURES.items()):
+    for suite, counts in sorted((k, c) for k, c in FIGURES.items() if c):
         shown = ", ".join(f"{k}={v}" for k, v in sorted(counts.items(), key=lambda kv: str(kv[0])))
         terminalreporter.write_line(f"{suite}: {shown}")
 
