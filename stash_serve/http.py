@@ -7,7 +7,7 @@ Routes
     /readyz     200 when PostgreSQL answers and the schema is at the latest migration, else 503
     /metrics    Prometheus text: tool calls by tool and outcome, errors by code, latency
 
-Authentication: with ``auth`` on, every request to /mcp, /sse and /messages/ must carry
+Authentication: with ``auth`` on, every request except /healthz, /readyz and /metrics must carry
 ``Authorization: Bearer <token>`` (``stash token create``). A missing, unknown or revoked
 token is answered 401 here, before the MCP layer sees the request; a valid one is put in
 the ASGI scope (``TOKEN_SCOPE_KEY``) where each tool call reads its namespace scope and
@@ -45,7 +45,8 @@ AUTH_FAILURES = Counter(
     registry=METRICS,
 )
 
-PROTECTED_PREFIXES = ("/mcp", "/sse", "/messages")
+#: probes and the scraper need no secret; every other path (MCP, SSE, anything new) does
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 class BearerAuthMiddleware:
@@ -56,7 +57,7 @@ class BearerAuthMiddleware:
         self.store = store
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(PROTECTED_PREFIXES):
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         secret = _bearer(scope)

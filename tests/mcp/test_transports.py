@@ -253,6 +253,7 @@ async def test_http_auth_matrix_health_and_metrics(
                 assert response.json()["error"] == "access_denied"
                 assert response.headers["www-authenticate"].startswith("Bearer")
             assert (await http.get(base + "/sse")).status_code == 401
+            assert (await http.get(base + "/not-a-route")).status_code == 401  # closed by default
             health = await http.get(base + "/healthz")
             assert health.status_code == 200 and health.json() == {"status": "ok"}, health.text
             ready = await http.get(base + "/readyz")
@@ -333,7 +334,7 @@ async def test_http_auth_matrix_health_and_metrics(
         assert 'stash_mcp_tool_calls_total{outcome="ok",tool="remember"} 1.0' in metrics
         assert 'stash_mcp_tool_errors_total{code="access_denied",tool="remember"} 3.0' in metrics
         assert "stash_mcp_tool_duration_seconds_bucket" in metrics
-        assert 'stash_http_auth_failures_total{status="401"} 5.0' in metrics  # 4 POSTs + 1 SSE GET
+        assert 'stash_http_auth_failures_total{status="401"} 6.0' in metrics  # 4 POSTs + 2 GETs
     tokens = {t["name"]: t for t in auth.list_tokens(store)}
     assert tokens["agent"]["last_used_at"] is not None and tokens["old"]["revoked_at"] is not None
     assert all("token" not in t and "token_hash" not in t for t in tokens.values())
