@@ -290,6 +290,21 @@ class Reasoner:
                 time.sleep(self.settings.reasoner_backoff_s * (2**retries))
                 retries += 1
                 continue
+            except (ValueError, openai.APIResponseValidationError) as exc:
+                # A 200 whose body is not the JSON it claims (cut off by a proxy or a dropped
+                # connection): a transport failure like a 5xx — recorded, retried, then
+                # ModelUnavailable; never a raw JSONDecodeError out of the stage.
+                self._record(
+                    stage, namespace_id, run, started, attempt, ok=False,
+                    error=f"invalid response body: {exc}"[:500],
+                )
+                if retries >= self.settings.reasoner_max_retries:
+                    raise errors.ModelUnavailable(
+                        f"model endpoint unavailable after {retries + 1} tries (invalid response body)"
+                    ) from exc
+                time.sleep(self.settings.reasoner_backoff_s * (2**retries))
+                retries += 1
+                continue
             if self.settings.reasoner_structured == "auto":
                 with _MODE_LOCK:
                     _CONFIRMED.add(self.endpoint_key)
