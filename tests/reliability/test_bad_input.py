@@ -15,16 +15,19 @@ invalid transitions, deep causal chains and cycles. For each case:
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from mcp import Client
 
 from stash_pipeline.memory import episodes, facts, failures, goals, graph, hypotheses
 from stash_pipeline.memory import namespaces as ns_ops
+from stash_serve.cli import cli
 from stash_serve.mcp_server import build_server
 from tests.reliability.conftest import FIGURES, snapshot
 
@@ -320,3 +323,149 @@ async def test_mcp_bad_input_corpus(store: Any, world: dict[str, int]) -> None:
 def _short(args: dict[str, Any]) -> str:
     text = json.dumps(args, default=str)
     return text if len(text) < 90 else text[:87] + "..."
+
+
+# --- CLI ------------------------------------------------------------------------------------
+
+
+def cli_cases(w: dict[str, int]) -> list[tuple[list[str], int]]:
+    """(argv, expected exit code): 2 = rejected as the caller's mistake."""
+    a, b = str(w["a_fact"]), str(w["b_fact"])
+    return [
+        (["remember", BIG, "-n", "/a"], 2),
+        (["remember", "", "-n", "/a"], 2),
+        (["remember", "   ", "-n", "/a"], 2),
+        (["remember", "nul \x00 byte", "-n", "/a"], 2),
+        (["remember", "ok", "-n", "/a%"], 2),
+        (["remember", "ok", "-n", "/" + SQLI], 2),
+        (["remember", "ok", "-n", "/a\\b"], 2),
+        (["remember", "ok", "-n", "/nope"], 2),
+        (["remember", "ok", "-n", "a"], 2),
+        (["remember", "ok", "-n", "/a", "--kind", "Bad Kind"], 2),
+        (["remember", "ok", "-n", "/a", "--metadata", "{not json"], 2),
+        (["remember", "ok", "-n", "/a", "--metadata", "[1, 2]"], 2),
+        (["remember", "ok", "-n", "/a", "--occurred-at", "someday"], 2),
+        (["remember", "ok"], 2),
+        (["recall", "x", "--limit", "-1"], 2),
+        (["recall", "x", "--limit", "0"], 2),
+        (["recall", "x", "--limit", "99999999999999999999"], 2),
+        (["recall", "x", "--limit", "ten"], 2),
+        (["recall", "", "-n", "/a"], 2),
+        (["recall", "x", "-n", "/a%"], 2),
+        (["recall", "x", "--as-of", "not a date"], 2),
+        (["facts", "--limit", "-5"], 2),
+        (["facts", "--offset", "-1"], 2),
+        (["facts", "--origin", "made_up"], 2),
+        (["facts", "--since", "tomorrowish"], 2),
+        (["episode", "show", "abc"], 2),
+        (["episode", "show", "-1"], 2),
+        (["episode", "show", "999999999"], 2),
+        (["episode", "show", str(2**63)], 2),
+        (["fact", "show", "999999999"], 2),
+        (["fact", "withdraw", a, "--reason", ""], 2),
+        (["fact", "assert", "c", "-n", "/a", "--confidence", "2"], 2),
+        (["fact", "assert", "c", "-n", "/a", "--source-episode-ids", str(w["b_episode"])], 2),
+        (["fact", "assert", "c", "-n", "/a", "--source-episode-ids", "1,x"], 2),
+        (["fact", "assert", "c", "-n", "/a", "--entity", "e"], 2),
+        (["causal", "create", "-n", "/a", "--cause-id", b, "--effect-id", a], 2),
+        (["causal", "create", "-n", "/a", "--cause-id", a, "--effect-id", a], 2),
+        (["causal", "create", "-n", "/a", "--cause-id", a], 2),
+        (["causal", "trace", a, "--depth", "1000"], 2),
+        (["causal", "trace", a, "--depth", "0"], 2),
+        (["causal", "trace", a, "--direction", "sideways"], 2),
+        (["causal", "trace", "999999999"], 2),
+        (["goal", "create", "g", "-n", "/a", "--parent-id", str(w["b_goal"])], 2),
+        (["goal", "create", "g", "-n", "/a", "--priority", "high"], 2),
+        (["goal", "complete", str(w["a_done_goal"])], 2),
+        (["goal", "abandon", str(w["a_done_goal"])], 2),
+        (["hypothesis", "confirm", str(w["a_rejected_hyp"])], 2),
+        (["hypothesis", "create", "h", "-n", "/a"], 2),
+        (["failure", "create", "f", "-n", "/a", "--reason", "", "--lesson", "l"], 2),
+        (["failure", "create", "f", "-n", "/a", "--reason", "r", "--lesson", "l", "--goal-id", str(w["b_goal"])], 2),
+        (["namespace", "create", "/" + SQLI], 2),
+        (["namespace", "create", "/A"], 2),
+        (["namespace", "delete", "/nope", "--yes"], 2),
+        (["namespace", "list", "-n", "/%"], 2),
+        (["context", "set", "", "-n", "/a"], 2),
+        (["consolidate", "run", "-n", "/a", "--stage", "nope"], 2),
+        (["consolidate", "run", "-n", "/nope"], 2),
+        (["consolidate", "status", "-n", "/a_"], 2),
+        (["dead-letters", "retry", "abc"], 2),
+        (["purge", "fact", "999999999"], 2),
+        (["purge", "episode", "-3"], 2),
+        (["no-such-command"], 2),
+        (["token", "create", "-n", "/a", "--rights", "root"], 2),
+        # handled: metacharacters in queries and filters are matched literally
+        (["recall", "%", "-n", "/a"], 0),
+        (["recall", SQLI, "-n", "/a"], 0),
+        (["facts", "-n", "/a", "--entity", "%"], 0),
+        (["facts", "-n", "/a", "--entity", "_"], 0),
+        (["relationships", "-n", "/a", "--entity", "%"], 0),
+    ]
+
+
+def test_cli_bad_input_corpus(store: Any, world: dict[str, int], database_url: str, tmp_path: Any) -> None:
+    env = {"STASH_DATABASE_URL": database_url, "STASH_EMBEDDER": "hash", "STASH_HOME": str(tmp_path / "home")}
+    runner = CliRunner()
+    problems: list[str] = []
+    cases = cli_cases(world)
+    for argv, expected in cases:
+        before = snapshot(store)
+        result = runner.invoke(cli, argv, env=env, catch_exceptions=True)
+        label = "stash " + " ".join(a if len(a) < 40 else a[:37] + "..." for a in argv)
+        err = result.stderr.strip()
+        if result.exit_code != expected:
+            problems.append(f"{label}: exit {result.exit_code} (expected {expected}): {err[:200]!r} {result.exception!r}")
+        if "Traceback" in result.output + result.stderr or (result.exception and not isinstance(result.exception, SystemExit)):
+            problems.append(f"{label}: traceback / uncaught {result.exception!r}")
+        if expected == 2:
+            lines = err.splitlines()
+            # a Stash error is one line; click's own usage errors end with one "Error: …" line
+            if not lines or not (
+                (len(lines) == 1 and lines[0].startswith("error: ")) or lines[-1].startswith("Error: ")
+            ):
+                problems.append(f"{label}: not a one-line error: {err[:200]!r}")
+        if snapshot(store) != before:
+            problems.append(f"{label}: changed the database")
+    assert problems == [], "\n".join(problems)
+    FIGURES["bad input"]["cli cases"] += len(cases)
+    FIGURES["bad input"]["cli rejected (exit 2, one line)"] += sum(e == 2 for _, e in cases)
+    FIGURES["bad input"]["cli handled correctly"] += sum(e == 0 for _, e in cases)
+
+
+# --- deep chains and cycles -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("depth", [pytest.param(200, id="200"), pytest.param(1000, id="1000", marks=pytest.mark.slow)])
+async def test_deep_causal_chain_and_cycle_traces_are_bounded(store: Any, depth: int) -> None:
+    ns_ops.create(store, "/deep")
+    with store.db.transaction() as tx:  # a chain of depth+1 facts, written directly for speed
+        tx.conn.execute(
+            """INSERT INTO facts (namespace_id, content, origin, embedding, embedding_model)
+               SELECT n.id, 'step ' || g, 'asserted', array_fill(0.01, ARRAY[384])::vector, 'hash'
+               FROM namespaces n, generate_series(0, %(d)s) g WHERE n.slug = '/deep'""",
+            {"d": depth},
+        )
+        ids = [r["id"] for r in tx.conn.execute(
+            "SELECT f.id FROM facts f JOIN namespaces n ON n.id = f.namespace_id WHERE n.slug = '/deep' ORDER BY f.id"
+        ).fetchall()]
+    for cause, effect in itertools.pairwise(ids):
+        graph.create_causal_link(store, "/deep", cause, effect_id=effect)
+    # a cycle: the last step causes the first
+    graph.create_causal_link(store, "/deep", ids[-1], effect_id=ids[0], rationale="loop back")
+    server = build_server(store, auth=False)
+    async with Client(server) as client:
+        deep = await client.call_tool("trace_causal_chain", {"fact_id": ids[0], "max_depth": depth})
+        assert deep.is_error and json.loads(deep.content[0].text)["error"] == "invalid_input"
+        for direction in ("forward", "backward"):
+            before = snapshot(store)
+            result = await client.call_tool(
+                "trace_causal_chain", {"fact_id": ids[0], "max_depth": graph.MAX_TRACE_DEPTH, "direction": direction}
+            )
+            assert not result.is_error, result.content[0].text
+            steps = result.structured_content.get("steps", result.structured_content.get("items", []))
+            # bounded by max_depth despite the cycle, each link at most once per path
+            assert 1 <= len(steps) <= graph.MAX_TRACE_DEPTH * 2, len(steps)
+            assert snapshot(store) == before
+    FIGURES["bad input"][f"deep chain of {depth} links + cycle traced, bounded"] += 1
