@@ -189,6 +189,8 @@ class CachedEmbedder:
         ]
         try:
             with self.db.transaction() as tx:
+                # a lost cache row only costs a recomputation: skip the WAL flush wait
+                tx.execute("embedding_cache_relaxed_commit")
                 tx.executemany("embedding_cache_insert", rows)
         except (errors.StashError, psycopg.Error) as exc:
             log.warning("embedding cache write failed (vectors still returned): %s", exc)

@@ -142,14 +142,16 @@ def remember(
             "idempotency_key": idempotency_key,
         },
     )
-    with store.db.transaction() as tx:
-        namespace_id = ns.resolve_id(tx, slug)
-        if item["idempotency_key"] is not None:
+    if item["idempotency_key"] is not None:
+        with store.db.transaction() as tx:
+            namespace_id = ns.resolve_id(tx, slug)
             # a replay costs one indexed read and no embedding
             found = tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=[item["idempotency_key"]])
             if found:
                 _replay(found[0], item)
                 return {"id": int(found[0]["id"]), "namespace": slug, "created": False}
+    # Without a key the insert transaction below resolves the namespace; an unknown one
+    # fails there (after the embedding, which is cached and so not wasted on a retry).
     embedding = store.embedder.embed_one(item["content"])
     with store.db.transaction() as tx:
         namespace_id = ns.resolve_id(tx, slug)

@@ -11,6 +11,10 @@ INSERT INTO embedding_cache (text_hash, model, endpoint, embedding)
 VALUES (%(text_hash)s, %(model)s, %(endpoint)s, %(embedding)s)
 ON CONFLICT DO NOTHING
 
+-- embedding_cache_relaxed_commit --
+-- Cache writes need no durability guarantee: commit without waiting for the WAL flush.
+SET LOCAL synchronous_commit TO off
+
 -- embedding_cache_forget --
 -- Erase the cache entries of some texts for every model and endpoint (purge).
 DELETE FROM embedding_cache WHERE text_hash = ANY(%(hashes)s)

@@ -7,7 +7,8 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
 -- recall_hybrid --
 -- Candidates from four lists in one round trip: HNSW cosine over facts and episodes,
 -- full text over facts and episodes. Vector hits of both kinds are ranked together, text
--- hits likewise; the two rankings are fused by weighted reciprocal rank fusion.
+-- hits likewise; the two rankings are fused by weighted reciprocal rank fusion, where a
+-- text hit that matches only some query terms weighs less than one matching them all.
 -- Facts: current only by default; valid at %(as_of)s when given; everything with
 -- %(include_history)s. Episodes: not forgotten (as_of: created by then, not forgotten then).
 WITH
@@ -42,16 +43,19 @@ vec AS (
 ),
 tq AS (
     -- 'all': every query term must match (websearch syntax: "phrases", -not, or);
-    -- 'any': any stemmed query term may match, ranked by cover density
+    -- 'any': any stemmed query term may match, but documents matching every term
+    -- (q_all) rank first, then by cover density
     SELECT CASE WHEN %(text_any)s THEN
                array_to_string(ARRAY(
                    SELECT '''' || replace(replace(l, '''', ''), '\', '') || ''''
                    FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
                    WHERE replace(replace(l, '''', ''), '\', '') <> ''), ' | ')::tsquery
-           ELSE websearch_to_tsquery('english', %(query)s) END AS q
+           ELSE websearch_to_tsquery('english', %(query)s) END AS q,
+           websearch_to_tsquery('english', %(query)s) AS q_all
 ),
 fact_text AS (
-    SELECT 'fact'::text AS kind, f.id, ts_rank_cd(f.search, tq.q, %(rank_normalization)s) AS rank
+    SELECT 'fact'::text AS kind, f.id, ts_rank_cd(f.search, tq.q, %(rank_normalization)s) AS rank,
+           f.search @@ tq.q_all AS all_terms
     FROM facts f, tq
     WHERE %(use_text)s AND f.search @@ tq.q
       AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
@@ -61,29 +65,32 @@ fact_text AS (
            OR (f.created_at <= %(as_of)s::timestamptz AND f.valid_from <= %(as_of)s::timestamptz
                AND (f.valid_until IS NULL OR f.valid_until > %(as_of)s::timestamptz)
                AND (f.withdrawn_at IS NULL OR f.withdrawn_at > %(as_of)s::timestamptz)))
-    ORDER BY rank DESC, f.id DESC
+    ORDER BY all_terms DESC, rank DESC, f.id DESC
     LIMIT %(candidates)s
 ),
 episode_text AS (
-    SELECT 'episode'::text AS kind, e.id, ts_rank_cd(e.search, tq.q, %(rank_normalization)s) AS rank
+    SELECT 'episode'::text AS kind, e.id, ts_rank_cd(e.search, tq.q, %(rank_normalization)s) AS rank,
+           e.search @@ tq.q_all AS all_terms
     FROM episodes e, tq
     WHERE %(use_text)s AND e.search @@ tq.q
       AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
       AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
                 ELSE e.created_at <= %(as_of)s::timestamptz
                      AND (e.deleted_at IS NULL OR e.deleted_at > %(as_of)s::timestamptz) END)
-    ORDER BY rank DESC, e.id DESC
+    ORDER BY all_terms DESC, rank DESC, e.id DESC
     LIMIT %(candidates)s
 ),
 txt AS (
-    SELECT kind, id, rank, row_number() OVER (ORDER BY rank DESC, kind, id DESC) AS rnk
+    SELECT kind, id, rank, all_terms,
+           row_number() OVER (ORDER BY all_terms DESC, rank DESC, kind, id DESC) AS rnk
     FROM (SELECT * FROM fact_text UNION ALL SELECT * FROM episode_text) u
 ),
 fused AS (
     SELECT COALESCE(v.kind, t.kind) AS kind, COALESCE(v.id, t.id) AS id,
            v.distance, t.rank AS text_rank,
            COALESCE(%(w_vector)s::float8 / (%(rrf_k)s::float8 + v.rnk), 0)
-         + COALESCE(%(w_text)s::float8 / (%(rrf_k)s::float8 + t.rnk), 0) AS rrf
+         + COALESCE(CASE WHEN t.all_terms THEN %(w_text)s::float8 ELSE %(w_text_partial)s::float8 END
+                    / (%(rrf_k)s::float8 + t.rnk), 0) AS rrf
     FROM vec v FULL JOIN txt t ON t.kind = v.kind AND t.id = v.id
     ORDER BY rrf DESC, COALESCE(v.distance, 2), kind, id DESC
     LIMIT %(limit)s
