@@ -10,6 +10,7 @@ Operations are plain functions in ``stash_pipeline.memory.*`` taking the store f
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ class Store:
     settings: Settings
     db: Database
     _embedder: CachedEmbedder | None = field(default=None, repr=False)
+    _embedder_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def open(cls, settings: Settings, *, db: Database | None = None) -> Store:
@@ -34,10 +36,13 @@ class Store:
     def embedder(self) -> CachedEmbedder:
         """The cached embedder, built (and its model lock checked) on first use."""
         if self._embedder is None:
-            from stash_pipeline.embedding import build_embedder
-            from stash_pipeline.embedding.cache import CachedEmbedder
+            # MCP tools run in worker threads: build (and load the model) once
+            with self._embedder_lock:
+                if self._embedder is None:
+                    from stash_pipeline.embedding import build_embedder
+                    from stash_pipeline.embedding.cache import CachedEmbedder
 
-            self._embedder = CachedEmbedder(self.db, build_embedder(self.settings))
+                    self._embedder = CachedEmbedder(self.db, build_embedder(self.settings))
         return self._embedder
 
     def close(self) -> None:

@@ -38,17 +38,16 @@ class Child:
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.log, "ab")  # noqa: SIM115 - owned by the child for its lifetime
-        self.process = subprocess.Popen(
-            self.args,
-            env=self.env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # own process group: we signal the whole tree
-            preexec_fn=_default_signals,
-        )
-        handle.close()
+        with open(self.log, "ab") as handle:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen(
+                self.args,
+                env=self.env,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # own process group: we signal the whole tree
+                preexec_fn=_default_signals,
+            )
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
