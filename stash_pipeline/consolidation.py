@@ -401,6 +401,18 @@ def status(store: Store, namespaces: Any = "/") -> list[dict[str, Any]]:
         counts = {
             (r["namespace_id"], r["stage"]): r for r in tx.all("consolidation_dead_letter_counts", namespace_ids=ids)
         }
+        sources = {spec.name: spec.source for spec in STAGES}
+        backlog = {
+            (r["namespace_id"], r["stage"]): int(r["backlog"])
+            for r in tx.all(
+                "consolidation_backlog_counts",
+                namespace_ids=[r["namespace_id"] for r in rows],
+                stages=[r["stage"] for r in rows],
+                sources=[sources.get(r["stage"], "none") for r in rows],
+                cursors=[int(r["cursor"]) for r in rows],
+                heads=[int(r["head"]) for r in rows],
+            )
+        }
     out = []
     for r in rows:
         c = counts.get((r["namespace_id"], r["stage"]), {})
@@ -410,7 +422,7 @@ def status(store: Store, namespaces: Any = "/") -> list[dict[str, Any]]:
                 "stage": r["stage"],
                 "cursor": int(r["cursor"]),
                 "head": int(r["head"]),
-                "backlog": max(int(r["head"]) - int(r["cursor"]), 0) if r["stage"] != "decay" else 0,
+                "backlog": backlog.get((r["namespace_id"], r["stage"]), 0),
                 "has_work": bool(r["has_work"]),
                 "last_run_at": r["last_run_at"],
                 "last_status": r["last_status"],

@@ -57,6 +57,22 @@ SELECT id AS namespace_id, slug, stage, cursor, head,
 FROM joined
 ORDER BY slug, ord
 
+-- consolidation_backlog_counts --
+-- Exact number of source rows between each (namespace, stage) cursor and its head, for
+-- status displays (the sensor only needs stage_backlog's has_work). Ids are global per
+-- table, so head - cursor alone would count other namespaces' rows too.
+SELECT x.namespace_id, x.stage,
+       CASE x.source
+           WHEN 'episodes' THEN (SELECT count(*) FROM episodes e
+                                 WHERE e.namespace_id = x.namespace_id AND e.deleted_at IS NULL
+                                   AND e.id > x.cursor AND e.id <= x.head)
+           WHEN 'facts' THEN (SELECT count(*) FROM facts f
+                              WHERE f.namespace_id = x.namespace_id AND f.id > x.cursor AND f.id <= x.head)
+           ELSE 0
+       END AS backlog
+FROM unnest(%(namespace_ids)s::bigint[], %(stages)s::text[], %(sources)s::text[],
+            %(cursors)s::bigint[], %(heads)s::bigint[]) AS x(namespace_id, stage, source, cursor, head)
+
 -- consolidation_try_lock --
 -- Session-level advisory lock for one (stage, namespace) run; false when held elsewhere.
 SELECT pg_try_advisory_lock(%(stage_key)s::int, %(namespace_key)s::int) AS ok

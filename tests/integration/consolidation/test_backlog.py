@@ -93,3 +93,21 @@ def test_dead_letter_bulk_retry_and_drop_by_stage(cstore, server, model):
     assert dead_letters.list_(cstore, "/x", status="pending")[0]["attempts"] == 0
     assert len(dead_letters.drop(cstore, namespaces="/x", stage="facts")) == 1
     assert dead_letters.list_(cstore, "/x", status="pending") == []
+
+
+def test_status_backlog_counts_rows_of_this_namespace_only(store):
+    from stash_pipeline import consolidation
+    from stash_pipeline.memory import episodes, namespaces
+
+    namespaces.create(store, "/mine")
+    namespaces.create(store, "/theirs")
+    # interleave writes so the global ids of /mine are far apart
+    for i in range(3):
+        episodes.remember(store, "/mine", f"mine {i}")
+        for j in range(4):
+            episodes.remember(store, "/theirs", f"theirs {i}.{j}")
+    rows = {r["stage"]: r for r in consolidation.status(store, "/mine")}
+    assert rows["facts"]["backlog"] == 3
+    assert rows["failure_patterns"]["backlog"] == 3
+    assert rows["relationships"]["backlog"] == 0
+    assert rows["decay"]["backlog"] == 0
