@@ -109,6 +109,7 @@ class Contradiction(Record):
     method: str
     resolved: bool
     resolution: str | None = None
+    resolution_note: str | None = None
     resolved_at: datetime | None = None
     created_at: datetime
 

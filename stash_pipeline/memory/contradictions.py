@@ -23,9 +23,8 @@ own (method 'auto', resolution 'superseded') may be overridden by the caller onc
 that is how a wrong automatic supersession is undone. Resolving a caller-resolved
 contradiction again is ``InvalidTransition``.
 
-``note`` (optional free text): the schema has no column for it (adding one is a
-migration, left for a later schema version), so it is the withdrawal reason of both
-facts for ``neither`` and is echoed in the result for every action.
+``note`` (optional free text) is stored with the resolution (``resolution_note``) and,
+for ``neither``, is also the withdrawal reason of both facts.
 """
 
 from __future__ import annotations
@@ -126,7 +125,7 @@ def resolve(
             withdrawn = lineage.withdraw_cascade(tx, [("fact", old_id), ("fact", new_id)], reason)
             withdrawn["withdrawn_fact_ids"] = sorted({old_id, new_id, *withdrawn["withdrawn_fact_ids"]})
 
-        tx.execute("contradiction_mark_resolved", id=contradiction_id, resolution=action)
+        tx.execute("contradiction_mark_resolved", id=contradiction_id, resolution=action, note=note)
         resolved = tx.one("contradiction_get", id=contradiction_id)
         old_fact = tx.one("fact_get", id=old_id)
         new_fact = tx.one("fact_get", id=new_id)

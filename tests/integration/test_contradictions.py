@@ -76,6 +76,8 @@ def test_keep_old_restores_an_auto_superseded_old_fact(ns):
     out = contradictions.resolve(store, cid, "keep_old", note="the port change was rolled back")
     assert out["contradiction"].resolution == "keep_old"
     assert out["note"] == "the port change was rolled back"
+    stored = contradictions.get(store, cid)
+    assert stored.resolution_note == "the port change was rolled back"
     restored, retired = _fact(store, old), _fact(store, new)
     assert (restored.current, restored.valid_until, restored.superseded_by) == (True, None, None)
     assert (retired.current, retired.superseded_by) == (False, old)

@@ -59,5 +59,5 @@ RETURNING id
 -- contradiction_mark_resolved --
 -- Record the caller's resolution.
 UPDATE contradictions
-   SET resolved = true, resolution = %(resolution)s, resolved_at = now()
+   SET resolved = true, resolution = %(resolution)s, resolved_at = now(), resolution_note = %(note)s
  WHERE id = %(id)s
