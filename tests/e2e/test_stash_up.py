@@ -2,8 +2,9 @@
 
 Runs the installed `stash` command in a subprocess on free ports, waits for both HTTP
 endpoints, remembers and recalls through the MCP SDK's streamable-HTTP client with the
-admin token `stash up` created, asks Dagster's GraphQL endpoint for its version, then
-sends SIGTERM and checks that every process of the tree is gone within seconds.
+admin token `stash up` created, checks that Dagster's GraphQL endpoint lists the stage
+assets and, once the daemon's discovery sensor has ticked, the new namespace's partition,
+then sends SIGTERM and checks that every process of the tree is gone within seconds.
 """
 
 from __future__ import annotations
@@ -65,6 +66,18 @@ async def _remember_and_recall(url: str, token: str) -> list[dict]:
         return payload["results"]
 
 
+def _graphql(port: int, query: str) -> dict:
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
 async def _unauthenticated_status(url: str) -> int:
     import httpx2
 
@@ -100,15 +113,18 @@ def test_stash_up_serves_mcp_and_dagster_and_stops_cleanly(tmp_path):
         assert results[0]["content"] == "The deploy uses blue-green on Fridays"
         assert "embedding" not in json.dumps(results)
 
-        import urllib.request
-
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{ui_port}/graphql",
-            data=json.dumps({"query": "{ version }"}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            assert json.loads(response.read())["data"]["version"]
+        assert _graphql(ui_port, "{ version }")["data"]["version"]
+        assets = {tuple(n["assetKey"]["path"]) for n in _graphql(ui_port, "{ assetNodes { assetKey { path } } }")["data"]["assetNodes"]}
+        assert {("episodes",), ("facts",), ("relationships",), ("causal_links",), ("patterns",), ("goal_progress",),
+                ("failure_patterns",), ("hypothesis_evidence",), ("decay",)} <= assets
+        # the discovery sensor (run by the daemon stash up started) adds the new namespace's partition
+        query = '{ assetNodeOrError(assetKey: {path: ["facts"]}) { ... on AssetNode { partitionKeys } } }'
+        deadline = time.monotonic() + 120
+        keys: list[str] = []
+        while time.monotonic() < deadline and "/projects/e2e" not in keys:
+            keys = _graphql(ui_port, query)["data"]["assetNodeOrError"].get("partitionKeys") or []
+            time.sleep(2)
+        assert "/projects/e2e" in keys, keys
     finally:
         tree = tree or [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
         proc.send_signal(signal.SIGTERM)
