@@ -67,18 +67,21 @@ def model() -> ScriptedModel:
     return SlowerModel(timeout_s=1.5)
 
 
-STAGE_CASES = [
-    pytest.param("facts", id="facts"),
-    pytest.param("relationships", id="relationships", marks=pytest.mark.slow),
-    pytest.param("patterns", id="patterns", marks=pytest.mark.slow),
-    pytest.param("goal_progress", id="goal_progress", marks=pytest.mark.slow),
-    pytest.param("hypothesis_evidence", id="hypothesis_evidence", marks=pytest.mark.slow),
+#: (stage, which runner starts first; the others start when its first model request arrives)
+CASES = [
+    pytest.param("facts", "cli", id="facts-cli-first"),
+    pytest.param("facts", "dagster", id="facts-dagster-first", marks=pytest.mark.slow),
+    pytest.param("facts", "mcp", id="facts-mcp-first", marks=pytest.mark.slow),
+    pytest.param("relationships", "library", id="relationships-library-first", marks=pytest.mark.slow),
+    pytest.param("patterns", "cli", id="patterns-cli-first", marks=pytest.mark.slow),
+    pytest.param("goal_progress", "mcp", id="goal_progress-mcp-first", marks=pytest.mark.slow),
+    pytest.param("hypothesis_evidence", "dagster", id="hypothesis_evidence-dagster-first", marks=pytest.mark.slow),
 ]
 
 
-@pytest.mark.parametrize("stage", STAGE_CASES)
+@pytest.mark.parametrize(("stage", "leader"), CASES)
 def test_four_runners_one_namespace_one_stage(
-    wstore: Any, server: Any, settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
+    wstore: Any, server: Any, settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str, leader: str
 ) -> None:
     from stash_pipeline.stages import STAGE_NAMES
 
@@ -95,9 +98,20 @@ def test_four_runners_one_namespace_one_stage(
 
     outcomes: dict[str, Any] = {}
     start = threading.Event()
+    baseline = len(server.chat_requests())
+
+    def gate() -> None:  # the others go once the leader is inside the stage
+        deadline = time.monotonic() + 60
+        while len(server.chat_requests()) == baseline and time.monotonic() < deadline:
+            time.sleep(0.003)
+        start.set()
+
+    def wait_turn(name: str) -> None:
+        if name != leader:
+            start.wait()
 
     def library() -> None:
-        start.wait()
+        wait_turn("library")
         outcomes["library"] = consolidation.run_stage(wstore, "/race", stage).to_json()
 
     def mcp_tool() -> None:
@@ -107,25 +121,24 @@ def test_four_runners_one_namespace_one_stage(
                 assert not result.is_error, result.content[0].text
                 return result.structured_content["reports"]
 
-        start.wait()
+        wait_turn("mcp")
         (outcomes["mcp"],) = anyio.run(go)
 
-    cli = subprocess.Popen(
-        ["stash", "consolidate", "run", "-n", "/race", "--stage", stage, "--json"],
-        env=worker_env(settings.database_url, tmp_path / "home", server.base_url),
-        cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    threads = [threading.Thread(target=library), threading.Thread(target=mcp_tool)]
+    def cli() -> None:
+        wait_turn("cli")
+        out = subprocess.run(
+            ["stash", "consolidate", "run", "-n", "/race", "--stage", stage, "--json"],
+            env=worker_env(settings.database_url, tmp_path / "home", server.base_url),
+            cwd=str(REPO), capture_output=True, text=True, timeout=120,
+        )
+        (outcomes["cli"],) = json.loads(out.stdout)
+
+    threads = [threading.Thread(target=f) for f in (gate, library, mcp_tool, cli)]
     for t in threads:
         t.start()
-    # the CLI needs ~1 s to import; start the in-process runners once its first request is in
-    deadline = time.monotonic() + 30
-    calls = len(server.chat_requests())
-    while len(server.chat_requests()) == calls and cli.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    start.set()
     stash = resource_for(settings, openai_base_url=server.base_url, reasoner_model="scripted",
                          reasoner_timeout_s=5.0, reasoner_max_retries=1, reasoner_backoff_s=0.01)
+    wait_turn("dagster")
     with dg.instance_for_test() as instance:  # Dagster runs in the main thread (signal handlers)
         result = materialize(instance, stash, "/race", stage)
         if result.success:
@@ -135,10 +148,9 @@ def test_four_runners_one_namespace_one_stage(
             failure = result.failure_data_for_node(stage)
             assert failure is not None and "another runner" in str(failure.error), failure
             outcomes["dagster"] = {"status": "busy"}
-    out, _err = cli.communicate(timeout=120)
     for t in threads:
         t.join(timeout=120)
-    (outcomes["cli"],) = json.loads(out)
+    assert set(outcomes) == {"cli", "dagster", "mcp", "library"}, outcomes
 
     statuses = {name: o["status"] for name, o in outcomes.items()}
     writers = [name for name, o in outcomes.items() if int(o.get("rows_written") or 0) > 0]
