@@ -20,8 +20,9 @@ install: $(STAMP)
 up: $(STAMP)
 	$(BIN)/stash up
 
+# the venv's bin first on PATH, as after `source .venv/bin/activate` (tests run `stash`)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check stash_pipeline stash_serve tests bench
