@@ -137,7 +137,10 @@ def _health_routes(store: Store) -> list[BaseRoute]:
 
 def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0.0.1") -> ASGIApp:
     """The ASGI app: MCP (streamable HTTP + SSE), health, readiness and metrics, behind bearer auth."""
-    streamable = server.streamable_http_app(host=host)
+    # Stateless: no per-session state lives in this process (tools keep none), so any
+    # replica behind a load balancer can answer any request (docs/deploy.md). SSE is
+    # session-bound by design: route it with sticky sessions.
+    streamable = server.streamable_http_app(host=host, stateless_http=True)
     sse = server.sse_app(host=host)
     routes = [*_health_routes(store), *streamable.routes, *sse.routes]
 

@@ -79,3 +79,47 @@ async def test_unreachable_database_is_unhealthy(tmp_path: Any) -> None:
         assert denied.status_code == 503 and denied.json()["error"] == "database_unavailable"
     finally:
         store.close()
+
+
+def _rpc_result(response: httpx2.Response) -> dict[str, Any]:
+    """The JSON-RPC result of a streamable-HTTP answer (plain JSON or one SSE event)."""
+    import json
+
+    assert response.status_code == 200, response.text
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return response.json()["result"]
+    data = [line[len("data: "):] for line in response.text.splitlines() if line.startswith("data: ")]
+    return json.loads(data[-1])["result"]
+
+
+async def test_replicas_share_no_session_state(store: Store) -> None:
+    """Two app instances (two replicas behind a load balancer): a call needs no prior session."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "remember", "arguments": {"content": "replica-agnostic write", "namespace": "/"}},
+    }
+    replicas = [build_app(store, build_server(store, auth=False), auth=False) for _ in range(2)]
+    async with replicas[0].router.lifespan_context(replicas[0]), replicas[1].router.lifespan_context(replicas[1]):
+        clients = [
+            # host with a port: the SDK's DNS-rebinding guard expects 127.0.0.1:<port>
+            httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8080")
+            for app in replicas
+        ]
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        }
+        assert _rpc_result(await clients[0].post("/mcp", json=init, headers=headers))["serverInfo"]
+        # the next request lands on the other replica, without any session id
+        result = _rpc_result(await clients[1].post("/mcp", json=call, headers=headers))
+        assert result.get("isError") is not True, result
+        for client in clients:
+            await client.aclose()
+    with store.db.connection() as conn:
+        rows = conn.execute("SELECT content FROM episodes").fetchall()
+    assert [r["content"] for r in rows] == ["replica-agnostic write"]
