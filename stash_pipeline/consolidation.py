@@ -103,6 +103,14 @@ class Batch:
         for item_id in item_ids:
             self.succeeded.append((item_kind, int(item_id)))
 
+    def settle(self, item_kind: str, item_ids: Iterable[int], failure: str | None) -> bool:
+        """Inputs of a one-call batch: all done, or all failed with the call's error. True if done."""
+        if failure:
+            self.fail(item_kind, item_ids, failure)
+            return False
+        self.done(item_kind, item_ids)
+        return True
+
     @contextlib.contextmanager
     def item(self, item_kind: str, item_ids: Iterable[int]) -> Iterator[None]:
         """Writes of one item under a savepoint: an item error rolls back only that item."""

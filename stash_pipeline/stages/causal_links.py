@@ -56,12 +56,9 @@ def process(ctx: StageContext, facts: list[dict[str, Any]], *, cursor: int | Non
         except errors.ModelResponseInvalid as exc:
             failure = f"ModelResponseInvalid: {exc.message}"
     with ctx.batch(cursor=cursor) as batch:
-        if resolved:
-            batch.done("fact", resolved)
-        if failure:
-            batch.fail("fact", ids, failure)
+        batch.done("fact", resolved or ())
+        if not batch.settle("fact", ids, failure):
             return
-        batch.done("fact", ids)
         for link in links:
             if link.cause_id == link.effect_id:
                 common.bump(ctx, "self_loops_dropped")

@@ -67,12 +67,9 @@ def process(
         except errors.ModelResponseInvalid as exc:
             failure = f"ModelResponseInvalid: {exc.message}"
     with ctx.batch(cursor=cursor) as batch:
-        if resolved:
-            batch.done("fact", resolved)
-        if failure:
-            batch.fail("fact", fact_ids, failure)
+        batch.done("fact", resolved or ())
+        if not batch.settle("fact", fact_ids, failure):
             return
-        batch.done("fact", fact_ids)
         for note in notes:
             kind = note.assessment.strip().lower()
             if kind not in KINDS or not note.note.strip():

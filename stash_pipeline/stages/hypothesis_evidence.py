@@ -79,12 +79,9 @@ def process(ctx: StageContext, facts: list[dict[str, Any]], *, cursor: int | Non
     content = {int(h["id"]): h["content"] for h in hypotheses}
     vectors = dict(zip(supported, ctx.embed([content[i] for i in supported]), strict=True))
     with ctx.batch(cursor=cursor) as batch:
-        if resolved:
-            batch.done("fact", resolved)
-        if failure:
-            batch.fail("fact", fact_ids, failure)
+        batch.done("fact", resolved or ())
+        if not batch.settle("fact", fact_ids, failure):
             return
-        batch.done("fact", fact_ids)
         created: dict[int, int] = {}
         for verdict in verdicts:
             with batch.item("fact", [verdict.fact_id]):

@@ -61,12 +61,9 @@ def process(ctx: StageContext, facts: list[dict[str, Any]], *, cursor: int | Non
     confidence_of = {("fact", int(f["id"])): float(f["confidence"]) for f in facts}
     confidence_of.update({("relationship", int(r["id"])): float(r["confidence"]) for r in rels})
     with ctx.batch(cursor=cursor) as batch:
-        if resolved:
-            batch.done("fact", resolved)
-        if failure:
-            batch.fail("fact", fact_ids, failure)
+        batch.done("fact", resolved or ())
+        if not batch.settle("fact", fact_ids, failure):
             return
-        batch.done("fact", fact_ids)
         for pattern in patterns:
             sources = sorted({("fact", i) for i in pattern.source_facts} | {("relationship", i) for i in pattern.source_rels})
             text = " ".join(pattern.pattern.split())
