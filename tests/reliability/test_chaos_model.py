@@ -29,6 +29,7 @@ from tests.reliability.conftest import (
     orphan_lineage,
     prepare,
     rows,
+    seed,
     trials,
     uncovered_before_cursor,
 )
@@ -38,6 +39,8 @@ from tests.support.scripted_model import ScriptedModel
 pytestmark = pytest.mark.reliability
 
 MAX_RUNS = 25
+#: an episode the model always chokes on (a poison item: it must be dead-lettered, not stall facts)
+POISON = "Zebulon poisoned the nightly Quartz backup"
 TIMEOUT_S = 0.4  # STASH_REASONER_TIMEOUT_S for this suite; "timeout" replies sleep longer
 
 #: fault kind -> weight; the rest of the probability mass answers correctly
@@ -78,6 +81,9 @@ class ChaosModel(ScriptedModel):
         return self._fault
 
     def __call__(self, request: dict[str, Any]) -> Reply | str:
+        if POISON in json.dumps(request.get("messages", [])[:2]):
+            self.injected["poison"] = self.injected.get("poison", 0) + 1
+            return "I refuse to answer about that {"  # never valid: the item must end dead-lettered
         kind = self._pick()
         if kind == "truncated":
             return Reply(raw_body=b'{"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"ro')
@@ -113,6 +119,7 @@ def test_chaos_model_never_stalls_and_every_call_is_accounted(make_store: Any, t
             consolidation.run_all(store, "/calm")
         model.enabled = True
         prepare(store, "/chaos")
+        (poison_id,) = seed(store, "/chaos", [POISON])
 
         failed_runs = 0
         for run in range(1, MAX_RUNS + 1):  # noqa: B007 (its last value is reported)
@@ -145,12 +152,16 @@ def test_chaos_model_never_stalls_and_every_call_is_accounted(make_store: Any, t
         ns=namespace_id(store, "/chaos"),
     )
     assert all(r["status"] == "dead" for r in dead), dead
+    poisoned = rows(store, "SELECT status FROM dead_letters WHERE stage = 'facts' AND item_id = %(i)s", i=poison_id)
+    assert poisoned == [{"status": "dead"}]
     fig = FIGURES["chaos"]
     fig["trials held"] += 1
     fig["runs to catch up (sum)"] += run
     fig["runs that failed"] += failed_runs
     fig["requests"] += received
     fig["dead-lettered items"] += sum(int(r["n"]) for r in dead)
+    for r in dead:
+        FIGURES["chaos: dead letters by stage"][r["stage"]] += int(r["n"])
     for kind, n in model.injected.items():
         FIGURES["chaos: faults injected"][kind] += n
 
@@ -159,8 +170,6 @@ def test_truncated_body_is_a_recorded_transport_failure(cstore: Any, server: Any
     """Regression: a 200 with a cut-off JSON body used to escape the reasoner as a raw
     JSONDecodeError (no ledger row, run_all crashed); now it is retried, recorded and
     ends as ModelUnavailable with the cursor unmoved."""
-    from tests.integration.consolidation.conftest import seed
-
     seed(cstore, "/t", ["Alice works at Acme in the Lyon office"])
     truncated = Reply(raw_body=b'{"id": "x", "choices": [{"index": 0, "message": {"content": "{\\"fa')
     server.responder = lambda request: truncated
@@ -174,3 +183,37 @@ def test_truncated_body_is_a_recorded_transport_failure(cstore: Any, server: Any
     assert reports[0].status == "failed" and all(r.status == "skipped" for r in reports[1:-1])
     server.responder = model
     assert consolidation.run_stage(cstore, "/t", "facts").rows_written == 1
+
+
+class PoisonModel(ScriptedModel):
+    """Good answers, except for any request whose prompt lists the poison episode."""
+
+    def __call__(self, request: dict[str, Any]) -> Reply | str:
+        if POISON in json.dumps(request.get("messages", [])[:2]):
+            return "I refuse to answer about that {"
+        return super().__call__(request)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: retries re-send pending items in the same grouping, so one poison episode dead-letters "
+    "every item that shared its model call: facts (stages/facts.py run(): ctx.pending() ids re-clustered "
+    "and sent facts_clusters_per_call clusters per call; a ModelResponseInvalid fails the whole group) and "
+    "failure_patterns (stages/failure_patterns.py: pending evidence re-sent as one EVIDENCE_BATCH; "
+    "batch.fail(evidence_ids) on an invalid answer). Retries should isolate items (one per call).",
+)
+def test_one_poison_episode_dead_letters_only_itself(cstore: Any, server: Any) -> None:
+    """A poison item must end dead-lettered alone; its innocent call-mates must be processed."""
+    server.responder = PoisonModel(timeout_s=1.5)
+    seed(cstore, "/p", [])
+    from stash_pipeline.memory import failures
+
+    failures.create(cstore, "/p", "Deploy script failed with Postgres timeout", "pool too small", "raise the pool")
+    innocent = seed(cstore, "/p", [f"Deploy script failed with Postgres timeout on run {i}" for i in range(6)])
+    (poison,) = seed(cstore, "/p", [POISON])
+    for _ in range(6):
+        consolidation.run_all(cstore, "/p")
+    dead = rows(cstore, "SELECT stage, item_id FROM dead_letters WHERE status = 'dead' ORDER BY stage, item_id")
+    assert {(r["stage"], r["item_id"]) for r in dead if r["stage"] == "facts"} == {("facts", poison)}
+    # the innocent episodes were judged as evidence (a repeat of the failure each), not dead-lettered
+    assert [r["item_id"] for r in dead if r["stage"] == "failure_patterns"] == [poison], innocent
