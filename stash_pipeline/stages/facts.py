@@ -182,7 +182,9 @@ def run(ctx: StageContext) -> None:
     if retry_ids:
         rows = ctx.read("stage_facts_episodes_by_ids", namespace_id=ctx.namespace_id, ids=retry_ids)
         gone = sorted(set(retry_ids) - {int(r["id"]) for r in rows})
-        process_episodes(ctx, rows, cursor=None, resolved=gone)
+        # One cluster per call on a retry: a poison episode must not take the clusters that
+        # once shared its model call down with it (they would be dead-lettered together).
+        process_episodes(ctx, rows, cursor=None, resolved=gone, per_call=1)
     while True:
         rows = ctx.read("stage_facts_episodes_after", namespace_id=ctx.namespace_id, cursor=ctx.cursor, limit=size)
         if not rows:
@@ -191,14 +193,19 @@ def run(ctx: StageContext) -> None:
 
 
 def process_episodes(
-    ctx: StageContext, rows: list[dict[str, Any]], *, cursor: int | None, resolved: list[int] | None = None
+    ctx: StageContext,
+    rows: list[dict[str, Any]],
+    *,
+    cursor: int | None,
+    resolved: list[int] | None = None,
+    per_call: int | None = None,
 ) -> None:
     settings = ctx.settings
     ctx.report.rows_in += len(rows)
     clusters = cluster(rows, settings.consolidation_similarity_threshold)
     failures: dict[int, str] = {}
     drafts: dict[int, prompts.FactDraft] = {}
-    per_call = settings.facts_clusters_per_call
+    per_call = per_call or settings.facts_clusters_per_call
     for start in range(0, len(clusters), per_call):
         group = list(range(start, min(start + per_call, len(clusters))))
         user = "\n\n".join(

@@ -52,7 +52,12 @@ def run(ctx: StageContext) -> None:
     if retry_ids:
         rows = ctx.read("stage_evidence_by_ids", namespace_id=ctx.namespace_id, ids=retry_ids)
         gone = sorted(set(retry_ids) - {int(r["id"]) for r in rows})
-        process(ctx, rows, [], cursor=None, aux_cursor=None, resolved=gone)
+        # One evidence episode per call on a retry: a poison episode must not take the
+        # evidence that once shared its model call down with it.
+        for n, row in enumerate(rows):
+            process(ctx, [row], [], cursor=None, aux_cursor=None, resolved=gone if n == 0 else None)
+        if not rows:
+            process(ctx, [], [], cursor=None, aux_cursor=None, resolved=gone)
     while True:
         evidence = ctx.read(
             "stage_evidence_after", namespace_id=ctx.namespace_id, cursor=ctx.cursor, limit=EVIDENCE_BATCH

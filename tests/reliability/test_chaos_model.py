@@ -151,7 +151,8 @@ def test_chaos_model_never_stalls_and_every_call_is_accounted(make_store: Any, t
         "SELECT stage, status, count(*) AS n FROM dead_letters WHERE namespace_id = %(ns)s GROUP BY 1, 2",
         ns=namespace_id(store, "/chaos"),
     )
-    assert all(r["status"] == "dead" for r in dead), dead
+    # nothing left pending: each item was processed on a retry ("retried") or given up ("dead")
+    assert {r["status"] for r in dead} <= {"dead", "retried"}, dead
     poisoned = rows(store, "SELECT status FROM dead_letters WHERE stage = 'facts' AND item_id = %(i)s", i=poison_id)
     assert poisoned == [{"status": "dead"}]
     fig = FIGURES["chaos"]
@@ -159,9 +160,10 @@ def test_chaos_model_never_stalls_and_every_call_is_accounted(make_store: Any, t
     fig["runs to catch up (sum)"] += run
     fig["runs that failed"] += failed_runs
     fig["requests"] += received
-    fig["dead-lettered items"] += sum(int(r["n"]) for r in dead)
+    fig["dead-lettered items (dead)"] += sum(int(r["n"]) for r in dead if r["status"] == "dead")
+    fig["failed items processed on a retry"] += sum(int(r["n"]) for r in dead if r["status"] == "retried")
     for r in dead:
-        FIGURES["chaos: dead letters by stage"][r["stage"]] += int(r["n"])
+        FIGURES["chaos: dead letters by stage and final status"][f"{r['stage']}/{r['status']}"] += int(r["n"])
     for kind, n in model.injected.items():
         FIGURES["chaos: faults injected"][kind] += n
 
@@ -194,16 +196,12 @@ class PoisonModel(ScriptedModel):
         return super().__call__(request)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: retries re-send pending items in the same grouping, so one poison episode dead-letters "
-    "every item that shared its model call: facts (stages/facts.py run(): ctx.pending() ids re-clustered "
-    "and sent facts_clusters_per_call clusters per call; a ModelResponseInvalid fails the whole group) and "
-    "failure_patterns (stages/failure_patterns.py: pending evidence re-sent as one EVIDENCE_BATCH; "
-    "batch.fail(evidence_ids) on an invalid answer). Retries should isolate items (one per call).",
-)
 def test_one_poison_episode_dead_letters_only_itself(cstore: Any, server: Any) -> None:
-    """A poison item must end dead-lettered alone; its innocent call-mates must be processed."""
+    """A poison item must end dead-lettered alone; its innocent call-mates must be processed.
+
+    Regression: retries used to re-send pending items in their original grouping, so the
+    episodes that once shared a model call with the poison were dead-lettered with it
+    (facts: whole groups of clusters; failure_patterns: the whole evidence batch)."""
     server.responder = PoisonModel(timeout_s=1.5)
     seed(cstore, "/p", [])
     from stash_pipeline.memory import failures
