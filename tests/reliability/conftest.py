@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -237,6 +238,8 @@ def snapshot(store: Any) -> dict[str, tuple[int, str]]:
 
 # -- subprocess workers ----------------------------------------------------------------------
 REPO = Path(__file__).resolve().parents[2]
+#: the `stash` console script of the running interpreter (works without an activated venv)
+STASH = str(Path(sys.executable).with_name("stash"))
 
 
 def worker_env(database_url: str, home: Path, base_url: str | None, **extra: Any) -> dict[str, str]:

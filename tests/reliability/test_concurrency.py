@@ -36,6 +36,7 @@ from tests.dagster.test_assets import materialize
 from tests.reliability.conftest import (
     FIGURES,
     REPO,
+    STASH,
     WORKER_SETTINGS,
     canonical,
     duplicate_rows,
@@ -127,7 +128,7 @@ def test_four_runners_one_namespace_one_stage(
     def cli() -> None:
         wait_turn("cli")
         out = subprocess.run(
-            ["stash", "consolidate", "run", "-n", "/race", "--stage", stage, "--json"],
+            [STASH, "consolidate", "run", "-n", "/race", "--stage", stage, "--json"],
             env=worker_env(settings.database_url, tmp_path / "home", server.base_url),
             cwd=str(REPO), capture_output=True, text=True, timeout=120,
         )

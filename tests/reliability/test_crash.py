@@ -30,6 +30,7 @@ from stash_pipeline.stages import STAGE_NAMES
 from tests.reliability.conftest import (
     FIGURES,
     REPO,
+    STASH,
     canonical,
     cursor_problems,
     duplicate_rows,
@@ -88,7 +89,7 @@ def test_kill9_worker_then_restart_equals_clean_run(
     env = worker_env(settings.database_url, tmp_path / "home", server.base_url)
     start = len(server.chat_requests())
     worker = subprocess.Popen(
-        ["stash", "consolidate", "run", "-n", "/crash", "--json"],
+        [STASH, "consolidate", "run", "-n", "/crash", "--json"],
         env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
