@@ -859,7 +859,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
             Literal["forward", "backward"],
             Field(description="forward = effects of the fact; backward = its causes."),
         ] = "forward",
-        max_depth: Annotated[int, Field(description="Maximum chain length (1-50).", ge=1, le=50)] = 10,
+        max_depth: Annotated[int, Field(description="Maximum chain length (1-25).", ge=1, le=25)] = 10,
         namespaces: Namespaces = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
