@@ -166,17 +166,39 @@ class Database:
                 self._opened = True
 
     @contextlib.contextmanager
+    def _checked_connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        """A pooled connection known to be alive.
+
+        After a database restart every idle connection in the pool is a dead socket. The
+        pool's own ``check=`` option would discard them one by one with a growing sleep
+        between each (1 s, 2 s, 4 s …), so callers time out although the server is back.
+        Instead: probe the connection (one empty round trip); if it is dead, sweep all
+        idle connections at once (``pool.check()``) and take a fresh one.
+        """
+        self._ensure_open()
+        with translate_errors():
+            conn = self._pool.getconn()
+            try:
+                ConnectionPool.check_connection(conn)
+            except psycopg.OperationalError:
+                self._pool.putconn(conn)  # broken: the pool discards it
+                self._pool.check()
+                conn = self._pool.getconn()
+        try:
+            yield conn
+        finally:
+            self._pool.putconn(conn)
+
+    @contextlib.contextmanager
     def transaction(self) -> Iterator[Session]:
         """A connection in one transaction: committed on success, rolled back on error."""
-        self._ensure_open()
-        with translate_errors(), self._pool.connection() as conn, conn.transaction():
+        with self._checked_connection() as conn, translate_errors(), conn.transaction():
             yield Session(conn)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
         """A raw pooled connection, for code that manages its own transactions."""
-        self._ensure_open()
-        with translate_errors(), self._pool.connection() as conn:
+        with self._checked_connection() as conn, translate_errors():
             yield conn
 
     def one(self, name: str, /, **params: Any) -> dict[str, Any] | None:

@@ -251,14 +251,6 @@ async def test_restart_during_mcp_http_writes(
     fig["mcp batches all-or-nothing"] += len(attempted_batches)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: after a database restart every idle pooled connection is a dead socket that the pool "
-    "hands out as is, so the first calls (one per idle connection, up to db_pool_max) fail with "
-    "DatabaseUnavailable although the database is back (stash_pipeline/db/__init__.py Database.__init__: "
-    "ConnectionPool without a check; check=ConnectionPool.check_connection alone is not enough: its "
-    "backoff between stale connections (1 s, 2 s, 4 s …) turns 4 stale connections into a PoolTimeout)",
-)
 def test_first_calls_after_a_restart_succeed(own_pg: EmbeddedServer, own_dsn: str, tmp_path: Path) -> None:
     """The first calls after the database came back must succeed (no per-connection failures)."""
     store = Store.open(
