@@ -37,6 +37,7 @@ from stash_pipeline.db.embedded import EmbeddedServer
 from stash_pipeline.db.migrate import migrate
 from stash_pipeline.memory import namespaces as ns_ops
 from stash_pipeline.reasoner import reset_mode_cache
+from stash_pipeline.stages import STAGE_NAMES
 from stash_pipeline.store import Store
 from tests.conftest import _with_db, free_port
 from tests.mcp.test_transports import _serve_http, _session
@@ -51,7 +52,7 @@ from tests.reliability.conftest import (
     trials,
     until_caught_up,
 )
-from tests.reliability.test_crash import SlowModel
+from tests.reliability.test_crash import SlowModel, _stage_of
 from tests.support.openai_server import ScriptedOpenAI
 
 pytestmark = [pytest.mark.reliability, pytest.mark.anyio]
@@ -139,7 +140,11 @@ def test_restart_during_consolidation_run(
                 assert any(r.status == "failed" for r in outcome["reports"]), outcome["reports"]
                 FIGURES["db restart"]["consolidation: stage reported failed"] += 1
 
-            # the same store (same pool) recovers; a re-run catches up to exactly the clean rows
+            # the same store (same pool) recovers; resuming the failed run at the stage it was in
+            # (as in the crash suite: the clean run's stage order) catches up to exactly the clean rows
+            seen = server.chat_requests()[calls_before:]
+            failed_in = _stage_of(seen[-1]) if seen else STAGE_NAMES[0]
+            consolidation.run_all(store, "/crash", stages=list(STAGE_NAMES[STAGE_NAMES.index(failed_in):]), wait=True)
             until_caught_up(store, "/crash", wait=True)
             clean, after = canonical(store, "/clean"), canonical(store, "/crash")
             for kind in clean:
