@@ -19,6 +19,7 @@ Results never carry vectors.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +51,9 @@ TEXT_MATCH = "any"
 #: ts_rank_cd normalisation bits (0 = none, 1 = divide by 1 + log(document length), ...)
 TEXT_RANK_NORMALIZATION = 1
 EF_SEARCH = 100
+#: full-text matches ranked per kind at most (newest first), so latency stays flat when
+#: thousands of rows share every query term (bench/recall_latency.py --large)
+TEXT_SCAN_LIMIT = 400
 LIMIT_DEFAULT = 10
 LIMIT_MAX = 100
 MODES = ("hybrid", "vector", "text")
@@ -123,6 +127,8 @@ def recall(
                 use_vector=use_vector,
                 use_text=use_text,
                 text_any=TEXT_MATCH == "any",
+                identifiers=identifier_tokens(text),
+                text_scan_limit=TEXT_SCAN_LIMIT,
                 rank_normalization=TEXT_RANK_NORMALIZATION,
                 all_namespaces=all_ns,
                 namespace_ids=ids,
@@ -136,6 +142,15 @@ def recall(
                 rrf_k=RRF_K,
             )
     return _within_budget([_hit(r) for r in rows], budget)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9][\w.-]*(?:\d[\w.-]*|[-_][\w.-]+)")
+
+
+def identifier_tokens(text: str) -> list[str]:
+    """The query's identifier-like tokens: "INC-8870", "ERR_CONN_RESET", "v7.4.2", "5432"."""
+    tokens = [t.rstrip(".-_") for t in _IDENTIFIER.findall(text)]
+    return [t for t in tokens if any(ch.isdigit() for ch in t) or "-" in t or "_" in t]
 
 
 def _hit(row: dict[str, Any]) -> RecallHit:

@@ -42,23 +42,46 @@ vec AS (
     FROM (SELECT * FROM fact_vec UNION ALL SELECT * FROM episode_vec) u
 ),
 tq AS (
-    -- 'all': every query term must match (websearch syntax: "phrases", -not, or);
-    -- 'any': any stemmed query term may match, but documents matching every term
-    -- (q_all) rank first, then by cover density
-    SELECT CASE WHEN %(text_any)s THEN
-               array_to_string(ARRAY(
-                   SELECT '''' || replace(replace(l, '''', ''), '\', '') || ''''
-                   FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
-                   WHERE replace(replace(l, '''', ''), '\', '') <> ''), ' | ')::tsquery
-           ELSE websearch_to_tsquery('english', %(query)s) END AS q,
-           websearch_to_tsquery('english', %(query)s) AS q_all
+    -- q_all: every query term (websearch syntax: "phrases", -not, or)
+    -- q_any: any stemmed query term
+    -- q_ident: the query's identifier-like tokens (digits, '-', '_'), selective by
+    --          nature: "INC-8870", "ERR_CONN_RESET", "v7.4.2"
+    SELECT array_to_string(ARRAY(
+               SELECT '''' || replace(replace(l, '''', ''), '\', '') || ''''
+               FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
+               WHERE replace(replace(l, '''', ''), '\', '') <> ''), ' | ')::tsquery AS q_any,
+           websearch_to_tsquery('english', %(query)s) AS q_all,
+           -- each identifier as the AND of its own lexemes ('inc-8870' & 'inc' & '8870'),
+           -- OR-ed across identifiers; NULL when the query has none
+           (SELECT string_agg('(' || plainto_tsquery('english', t)::text || ')', ' | ')
+            FROM unnest(%(identifiers)s::text[]) AS t
+            WHERE plainto_tsquery('english', t)::text <> '')::tsquery AS q_ident
+),
+-- Text candidates stay selective, so recall cost does not grow with how many rows share
+-- a common word: 'strong' rows contain every query term or an identifier token (one
+-- GIN-searchable tsquery); 'weak' rows are any-term matches among the vector candidates
+-- (looked up by id: partial lexical evidence re-ranks them). At most text_scan_limit
+-- strong rows, newest first, are ranked: thousands of rows sharing every query term
+-- cost a scan, not thousands of rank computations. Text-only mode matches any term
+-- instead: it is the benchmark baseline.
+fact_text_rows AS (
+    (SELECT f.id FROM facts f, tq
+     WHERE %(use_text)s AND f.search @@ (CASE WHEN %(use_vector)s OR NOT %(text_any)s
+                                              THEN tq.q_all || COALESCE(tq.q_ident, tq.q_all)
+                                              ELSE tq.q_any END)
+       AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
+     ORDER BY f.id DESC
+     LIMIT %(text_scan_limit)s)
+    UNION
+    SELECT f.id FROM facts f, tq
+    WHERE %(use_text)s AND %(use_vector)s AND %(text_any)s
+      AND f.id IN (SELECT id FROM fact_vec) AND f.search @@ tq.q_any
 ),
 fact_text AS (
-    SELECT 'fact'::text AS kind, f.id, ts_rank_cd(f.search, tq.q, %(rank_normalization)s) AS rank,
+    SELECT 'fact'::text AS kind, f.id, ts_rank_cd(f.search, tq.q_any, %(rank_normalization)s) AS rank,
            f.search @@ tq.q_all AS all_terms
-    FROM facts f, tq
-    WHERE %(use_text)s AND f.search @@ tq.q
-      AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
+    FROM fact_text_rows r JOIN facts f ON f.id = r.id, tq
+    WHERE (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
       AND (%(include_history)s OR %(as_of)s::timestamptz IS NOT NULL
            OR (f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())))
       AND (%(as_of)s::timestamptz IS NULL
@@ -68,12 +91,24 @@ fact_text AS (
     ORDER BY all_terms DESC, rank DESC, f.id DESC
     LIMIT %(candidates)s
 ),
+episode_text_rows AS (
+    (SELECT e.id FROM episodes e, tq
+     WHERE %(use_text)s AND e.search @@ (CASE WHEN %(use_vector)s OR NOT %(text_any)s
+                                              THEN tq.q_all || COALESCE(tq.q_ident, tq.q_all)
+                                              ELSE tq.q_any END)
+       AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
+     ORDER BY e.id DESC
+     LIMIT %(text_scan_limit)s)
+    UNION
+    SELECT e.id FROM episodes e, tq
+    WHERE %(use_text)s AND %(use_vector)s AND %(text_any)s
+      AND e.id IN (SELECT id FROM episode_vec) AND e.search @@ tq.q_any
+),
 episode_text AS (
-    SELECT 'episode'::text AS kind, e.id, ts_rank_cd(e.search, tq.q, %(rank_normalization)s) AS rank,
+    SELECT 'episode'::text AS kind, e.id, ts_rank_cd(e.search, tq.q_any, %(rank_normalization)s) AS rank,
            e.search @@ tq.q_all AS all_terms
-    FROM episodes e, tq
-    WHERE %(use_text)s AND e.search @@ tq.q
-      AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
+    FROM episode_text_rows r JOIN episodes e ON e.id = r.id, tq
+    WHERE (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
       AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
                 ELSE e.created_at <= %(as_of)s::timestamptz
                      AND (e.deleted_at IS NULL OR e.deleted_at > %(as_of)s::timestamptz) END)
