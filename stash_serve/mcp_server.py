@@ -34,7 +34,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
@@ -446,7 +446,8 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
             str, Field(description="Namespace path to delete, with all descendants and their records.")
         ],
         confirm: Annotated[
-            bool, Field(description="False (default) only reports what would be deleted; true deletes.")
+            # strict: a destructive switch must be a real JSON true, never "yes" or 1
+            StrictBool, Field(description="False (default) only reports what would be deleted; true deletes.")
         ] = False,
         ctx: Context | None = None,
     ) -> dict[str, Any]:

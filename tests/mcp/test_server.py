@@ -204,6 +204,10 @@ async def test_namespaces_create_list_delete(server: Any, store: Any) -> None:
 
         preview = await ok(client, "delete_namespace", {"slug": "/projects"})
         assert preview["deleted"] is False and preview["namespaces"] == ["/projects", "/projects/x"]
+        for loose in ("yes", "true", 1):  # a destructive switch takes only a real JSON true
+            refused = await fails(client, "delete_namespace", {"slug": "/projects", "confirm": loose})
+            assert refused["error"] == "invalid_input"
+        assert store.db.scalar("get_namespace_by_slug", slug="/projects/x") is not None
         done = await ok(client, "delete_namespace", {"slug": "/projects", "confirm": True})
         assert done["deleted"] is True
         assert store.db.scalar("get_namespace_by_slug", slug="/projects/x") is None

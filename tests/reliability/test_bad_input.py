@@ -284,8 +284,8 @@ def mcp_cases(w: dict[str, int]) -> list[Case]:
         E("no_such_tool", {}, "unknown_tool", "invalid_input"),
         E("stats", {"namespace": "/a"}),
         E("init", {"force": True}),
-        # last, because it deletes: a string "yes" is a boolean true to the schema layer
-        Case("delete_namespace", {"slug": "/a/sub", "confirm": "yes"}, None, lambda r: r["deleted"] is True, True),
+        # a destructive switch takes only a real JSON true: "yes" is refused, nothing deleted
+        E("delete_namespace", {"slug": "/a/sub", "confirm": "yes"}, "invalid_input"),
     ]
     return cases
 
