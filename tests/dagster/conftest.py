@@ -10,9 +10,10 @@ import pytest
 
 from stash_pipeline.config import Settings
 from stash_pipeline.defs.resources import StashResource
-from stash_pipeline.reasoner import reset_mode_cache
+
+# the scripted model behind a real OpenAI-compatible HTTP endpoint, shared with the stage tests
+from tests.integration.consolidation.conftest import model, server  # noqa: F401
 from tests.support.openai_server import ScriptedOpenAI
-from tests.support.scripted_model import ScriptedModel
 
 # Partitioned asset checks are a Dagster 1.13 preview feature used on purpose.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -44,20 +45,7 @@ def stash(settings: Settings) -> StashResource:
 
 
 @pytest.fixture
-def model() -> ScriptedModel:
-    return ScriptedModel(timeout_s=1.5)
-
-
-@pytest.fixture
-def server(model: ScriptedModel) -> Iterator[ScriptedOpenAI]:
-    reset_mode_cache()
-    with ScriptedOpenAI(model) as srv:
-        yield srv
-    reset_mode_cache()
-
-
-@pytest.fixture
-def model_stash(settings: Settings, server: ScriptedOpenAI) -> StashResource:
+def model_stash(settings: Settings, server: ScriptedOpenAI) -> StashResource:  # noqa: F811 (pytest fixture)
     """Resource whose reasoner talks to the scripted server; HTTP retries off so outages reach Dagster."""
     return resource_for(
         settings,
