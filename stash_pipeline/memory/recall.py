@@ -128,7 +128,8 @@ def recall(
                 use_text=use_text,
                 text_any=TEXT_MATCH == "any",
                 identifiers=identifier_tokens(text),
-                text_scan_limit=TEXT_SCAN_LIMIT,
+                # the text-only baseline ranks every any-term match (LIMIT NULL = no limit)
+                text_scan_limit=TEXT_SCAN_LIMIT if use_vector else None,
                 rank_normalization=TEXT_RANK_NORMALIZATION,
                 all_namespaces=all_ns,
                 namespace_ids=ids,
