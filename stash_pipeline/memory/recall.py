@@ -37,8 +37,9 @@ RRF_K = 5
 W_VECTOR = 1.0
 W_TEXT = 1.5
 #: share of W_TEXT a full-text hit gets when it matches only some of the query's terms
-#: (one shared common word must not outvote the vector ranking)
-W_TEXT_PARTIAL = 0.75
+#: and none of its identifiers (one shared common word must not outvote the vector
+#: ranking); chosen on the DEV split with the real query (bench/retrieval_quality.py)
+W_TEXT_PARTIAL = 0.5
 #: candidates per list = max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit)
 CANDIDATE_FACTOR = 3
 MIN_CANDIDATES = 30

@@ -8,7 +8,8 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
 -- Candidates from four lists in one round trip: HNSW cosine over facts and episodes,
 -- full text over facts and episodes. Vector hits of both kinds are ranked together, text
 -- hits likewise; the two rankings are fused by weighted reciprocal rank fusion, where a
--- text hit that matches only some query terms weighs less than one matching them all.
+-- text hit that matches only some query terms weighs less than one matching them all
+-- (or one of the query's identifiers, the most specific evidence there is).
 -- Facts: current only by default; valid at %(as_of)s when given; everything with
 -- %(include_history)s. Episodes: not forgotten (as_of: created by then, not forgotten then).
 WITH
@@ -79,7 +80,7 @@ fact_text_rows AS (
 ),
 fact_text AS (
     SELECT 'fact'::text AS kind, f.id, ts_rank_cd(f.search, tq.q_any, %(rank_normalization)s) AS rank,
-           f.search @@ tq.q_all AS all_terms
+           (f.search @@ tq.q_all OR (tq.q_ident IS NOT NULL AND f.search @@ tq.q_ident)) AS all_terms
     FROM fact_text_rows r JOIN facts f ON f.id = r.id, tq
     WHERE (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
       AND (%(include_history)s OR %(as_of)s::timestamptz IS NOT NULL
@@ -106,7 +107,7 @@ episode_text_rows AS (
 ),
 episode_text AS (
     SELECT 'episode'::text AS kind, e.id, ts_rank_cd(e.search, tq.q_any, %(rank_normalization)s) AS rank,
-           e.search @@ tq.q_all AS all_terms
+           (e.search @@ tq.q_all OR (tq.q_ident IS NOT NULL AND e.search @@ tq.q_ident)) AS all_terms
     FROM episode_text_rows r JOIN episodes e ON e.id = r.id, tq
     WHERE (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
       AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
