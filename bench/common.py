@@ -155,6 +155,24 @@ def save_plot(name: str, draw: Callable[[Any], None], *, size: tuple[float, floa
     return path
 
 
+def save_paired_bars(
+    name: str, title: str, labels: Sequence[str], ours: Sequence[float], baseline: Sequence[float],
+    *, ours_label: str, baseline_label: str, ylabel: str = "ms",
+) -> Path:
+    """Ours next to the baseline for each label: the plot every latency benchmark draws."""
+
+    def draw(ax: Any) -> None:
+        x = np.arange(len(labels))
+        ax.bar(x - 0.2, list(ours), 0.4, label=ours_label)
+        ax.bar(x + 0.2, list(baseline), 0.4, label=baseline_label)
+        ax.set_xticks(x, list(labels))
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+
+    return save_plot(name, draw)
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 

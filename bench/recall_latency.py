@@ -174,21 +174,16 @@ def main(argv: list[str] | None = None) -> None:
                 print("   ", re.sub(r"'\[[^']*\]'::vector", "'[...]'::vector", line.strip()))
         print()
 
-    def draw(ax: Any) -> None:
-        labels = ["e2e p50", "e2e p95", "cached p50", "cached p95", "SQL p50", "SQL p95"]
-        ours = [s["e2e"]["p50"], s["e2e"]["p95"], s["cached"]["p50"], s["cached"]["p95"],
-                s["sql"]["p50"], s["sql"]["p95"]]
-        ref = [s["e2e_ref"]["p50"], s["e2e_ref"]["p95"], s["cached_ref"]["p50"], s["cached_ref"]["p95"],
-               s["sql_ref"]["p50"], s["sql_ref"]["p95"]]
-        x = np.arange(len(labels))
-        ax.bar(x - 0.2, ours, 0.4, label="ours: hybrid recall")
-        ax.bar(x + 0.2, ref, 0.4, label="baseline: vector-only")
-        ax.set_xticks(x, labels)
-        ax.set_ylabel("ms")
-        ax.set_title(f"recall latency, {size:,} memories (MiniLM)")
-        ax.legend(fontsize=8)
-
-    common.save_plot("recall_latency", draw)
+    common.save_paired_bars(
+        "recall_latency",
+        f"recall latency, {size:,} memories (MiniLM)",
+        ["e2e p50", "e2e p95", "cached p50", "cached p95", "SQL p50", "SQL p95"],
+        [s["e2e"]["p50"], s["e2e"]["p95"], s["cached"]["p50"], s["cached"]["p95"], s["sql"]["p50"], s["sql"]["p95"]],
+        [s["e2e_ref"]["p50"], s["e2e_ref"]["p95"], s["cached_ref"]["p50"], s["cached_ref"]["p95"],
+         s["sql_ref"]["p50"], s["sql_ref"]["p95"]],
+        ours_label="ours: hybrid recall",
+        baseline_label="baseline: vector-only",
+    )
 
 
 if __name__ == "__main__":

@@ -172,19 +172,15 @@ def main(argv: list[str] | None = None) -> None:
         "— ratio = ours / baseline (latency: lower is better; throughput: higher is better)",
         ["measure", "ours", "baseline (reference path)", "ratio"], rows)
 
-    def draw(ax: Any) -> None:
-        labels = ["new p50", "new p95", "repeat p50", "repeat p95"]
-        ours = [single_ours["p50"], single_ours["p95"], repeat_ours["p50"], repeat_ours["p95"]]
-        ref = [single_ref["p50"], single_ref["p95"], repeat_ref["p50"], repeat_ref["p95"]]
-        x = np.arange(len(labels))
-        ax.bar(x - 0.2, ours, 0.4, label="ours: remember")
-        ax.bar(x + 0.2, ref, 0.4, label="baseline: uncached embed + single INSERT")
-        ax.set_xticks(x, labels)
-        ax.set_ylabel("ms")
-        ax.set_title(f"remember latency, {size:,} existing episodes (MiniLM)")
-        ax.legend(fontsize=8)
-
-    common.save_plot("write_path", draw)
+    common.save_paired_bars(
+        "write_path",
+        f"remember latency, {size:,} existing episodes (MiniLM)",
+        ["new p50", "new p95", "repeat p50", "repeat p95"],
+        [single_ours["p50"], single_ours["p95"], repeat_ours["p50"], repeat_ours["p95"]],
+        [single_ref["p50"], single_ref["p95"], repeat_ref["p50"], repeat_ref["p95"]],
+        ours_label="ours: remember",
+        baseline_label="baseline: uncached embed + single INSERT",
+    )
 
 
 if __name__ == "__main__":
