@@ -64,8 +64,7 @@ def _stdio_command(entry: str) -> tuple[str, list[str]]:
         return sys.executable, ["-m", "stash_serve.mcp_server", "stdio"]
     stash = str(Path(sys.executable).with_name("stash"))
     probe = subprocess.run([stash, "serve", "mcp", "--help"], capture_output=True, text=True, timeout=60)
-    if probe.returncode != 0:
-        pytest.skip("`stash serve mcp` is not wired into the CLI yet")
+    assert probe.returncode == 0, f"`stash serve mcp --help` failed: {probe.stderr}"
     return stash, ["serve", "mcp", "--transport", "stdio"]
 
 
