@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import _validate as v
+from stash_pipeline.memory import validate
 from stash_pipeline.store import Store
 
 RIGHTS = ("read", "write", "admin")
@@ -83,7 +83,7 @@ class TokenInfo:
             raise ValueError(f"unknown right {right!r}")
         if not self.has(right):
             raise errors.AccessDenied(f"access denied: this token lacks the {right!r} right")
-        selected = [] if paths in (None, "", [], ()) else v.slugs(paths)
+        selected = [] if paths in (None, "", [], ()) else validate.slugs(paths)
         outside = [p for p in selected if not self.covers(p)]
         if outside:
             raise errors.AccessDenied(
@@ -94,7 +94,7 @@ class TokenInfo:
 
 def create_token(store: Store, namespaces: list[str], rights: list[str], name: str = "") -> dict[str, Any]:
     """Create a token; the returned ``token`` is the only time the secret is shown."""
-    trees = v.slugs(namespaces) if namespaces not in (None, "", []) else None
+    trees = validate.slugs(namespaces) if namespaces not in (None, "", []) else None
     if not trees:
         raise errors.InvalidInput("at least one namespace is required for a token")
     granted = _rights(rights)
@@ -122,7 +122,7 @@ def list_tokens(store: Store) -> list[dict[str, Any]]:
 
 def revoke_token(store: Store, token_id: int) -> bool:
     """Revoke a token; False if there is no active token with that id."""
-    return store.db.one("auth_revoke_token", id=v.record_id(token_id, "token id")) is not None
+    return store.db.one("auth_revoke_token", id=validate.record_id(token_id, "token id")) is not None
 
 
 def authenticate(store: Store, secret: str | None) -> TokenInfo:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import _validate as v
 from stash_pipeline.memory import namespaces as ns_ops
+from stash_pipeline.memory import validate
 from stash_pipeline.stages import get_stage
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def list_(
         get_stage(stage)
     if status is not None and status not in STATUSES:
         raise errors.InvalidInput(f"status must be one of {', '.join(STATUSES)}")
-    lim, off = v.page(limit, offset)
+    lim, off = validate.page(limit, offset)
     with store.db.transaction() as tx:
         ids = sorted(ns_ops.resolve_trees(tx, namespaces or "/"))
         return tx.all(
@@ -47,7 +47,7 @@ def list_(
 def _ids(values: Any) -> list[int]:
     if isinstance(values, int | str):
         values = [values]
-    return [v.record_id(x) for x in values or []]
+    return [validate.record_id(x) for x in values or []]
 
 
 def _scope(store: Store, namespaces: Any) -> list[int] | None:

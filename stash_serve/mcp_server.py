@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.config import Settings
-from stash_pipeline.memory import _validate as v
+from stash_pipeline.memory import validate
 from stash_pipeline.stages import STAGE_NAMES
 from stash_pipeline.store import Store
 
@@ -215,17 +215,17 @@ class Scope:
     def read(self, namespaces: Any) -> list[str]:
         """Validated read paths; without a token any path, with one only inside its trees."""
         if self.token is None:
-            return v.slugs(namespaces)
+            return validate.slugs(namespaces)
         if namespaces in (None, "", []):
             self.token.require("read")
             return list(self.token.namespaces)
-        paths = v.slugs(namespaces)
+        paths = validate.slugs(namespaces)
         self.token.require("read", paths)
         return paths
 
     def write(self, namespace: Any, right: str = "write") -> str:
         """One validated exact namespace the caller may write to."""
-        path = v.slug(namespace)
+        path = validate.slug(namespace)
         if self.token is not None:
             self.token.require(right, [path])
         return path
@@ -624,7 +624,7 @@ def _register_memory_tools(server: MCPServer, store: Store, call: Callable[..., 
         from stash_pipeline.memory import context as context_ops
 
         def work(s: Scope) -> Any:
-            path = v.slug(namespace)
+            path = validate.slug(namespace)
             if s.token is not None:
                 s.token.require("read", [path])
             found = context_ops.get(store, path)
@@ -1321,7 +1321,7 @@ def _ids(value: Any) -> list[int] | None:
     if value in (None, "", []):
         return None
     items = value.split(",") if isinstance(value, str) else value
-    return [v.record_id(item.strip() if isinstance(item, str) else item, "id") for item in items]
+    return [validate.record_id(item.strip() if isinstance(item, str) else item, "id") for item in items]
 
 
 _RECALL_KEYS = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stash_pipeline.memory.episodes import read_scope
+from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.store import Store
 
 HYPOTHESIS_STATUSES = ("proposed", "testing", "confirmed", "rejected")

@@ -11,8 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import _validate as v
 from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.memory import validate
 from stash_pipeline.models import Context
 from stash_pipeline.store import Store
 
@@ -37,8 +37,8 @@ def _ttl(store: Store, ttl: Any) -> timedelta:
 
 def set_(store: Store, namespace: str, focus: str, ttl: timedelta | float | None = None) -> Context:
     """Set (replace) the focus of one exact namespace; it expires after ``ttl``."""
-    slug = v.slug(namespace)
-    text = v.content(store.settings, focus, "focus")
+    slug = validate.slug(namespace)
+    text = validate.content(store.settings, focus, "focus")
     lifetime = _ttl(store, ttl)
     with store.db.transaction() as tx:
         row = tx.one("context_upsert", namespace_id=ns.resolve_id(tx, slug), focus=text, ttl=lifetime)
@@ -48,7 +48,7 @@ def set_(store: Store, namespace: str, focus: str, ttl: timedelta | float | None
 
 def get(store: Store, namespace: str) -> Context | None:
     """The namespace's focus, or None when there is none or it has expired (then it is removed)."""
-    slug = v.slug(namespace)
+    slug = validate.slug(namespace)
     with store.db.transaction() as tx:
         namespace_id = ns.resolve_id(tx, slug)
         tx.execute("context_delete_expired", namespace_id=namespace_id)
@@ -58,6 +58,6 @@ def get(store: Store, namespace: str) -> Context | None:
 
 def clear(store: Store, namespace: str) -> bool:
     """Remove the namespace's focus; True if there was one."""
-    slug = v.slug(namespace)
+    slug = validate.slug(namespace)
     with store.db.transaction() as tx:
         return tx.execute("context_clear", namespace_id=ns.resolve_id(tx, slug)) > 0

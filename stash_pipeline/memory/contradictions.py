@@ -32,9 +32,8 @@ from __future__ import annotations
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import _knowledge as k
-from stash_pipeline.memory import _validate as v
-from stash_pipeline.memory import lineage
+from stash_pipeline.memory import lineage, validate
+from stash_pipeline.memory.scope import in_scope, read_ids, scope_ids
 from stash_pipeline.models import Contradiction, Fact
 from stash_pipeline.store import Store
 
@@ -50,11 +49,11 @@ def list_(
     offset: Any = None,
 ) -> list[Contradiction]:
     """Contradictions in the namespace trees, newest first (unresolved only by default)."""
-    limit, offset = v.page(limit, offset)
+    limit, offset = validate.page(limit, offset)
     with store.db.transaction() as tx:
         rows = tx.all(
             "contradiction_list",
-            ns_ids=k.read_ids(tx, namespaces),
+            ns_ids=read_ids(tx, namespaces),
             include_resolved=bool(include_resolved),
             limit=limit,
             offset=offset,
@@ -64,10 +63,10 @@ def list_(
 
 def get(store: Store, contradiction_id: Any, namespaces: Any = None) -> Contradiction:
     """One contradiction."""
-    contradiction_id = v.record_id(contradiction_id, "contradiction_id")
+    contradiction_id = validate.record_id(contradiction_id, "contradiction_id")
     with store.db.transaction() as tx:
         row = tx.one("contradiction_get", id=contradiction_id)
-        if row is None or not k.in_scope(k.scope_ids(tx, namespaces), row["namespace_id"]):
+        if row is None or not in_scope(scope_ids(tx, namespaces), row["namespace_id"]):
             raise errors.RecordNotFound(f"contradiction {contradiction_id} not found")
     return Contradiction.from_row(row)
 
@@ -85,14 +84,14 @@ def resolve(
     Returns ``{"contradiction", "old_fact", "new_fact", "withdrawn", "note"}``; ``withdrawn``
     is the lineage cascade report for ``neither`` and None otherwise.
     """
-    contradiction_id = v.record_id(contradiction_id, "contradiction_id")
+    contradiction_id = validate.record_id(contradiction_id, "contradiction_id")
     if action not in ACTIONS:
         raise errors.InvalidInput(f"action must be one of {', '.join(ACTIONS)}; got {action!r}")
-    note = v.optional_text(store.settings, note, "note")
+    note = validate.optional_text(store.settings, note, "note")
 
     with store.db.transaction() as tx:
         row = tx.one("contradiction_get_for_update", id=contradiction_id)
-        if row is None or not k.in_scope(k.scope_ids(tx, namespaces), row["namespace_id"]):
+        if row is None or not in_scope(scope_ids(tx, namespaces), row["namespace_id"]):
             raise errors.RecordNotFound(f"contradiction {contradiction_id} not found")
         if row["resolved"] and not (row["method"] == "auto" and row["resolution"] == "superseded"):
             raise errors.InvalidTransition(

@@ -19,9 +19,9 @@ from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
 from stash_pipeline.db import Session
-from stash_pipeline.memory import _validate as v
-from stash_pipeline.memory import lineage
+from stash_pipeline.memory import lineage, validate
 from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.memory.scope import read_scope, scope_ids
 from stash_pipeline.models import Episode, ForgetPreview
 from stash_pipeline.store import Store
 
@@ -67,10 +67,10 @@ def prepare(store: Store, item: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise errors.InvalidInput(f"unknown episode field(s): {', '.join(sorted(unknown))}")
     return {
-        "content": v.content(store.settings, item.get("content")),
+        "content": validate.content(store.settings, item.get("content")),
         "occurred_at": _occurred_at(item.get("occurred_at")),
-        "kind": v.kind(item.get("kind") or "observation"),
-        "metadata": v.metadata(item.get("metadata")),
+        "kind": validate.kind(item.get("kind") or "observation"),
+        "metadata": validate.metadata(item.get("metadata")),
         "idempotency_key": _idempotency_key(item.get("idempotency_key")),
     }
 
@@ -96,27 +96,6 @@ def _replay(existing: dict[str, Any], item: dict[str, Any], where: str = "") -> 
         )
 
 
-# --- scope helpers (shared with facts, recall, context) ---------------------------------
-
-
-def scope_ids(tx: Session, namespaces: Any) -> set[int] | None:
-    """Namespace ids a by-id operation may touch; None = unrestricted; unknown paths cover nothing."""
-    if namespaces is None:
-        return None
-    out: set[int] = set()
-    for path in v.slugs(namespaces):
-        out.update(int(r["id"]) for r in tx.all("resolve_namespace_tree", slug=path))
-    return out
-
-
-def read_scope(tx: Session, namespaces: Any) -> tuple[bool, list[int]]:
-    """(all_namespaces, ids) for a read over trees; unknown paths raise NamespaceNotFound."""
-    selected = v.slugs(namespaces)
-    if "/" in selected:
-        return True, []
-    return False, list(ns.resolve_trees(tx, selected))
-
-
 # --- operations -------------------------------------------------------------------------
 
 
@@ -131,7 +110,7 @@ def remember(
     idempotency_key: str | None = None,
 ) -> dict[str, Any]:
     """Store one episode in an exact namespace; returns {"id", "namespace", "created"}."""
-    slug = v.slug(namespace)
+    slug = validate.slug(namespace)
     item = prepare(
         store,
         {
@@ -165,7 +144,7 @@ def remember(
 
 def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Store up to 1000 episodes atomically (all or nothing); one result per item, in order."""
-    slug = v.slug(namespace)
+    slug = validate.slug(namespace)
     if not isinstance(items, list) or not items:
         raise errors.InvalidInput("items must be a non-empty list of episodes")
     if len(items) > MAX_BATCH:
@@ -242,7 +221,7 @@ def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) ->
 
 
 def _load(tx: Session, episode_id: Any, namespaces: Any, *, include_deleted: bool) -> dict[str, Any]:
-    ident = v.record_id(episode_id, "episode_id")
+    ident = validate.record_id(episode_id, "episode_id")
     row = tx.one("episode_get", id=ident)
     scope = scope_ids(tx, namespaces)
     if (
@@ -269,8 +248,8 @@ def forget(
     preview: bool = False,
 ) -> ForgetPreview:
     """Soft-delete the episode nearest to ``about`` if similar enough, withdrawing what it alone supported."""
-    text = v.content(store.settings, about, "about")
-    limit = store.settings.forget_threshold if threshold is None else v.probability(threshold, "threshold")
+    text = validate.content(store.settings, about, "about")
+    limit = store.settings.forget_threshold if threshold is None else validate.probability(threshold, "threshold")
     with store.db.transaction() as tx:
         all_ns, ids = read_scope(tx, namespaces)
     vector = store.embedder.embed_one(text)

@@ -19,10 +19,9 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db import Session
-from stash_pipeline.memory import _validate as v
-from stash_pipeline.memory import lineage
+from stash_pipeline.memory import lineage, validate
 from stash_pipeline.memory import namespaces as ns
-from stash_pipeline.memory.episodes import read_scope, scope_ids
+from stash_pipeline.memory.scope import read_scope, scope_ids
 from stash_pipeline.models import Contradiction, Fact
 from stash_pipeline.store import Store
 
@@ -31,7 +30,7 @@ MAX_KEY_CHARS = 500
 
 
 def _short(settings: Any, value: Any, field: str) -> str | None:
-    text = v.optional_text(settings, value, field)
+    text = validate.optional_text(settings, value, field)
     if text is not None and len(text) > MAX_KEY_CHARS:
         raise errors.InvalidInput(f"{field} is limited to {MAX_KEY_CHARS} characters")
     return text.strip() if text is not None else None
@@ -72,7 +71,7 @@ def insert_fact(
     Pass ``embedding`` when you can (embed before opening the transaction); otherwise the
     content is embedded here through the cache.
     """
-    text = v.content(store.settings, content)
+    text = validate.content(store.settings, content)
     if origin not in ORIGINS:
         raise errors.InvalidInput(f"origin must be one of {', '.join(ORIGINS)}")
     parent_list = [(kind, int(pid)) for kind, pid in parents]
@@ -85,11 +84,11 @@ def insert_fact(
         entity=_short(store.settings, entity, "entity"),
         property=_short(store.settings, property, "property"),
         value=_short(store.settings, value, "value"),
-        confidence=v.probability(confidence),
+        confidence=validate.probability(confidence),
         origin=origin,
         embedding=embedding,
         embedding_model=store.settings.embedding_model_name,
-        rationale=v.optional_text(store.settings, rationale, "rationale"),
+        rationale=validate.optional_text(store.settings, rationale, "rationale"),
     )
     assert row is not None
     lineage.add(tx, int(namespace_id), "fact", int(row["id"]), parent_list)
@@ -174,15 +173,15 @@ def assert_fact(
     supersede: bool = False,
 ) -> dict[str, Any]:
     """A caller-made fact (origin 'asserted') with optional cited episodes and a conflict check."""
-    slug = v.slug(namespace)
-    text = v.content(store.settings, content)
+    slug = validate.slug(namespace)
+    text = validate.content(store.settings, content)
     entity = _short(store.settings, entity, "entity")
     property = _short(store.settings, property, "property")
     value = _short(store.settings, value, "value")
     if (entity is None) != (property is None):
         raise errors.InvalidInput("entity and property go together: give both or neither")
-    confidence = v.probability(confidence)
-    cited = sorted({v.record_id(i, "source_episode_ids") for i in (source_episode_ids or [])})
+    confidence = validate.probability(confidence)
+    cited = sorted({validate.record_id(i, "source_episode_ids") for i in (source_episode_ids or [])})
     with store.db.transaction() as tx:
         ns.resolve_id(tx, slug)  # fail before embedding on an unknown namespace
     embedding = store.embedder.embed_one(text)
@@ -232,7 +231,7 @@ def query(
     offset: int | None = None,
 ) -> list[Fact]:
     """Facts in the trees, newest first; current only unless include_history or as_of."""
-    limit, offset = v.page(limit, offset)
+    limit, offset = validate.page(limit, offset)
     if origin is not None and origin not in ORIGINS:
         raise errors.InvalidInput(f"origin must be one of {', '.join(ORIGINS)}")
     params = {
@@ -253,7 +252,7 @@ def query(
 
 
 def _load(tx: Session, fact_id: Any, namespaces: Any) -> dict[str, Any]:
-    ident = v.record_id(fact_id, "fact_id")
+    ident = validate.record_id(fact_id, "fact_id")
     row = tx.one("fact_get", id=ident)
     scope = scope_ids(tx, namespaces)
     if row is None or (scope is not None and int(row["namespace_id"]) not in scope):
@@ -278,7 +277,7 @@ def get_with_lineage(store: Store, fact_id: int, namespaces: Any = None) -> dict
 
 def withdraw(store: Store, fact_id: int, reason: str, namespaces: Any = None) -> dict[str, Any]:
     """Withdraw a fact (it stays as history) and cascade to what was derived only from it."""
-    why = v.content(store.settings, reason, "reason")
+    why = validate.content(store.settings, reason, "reason")
     with store.db.transaction() as tx:
         row = _load(tx, fact_id, namespaces)
         ident = int(row["id"])

@@ -14,9 +14,9 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db import Session
-from stash_pipeline.memory import _knowledge as k
-from stash_pipeline.memory import _validate as v
 from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.memory import validate
+from stash_pipeline.memory.scope import in_scope, on_one_line, read_ids, scope_ids
 from stash_pipeline.models import Failure
 from stash_pipeline.store import Store
 
@@ -31,15 +31,15 @@ def create(
     goal_id: Any = None,
 ) -> Failure:
     """Record a failure in one exact namespace."""
-    content = v.content(store.settings, content)
-    reason = v.content(store.settings, reason, "reason")
-    lesson = v.content(store.settings, lesson, "lesson")
-    goal = None if goal_id is None else v.record_id(goal_id, "goal_id")
+    content = validate.content(store.settings, content)
+    reason = validate.content(store.settings, reason, "reason")
+    lesson = validate.content(store.settings, lesson, "lesson")
+    goal = None if goal_id is None else validate.record_id(goal_id, "goal_id")
     with store.db.transaction() as tx:
         target = ns.get(tx, namespace)
         if goal is not None:
             row = tx.one("goal_get", id=goal)
-            if row is None or row["deleted_at"] is not None or not k.on_one_line(row["namespace"], target["slug"]):
+            if row is None or row["deleted_at"] is not None or not on_one_line(row["namespace"], target["slug"]):
                 raise errors.RecordNotFound(
                     f"goal {goal} not found in namespace {target['slug']!r}, its ancestors or descendants"
                 )
@@ -60,32 +60,32 @@ def list_(
     offset: Any = None,
 ) -> list[Failure]:
     """Non-deleted failures in the namespace trees, newest first; optionally of one goal."""
-    limit, offset = v.page(limit, offset)
-    goal = None if goal_id is None else v.record_id(goal_id, "goal_id")
+    limit, offset = validate.page(limit, offset)
+    goal = None if goal_id is None else validate.record_id(goal_id, "goal_id")
     with store.db.transaction() as tx:
-        rows = tx.all("failure_list", ns_ids=k.read_ids(tx, namespaces), goal_id=goal, limit=limit, offset=offset)
+        rows = tx.all("failure_list", ns_ids=read_ids(tx, namespaces), goal_id=goal, limit=limit, offset=offset)
     return [Failure.from_row(r) for r in rows]
 
 
 def show(store: Store, failure_id: Any, namespaces: Any = None) -> Failure:
     """One non-deleted failure."""
-    failure_id = v.record_id(failure_id, "failure_id")
+    failure_id = validate.record_id(failure_id, "failure_id")
     with store.db.transaction() as tx:
-        row = _load(tx, failure_id, k.scope_ids(tx, namespaces))
+        row = _load(tx, failure_id, scope_ids(tx, namespaces))
     return Failure.from_row(row)
 
 
 def delete(store: Store, failure_id: Any, namespaces: Any = None) -> dict[str, Any]:
     """Soft-delete a failure; afterwards it is not found."""
-    failure_id = v.record_id(failure_id, "failure_id")
+    failure_id = validate.record_id(failure_id, "failure_id")
     with store.db.transaction() as tx:
-        _load(tx, failure_id, k.scope_ids(tx, namespaces))
+        _load(tx, failure_id, scope_ids(tx, namespaces))
         tx.execute("failure_soft_delete", id=failure_id)
     return {"ok": True, "id": failure_id}
 
 
 def _load(tx: Session, failure_id: int, scope: set[int] | None) -> dict[str, Any]:
     row = tx.one("failure_get", id=failure_id)
-    if row is None or row["deleted_at"] is not None or not k.in_scope(scope, row["namespace_id"]):
+    if row is None or row["deleted_at"] is not None or not in_scope(scope, row["namespace_id"]):
         raise errors.RecordNotFound(f"failure {failure_id} not found")
     return row

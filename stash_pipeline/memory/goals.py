@@ -29,10 +29,9 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db import Session
-from stash_pipeline.memory import _knowledge as k
-from stash_pipeline.memory import _validate as v
-from stash_pipeline.memory import lineage
+from stash_pipeline.memory import lineage, validate
 from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.memory.scope import in_scope, is_ancestor_or_self, on_one_line, read_ids, scope_ids
 from stash_pipeline.models import Goal, GoalNote
 from stash_pipeline.store import Store
 
@@ -59,16 +58,16 @@ def list_(
 
     Default: every goal of any status (sub-goals included).
     """
-    limit, offset = v.page(limit, offset)
+    limit, offset = validate.page(limit, offset)
     if status is not None and status not in STATUSES:
         raise errors.InvalidInput(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
-    parent = None if parent_id is None else v.record_id(parent_id, "parent_id")
+    parent = None if parent_id is None else validate.record_id(parent_id, "parent_id")
     if parent is not None and top_level_only:
         raise errors.InvalidInput("parent_id and top_level_only exclude each other")
     with store.db.transaction() as tx:
         rows = tx.all(
             "goal_list",
-            ns_ids=k.read_ids(tx, namespaces),
+            ns_ids=read_ids(tx, namespaces),
             status=status,
             parent_id=parent,
             top_level_only=bool(top_level_only),
@@ -80,9 +79,9 @@ def list_(
 
 def show(store: Store, goal_id: Any, namespaces: Any = None) -> Goal:
     """One goal with its direct sub-goal counts by status and all its notes."""
-    goal_id = v.record_id(goal_id, "goal_id")
+    goal_id = validate.record_id(goal_id, "goal_id")
     with store.db.transaction() as tx:
-        row = load(tx, goal_id, k.scope_ids(tx, namespaces))
+        row = load(tx, goal_id, scope_ids(tx, namespaces))
         return _full(tx, row)
 
 
@@ -101,19 +100,19 @@ def create(
 
     The parent must be in the same namespace or an ancestor namespace (module docstring).
     """
-    content = v.content(store.settings, content)
+    content = validate.content(store.settings, content)
     priority = _priority(priority)
-    parent = None if parent_id is None else v.record_id(parent_id, "parent_id")
+    parent = None if parent_id is None else validate.record_id(parent_id, "parent_id")
     with store.db.transaction() as tx:
         target = ns.get(tx, namespace)
         if parent is not None:
             tx.one("goal_lock", id=parent)  # a concurrent delete/complete of the parent waits for us
             prow = tx.one("goal_get", id=parent)
-            if prow is None or prow["deleted_at"] is not None or not k.on_one_line(prow["namespace"], target["slug"]):
+            if prow is None or prow["deleted_at"] is not None or not on_one_line(prow["namespace"], target["slug"]):
                 raise errors.RecordNotFound(
                     f"parent goal {parent} not found in namespace {target['slug']!r} or its ancestors"
                 )
-            if not k.is_ancestor_or_self(prow["namespace"], target["slug"]):
+            if not is_ancestor_or_self(prow["namespace"], target["slug"]):
                 raise errors.InvalidInput(
                     f"parent goal {parent} is in {prow['namespace']!r}, below {target['slug']!r}; a sub-goal "
                     "must live in its parent's namespace or a descendant of it"
@@ -138,14 +137,14 @@ def update(
     namespaces: Any = None,
 ) -> Goal:
     """Change content and/or priority (None keeps; 0 is a valid priority) and/or append a note."""
-    goal_id = v.record_id(goal_id, "goal_id")
-    content = None if content is None else v.content(store.settings, content)
+    goal_id = validate.record_id(goal_id, "goal_id")
+    content = None if content is None else validate.content(store.settings, content)
     priority = None if priority is None else _priority(priority)
-    note = v.optional_text(store.settings, note, "note")
+    note = validate.optional_text(store.settings, note, "note")
     if content is None and priority is None and note is None:
         raise errors.InvalidInput("nothing to update: give content, priority or note")
     with store.db.transaction() as tx:
-        row = load(tx, goal_id, k.scope_ids(tx, namespaces), lock=True)
+        row = load(tx, goal_id, scope_ids(tx, namespaces), lock=True)
         if content is not None or priority is not None:
             tx.execute("goal_update", id=goal_id, content=content, priority=priority)
         if note is not None:
@@ -171,9 +170,9 @@ def abandon(store: Store, goal_id: Any, *, note: str | None = None, namespaces: 
 
 def delete(store: Store, goal_id: Any, namespaces: Any = None) -> dict[str, Any]:
     """Soft-delete a goal and all its descendants. Returns the ids deleted."""
-    goal_id = v.record_id(goal_id, "goal_id")
+    goal_id = validate.record_id(goal_id, "goal_id")
     with store.db.transaction() as tx:
-        load(tx, goal_id, k.scope_ids(tx, namespaces), lock=True)
+        load(tx, goal_id, scope_ids(tx, namespaces), lock=True)
         deleted = sorted(int(r["id"]) for r in tx.all("goal_soft_delete_tree", id=goal_id))
     return {"ok": True, "id": goal_id, "deleted_ids": deleted}
 
@@ -186,7 +185,7 @@ def load(tx: Session, goal_id: int, scope: set[int] | None = None, *, lock: bool
     if lock:
         tx.one("goal_lock", id=goal_id)
     row = tx.one("goal_get", id=goal_id)
-    if row is None or row["deleted_at"] is not None or not k.in_scope(scope, row["namespace_id"]):
+    if row is None or row["deleted_at"] is not None or not in_scope(scope, row["namespace_id"]):
         raise errors.RecordNotFound(f"goal {goal_id} not found")
     return row
 
@@ -219,7 +218,7 @@ def add_note(
         author=author,
         kind=kind,
         content=content,
-        confidence=None if confidence is None else v.probability(confidence),
+        confidence=None if confidence is None else validate.probability(confidence),
         fact_id=None if fact_id is None else int(fact_id),
     )
     if row is not None and fact_id is not None:
@@ -240,7 +239,7 @@ def auto_complete_ancestors(tx: Session, parent_id: int | None, scope: set[int] 
         # serialise here and the second sees the first's commit (READ COMMITTED).
         tx.one("goal_lock", id=current)
         row = tx.one("goal_parent_ready", id=current)
-        if row is None or not row["ready"] or not k.in_scope(scope, row["namespace_id"]):
+        if row is None or not row["ready"] or not in_scope(scope, row["namespace_id"]):
             break
         tx.execute("goal_set_completed", id=current)
         done.append(int(current))
@@ -252,10 +251,10 @@ def auto_complete_ancestors(tx: Session, parent_id: int | None, scope: set[int] 
 
 
 def _finish(store: Store, goal_id: Any, to: str, note: str | None, namespaces: Any) -> dict[str, Any]:
-    goal_id = v.record_id(goal_id, "goal_id")
-    note = v.optional_text(store.settings, note, "note")
+    goal_id = validate.record_id(goal_id, "goal_id")
+    note = validate.optional_text(store.settings, note, "note")
     with store.db.transaction() as tx:
-        scope = k.scope_ids(tx, namespaces)
+        scope = scope_ids(tx, namespaces)
         row = load(tx, goal_id, scope, lock=True)
         if row["status"] != "active":
             verb = "complete" if to == "completed" else "abandon"

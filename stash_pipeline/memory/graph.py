@@ -21,10 +21,9 @@ from typing import Any, Literal
 
 from stash_pipeline import errors
 from stash_pipeline.db import Session
-from stash_pipeline.memory import _knowledge as k
-from stash_pipeline.memory import _validate as v
-from stash_pipeline.memory import lineage
+from stash_pipeline.memory import lineage, validate
 from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.memory.scope import in_scope, read_ids, scope_ids
 from stash_pipeline.models import CausalLink, CausalStep, Pattern, Relationship
 from stash_pipeline.store import Store
 
@@ -50,10 +49,10 @@ def query_relationships(
     ``entity`` matches either end (case-insensitive, exact name); ``relation_type`` is the
     identifier the stage stores (e.g. ``depends_on``; case is ignored).
     """
-    limit, offset = v.page(limit, offset)
+    limit, offset = validate.page(limit, offset)
     entity = _optional_name(entity, "entity")
     if relation_type is not None:
-        if not isinstance(relation_type, str) or not v.KIND.match(relation_type.strip().lower()):
+        if not isinstance(relation_type, str) or not validate.KIND.match(relation_type.strip().lower()):
             raise errors.InvalidInput(
                 "relation_type must be an identifier of letters, digits and '_' starting with a letter, "
                 "e.g. depends_on"
@@ -62,7 +61,7 @@ def query_relationships(
     with store.db.transaction() as tx:
         rows = tx.all(
             "graph_query_relationships",
-            ns_ids=k.read_ids(tx, namespaces),
+            ns_ids=read_ids(tx, namespaces),
             entity=entity,
             relation_type=relation_type,
             include_withdrawn=bool(include_withdrawn),
@@ -81,11 +80,11 @@ def query_patterns(
     offset: Any = None,
 ) -> list[Pattern]:
     """Patterns in the namespace trees with the fact and relationship ids each one cites."""
-    limit, offset = v.page(limit, offset)
+    limit, offset = validate.page(limit, offset)
     with store.db.transaction() as tx:
         rows = tx.all(
             "graph_query_patterns",
-            ns_ids=k.read_ids(tx, namespaces),
+            ns_ids=read_ids(tx, namespaces),
             include_withdrawn=bool(include_withdrawn),
             limit=limit,
             offset=offset,
@@ -112,15 +111,15 @@ def create_causal_link(
     ``namespace``'s tree. A duplicate live link is a ``Conflict``. Lineage points at the
     cause and the effect, so withdrawing either withdraws the link.
     """
-    cause = v.record_id(cause_id, "cause_id")
+    cause = validate.record_id(cause_id, "cause_id")
     if (effect_id is None) == (effect_failure_id is None):
         raise errors.InvalidInput("give exactly one effect: effect_id (a fact) or effect_failure_id (a failure)")
-    effect_fact = None if effect_id is None else v.record_id(effect_id, "effect_id")
-    effect_failure = None if effect_failure_id is None else v.record_id(effect_failure_id, "effect_failure_id")
+    effect_fact = None if effect_id is None else validate.record_id(effect_id, "effect_id")
+    effect_failure = None if effect_failure_id is None else validate.record_id(effect_failure_id, "effect_failure_id")
     if effect_fact is not None and effect_fact == cause:
         raise errors.InvalidInput(f"a fact cannot cause itself (cause_id and effect_id are both {cause})")
-    confidence = v.probability(confidence)
-    rationale = v.optional_text(store.settings, rationale, "rationale")
+    confidence = validate.probability(confidence)
+    rationale = validate.optional_text(store.settings, rationale, "rationale")
 
     with store.db.transaction() as tx:
         target = ns.get(tx, namespace)
@@ -165,11 +164,11 @@ def list_causal_links(
     offset: Any = None,
 ) -> list[CausalLink]:
     """Non-deleted causal links in the namespace trees, oldest first."""
-    limit, offset = v.page(limit, offset)
+    limit, offset = validate.page(limit, offset)
     with store.db.transaction() as tx:
         rows = tx.all(
             "graph_list_causal_links",
-            ns_ids=k.read_ids(tx, namespaces),
+            ns_ids=read_ids(tx, namespaces),
             include_withdrawn=bool(include_withdrawn),
             limit=limit,
             offset=offset,
@@ -179,9 +178,9 @@ def list_causal_links(
 
 def get_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> CausalLink:
     """One non-deleted causal link."""
-    link_id = v.record_id(link_id, "link_id")
+    link_id = validate.record_id(link_id, "link_id")
     with store.db.transaction() as tx:
-        row = _causal_link_in_scope(tx, link_id, k.scope_ids(tx, namespaces))
+        row = _causal_link_in_scope(tx, link_id, scope_ids(tx, namespaces))
     return CausalLink.from_row(row)
 
 
@@ -202,15 +201,15 @@ def trace_causal_chain(
     once, at the shallowest depth it is reached. Forward traces include fact→failure
     edges, whose ``effect`` is the failure's text.
     """
-    fact_id = v.record_id(fact_id, "fact_id")
+    fact_id = validate.record_id(fact_id, "fact_id")
     if direction not in ("forward", "backward"):
         raise errors.InvalidInput(f"direction must be 'forward' or 'backward', got {direction!r}")
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= MAX_TRACE_DEPTH:
         raise errors.InvalidInput(f"max_depth must be an integer between 1 and {MAX_TRACE_DEPTH}")
     with store.db.transaction() as tx:
         fact = tx.one("fact_get", id=fact_id)
-        scope = k.scope_ids(tx, namespaces)
-        if fact is None or not k.in_scope(scope, fact["namespace_id"]):
+        scope = scope_ids(tx, namespaces)
+        if fact is None or not in_scope(scope, fact["namespace_id"]):
             raise errors.RecordNotFound(f"fact {fact_id} not found")
         if scope is None:
             scope = set(ns.resolve_trees(tx, fact["namespace"]))
@@ -221,9 +220,9 @@ def trace_causal_chain(
 
 def delete_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> dict[str, Any]:
     """Soft-delete a causal link; a deleted or out-of-scope link is RecordNotFound."""
-    link_id = v.record_id(link_id, "link_id")
+    link_id = validate.record_id(link_id, "link_id")
     with store.db.transaction() as tx:
-        _causal_link_in_scope(tx, link_id, k.scope_ids(tx, namespaces))
+        _causal_link_in_scope(tx, link_id, scope_ids(tx, namespaces))
         tx.execute("graph_delete_causal_link", id=link_id)
     return {"ok": True, "id": link_id}
 
@@ -245,7 +244,7 @@ def _live_fact_in(tx: Session, fact_id: int, tree: set[int], slug: str, role: st
 
 def _causal_link_in_scope(tx: Session, link_id: int, scope: set[int] | None) -> dict[str, Any]:
     row = tx.one("graph_get_causal_link", id=link_id)
-    if row is None or row["deleted_at"] is not None or not k.in_scope(scope, row["namespace_id"]):
+    if row is None or row["deleted_at"] is not None or not in_scope(scope, row["namespace_id"]):
         raise errors.RecordNotFound(f"causal link {link_id} not found")
     return row
 

@@ -27,10 +27,9 @@ import numpy as np
 
 from stash_pipeline import errors
 from stash_pipeline.db import Session
-from stash_pipeline.memory import _knowledge as k
-from stash_pipeline.memory import _validate as v
-from stash_pipeline.memory import facts, lineage
+from stash_pipeline.memory import facts, lineage, validate
 from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.memory.scope import in_scope, read_ids, scope_ids
 from stash_pipeline.models import Hypothesis, HypothesisEvidence
 from stash_pipeline.store import Store
 
@@ -58,13 +57,13 @@ def list_(
     offset: Any = None,
 ) -> list[Hypothesis]:
     """Non-deleted hypotheses in the namespace trees, most recently changed first."""
-    limit, offset = v.page(limit, offset)
+    limit, offset = validate.page(limit, offset)
     if status is not None and status not in STATUSES:
         raise errors.InvalidInput(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
     with store.db.transaction() as tx:
         rows = tx.all(
             "hypothesis_list",
-            ns_ids=k.read_ids(tx, namespaces),
+            ns_ids=read_ids(tx, namespaces),
             status=status,
             limit=limit,
             offset=offset,
@@ -74,9 +73,9 @@ def list_(
 
 def show(store: Store, hypothesis_id: Any, namespaces: Any = None) -> Hypothesis:
     """One hypothesis with its source fact ids and its evidence log."""
-    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
+    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
     with store.db.transaction() as tx:
-        row = load(tx, hypothesis_id, k.scope_ids(tx, namespaces))
+        row = load(tx, hypothesis_id, scope_ids(tx, namespaces))
         evidence = tx.all("hypothesis_evidence_for", hypothesis_id=hypothesis_id)
     return Hypothesis.from_row({**row, "evidence": [HypothesisEvidence.from_row(e) for e in evidence]})
 
@@ -98,10 +97,10 @@ def create(
     ``source_fact_ids`` (list or comma string) must name facts in that namespace's tree
     that are not withdrawn; they are recorded as lineage parents.
     """
-    content = v.content(store.settings, content)
-    verification_plan = v.content(store.settings, verification_plan, "verification_plan")
-    confidence = v.probability(confidence)
-    sources = k.ids(source_fact_ids, "source_fact_ids")
+    content = validate.content(store.settings, content)
+    verification_plan = validate.content(store.settings, verification_plan, "verification_plan")
+    confidence = validate.probability(confidence)
+    sources = validate.record_ids(source_fact_ids, "source_fact_ids")
     with store.db.transaction() as tx:
         target = ns.get(tx, namespace)
         tree = set(ns.resolve_trees(tx, target["slug"]))
@@ -130,9 +129,9 @@ def create(
 
 def test(store: Store, hypothesis_id: Any, namespaces: Any = None) -> Hypothesis:
     """Start testing: proposed → testing."""
-    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
+    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
     with store.db.transaction() as tx:
-        row = load(tx, hypothesis_id, k.scope_ids(tx, namespaces), lock=True)
+        row = load(tx, hypothesis_id, scope_ids(tx, namespaces), lock=True)
         test_tx(tx, row)
         out = tx.one("hypothesis_get", id=hypothesis_id)
     return Hypothesis.from_row(out)
@@ -151,14 +150,14 @@ def refine(
 
     Only the fields given change; ``None`` keeps the current value.
     """
-    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
-    content = None if content is None else v.content(store.settings, content)
+    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
+    content = None if content is None else validate.content(store.settings, content)
     verification_plan = (
-        None if verification_plan is None else v.content(store.settings, verification_plan, "verification_plan")
+        None if verification_plan is None else validate.content(store.settings, verification_plan, "verification_plan")
     )
-    confidence = None if confidence is None else v.probability(confidence)
+    confidence = None if confidence is None else validate.probability(confidence)
     with store.db.transaction() as tx:
-        row = load(tx, hypothesis_id, k.scope_ids(tx, namespaces), lock=True)
+        row = load(tx, hypothesis_id, scope_ids(tx, namespaces), lock=True)
         _check_move(row, "proposed")
         tx.execute(
             "hypothesis_refine",
@@ -184,12 +183,12 @@ def confirm(
     confidence, lineage to the hypothesis and its source facts) is inserted and the
     hypothesis points at it. Returns ``{"hypothesis": Hypothesis, "fact": dict}``.
     """
-    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
-    rationale = v.optional_text(store.settings, rationale, "rationale")
+    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
+    rationale = validate.optional_text(store.settings, rationale, "rationale")
     # Validate and embed before the write transaction, so no row lock is held while
     # the embedder runs; the state is checked again under the lock.
     with store.db.transaction() as tx:
-        scope = k.scope_ids(tx, namespaces)
+        scope = scope_ids(tx, namespaces)
         first = load(tx, hypothesis_id, scope)
         _check_move(first, "confirmed")
     embedding = store.embedder.embed_one(first["content"])
@@ -203,10 +202,10 @@ def confirm(
 
 def reject(store: Store, hypothesis_id: Any, reason: str | None = None, *, namespaces: Any = None) -> Hypothesis:
     """Reject a hypothesis (proposed or testing → rejected, final)."""
-    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
-    reason = v.optional_text(store.settings, reason, "reason")
+    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
+    reason = validate.optional_text(store.settings, reason, "reason")
     with store.db.transaction() as tx:
-        row = load(tx, hypothesis_id, k.scope_ids(tx, namespaces), lock=True)
+        row = load(tx, hypothesis_id, scope_ids(tx, namespaces), lock=True)
         reject_tx(tx, row, reason)
         out = tx.one("hypothesis_get", id=hypothesis_id)
     return Hypothesis.from_row(out)
@@ -217,9 +216,9 @@ def delete(store: Store, hypothesis_id: Any, namespaces: Any = None) -> dict[str
 
     A fact created by confirming it stays (it is knowledge in its own right).
     """
-    hypothesis_id = v.record_id(hypothesis_id, "hypothesis_id")
+    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
     with store.db.transaction() as tx:
-        load(tx, hypothesis_id, k.scope_ids(tx, namespaces), lock=True)
+        load(tx, hypothesis_id, scope_ids(tx, namespaces), lock=True)
         tx.execute("hypothesis_soft_delete", id=hypothesis_id)
     return {"ok": True, "id": hypothesis_id}
 
@@ -232,7 +231,7 @@ def load(tx: Session, hypothesis_id: int, scope: set[int] | None = None, *, lock
     if lock:
         tx.one("hypothesis_lock", id=hypothesis_id)
     row = tx.one("hypothesis_get", id=hypothesis_id)
-    if row is None or row["deleted_at"] is not None or not k.in_scope(scope, row["namespace_id"]):
+    if row is None or row["deleted_at"] is not None or not in_scope(scope, row["namespace_id"]):
         raise errors.RecordNotFound(f"hypothesis {hypothesis_id} not found")
     return row
 
@@ -278,7 +277,7 @@ def confirm_tx(
 
 def set_confidence(tx: Session, hypothesis_id: int, confidence: float) -> None:
     """Set a hypothesis's confidence (evidence below the auto thresholds)."""
-    tx.execute("hypothesis_set_confidence", id=hypothesis_id, confidence=v.probability(confidence))
+    tx.execute("hypothesis_set_confidence", id=hypothesis_id, confidence=validate.probability(confidence))
 
 
 def record_evidence(
@@ -306,8 +305,8 @@ def record_evidence(
         fact_id=None if fact_id is None else int(fact_id),
         namespace_id=int(namespace_id),
         verdict=verdict,
-        confidence=v.probability(confidence),
-        new_confidence=None if new_confidence is None else v.probability(new_confidence, "new_confidence"),
+        confidence=validate.probability(confidence),
+        new_confidence=None if new_confidence is None else validate.probability(new_confidence, "new_confidence"),
         reasoning=reasoning or "",
         action=action,
     )

@@ -30,8 +30,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
-from stash_pipeline.memory import _validate as v
-from stash_pipeline.memory import episodes
+from stash_pipeline.memory import episodes, validate
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.store import Store
 
@@ -167,7 +166,7 @@ def import_episodes(
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Import episodes from a JSONL/CSV/Parquet file into one namespace, validated up front."""
-    slug = v.slug(namespace)
+    slug = validate.slug(namespace)
     with store.db.transaction() as tx:
         ns.resolve_id(tx, slug)
     items = read_episodes(store, path, format=format)
@@ -231,7 +230,7 @@ def _json_default(value: Any) -> Any:
 
 def export_tree(store: Store, namespace: str, path: str | Path) -> dict[str, Any]:
     """Write every row of a namespace tree to a JSONL file (no vectors); returns counts per type."""
-    root = v.slug(namespace)
+    root = validate.slug(namespace)
     file = Path(path)
     counts: dict[str, int] = {}
     with store.db.transaction() as tx:
@@ -267,8 +266,8 @@ def import_tree(store: Store, path: str | Path, *, into: str | None = None) -> d
         raise errors.InvalidInput(f"{file.name} is not a Stash tree export: {exc.msg}") from None
     if header.get("type") != EXPORT_FORMAT or header.get("version") != EXPORT_VERSION:
         raise errors.InvalidInput(f"{file.name} is not a Stash tree export (version {EXPORT_VERSION})")
-    root = v.slug(header["root"])
-    target = v.slug(into) if into is not None else root
+    root = validate.slug(header["root"])
+    target = validate.slug(into) if into is not None else root
     kinds = set(REFERENCES) | {"namespace", "lineage"}
     bad = sorted({r.get("type") for r in records} - kinds, key=str)
     if bad:

@@ -11,7 +11,7 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db import Session
-from stash_pipeline.memory import _validate as v
+from stash_pipeline.memory import validate
 from stash_pipeline.models import Namespace
 from stash_pipeline.store import Store
 
@@ -25,7 +25,7 @@ SELF_TREE = {
 
 def get(tx: Session, slug: str) -> dict[str, Any]:
     """The namespace row for an exact slug, or NamespaceNotFound."""
-    row = tx.one("get_namespace_by_slug", slug=v.slug(slug))
+    row = tx.one("get_namespace_by_slug", slug=validate.slug(slug))
     if row is None:
         raise errors.NamespaceNotFound(f"namespace {slug!r} not found; create it first (create_namespace)")
     return row
@@ -38,7 +38,7 @@ def resolve_id(tx: Session, slug: str) -> int:
 def resolve_trees(tx: Session, paths: Any) -> dict[int, str]:
     """Expand paths (list or comma string) to {namespace_id: slug} including descendants."""
     out: dict[int, str] = {}
-    for path in v.slugs(paths):
+    for path in validate.slugs(paths):
         rows = tx.all("resolve_namespace_tree", slug=path)
         if not rows and path != "/":
             raise errors.NamespaceNotFound(f"namespace {path!r} not found")
@@ -48,7 +48,7 @@ def resolve_trees(tx: Session, paths: Any) -> dict[int, str]:
 
 def create(store: Store, slug: str, name: str | None = None, description: str | None = None) -> dict[str, Any]:
     """Create a namespace and any missing ancestors (mkdir -p). Returns {namespace, created}."""
-    path = v.slug(slug)
+    path = validate.slug(slug)
     name = (name or "").strip()
     description = (description or "").strip()
     if len(name) > 200 or len(description) > 2000:
@@ -72,8 +72,8 @@ def create(store: Store, slug: str, name: str | None = None, description: str | 
 
 def list_(store: Store, paths: Any = None, limit: Any = None, offset: Any = None) -> list[Namespace]:
     """Namespaces in the given trees (all when no path is given), ordered by slug."""
-    limit, offset = v.page(limit, offset)
-    selected = v.slugs(paths) if paths not in (None, "", []) else ["/"]
+    limit, offset = validate.page(limit, offset)
+    selected = validate.slugs(paths) if paths not in (None, "", []) else ["/"]
     rows = store.db.all(
         "list_namespaces", all="/" in selected, slugs=selected, limit=limit, offset=offset
     )
@@ -91,7 +91,7 @@ def show(store: Store, slug: str) -> dict[str, Any]:
 
 def delete(store: Store, slug: str, *, confirm: bool = False) -> dict[str, Any]:
     """Delete a namespace tree and everything in it. Without confirm, only report what would go."""
-    path = v.slug(slug)
+    path = validate.slug(slug)
     if path == "/":
         raise errors.InvalidInput("the root namespace '/' cannot be deleted")
     with store.db.transaction() as tx:

@@ -24,9 +24,9 @@ from datetime import datetime
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import _validate as v
-from stash_pipeline.memory.episodes import read_scope
+from stash_pipeline.memory import validate
 from stash_pipeline.memory.facts import _time
+from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
 
@@ -107,7 +107,7 @@ def recall(
     mode: str = "hybrid",
 ) -> list[RecallHit]:
     """Facts and episodes most relevant to ``query``, best first (hybrid vector + full text)."""
-    text = v.content(store.settings, query, "query")
+    text = validate.content(store.settings, query, "query")
     limit = _limit(limit)
     budget = _max_tokens(max_tokens)
     when = _time(as_of, "as_of")
@@ -181,7 +181,7 @@ def _hit(row: dict[str, Any]) -> RecallHit:
 
 def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit: int = LIMIT_DEFAULT) -> list[RecallHit]:
     """The reference's recall (benchmark baseline): facts take slots first, raw cosine, no full text."""
-    text = v.content(store.settings, query, "query")
+    text = validate.content(store.settings, query, "query")
     limit = _limit(limit)
     with store.db.transaction() as tx:
         all_ns, ids = read_scope(tx, namespaces)

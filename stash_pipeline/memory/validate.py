@@ -138,3 +138,24 @@ def metadata(value: Any) -> dict[str, Any]:
     if "\\u0000" in encoded:
         raise errors.InvalidInput("metadata must not contain NUL characters")
     return value
+
+
+def record_ids(value: Any, field: str) -> list[int]:
+    """A list (or comma-separated string) of positive ids; de-duplicated, order kept.
+
+    Unlike the reference, an entry that is not an id is an error, not silently dropped.
+    """
+    if value is None or value == "" or value == []:
+        return []
+    if isinstance(value, str):
+        items: list[Any] = [p.strip() for p in value.split(",") if p.strip()]
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+    else:
+        raise errors.InvalidInput(f"{field} must be a list of ids or a comma-separated string")
+    out: list[int] = []
+    for item in items:
+        i = record_id(item, field)
+        if i not in out:
+            out.append(i)
+    return out

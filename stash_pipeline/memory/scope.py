@@ -1,6 +1,5 @@
-"""Helpers shared by the typed-knowledge operations (graph, contradictions, hypotheses,
-goals, failures): scope resolution for by-id operations, namespace-line checks, and
-the lookups those modules use to validate ids a caller passes in.
+"""Namespace scopes: which namespace ids a read or a by-id operation may touch, and
+namespace-line checks. Used by every memory operation that takes ``namespaces``.
 
 Scope rule (COMMON conventions): every by-id operation accepts ``namespaces=None``.
 ``None`` means "no restriction"; otherwise a record outside those trees is reported as
@@ -12,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stash_pipeline import errors
 from stash_pipeline.db import Session
-from stash_pipeline.memory import _validate as v
 from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.memory import validate
 
 
 def scope_ids(tx: Session, namespaces: Any) -> set[int] | None:
@@ -27,9 +25,17 @@ def scope_ids(tx: Session, namespaces: Any) -> set[int] | None:
     if namespaces is None:
         return None
     out: set[int] = set()
-    for path in v.slugs(namespaces):
+    for path in validate.slugs(namespaces):
         out.update(int(r["id"]) for r in tx.all("resolve_namespace_tree", slug=path))
     return out
+
+
+def read_scope(tx: Session, namespaces: Any) -> tuple[bool, list[int]]:
+    """(all_namespaces, ids) for a read over trees; unknown paths raise NamespaceNotFound."""
+    selected = validate.slugs(namespaces)
+    if "/" in selected:
+        return True, []
+    return False, list(ns.resolve_trees(tx, selected))
 
 
 def in_scope(scope: set[int] | None, namespace_id: int) -> bool:
@@ -49,24 +55,3 @@ def is_ancestor_or_self(ancestor: str, slug: str) -> bool:
 def on_one_line(a: str, b: str) -> bool:
     """True when one namespace is the other, or an ancestor/descendant of it."""
     return is_ancestor_or_self(a, b) or is_ancestor_or_self(b, a)
-
-
-def ids(value: Any, field: str) -> list[int]:
-    """A list (or comma-separated string) of positive ids; de-duplicated, order kept.
-
-    Unlike the reference, an entry that is not an id is an error, not silently dropped.
-    """
-    if value is None or value == "" or value == []:
-        return []
-    if isinstance(value, str):
-        items: list[Any] = [p.strip() for p in value.split(",") if p.strip()]
-    elif isinstance(value, list | tuple | set | frozenset):
-        items = list(value)
-    else:
-        raise errors.InvalidInput(f"{field} must be a list of ids or a comma-separated string")
-    out: list[int] = []
-    for item in items:
-        i = v.record_id(item, field)
-        if i not in out:
-            out.append(i)
-    return out
