@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,16 +34,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from stash_pipeline import errors
 from stash_pipeline.auth import authenticate
 from stash_pipeline.store import Store
-from stash_serve.mcp_server import METRICS, TOKEN_SCOPE_KEY
+from stash_serve.mcp_server import TOKEN_SCOPE_KEY
+from stash_serve.metrics import AUTH_FAILURES, METRICS
 
 log = logging.getLogger("stash.http")
-
-AUTH_FAILURES = Counter(
-    "stash_http_auth_failures_total",
-    "MCP HTTP requests refused before the MCP layer, by status.",
-    ["status"],
-    registry=METRICS,
-)
 
 #: probes and the scraper need no secret; every other path (MCP, SSE, anything new) does
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})

@@ -33,7 +33,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from stash_pipeline import errors
@@ -42,6 +41,7 @@ from stash_pipeline.config import Settings
 from stash_pipeline.memory import validate
 from stash_pipeline.stages import STAGE_NAMES
 from stash_pipeline.store import Store
+from stash_serve.metrics import METRICS, TOOL_CALLS, TOOL_ERRORS, TOOL_LATENCY
 
 log = logging.getLogger("stash.mcp")
 
@@ -87,29 +87,6 @@ erases for good.
 If a tool returns an error, say so plainly, fix the input or retry once; never pretend to remember \
 something you could not read or store.
 """
-
-# --- metrics ---------------------------------------------------------------------------
-
-METRICS = CollectorRegistry(auto_describe=True)
-TOOL_CALLS = Counter(
-    "stash_mcp_tool_calls_total",
-    "MCP tool calls by tool and outcome (ok, error).",
-    ["tool", "outcome"],
-    registry=METRICS,
-)
-TOOL_ERRORS = Counter(
-    "stash_mcp_tool_errors_total",
-    "MCP tool errors by tool and error code.",
-    ["tool", "code"],
-    registry=METRICS,
-)
-TOOL_LATENCY = Histogram(
-    "stash_mcp_tool_duration_seconds",
-    "MCP tool call latency in seconds.",
-    ["tool"],
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
-    registry=METRICS,
-)
 
 # --- annotations -----------------------------------------------------------------------
 
