@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from stash_pipeline import errors
 from stash_pipeline.auth import authenticate
 from stash_pipeline.store import Store
-from stash_serve.mcp_server import TOKEN_SCOPE_KEY
+from stash_serve.mcp.calls import TOKEN_SCOPE_KEY
 from stash_serve.metrics import AUTH_FAILURES, METRICS
 
 log = logging.getLogger("stash.http")

@@ -35,7 +35,7 @@ def serve_mcp(transport: str, host: str, port: int, no_auth: bool) -> None:
       stash serve mcp                      # stdio, e.g. from an MCP client config
       stash serve mcp --transport http --host 0.0.0.0 --port 8080
     """
-    from stash_serve.mcp_server import run
+    from stash_serve.serve import run
 
     run(base.settings(), transport=transport, host=host, port=port, no_auth=no_auth)
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from stash_serve.mcp_server import build_server
+from stash_serve.mcp.server import build_server
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from stash_pipeline.config import load_settings
 from stash_pipeline.store import Store
 from stash_serve.http import build_app
-from stash_serve.mcp_server import build_server
+from stash_serve.mcp.server import build_server
 from tests.conftest import _with_db
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from stash_serve.mcp_server import INSTRUCTIONS
+from stash_serve.mcp.server import INSTRUCTIONS
 from tests.mcp.conftest import fails, ok
 
 pytestmark = pytest.mark.anyio
@@ -296,7 +296,7 @@ async def test_bad_inputs_are_tool_errors_and_server_keeps_answering(server: Any
 
 
 async def test_auth_server_refuses_calls_without_a_token(store: Any) -> None:
-    from stash_serve.mcp_server import build_server
+    from stash_serve.mcp.server import build_server
 
     async with Client(build_server(store, auth=True)) as client:
         for tool, arguments in (("list_namespaces", {}), ("remember", {"content": "x", "namespace": "/"})):

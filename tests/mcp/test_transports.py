@@ -59,21 +59,18 @@ def _error(result: Any) -> dict[str, Any]:
 # --- stdio ---------------------------------------------------------------------------------
 
 
-def _stdio_command(entry: str) -> tuple[str, list[str]]:
-    if entry == "module":
-        return sys.executable, ["-m", "stash_serve.mcp_server", "stdio"]
+def _stash() -> str:
+    """The `stash` console script of this environment (the one way to start the server)."""
     stash = str(Path(sys.executable).with_name("stash"))
     probe = subprocess.run([stash, "serve", "mcp", "--help"], capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, f"`stash serve mcp --help` failed: {probe.stderr}"
-    return stash, ["serve", "mcp", "--transport", "stdio"]
+    return stash
 
 
-@pytest.mark.parametrize("entry", ["module", "cli"])
-async def test_stdio_session_protocol_end_to_end(settings: Any, tmp_path: Path, entry: str) -> None:
-    command, args = _stdio_command(entry)
+async def test_stdio_session_protocol_end_to_end(settings: Any, tmp_path: Path) -> None:
     params = StdioServerParameters(
-        command=command,
-        args=args,
+        command=_stash(),
+        args=["serve", "mcp", "--transport", "stdio"],
         env=_env(settings, tmp_path),
         cwd=str(Path(__file__).resolve().parents[2]),
     )
@@ -122,7 +119,7 @@ async def test_stdio_session_protocol_end_to_end(settings: Any, tmp_path: Path, 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_stdio_server_exits_cleanly_on_signal(settings: Any, tmp_path: Path, signum: int) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "stash_serve.mcp_server", "stdio"],
+        [_stash(), "serve", "mcp", "--transport", "stdio"],
         env={**os.environ, **_env(settings, tmp_path)},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -155,7 +152,7 @@ def _serve_http(settings: Any, tmp_path: Path, *extra: str) -> Iterator[str]:
     port = free_port()
     log = (tmp_path / f"http-{port}.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "stash_serve.mcp_server", "http", "--port", str(port), *extra],
+        [_stash(), "serve", "mcp", "--transport", "http", "--port", str(port), *extra],
         env={**os.environ, **_env(settings, tmp_path)},
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -413,7 +410,7 @@ async def test_http_no_auth_on_loopback(settings: Any, store: Any, tmp_path: Pat
 
 def test_no_auth_refuses_non_loopback_hosts(settings: Any) -> None:
     from stash_pipeline import errors
-    from stash_serve.mcp_server import run
+    from stash_serve.serve import run
 
     with pytest.raises(errors.ConfigurationError, match="loopback"):
         run(settings, transport="http", host="0.0.0.0", no_auth=True)

@@ -28,7 +28,7 @@ from mcp import Client
 from stash_pipeline.memory import episodes, facts, failures, goals, graph, hypotheses
 from stash_pipeline.memory import namespaces as ns_ops
 from stash_serve.cli import cli
-from stash_serve.mcp_server import build_server
+from stash_serve.mcp.server import build_server
 from tests.reliability.conftest import FIGURES, snapshot
 
 pytestmark = pytest.mark.reliability

@@ -30,7 +30,7 @@ from mcp import Client
 
 from stash_pipeline import consolidation
 from stash_pipeline.memory import namespaces as ns_ops
-from stash_serve.mcp_server import build_server
+from stash_serve.mcp.server import build_server
 from tests.dagster.conftest import resource_for
 from tests.dagster.test_assets import materialize
 from tests.reliability.conftest import (

@@ -1,0 +1,111 @@
+"""How one tool call runs: the caller's scope, a worker thread, errors as results.
+
+Every tool body is a small ``work(scope)`` function; ``ToolCalls.run`` finds the
+caller's token (put in the request scope by ``stash_serve.http``), runs ``work`` in a
+worker thread so the event loop never waits on PostgreSQL, and turns a ``StashError``
+into a tool error result ``{"error": code, "message": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.to_thread
+import pydantic_core
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult, TextContent
+
+from stash_pipeline import errors
+from stash_pipeline.auth import TokenInfo
+from stash_pipeline.memory import validate
+from stash_pipeline.store import Store
+
+#: the ASGI scope key under which stash_serve.http stores the authenticated TokenInfo
+TOKEN_SCOPE_KEY = "stash.token"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The caller's reach: unrestricted (stdio, --no-auth) or one token's trees and rights."""
+
+    token: TokenInfo | None
+
+    def read(self, namespaces: Any) -> list[str]:
+        """Validated read paths; without a token any path, with one only inside its trees."""
+        if self.token is None:
+            return validate.slugs(namespaces)
+        if namespaces in (None, "", []):
+            self.token.require("read")
+            return list(self.token.namespaces)
+        paths = validate.slugs(namespaces)
+        self.token.require("read", paths)
+        return paths
+
+    def write(self, namespace: Any, right: str = "write") -> str:
+        """One validated exact namespace the caller may write to."""
+        path = validate.slug(namespace)
+        if self.token is not None:
+            self.token.require(right, [path])
+        return path
+
+    def by_id(self, right: str) -> list[str] | None:
+        """The ``namespaces=`` scope for by-id operations (None = unrestricted)."""
+        if self.token is None:
+            return None
+        self.token.require(right)
+        return list(self.token.namespaces)
+
+
+def token_of(ctx: Context | None) -> TokenInfo | None:
+    """The TokenInfo that stash_serve.http attached to this request, if any."""
+    if ctx is None:
+        return None
+    try:
+        request = ctx.request_context.request
+    except ValueError:
+        return None
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict):
+        token = scope.get(TOKEN_SCOPE_KEY)
+        if isinstance(token, TokenInfo):
+            return token
+    return None
+
+
+def to_json(value: Any) -> Any:
+    """Plain JSON values (models, datetimes…) as the tools answer them."""
+    return pydantic_core.to_jsonable_python(value)
+
+
+def error_result(exc: errors.StashError) -> CallToolResult:
+    """A tool error result carrying the error's code and message (no traceback)."""
+    body = exc.to_dict()
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
+        structured_content=body,
+        is_error=True,
+    )
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """What every tool needs: the store it works on and whether callers need a token."""
+
+    store: Store
+    auth: bool
+
+    async def run(self, ctx: Context | None, work: Callable[[Scope], Any]) -> Any:
+        """Run ``work(scope)`` in a worker thread; StashError → tool error result."""
+        token = token_of(ctx)
+        if self.auth and token is None:
+            return error_result(errors.AccessDenied("access denied: a valid bearer token is required"))
+        try:
+            return to_json(await anyio.to_thread.run_sync(work, Scope(token)))
+        except errors.StashError as exc:
+            return error_result(exc)
+
+
+__all__ = ["TOKEN_SCOPE_KEY", "Scope", "ToolCalls", "error_result", "to_json", "token_of"]

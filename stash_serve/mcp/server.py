@@ -1,0 +1,192 @@
+"""The Stash MCP server: ``build_server(store, auth=...)`` and its error mapping.
+
+Every tool answers structured JSON (snake_case, no vectors). A bad input, an unknown
+id, a namespace outside the token's scope — any ``StashError`` — becomes a tool error
+result (``isError``) whose text and structured content are ``{"error": code, "message":
+...}``. Argument validation failures get the code ``invalid_input``; anything
+unexpected is logged with its traceback on stderr and answered as ``internal_error``
+without details. Nothing an agent sends can stop the server.
+
+The tools themselves live in ``stash_serve.mcp.tools.<subject>``; serving the server over
+stdio or HTTP is ``stash_serve.serve``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from stash_pipeline import errors
+from stash_pipeline.store import Store
+from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, ToolCalls, error_result
+from stash_serve.mcp.tools import (
+    admin,
+    consolidation,
+    context,
+    contradictions,
+    episodes,
+    facts,
+    failures,
+    goals,
+    graph,
+    hypotheses,
+    namespaces,
+    recall,
+)
+from stash_serve.metrics import TOOL_CALLS, TOOL_ERRORS, TOOL_LATENCY
+
+log = logging.getLogger("stash.mcp")
+
+SERVER_NAME = "stash"
+
+#: tool modules in the order their tools are listed to clients
+SUBJECTS = (
+    namespaces,
+    episodes,
+    recall,
+    context,
+    facts,
+    graph,
+    contradictions,
+    hypotheses,
+    goals,
+    failures,
+    consolidation,
+    admin,
+)
+
+INSTRUCTIONS = """\
+Stash is your long-term memory across sessions. Use it so the user never has to repeat themselves.
+
+Session protocol
+1. Start: call `init` once per session (it is idempotent). Then `list_namespaces` to see what exists, \
+`recall` the user's standing preferences and the topic at hand, and `recall` from /self for your own \
+capabilities, limits and preferences. Call `get_context` when resuming work in a known namespace.
+2. Before answering anything that may depend on earlier sessions, `recall` first. Do not guess from \
+your own context window.
+3. Remember durable signal only, when it happens: decisions, preferences, constraints, corrections, \
+project facts, lessons. Skip narration, chit-chat, transient steps and public knowledge. Ask: will \
+this matter three sessions from now? Use `remember_batch` for several items; pass an \
+`idempotency_key` when a retry could duplicate a write.
+4. `consolidate` after a substantial session or about ten new episodes — not after every `remember`. \
+Facts, relationships, patterns and causal links exist only after consolidation; `recall` searches \
+episodes and facts together right away.
+5. End of session: `remember` a self-contained 2–3 sentence summary with kind "session_summary"; \
+consolidate if you added a lot; `set_context` with what to pick up next if work is unfinished.
+
+Namespaces are paths such as /users/alice or /projects/x/backend. Create one (with a description) \
+before writing to it; do not dump everything into "/". Reads take one or more paths (list or comma \
+string) and cover their descendants; "/" reads everything. Writes and context tools take one exact \
+namespace.
+
+/self holds your self-model: /self/capabilities (what works), /self/limits (known failure modes), \
+/self/preferences (standing instructions and corrections). Write there immediately when you learn \
+something about yourself, before it is lost.
+
+Structured memory: hypotheses (create with a verification plan → test_hypothesis → confirm or \
+reject; a rejection reason stops the idea coming back), goals (multi-session outcomes; completing \
+all sub-goals completes the parent), failures (what failed, why, and the lesson — always include \
+the lesson). resolve_contradiction acts on the facts: keep_new, keep_old, keep_both or neither. \
+To forget, `recall` first and pass the stored wording to `forget` (use preview to check); purge \
+erases for good.
+
+If a tool returns an error, say so plainly, fix the input or retry once; never pretend to remember \
+something you could not read or store.
+"""
+
+
+def build_server(store: Store, *, auth: bool) -> MCPServer:
+    """The MCP server with every Stash tool bound to ``store``.
+
+    With ``auth`` every tool call needs the TokenInfo that ``stash_serve.http`` puts in the
+    request scope; without it (stdio, --no-auth) calls are unrestricted.
+    """
+    server = StashMCPServer(SERVER_NAME, title="Stash memory", instructions=INSTRUCTIONS, log_level="WARNING")
+    calls = ToolCalls(store, auth)
+    for subject in SUBJECTS:
+        subject.register(server, calls)
+    return server
+
+
+class StashMCPServer(MCPServer):
+    """MCPServer that turns every failure into a structured tool error and records metrics."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        started = time.perf_counter()
+        # unknown names share one label so callers cannot grow the metric without bound
+        label = name if self._tool_manager.get_tool(name) is not None else "unknown"
+        try:
+            unknown = self._unknown_arguments(name, arguments)
+            if unknown:
+                result = error_result(errors.InvalidInput(unknown))
+            else:
+                result = await super().call_tool(name, arguments, context)
+        except MCPError:
+            TOOL_CALLS.labels(label, "error").inc()
+            raise
+        except UnexpectedToolError:
+            log.exception("tool %r failed unexpectedly", name)
+            result = error_result(InternalError())
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                result = error_result(errors.InvalidInput(_validation_message(exc.__cause__)))
+            elif self._tool_manager.get_tool(name) is None:
+                result = error_result(UnknownTool(f"unknown tool {name[:100]!r}; call list_tools"))
+            else:
+                result = error_result(errors.InvalidInput(str(exc)))
+        except Exception:  # the SDK should not raise anything else; never let it reach the client
+            log.exception("tool %r failed unexpectedly", name)
+            result = error_result(InternalError())
+        outcome = "error" if getattr(result, "is_error", False) else "ok"
+        TOOL_CALLS.labels(label, outcome).inc()
+        TOOL_LATENCY.labels(label).observe(time.perf_counter() - started)
+        if outcome == "error":
+            code = (getattr(result, "structured_content", None) or {}).get("error", "error")
+            TOOL_ERRORS.labels(label, str(code)).inc()
+        return result
+
+    def _unknown_arguments(self, name: str, arguments: dict[str, Any]) -> str | None:
+        """A message naming arguments the tool does not take (a misspelt ``namespace`` would
+        otherwise be dropped silently and, say, widen a read to every namespace)."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is None or not isinstance(arguments, dict):
+            return None
+        accepted = set(tool.parameters.get("properties", {}))
+        unknown = sorted(str(key)[:64] for key in arguments if key not in accepted)
+        if not unknown:
+            return None
+        return (
+            f"unknown argument(s) {', '.join(unknown[:10])} for {name}; "
+            f"it takes: {', '.join(sorted(accepted)) or 'no arguments'}"
+        )
+
+
+class InternalError(errors.StashError):
+    """internal error: the server logged the details; try again or report it."""
+
+    code = "internal_error"
+
+
+class UnknownTool(errors.StashError):
+    """Unknown tool."""
+
+    code = "unknown_tool"
+
+
+def _validation_message(exc: ValidationError) -> str:
+    # Field names and pydantic's short messages only: the rejected values are the caller's
+    # data (possibly huge or binary) and would only echo back.
+    parts = []
+    for err in exc.errors()[:10]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "invalid arguments: " + "; ".join(parts)
+
+
+__all__ = ["INSTRUCTIONS", "SERVER_NAME", "TOKEN_SCOPE_KEY", "StashMCPServer", "build_server"]

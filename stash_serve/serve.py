@@ -1,0 +1,103 @@
+"""Serving Stash over MCP: stdio (local, trusted, no token) or HTTP until Ctrl-C / SIGTERM.
+
+``stash serve mcp`` (and so ``stash up``) calls ``run``. HTTP is ``stash_serve.http``:
+streamable HTTP at ``/mcp``, SSE at ``/sse``, bearer tokens, health and metrics.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import signal
+import sys
+from typing import Any
+
+import anyio
+
+from stash_pipeline import errors
+from stash_pipeline.config import Settings
+from stash_pipeline.store import Store
+from stash_serve.http import build_app
+from stash_serve.mcp.server import build_server
+
+log = logging.getLogger("stash.mcp")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _configure_logging(settings: Settings) -> None:
+    # stderr only: in stdio mode stdout carries the protocol and nothing else.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.log_level.upper())
+
+
+def run(
+    settings: Settings,
+    *,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    no_auth: bool = False,
+) -> None:
+    """Serve MCP over stdio or HTTP until Ctrl-C / SIGTERM; one Store (one pool) per process."""
+    if transport not in ("stdio", "http"):
+        raise errors.ConfigurationError(f"unknown transport {transport!r}; use stdio or http")
+    if transport == "http" and no_auth and not _is_loopback(host):
+        raise errors.ConfigurationError(
+            f"--no-auth is only allowed on a loopback host (127.0.0.1, ::1, localhost), not {host!r}; "
+            "create a token with `stash token create` instead"
+        )
+    _configure_logging(settings)
+    store = Store.open(settings)
+    try:
+        if transport == "stdio":
+            server = build_server(store, auth=False)
+
+            def _terminate(signum: int, frame: Any) -> None:
+                raise KeyboardInterrupt
+
+            signal.signal(signal.SIGTERM, _terminate)
+            try:
+                anyio.run(server.run_stdio_async)
+            except KeyboardInterrupt:
+                pass
+        else:
+            import uvicorn  # only HTTP needs it
+
+            server = build_server(store, auth=not no_auth)
+            app = build_app(store, server, auth=not no_auth, host=host)
+            log.warning(
+                "Stash MCP on http://%s:%d/mcp (SSE: /sse)%s",
+                host,
+                port,
+                "" if not no_auth else " — authentication DISABLED (--no-auth)",
+            )
+            config = uvicorn.Config(
+                app,
+                host=host,
+                port=port,
+                log_level=settings.log_level,
+                lifespan="on",
+                timeout_graceful_shutdown=10,
+            )
+            # uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal
+            # to the handler that was installed before it; a no-op handler here turns that
+            # into a normal return (exit status 0) after the store is closed.
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda *_: None)
+            uvicorn.Server(config).run()
+    finally:
+        store.close()
+
+
+__all__ = ["run"]
