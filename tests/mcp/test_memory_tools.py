@@ -7,23 +7,11 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from stash_pipeline.models import RecallHit
+from stash_serve.mcp.tools.recall import RecallItem
 from tests.mcp.conftest import fails, ok
 
 pytestmark = pytest.mark.anyio
-
-RECALL_KEYS = {
-    "kind",
-    "id",
-    "namespace",
-    "content",
-    "score",
-    "confidence",
-    "occurred_at",
-    "valid_from",
-    "valid_until",
-    "source_episode_ids",
-    "metadata",
-}
 
 
 async def _project(client: Client, slug: str = "/p") -> None:
@@ -59,13 +47,34 @@ async def test_recall_shape_and_scope(server: Any) -> None:
         )
         result = await ok(client, "recall", {"query": "staging database PostgreSQL", "namespaces": "/p"})
         hits = result["results"]
-        assert hits and all(set(h) >= RECALL_KEYS for h in hits)
+        # the documented shape: every field on every hit, null where it does not apply
+        assert hits and all(
+            list(h)
+            == [
+                "kind",
+                "id",
+                "namespace",
+                "content",
+                "score",
+                "score_parts",
+                "confidence",
+                "occurred_at",
+                "valid_from",
+                "valid_until",
+                "source_episode_ids",
+                "metadata",
+                "current",
+            ]
+            for h in hits
+        )
         assert {h["namespace"] for h in hits} == {"/p"}
         kinds = {h["kind"]: h for h in hits}
         assert kinds["episode"]["metadata"] == {"source": "chat"} and kinds["episode"]["occurred_at"]
         assert kinds["episode"]["valid_from"] is None
         assert kinds["fact"]["id"] == fact["fact"]["id"] and kinds["fact"]["valid_from"]
         assert all("embedding" not in h for h in hits)
+        # the tool's published item model carries every field the library's hit has
+        assert list(RecallItem.model_fields) == list(RecallHit.model_fields)
         both = await ok(
             client, "recall", {"query": "staging database", "namespaces": ["/p", "/q"], "limit": 2}
         )

@@ -12,7 +12,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
 import stash_pipeline.memory.recall
-from stash_serve.mcp.calls import Scope, ToolCalls, to_json
+from stash_pipeline.models import RecallHit
+from stash_serve.mcp.calls import Scope, ToolCalls
 from stash_serve.mcp.params import READ, Namespaces, Timestamp
 
 
@@ -40,29 +41,9 @@ class RecallResult(BaseModel):
     results: list[RecallItem]
 
 
-_RECALL_KEYS = (
-    "kind",
-    "id",
-    "namespace",
-    "content",
-    "score",
-    "confidence",
-    "occurred_at",
-    "valid_from",
-    "valid_until",
-    "source_episode_ids",
-    "metadata",
-)
-
-
-def _recall_hit(hit: Any) -> dict[str, Any]:
-    """One recall result in the documented shape (absent fields null, extra parts kept)."""
-    data = to_json(hit)
-    out = {key: data.get(key) for key in _RECALL_KEYS}
-    for key, value in data.items():
-        if key not in out and key != "embedding":
-            out[key] = value
-    return out
+def recall_result(hits: list[RecallHit]) -> RecallResult:
+    """The tool's answer from the library's hits: every field of each hit, timestamps as ISO text."""
+    return RecallResult(results=[RecallItem.model_validate(hit.to_json()) for hit in hits])
 
 
 def register(server: MCPServer, calls: ToolCalls) -> None:
@@ -96,8 +77,6 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
                 include_history=include_history,
                 max_tokens=max_tokens,
             )
-            if isinstance(hits, dict):
-                hits = hits.get("results", [])
-            return {"results": [_recall_hit(h) for h in hits]}
+            return recall_result(hits)
 
         return await calls.run(ctx, work)
