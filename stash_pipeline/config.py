@@ -113,20 +113,6 @@ class Settings(BaseSettings):
     def embedding_endpoint(self) -> str:
         return (self.openai_base_url or "") if self.embedder == "openai" else "local"
 
-    def dsn(self, database: str = "stash") -> str:
-        """DSN of the application database (or another database on the same server)."""
-        if self.database_url:
-            if database == "stash":
-                return self.database_url
-            from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-            parts = conninfo_to_dict(self.database_url)
-            parts["dbname"] = database
-            return make_conninfo(**parts)
-        from stash_pipeline.db.embedded import EmbeddedServer
-
-        return EmbeddedServer(self).url(database)
-
     def public_view(self) -> dict[str, object]:
         """Settings as shown by `stash config`: secrets masked."""
         shown: dict[str, object] = {}
