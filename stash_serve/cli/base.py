@@ -215,21 +215,6 @@ def parse_json_object(value: str | None, field: str = "metadata") -> dict[str, A
     return parsed
 
 
-def parse_ids(value: str | None, field: str = "ids") -> list[int] | None:
-    """``1,2,3`` → [1, 2, 3]."""
-    if value is None or not value.strip():
-        return None
-    from stash_pipeline.errors import InvalidInput
-
-    out = []
-    for part in value.split(","):
-        part = part.strip()
-        if not part.isdigit() or int(part) < 1:
-            raise InvalidInput(f"{field} must be comma-separated positive integers, got {value!r}")
-        out.append(int(part))
-    return out
-
-
 def read_content(value: str) -> str:
     """``-`` reads the content from stdin (for long or multi-line text)."""
     if value == "-":
