@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.db import Session
+from stash_pipeline.db.gateway import Session
 
 KINDS = frozenset(
     {
