@@ -1,6 +1,6 @@
 """Episodes: what the agent witnessed. Remember (one or a batch), get, forget, purge.
 
-The write path makes no model call (SPEC principle 1): ``remember`` validates, embeds
+The write path makes no model call: ``remember`` validates, embeds
 through the cache *before* opening the write transaction (so a slow embedder never
 holds row locks), and inserts. An ``idempotency_key`` makes a retry safe: the replay
 returns the existing id with ``created: False``; the same key with other content is a

@@ -7,8 +7,7 @@ embedding, its origin and its lineage in the same transaction. ``assert_fact`` a
 structured conflict check without a model: a current fact on the same
 entity+property with another value either gets superseded (``supersede=True``) or
 becomes an open contradiction. Reads serve current facts only unless history or
-``as_of`` is asked for (SPEC principle 3). Withdrawal and purge cascade through
-lineage (SPEC §5.3).
+``as_of`` is asked for. Withdrawal and purge cascade through lineage.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Goals: a tree of multi-session outcomes, with append-only notes.
 
-Rules (fixing the reference, inventory §9 defect 21 and §1 tools 22–25):
+Rules (fixing the system Stash replaces):
 
 * **Parent rule.** A sub-goal lives in its parent's namespace or in a *descendant* of
   it (a ``/projects`` goal may have a ``/projects/x`` sub-goal, not the other way

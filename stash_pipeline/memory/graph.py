@@ -1,11 +1,11 @@
 """The knowledge graph: relationships, patterns and causal links.
 
 Relationships and patterns are written by consolidation stages; here they are read
-(patterns were write-only in the reference — defect 9). Causal links are written by the
+(patterns were write-only in the reference). Causal links are written by the
 causal stage (method 'extracted') and by callers (``create_causal_link``, method
 'asserted'); both are listed, traced and soft-deleted here.
 
-Rules that fix the reference (inventory §9, defects 13, 20, 23):
+Rules that fix the reference:
 
 * a link is created in ONE exact namespace, and its cause, effect fact or effect
   failure must be current / non-deleted and inside that namespace's tree;

@@ -1,4 +1,4 @@
-"""Recall: hybrid retrieval over current facts and episodes, ranked together (SPEC §5.1).
+"""Recall: hybrid retrieval over current facts and episodes, ranked together.
 
 Four candidate lists come back from ONE SQL statement (``recall_hybrid``): pgvector HNSW
 cosine over facts and over episodes (ranked together by distance) and Postgres full text

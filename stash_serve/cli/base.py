@@ -2,8 +2,8 @@
 opened store, and parsers for the option types every command group uses.
 
 Nothing here imports the database layer at module level: ``stash --help``, ``stash
-version`` and ``stash config`` must work when no database is reachable (SPEC §8, and the
-reference's defect of opening the DB for every command).
+version`` and ``stash config`` must work when no database is reachable (the reference opened the database for every
+command).
 """
 
 from __future__ import annotations
