@@ -32,6 +32,7 @@ from stash_pipeline.db.sql import query
 if TYPE_CHECKING:
     from stash_pipeline.config import Settings
 
+
 @contextlib.contextmanager
 def translate_errors() -> Iterator[None]:
     """Turn psycopg errors into Stash errors a caller can act on."""
@@ -147,7 +148,11 @@ class Database:
     def from_settings(
         cls, settings: Settings, *, max_size: int | None = None, timeout: float | None = None
     ) -> Database:
-        """The gateway for ``settings``; an embedded server that is not running is started."""
+        """The gateway for ``settings`` (surfaces call ``Store.open``, which calls this).
+
+        The DSN comes from ``stash_pipeline.db.dsn``; an embedded server that is the
+        database and is not running is started.
+        """
         from stash_pipeline.db.dsn import database_dsn
 
         return cls(

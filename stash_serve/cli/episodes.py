@@ -134,6 +134,7 @@ def purge_episode(episode_id: int, yes: bool, as_json: bool) -> None:
         click.echo(f"purged episode {result['episode_id']} from {result['namespace']}{extra}")
 
 
+# `stash purge fact` is defined with the other fact commands
 purge_group.add_command(purge_fact)
 
 
