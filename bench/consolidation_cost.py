@@ -192,6 +192,7 @@ def main() -> int:
 
     from stash_pipeline import consolidation
     from stash_pipeline.config import load_settings
+    from stash_pipeline.db.dsn import database_dsn
     from stash_pipeline.db.migrate import migrate
     from stash_pipeline.memory import episodes, failures, goals, hypotheses, namespaces
     from stash_pipeline.store import Store
@@ -202,7 +203,7 @@ def main() -> int:
     dbname = f"stash_bench_{uuid.uuid4().hex[:8]}"
     base_url = os.environ.get("STASH_DATABASE_URL")
     if base_url:
-        admin = load_settings(database_url=base_url, embedder="hash").dsn("postgres")
+        admin = database_dsn(load_settings(database_url=base_url, embedder="hash"), "postgres")
     else:
         from stash_pipeline.db.embedded import EmbeddedServer
 

@@ -19,7 +19,7 @@ from stash_pipeline.errors import ConfigurationError
 
 
 class Settings(BaseSettings):
-    """Every knob of Stash. Defaults follow the reference system (inventory §3)."""
+    """Every knob of Stash. Defaults follow the system Stash replaces."""
 
     model_config = SettingsConfigDict(
         env_prefix="STASH_", env_file=".env", extra="ignore", frozen=True, env_ignore_empty=True
@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     context_ttl: timedelta = Field(timedelta(hours=1), description="lifetime of a context focus")
     forget_threshold: float = Field(0.75, ge=0, le=1, description="min similarity for forget to match")
 
-    # --- consolidation (reference defaults, inventory §3) -------------------------
+    # --- consolidation (defaults of the system Stash replaces) ------------------
     consolidation_batch_size: int = Field(100, ge=1, le=10_000, description="episodes per facts batch")
     consolidation_similarity_threshold: float = Field(0.85, gt=0, le=1, description="episode clustering")
     consolidation_dedup_threshold: float = Field(0.95, gt=0, le=1, description="fact dedup similarity")
@@ -112,20 +112,6 @@ class Settings(BaseSettings):
     @property
     def embedding_endpoint(self) -> str:
         return (self.openai_base_url or "") if self.embedder == "openai" else "local"
-
-    def dsn(self, database: str = "stash") -> str:
-        """DSN of the application database (or another database on the same server)."""
-        if self.database_url:
-            if database == "stash":
-                return self.database_url
-            from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-            parts = conninfo_to_dict(self.database_url)
-            parts["dbname"] = database
-            return make_conninfo(**parts)
-        from stash_pipeline.db.embedded import EmbeddedServer
-
-        return EmbeddedServer(self).url(database)
 
     def public_view(self) -> dict[str, object]:
         """Settings as shown by `stash config`: secrets masked."""

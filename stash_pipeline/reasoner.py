@@ -36,7 +36,7 @@ from stash_pipeline import errors
 
 if TYPE_CHECKING:
     from stash_pipeline.config import Settings
-    from stash_pipeline.db import Database
+    from stash_pipeline.db.gateway import Database
 
 T = TypeVar("T", bound=BaseModel)
 

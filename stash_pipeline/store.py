@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from stash_pipeline.config import Settings
-from stash_pipeline.db import Database
+from stash_pipeline.db.gateway import Database
 
 if TYPE_CHECKING:
     from stash_pipeline.embedding.cache import CachedEmbedder
@@ -29,8 +29,22 @@ class Store:
     _embedder_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def open(cls, settings: Settings, *, db: Database | None = None) -> Store:
-        return cls(settings=settings, db=db or Database.from_settings(settings))
+    def open(
+        cls,
+        settings: Settings,
+        *,
+        db: Database | None = None,
+        pool_max: int | None = None,
+        timeout: float | None = None,
+    ) -> Store:
+        """The store for ``settings``: the one way a surface builds the database gateway.
+
+        Without ``db``, a pool of ``pool_max`` connections (default STASH_DB_POOL_MAX) is
+        made for the database ``stash_pipeline.db.dsn`` picks, starting the embedded
+        server if it is the database and not running; ``timeout`` is how long a caller
+        waits for a connection (default 15 s).
+        """
+        return cls(settings=settings, db=db or Database.from_settings(settings, max_size=pool_max, timeout=timeout))
 
     @property
     def embedder(self) -> CachedEmbedder:

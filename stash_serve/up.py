@@ -140,6 +140,7 @@ def run_up(
     """Start everything, block until a signal or a child dies; return the exit code."""
     from psycopg.conninfo import conninfo_to_dict
 
+    from stash_pipeline.db.dsn import database_dsn
     from stash_pipeline.db.embedded import EmbeddedServer
     from stash_pipeline.db.migrate import migrate
 
@@ -153,7 +154,7 @@ def run_up(
             started_db = True
         dsn = server.url()
     else:
-        dsn = settings.dsn()
+        dsn = database_dsn(settings)
     migrate(settings, dsn)
     token_file, token_created = ensure_admin_token(settings)
 

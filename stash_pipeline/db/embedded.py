@@ -282,12 +282,3 @@ class EmbeddedServer:
                     with contextlib.suppress(psycopg.errors.DuplicateDatabase):
                         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
-
-def resolve_dsn(settings: Settings, database: str = "stash", *, autostart: bool = True) -> str:
-    """The DSN to use: STASH_DATABASE_URL, or the embedded server (started if needed)."""
-    if settings.database_url:
-        return settings.dsn(database)
-    server = EmbeddedServer(settings)
-    if autostart and not server.status().running:
-        server.start()
-    return server.url(database)

@@ -16,7 +16,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
 
 from stash_pipeline.config import Settings
-from stash_pipeline.db import translate_errors
+from stash_pipeline.db.dsn import database_dsn
+from stash_pipeline.db.gateway import translate_errors
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -64,7 +65,7 @@ def current_revision(dsn: str) -> str | None:
 
 def migrate(settings: Settings, dsn: str | None = None) -> tuple[str | None, str]:
     """Bring the schema to head; return (revision before, revision after)."""
-    dsn = dsn or settings.dsn()
+    dsn = dsn or database_dsn(settings)
     before = current_revision(dsn)
     with translate_errors():
         command.upgrade(_config(dsn, settings.vector_dim), "head")

@@ -28,7 +28,7 @@ import psycopg
 from stash_pipeline import errors
 
 if TYPE_CHECKING:
-    from stash_pipeline.db import Database, Session
+    from stash_pipeline.db.gateway import Database, Session
     from stash_pipeline.embedding import Embedder
 
 log = logging.getLogger(__name__)

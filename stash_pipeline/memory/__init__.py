@@ -1,4 +1,4 @@
-"""Memory operations (SPEC §4): plain functions taking a ``Store`` first.
+"""Memory operations: plain functions taking a ``Store`` first.
 
 One module per group, so any operation is one hop away:
 
@@ -12,5 +12,10 @@ One module per group, so any operation is one hop away:
     hypotheses      create, list, show, test, refine, confirm, reject, delete, evidence
     goals           create, list, show, update, complete, abandon, delete, notes
     failures        create, list, show, delete
+    interchange     import episode files, export and restore a namespace tree
     admin           stats
+
+and the helpers they share: ``validate`` (input checks), ``scope`` (which namespaces a
+read or a by-id operation may touch), ``paging`` (the paged list shape) and ``lineage``
+(where derived rows came from; the withdrawal cascade).
 """

@@ -11,8 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory import validate
+from stash_pipeline.memory.namespaces import resolve_id
 from stash_pipeline.models import Context
 from stash_pipeline.store import Store
 
@@ -41,7 +41,7 @@ def set_(store: Store, namespace: str, focus: str, ttl: timedelta | float | None
     text = validate.content(store.settings, focus, "focus")
     lifetime = _ttl(store, ttl)
     with store.db.transaction() as tx:
-        row = tx.one("context_upsert", namespace_id=ns.resolve_id(tx, slug), focus=text, ttl=lifetime)
+        row = tx.one("context_upsert", namespace_id=resolve_id(tx, slug), focus=text, ttl=lifetime)
     assert row is not None
     return Context.from_row({**row, "namespace": slug})
 
@@ -50,7 +50,7 @@ def get(store: Store, namespace: str) -> Context | None:
     """The namespace's focus, or None when there is none or it has expired (then it is removed)."""
     slug = validate.slug(namespace)
     with store.db.transaction() as tx:
-        namespace_id = ns.resolve_id(tx, slug)
+        namespace_id = resolve_id(tx, slug)
         tx.execute("context_delete_expired", namespace_id=namespace_id)
         row = tx.one("context_get", namespace_id=namespace_id)
     return None if row is None else Context.from_row({**row, "namespace": slug})
@@ -60,4 +60,4 @@ def clear(store: Store, namespace: str) -> bool:
     """Remove the namespace's focus; True if there was one."""
     slug = validate.slug(namespace)
     with store.db.transaction() as tx:
-        return tx.execute("context_clear", namespace_id=ns.resolve_id(tx, slug)) > 0
+        return tx.execute("context_clear", namespace_id=resolve_id(tx, slug)) > 0

@@ -1,5 +1,5 @@
 """Contradictions between two facts about one entity/property: list, and resolve by acting
-on the facts (the reference only flipped a flag and changed no fact — defect 18).
+on the facts (the reference only flipped a flag and changed no fact).
 
 Actions of ``resolve`` (the pair is ``old_fact_id``, ``new_fact_id``):
 
@@ -33,7 +33,8 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.memory import lineage, validate
-from stash_pipeline.memory.scope import in_scope, read_ids, scope_ids
+from stash_pipeline.memory.paging import Page
+from stash_pipeline.memory.scope import found_in_scope, scope_ids
 from stash_pipeline.models import Contradiction, Fact
 from stash_pipeline.store import Store
 
@@ -49,25 +50,19 @@ def list_(
     offset: Any = None,
 ) -> list[Contradiction]:
     """Contradictions in the namespace trees, newest first (unresolved only by default)."""
-    limit, offset = validate.page(limit, offset)
-    with store.db.transaction() as tx:
-        rows = tx.all(
-            "contradiction_list",
-            ns_ids=read_ids(tx, namespaces),
-            include_resolved=bool(include_resolved),
-            limit=limit,
-            offset=offset,
-        )
-    return [Contradiction.from_row(r) for r in rows]
+    page = Page.of(limit, offset)
+    return page.in_trees(
+        store, "contradiction_list", Contradiction, namespaces, include_resolved=bool(include_resolved)
+    )
 
 
 def get(store: Store, contradiction_id: Any, namespaces: Any = None) -> Contradiction:
     """One contradiction."""
     contradiction_id = validate.record_id(contradiction_id, "contradiction_id")
     with store.db.transaction() as tx:
-        row = tx.one("contradiction_get", id=contradiction_id)
-        if row is None or not in_scope(scope_ids(tx, namespaces), row["namespace_id"]):
-            raise errors.RecordNotFound(f"contradiction {contradiction_id} not found")
+        row = found_in_scope(
+            tx.one("contradiction_get", id=contradiction_id), scope_ids(tx, namespaces), f"contradiction {contradiction_id}"
+        )
     return Contradiction.from_row(row)
 
 
@@ -85,14 +80,15 @@ def resolve(
     is the lineage cascade report for ``neither`` and None otherwise.
     """
     contradiction_id = validate.record_id(contradiction_id, "contradiction_id")
-    if action not in ACTIONS:
-        raise errors.InvalidInput(f"action must be one of {', '.join(ACTIONS)}; got {action!r}")
+    validate.one_of(action, ACTIONS, "action")
     note = validate.optional_text(store.settings, note, "note")
 
     with store.db.transaction() as tx:
-        row = tx.one("contradiction_get_for_update", id=contradiction_id)
-        if row is None or not in_scope(scope_ids(tx, namespaces), row["namespace_id"]):
-            raise errors.RecordNotFound(f"contradiction {contradiction_id} not found")
+        row = found_in_scope(
+            tx.one("contradiction_get_for_update", id=contradiction_id),
+            scope_ids(tx, namespaces),
+            f"contradiction {contradiction_id}",
+        )
         if row["resolved"] and not (row["method"] == "auto" and row["resolution"] == "superseded"):
             raise errors.InvalidTransition(
                 f"contradiction {contradiction_id} is already resolved ({row['resolution']}); "

@@ -1,6 +1,6 @@
 """Episodes: what the agent witnessed. Remember (one or a batch), get, forget, purge.
 
-The write path makes no model call (SPEC principle 1): ``remember`` validates, embeds
+The write path makes no model call: ``remember`` validates, embeds
 through the cache *before* opening the write transaction (so a slow embedder never
 holds row locks), and inserts. An ``idempotency_key`` makes a retry safe: the replay
 returns the existing id with ``created: False``; the same key with other content is a
@@ -18,10 +18,10 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
-from stash_pipeline.db import Session
+from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import lineage, validate
-from stash_pipeline.memory import namespaces as ns
-from stash_pipeline.memory.scope import read_scope, scope_ids
+from stash_pipeline.memory.namespaces import resolve_id
+from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.models import Episode, ForgetPreview
 from stash_pipeline.store import Store
 
@@ -30,23 +30,6 @@ MAX_IDEMPOTENCY_KEY = 200
 
 
 # --- validation -------------------------------------------------------------------------
-
-
-def _occurred_at(value: Any) -> datetime | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        parsed = value
-    elif isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise errors.InvalidInput(f"occurred_at {value!r} is not an ISO-8601 timestamp") from None
-    else:
-        raise errors.InvalidInput("occurred_at must be an ISO-8601 timestamp")
-    if parsed.tzinfo is None:
-        raise errors.InvalidInput("occurred_at must carry a time zone (e.g. 2026-01-31T09:00:00Z)")
-    return parsed
 
 
 def _idempotency_key(value: Any) -> str | None:
@@ -68,7 +51,7 @@ def prepare(store: Store, item: dict[str, Any]) -> dict[str, Any]:
         raise errors.InvalidInput(f"unknown episode field(s): {', '.join(sorted(unknown))}")
     return {
         "content": validate.content(store.settings, item.get("content")),
-        "occurred_at": _occurred_at(item.get("occurred_at")),
+        "occurred_at": validate.timestamp(item.get("occurred_at"), "occurred_at"),
         "kind": validate.kind(item.get("kind") or "observation"),
         "metadata": validate.metadata(item.get("metadata")),
         "idempotency_key": _idempotency_key(item.get("idempotency_key")),
@@ -123,7 +106,7 @@ def remember(
     )
     if item["idempotency_key"] is not None:
         with store.db.transaction() as tx:
-            namespace_id = ns.resolve_id(tx, slug)
+            namespace_id = resolve_id(tx, slug)
             # a replay costs one indexed read and no embedding
             found = tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=[item["idempotency_key"]])
             if found:
@@ -133,7 +116,7 @@ def remember(
     # fails there (after the embedding, which is cached and so not wasted on a retry).
     embedding = store.embedder.embed_one(item["content"])
     with store.db.transaction() as tx:
-        namespace_id = ns.resolve_id(tx, slug)
+        namespace_id = resolve_id(tx, slug)
         new_id = tx.scalar("episode_insert", **_row_params(store, namespace_id, item, embedding))
         if new_id is None:  # a concurrent writer used the key between our read and insert
             found = tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=[item["idempotency_key"]])
@@ -171,7 +154,7 @@ def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) ->
             first_with_key[key] = index
 
     with store.db.transaction() as tx:
-        namespace_id = ns.resolve_id(tx, slug)
+        namespace_id = resolve_id(tx, slug)
         existing = {
             r["idempotency_key"]: r
             for r in tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=list(first_with_key))
@@ -189,7 +172,7 @@ def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) ->
 
     results: list[dict[str, Any] | None] = [None] * len(prepared)
     with store.db.transaction() as tx:
-        namespace_id = ns.resolve_id(tx, slug)
+        namespace_id = resolve_id(tx, slug)
         rows = tx.returning_many(
             "episode_insert_batch_item",
             [
@@ -223,14 +206,7 @@ def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) ->
 def _load(tx: Session, episode_id: Any, namespaces: Any, *, include_deleted: bool) -> dict[str, Any]:
     ident = validate.record_id(episode_id, "episode_id")
     row = tx.one("episode_get", id=ident)
-    scope = scope_ids(tx, namespaces)
-    if (
-        row is None
-        or (scope is not None and int(row["namespace_id"]) not in scope)
-        or (row["deleted_at"] is not None and not include_deleted)
-    ):
-        raise errors.RecordNotFound(f"episode {ident} not found")
-    return row
+    return found_in_scope(row, scope_ids(tx, namespaces), f"episode {ident}", include_deleted=include_deleted)
 
 
 def get(store: Store, episode_id: int, namespaces: Any = None, *, include_deleted: bool = False) -> Episode:

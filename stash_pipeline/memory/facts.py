@@ -7,8 +7,7 @@ embedding, its origin and its lineage in the same transaction. ``assert_fact`` a
 structured conflict check without a model: a current fact on the same
 entity+property with another value either gets superseded (``supersede=True``) or
 becomes an open contradiction. Reads serve current facts only unless history or
-``as_of`` is asked for (SPEC principle 3). Withdrawal and purge cascade through
-lineage (SPEC §5.3).
+``as_of`` is asked for. Withdrawal and purge cascade through lineage.
 """
 
 from __future__ import annotations
@@ -18,10 +17,10 @@ from datetime import datetime
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.db import Session
+from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import lineage, validate
-from stash_pipeline.memory import namespaces as ns
-from stash_pipeline.memory.scope import read_scope, scope_ids
+from stash_pipeline.memory.namespaces import resolve_id, resolve_trees
+from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.models import Contradiction, Fact
 from stash_pipeline.store import Store
 
@@ -34,21 +33,6 @@ def _short(settings: Any, value: Any, field: str) -> str | None:
     if text is not None and len(text) > MAX_KEY_CHARS:
         raise errors.InvalidInput(f"{field} is limited to {MAX_KEY_CHARS} characters")
     return text.strip() if text is not None else None
-
-
-def _time(value: Any, field: str) -> datetime | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise errors.InvalidInput(f"{field} {value!r} is not an ISO-8601 timestamp") from None
-    if not isinstance(value, datetime):
-        raise errors.InvalidInput(f"{field} must be an ISO-8601 timestamp")
-    if value.tzinfo is None:
-        raise errors.InvalidInput(f"{field} must carry a time zone (e.g. 2026-01-31T09:00:00Z)")
-    return value
 
 
 def insert_fact(
@@ -183,12 +167,12 @@ def assert_fact(
     confidence = validate.probability(confidence)
     cited = sorted({validate.record_id(i, "source_episode_ids") for i in (source_episode_ids or [])})
     with store.db.transaction() as tx:
-        ns.resolve_id(tx, slug)  # fail before embedding on an unknown namespace
+        resolve_id(tx, slug)  # fail before embedding on an unknown namespace
     embedding = store.embedder.embed_one(text)
     with store.db.transaction() as tx:
-        namespace_id = ns.resolve_id(tx, slug)
+        namespace_id = resolve_id(tx, slug)
         if cited:
-            tree = list(ns.resolve_trees(tx, slug))
+            tree = list(resolve_trees(tx, slug))
             found = {int(r["id"]) for r in tx.all("fact_episodes_in_tree", ids=cited, namespace_ids=tree)}
             missing = [i for i in cited if i not in found]
             if missing:
@@ -238,9 +222,9 @@ def query(
         "entity": _short(store.settings, entity, "entity"),
         "property": _short(store.settings, property, "property"),
         "origin": origin,
-        "since": _time(since, "since"),
-        "until": _time(until, "until"),
-        "as_of": _time(as_of, "as_of"),
+        "since": validate.timestamp(since, "since"),
+        "until": validate.timestamp(until, "until"),
+        "as_of": validate.timestamp(as_of, "as_of"),
         "include_history": bool(include_history),
         "limit": limit,
         "offset": offset,
@@ -254,10 +238,7 @@ def query(
 def _load(tx: Session, fact_id: Any, namespaces: Any) -> dict[str, Any]:
     ident = validate.record_id(fact_id, "fact_id")
     row = tx.one("fact_get", id=ident)
-    scope = scope_ids(tx, namespaces)
-    if row is None or (scope is not None and int(row["namespace_id"]) not in scope):
-        raise errors.RecordNotFound(f"fact {ident} not found")
-    return row
+    return found_in_scope(row, scope_ids(tx, namespaces), f"fact {ident}")
 
 
 def get(store: Store, fact_id: int, namespaces: Any = None) -> Fact:

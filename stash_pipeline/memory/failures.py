@@ -1,6 +1,6 @@
 """Failures: what went wrong, why, and the lesson learned — optionally tied to a goal.
 
-Create takes one exact namespace (never an arbitrary one — reference defect 13); the
+Create takes one exact namespace (never an arbitrary one, as the reference allowed); the
 content, reason and lesson are all required. A goal, when given, must be non-deleted
 and on the same namespace line: the failure's namespace, an ancestor or a descendant
 of it (a failure in ``/projects/x`` may concern a ``/projects`` goal and vice versa;
@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.db import Session
-from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import validate
-from stash_pipeline.memory.scope import in_scope, on_one_line, read_ids, scope_ids
+from stash_pipeline.memory.namespaces import get as get_namespace
+from stash_pipeline.memory.paging import Page
+from stash_pipeline.memory.scope import found_in_scope, on_one_line, scope_ids
 from stash_pipeline.models import Failure
 from stash_pipeline.store import Store
 
@@ -36,7 +37,7 @@ def create(
     lesson = validate.content(store.settings, lesson, "lesson")
     goal = None if goal_id is None else validate.record_id(goal_id, "goal_id")
     with store.db.transaction() as tx:
-        target = ns.get(tx, namespace)
+        target = get_namespace(tx, namespace)
         if goal is not None:
             row = tx.one("goal_get", id=goal)
             if row is None or row["deleted_at"] is not None or not on_one_line(row["namespace"], target["slug"]):
@@ -60,11 +61,9 @@ def list_(
     offset: Any = None,
 ) -> list[Failure]:
     """Non-deleted failures in the namespace trees, newest first; optionally of one goal."""
-    limit, offset = validate.page(limit, offset)
+    page = Page.of(limit, offset)
     goal = None if goal_id is None else validate.record_id(goal_id, "goal_id")
-    with store.db.transaction() as tx:
-        rows = tx.all("failure_list", ns_ids=read_ids(tx, namespaces), goal_id=goal, limit=limit, offset=offset)
-    return [Failure.from_row(r) for r in rows]
+    return page.in_trees(store, "failure_list", Failure, namespaces, goal_id=goal)
 
 
 def show(store: Store, failure_id: Any, namespaces: Any = None) -> Failure:
@@ -85,7 +84,4 @@ def delete(store: Store, failure_id: Any, namespaces: Any = None) -> dict[str, A
 
 
 def _load(tx: Session, failure_id: int, scope: set[int] | None) -> dict[str, Any]:
-    row = tx.one("failure_get", id=failure_id)
-    if row is None or row["deleted_at"] is not None or not in_scope(scope, row["namespace_id"]):
-        raise errors.RecordNotFound(f"failure {failure_id} not found")
-    return row
+    return found_in_scope(tx.one("failure_get", id=failure_id), scope, f"failure {failure_id}")

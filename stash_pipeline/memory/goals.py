@@ -1,6 +1,6 @@
 """Goals: a tree of multi-session outcomes, with append-only notes.
 
-Rules (fixing the reference, inventory §9 defect 21 and §1 tools 22–25):
+Rules (fixing the system Stash replaces):
 
 * **Parent rule.** A sub-goal lives in its parent's namespace or in a *descendant* of
   it (a ``/projects`` goal may have a ``/projects/x`` sub-goal, not the other way
@@ -28,10 +28,11 @@ from __future__ import annotations
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.db import Session
+from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import lineage, validate
-from stash_pipeline.memory import namespaces as ns
-from stash_pipeline.memory.scope import in_scope, is_ancestor_or_self, on_one_line, read_ids, scope_ids
+from stash_pipeline.memory.namespaces import get as get_namespace
+from stash_pipeline.memory.paging import Page
+from stash_pipeline.memory.scope import found_in_scope, in_scope, is_ancestor_or_self, on_one_line, scope_ids
 from stash_pipeline.models import Goal, GoalNote
 from stash_pipeline.store import Store
 
@@ -58,23 +59,15 @@ def list_(
 
     Default: every goal of any status (sub-goals included).
     """
-    limit, offset = validate.page(limit, offset)
-    if status is not None and status not in STATUSES:
-        raise errors.InvalidInput(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
+    page = Page.of(limit, offset)
+    if status is not None:
+        validate.one_of(status, STATUSES, "status")
     parent = None if parent_id is None else validate.record_id(parent_id, "parent_id")
     if parent is not None and top_level_only:
         raise errors.InvalidInput("parent_id and top_level_only exclude each other")
-    with store.db.transaction() as tx:
-        rows = tx.all(
-            "goal_list",
-            ns_ids=read_ids(tx, namespaces),
-            status=status,
-            parent_id=parent,
-            top_level_only=bool(top_level_only),
-            limit=limit,
-            offset=offset,
-        )
-    return [Goal.from_row(r) for r in rows]
+    return page.in_trees(
+        store, "goal_list", Goal, namespaces, status=status, parent_id=parent, top_level_only=bool(top_level_only)
+    )
 
 
 def show(store: Store, goal_id: Any, namespaces: Any = None) -> Goal:
@@ -104,7 +97,7 @@ def create(
     priority = _priority(priority)
     parent = None if parent_id is None else validate.record_id(parent_id, "parent_id")
     with store.db.transaction() as tx:
-        target = ns.get(tx, namespace)
+        target = get_namespace(tx, namespace)
         if parent is not None:
             tx.one("goal_lock", id=parent)  # a concurrent delete/complete of the parent waits for us
             prow = tx.one("goal_get", id=parent)
@@ -184,10 +177,7 @@ def load(tx: Session, goal_id: int, scope: set[int] | None = None, *, lock: bool
     """A live goal row in scope, optionally locked; RecordNotFound otherwise."""
     if lock:
         tx.one("goal_lock", id=goal_id)
-    row = tx.one("goal_get", id=goal_id)
-    if row is None or row["deleted_at"] is not None or not in_scope(scope, row["namespace_id"]):
-        raise errors.RecordNotFound(f"goal {goal_id} not found")
-    return row
+    return found_in_scope(tx.one("goal_get", id=goal_id), scope, f"goal {goal_id}")
 
 
 def add_note(
@@ -207,8 +197,7 @@ def add_note(
     """
     if author not in NOTE_AUTHORS:
         raise errors.InvalidInput(f"author must be one of {', '.join(NOTE_AUTHORS)}")
-    if kind not in NOTE_KINDS:
-        raise errors.InvalidInput(f"kind must be one of {', '.join(NOTE_KINDS)}; got {kind!r}")
+    validate.one_of(kind, NOTE_KINDS, "kind")
     if not isinstance(content, str) or not content.strip():
         raise errors.EmptyContent("note must not be empty")
     row = tx.one(

@@ -1,11 +1,11 @@
 """The knowledge graph: relationships, patterns and causal links.
 
 Relationships and patterns are written by consolidation stages; here they are read
-(patterns were write-only in the reference — defect 9). Causal links are written by the
+(patterns were write-only in the reference). Causal links are written by the
 causal stage (method 'extracted') and by callers (``create_causal_link``, method
 'asserted'); both are listed, traced and soft-deleted here.
 
-Rules that fix the reference (inventory §9, defects 13, 20, 23):
+Rules that fix the reference:
 
 * a link is created in ONE exact namespace, and its cause, effect fact or effect
   failure must be current / non-deleted and inside that namespace's tree;
@@ -20,10 +20,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from stash_pipeline import errors
-from stash_pipeline.db import Session
+from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import lineage, validate
-from stash_pipeline.memory import namespaces as ns
-from stash_pipeline.memory.scope import in_scope, read_ids, scope_ids
+from stash_pipeline.memory.namespaces import get as get_namespace
+from stash_pipeline.memory.namespaces import resolve_trees
+from stash_pipeline.memory.paging import Page
+from stash_pipeline.memory.scope import found_in_scope, scope_ids
 from stash_pipeline.models import CausalLink, CausalStep, Pattern, Relationship
 from stash_pipeline.store import Store
 
@@ -49,7 +51,7 @@ def query_relationships(
     ``entity`` matches either end (case-insensitive, exact name); ``relation_type`` is the
     identifier the stage stores (e.g. ``depends_on``; case is ignored).
     """
-    limit, offset = validate.page(limit, offset)
+    page = Page.of(limit, offset)
     entity = _optional_name(entity, "entity")
     if relation_type is not None:
         if not isinstance(relation_type, str) or not validate.KIND.match(relation_type.strip().lower()):
@@ -58,17 +60,15 @@ def query_relationships(
                 "e.g. depends_on"
             )
         relation_type = relation_type.strip().lower()
-    with store.db.transaction() as tx:
-        rows = tx.all(
-            "graph_query_relationships",
-            ns_ids=read_ids(tx, namespaces),
-            entity=entity,
-            relation_type=relation_type,
-            include_withdrawn=bool(include_withdrawn),
-            limit=limit,
-            offset=offset,
-        )
-    return [Relationship.from_row(r) for r in rows]
+    return page.in_trees(
+        store,
+        "graph_query_relationships",
+        Relationship,
+        namespaces,
+        entity=entity,
+        relation_type=relation_type,
+        include_withdrawn=bool(include_withdrawn),
+    )
 
 
 def query_patterns(
@@ -80,16 +80,8 @@ def query_patterns(
     offset: Any = None,
 ) -> list[Pattern]:
     """Patterns in the namespace trees with the fact and relationship ids each one cites."""
-    limit, offset = validate.page(limit, offset)
-    with store.db.transaction() as tx:
-        rows = tx.all(
-            "graph_query_patterns",
-            ns_ids=read_ids(tx, namespaces),
-            include_withdrawn=bool(include_withdrawn),
-            limit=limit,
-            offset=offset,
-        )
-    return [Pattern.from_row(r) for r in rows]
+    page = Page.of(limit, offset)
+    return page.in_trees(store, "graph_query_patterns", Pattern, namespaces, include_withdrawn=bool(include_withdrawn))
 
 
 # --- causal links ----------------------------------------------------------------------
@@ -122,8 +114,8 @@ def create_causal_link(
     rationale = validate.optional_text(store.settings, rationale, "rationale")
 
     with store.db.transaction() as tx:
-        target = ns.get(tx, namespace)
-        tree = set(ns.resolve_trees(tx, target["slug"]))
+        target = get_namespace(tx, namespace)
+        tree = set(resolve_trees(tx, target["slug"]))
         _live_fact_in(tx, cause, tree, target["slug"], "cause")
         parents: list[tuple[str, int]] = [("fact", cause)]
         if effect_fact is not None:
@@ -164,16 +156,10 @@ def list_causal_links(
     offset: Any = None,
 ) -> list[CausalLink]:
     """Non-deleted causal links in the namespace trees, oldest first."""
-    limit, offset = validate.page(limit, offset)
-    with store.db.transaction() as tx:
-        rows = tx.all(
-            "graph_list_causal_links",
-            ns_ids=read_ids(tx, namespaces),
-            include_withdrawn=bool(include_withdrawn),
-            limit=limit,
-            offset=offset,
-        )
-    return [CausalLink.from_row(r) for r in rows]
+    page = Page.of(limit, offset)
+    return page.in_trees(
+        store, "graph_list_causal_links", CausalLink, namespaces, include_withdrawn=bool(include_withdrawn)
+    )
 
 
 def get_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> CausalLink:
@@ -209,10 +195,9 @@ def trace_causal_chain(
     with store.db.transaction() as tx:
         fact = tx.one("fact_get", id=fact_id)
         scope = scope_ids(tx, namespaces)
-        if fact is None or not in_scope(scope, fact["namespace_id"]):
-            raise errors.RecordNotFound(f"fact {fact_id} not found")
+        fact = found_in_scope(fact, scope, f"fact {fact_id}")
         if scope is None:
-            scope = set(ns.resolve_trees(tx, fact["namespace"]))
+            scope = set(resolve_trees(tx, fact["namespace"]))
         query_name = "graph_trace_forward" if direction == "forward" else "graph_trace_backward"
         rows = tx.all(query_name, fact_id=fact_id, ns_ids=sorted(scope), max_depth=max_depth)
     return [CausalStep.from_row(r) for r in rows]
@@ -243,10 +228,7 @@ def _live_fact_in(tx: Session, fact_id: int, tree: set[int], slug: str, role: st
 
 
 def _causal_link_in_scope(tx: Session, link_id: int, scope: set[int] | None) -> dict[str, Any]:
-    row = tx.one("graph_get_causal_link", id=link_id)
-    if row is None or row["deleted_at"] is not None or not in_scope(scope, row["namespace_id"]):
-        raise errors.RecordNotFound(f"causal link {link_id} not found")
-    return row
+    return found_in_scope(tx.one("graph_get_causal_link", id=link_id), scope, f"causal link {link_id}")
 
 
 def _optional_name(value: Any, field: str) -> str | None:

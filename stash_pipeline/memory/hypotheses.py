@@ -1,15 +1,15 @@
 """Hypotheses: ideas the agent wants to verify, with a state machine and an evidence log.
 
-State machine (the reference's, inventory §5)::
+State machine (the reference's)::
 
     proposed ──test──▶ testing ──confirm──▶ confirmed   (final; creates a fact)
        │                 │  └────reject───▶ rejected    (final)
        └─────reject──────┼───────────────▶ rejected
                          └──refine──▶ proposed
 
-Fixes over the reference: ``refine`` works (defect 2); ``test`` is a library operation
-the MCP server exposes, so an MCP-only agent can confirm (defect 9); soft-deleted
-hypotheses are not found and cannot be acted on (defect 20); every by-id operation
+Fixes over the reference: ``refine`` works; ``test`` is a library operation
+the MCP server exposes, so an MCP-only agent can confirm; soft-deleted
+hypotheses are not found and cannot be acted on; every by-id operation
 takes a ``namespaces`` scope; the verification plan must be non-empty and source facts
 must exist in the namespace tree (they become lineage parents); ``confirm`` creates its
 fact through ``facts.insert_fact`` with lineage to the hypothesis and its source facts,
@@ -26,10 +26,12 @@ from typing import Any
 import numpy as np
 
 from stash_pipeline import errors
-from stash_pipeline.db import Session
+from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import facts, lineage, validate
-from stash_pipeline.memory import namespaces as ns
-from stash_pipeline.memory.scope import in_scope, read_ids, scope_ids
+from stash_pipeline.memory.namespaces import get as get_namespace
+from stash_pipeline.memory.namespaces import resolve_trees
+from stash_pipeline.memory.paging import Page
+from stash_pipeline.memory.scope import found_in_scope, scope_ids
 from stash_pipeline.models import Hypothesis, HypothesisEvidence
 from stash_pipeline.store import Store
 
@@ -57,18 +59,10 @@ def list_(
     offset: Any = None,
 ) -> list[Hypothesis]:
     """Non-deleted hypotheses in the namespace trees, most recently changed first."""
-    limit, offset = validate.page(limit, offset)
-    if status is not None and status not in STATUSES:
-        raise errors.InvalidInput(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
-    with store.db.transaction() as tx:
-        rows = tx.all(
-            "hypothesis_list",
-            ns_ids=read_ids(tx, namespaces),
-            status=status,
-            limit=limit,
-            offset=offset,
-        )
-    return [Hypothesis.from_row(r) for r in rows]
+    page = Page.of(limit, offset)
+    if status is not None:
+        validate.one_of(status, STATUSES, "status")
+    return page.in_trees(store, "hypothesis_list", Hypothesis, namespaces, status=status)
 
 
 def show(store: Store, hypothesis_id: Any, namespaces: Any = None) -> Hypothesis:
@@ -102,8 +96,8 @@ def create(
     confidence = validate.probability(confidence)
     sources = validate.record_ids(source_fact_ids, "source_fact_ids")
     with store.db.transaction() as tx:
-        target = ns.get(tx, namespace)
-        tree = set(ns.resolve_trees(tx, target["slug"]))
+        target = get_namespace(tx, namespace)
+        tree = set(resolve_trees(tx, target["slug"]))
         found = {int(f["id"]): f for f in tx.all("knowledge_facts_by_ids", ids=sources)} if sources else {}
         for fact_id in sources:
             fact = found.get(fact_id)
@@ -230,10 +224,7 @@ def load(tx: Session, hypothesis_id: int, scope: set[int] | None = None, *, lock
     """A live hypothesis row in scope, optionally locked; RecordNotFound otherwise."""
     if lock:
         tx.one("hypothesis_lock", id=hypothesis_id)
-    row = tx.one("hypothesis_get", id=hypothesis_id)
-    if row is None or row["deleted_at"] is not None or not in_scope(scope, row["namespace_id"]):
-        raise errors.RecordNotFound(f"hypothesis {hypothesis_id} not found")
-    return row
+    return found_in_scope(tx.one("hypothesis_get", id=hypothesis_id), scope, f"hypothesis {hypothesis_id}")
 
 
 def test_tx(tx: Session, row: dict[str, Any]) -> None:
@@ -297,8 +288,7 @@ def record_evidence(
     Returns the inserted row, or None when that fact already has a verdict on that
     hypothesis. Lineage of the evidence row points at the hypothesis and the fact.
     """
-    if verdict not in VERDICTS:
-        raise errors.InvalidInput(f"verdict must be one of {', '.join(VERDICTS)}; got {verdict!r}")
+    validate.one_of(verdict, VERDICTS, "verdict")
     row = tx.one(
         "hypothesis_insert_evidence",
         hypothesis_id=int(hypothesis_id),

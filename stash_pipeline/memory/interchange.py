@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
 from stash_pipeline.memory import episodes, validate
-from stash_pipeline.memory import namespaces as ns
+from stash_pipeline.memory.namespaces import resolve_id, resolve_trees
 from stash_pipeline.store import Store
 
 BATCH_SIZE = 500
@@ -168,7 +168,7 @@ def import_episodes(
     """Import episodes from a JSONL/CSV/Parquet file into one namespace, validated up front."""
     slug = validate.slug(namespace)
     with store.db.transaction() as tx:
-        ns.resolve_id(tx, slug)
+        resolve_id(tx, slug)
     items = read_episodes(store, path, format=format)
     created = replayed = batches = 0
     for start in range(0, len(items), BATCH_SIZE):
@@ -235,7 +235,7 @@ def export_tree(store: Store, namespace: str, path: str | Path) -> dict[str, Any
     counts: dict[str, int] = {}
     with store.db.transaction() as tx:
         tx.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one consistent snapshot
-        ids = list(ns.resolve_trees(tx, root))
+        ids = list(resolve_trees(tx, root))
         rows = tx.all("interchange_export_tree", ids=ids)
     with file.open("w", encoding="utf-8") as handle:
         header = {"type": EXPORT_FORMAT, "version": EXPORT_VERSION, "root": root,

@@ -2,8 +2,8 @@
 
 Every derived row (fact, relationship, causal link, pattern, contradiction, goal note,
 hypothesis verdict) records its parents in the generic ``lineage`` table, written in the
-SAME transaction as the row (``add``). ``withdraw_cascade`` is truth maintenance
-(SPEC §5.3): when episodes are forgotten or purged, or facts withdrawn or purged, the
+SAME transaction as the row (``add``). ``withdraw_cascade`` is truth maintenance:
+when episodes are forgotten or purged, or facts withdrawn or purged, the
 rows derived only from them are withdrawn, rows that keep another living source are
 flagged for re-check (facts), and this repeats until nothing changes — transitively
 through relationships, causal links and patterns. Each round is a handful of set-based
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.db import Session
+from stash_pipeline.db.gateway import Session
 
 KINDS = frozenset(
     {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.db import Session
+from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import validate
 from stash_pipeline.models import Namespace
 from stash_pipeline.store import Store

@@ -1,4 +1,4 @@
-"""Recall: hybrid retrieval over current facts and episodes, ranked together (SPEC §5.1).
+"""Recall: hybrid retrieval over current facts and episodes, ranked together.
 
 Four candidate lists come back from ONE SQL statement (``recall_hybrid``): pgvector HNSW
 cosine over facts and over episodes (ranked together by distance) and Postgres full text
@@ -25,7 +25,6 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.memory import validate
-from stash_pipeline.memory.facts import _time
 from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
@@ -110,7 +109,7 @@ def recall(
     text = validate.content(store.settings, query, "query")
     limit = _limit(limit)
     budget = _max_tokens(max_tokens)
-    when = _time(as_of, "as_of")
+    when = validate.timestamp(as_of, "as_of")
     if mode not in MODES:
         raise errors.InvalidInput(f"mode must be one of {', '.join(MODES)}")
     use_vector = mode in ("hybrid", "vector")

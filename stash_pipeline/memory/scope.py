@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from stash_pipeline.db import Session
-from stash_pipeline.memory import namespaces as ns
+from stash_pipeline import errors
+from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import validate
+from stash_pipeline.memory.namespaces import resolve_trees
 
 
 def scope_ids(tx: Session, namespaces: Any) -> set[int] | None:
@@ -35,16 +36,31 @@ def read_scope(tx: Session, namespaces: Any) -> tuple[bool, list[int]]:
     selected = validate.slugs(namespaces)
     if "/" in selected:
         return True, []
-    return False, list(ns.resolve_trees(tx, selected))
+    return False, list(resolve_trees(tx, selected))
 
 
 def in_scope(scope: set[int] | None, namespace_id: int) -> bool:
     return scope is None or int(namespace_id) in scope
 
 
+def found_in_scope(
+    row: dict[str, Any] | None, scope: set[int] | None, label: str, *, include_deleted: bool = False
+) -> dict[str, Any]:
+    """``row`` when it exists, lies in ``scope`` and is not soft-deleted (unless
+    ``include_deleted``); otherwise ``RecordNotFound("<label> not found")`` — the same
+    answer for a missing record and one outside the caller's scope."""
+    if (
+        row is None
+        or not in_scope(scope, row["namespace_id"])
+        or (row.get("deleted_at") is not None and not include_deleted)
+    ):
+        raise errors.RecordNotFound(f"{label} not found")
+    return row
+
+
 def read_ids(tx: Session, namespaces: Any) -> list[int]:
     """Namespace ids of a read's trees (default '/'); unknown paths raise NamespaceNotFound."""
-    return list(ns.resolve_trees(tx, "/" if namespaces in (None, "", []) else namespaces))
+    return list(resolve_trees(tx, "/" if namespaces in (None, "", []) else namespaces))
 
 
 def is_ancestor_or_self(ancestor: str, slug: str) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from stash_pipeline import errors
@@ -87,6 +89,29 @@ def optional_text(settings: Settings, value: Any, field: str) -> str | None:
 def kind(value: Any) -> str:
     if not isinstance(value, str) or not KIND.match(value):
         raise errors.InvalidInput("kind must be lowercase letters, digits and '_', starting with a letter")
+    return value
+
+
+def one_of(value: Any, allowed: Sequence[str], field: str) -> str:
+    """One of a fixed set of names; the error lists them all."""
+    if value not in allowed:
+        raise errors.InvalidInput(f"{field} must be one of {', '.join(allowed)}; got {value!r}")
+    return value
+
+
+def timestamp(value: Any, field: str) -> datetime | None:
+    """An ISO-8601 time with a time zone (a datetime or a string); None or '' is None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise errors.InvalidInput(f"{field} {value!r} is not an ISO-8601 timestamp") from None
+    if not isinstance(value, datetime):
+        raise errors.InvalidInput(f"{field} must be an ISO-8601 timestamp")
+    if value.tzinfo is None:
+        raise errors.InvalidInput(f"{field} must carry a time zone (e.g. 2026-01-31T09:00:00Z)")
     return value
 
 

@@ -1,7 +1,9 @@
 """The ``stash`` command line.
 
-One module per command group (``db``, ``admin``, ``memory``, ``knowledge``,
-``consolidation``, ``service``); each exports ``COMMANDS``, registered here on the root
+One module per subject, mirroring ``stash_pipeline.memory`` (``namespaces``,
+``episodes``, ``interchange``, ``recall``, ``context``, ``facts``, ``graph``,
+``contradictions``, ``hypotheses``, ``goals``, ``failures``), plus ``admin``, ``db``,
+``consolidation`` and ``service``; each exports ``COMMANDS``, registered here on the root
 group. Command modules import only click at module level and the library inside each
 command, so ``stash --help``, ``stash version`` and ``stash config`` never touch the
 database. Errors: ``stash_serve.cli.base.StashGroup`` prints ``error: <message>`` (exit 2
@@ -12,7 +14,23 @@ from __future__ import annotations
 
 import click
 
-from stash_serve.cli import admin, consolidation, db, knowledge, memory, service
+from stash_serve.cli import (
+    admin,
+    consolidation,
+    context,
+    contradictions,
+    db,
+    episodes,
+    facts,
+    failures,
+    goals,
+    graph,
+    hypotheses,
+    interchange,
+    namespaces,
+    recall,
+    service,
+)
 from stash_serve.cli.base import StashGroup
 
 __all__ = ["cli", "main"]
@@ -33,7 +51,10 @@ def cli() -> None:
     """
 
 
-for _module in (admin, db, memory, knowledge, consolidation, service):
+for _module in (
+    admin, db, namespaces, episodes, interchange, recall, context, facts, graph, contradictions, hypotheses, goals,
+    failures, consolidation, service,
+):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

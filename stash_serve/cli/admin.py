@@ -80,10 +80,9 @@ def doctor_checks() -> list[Check]:
         return [Check("settings", False, f"{message} — fix the STASH_* variables or .env")]
     checks.append(Check("settings", True, f"valid (embedder {settings.embedder}, home {settings.home})"))
 
-    from stash_pipeline.db import Database
     from stash_pipeline.store import Store
 
-    db_holder: dict[str, Database] = {}
+    opened: dict[str, Store] = {}
 
     def database() -> str:
         if settings.embedded:
@@ -94,26 +93,25 @@ def doctor_checks() -> list[Check]:
                 raise RuntimeError(
                     f"the embedded PostgreSQL is not running on port {status.port}; run `stash db start`"
                 )
-            dsn, where = EmbeddedServer(settings).url(), f"embedded server on 127.0.0.1:{status.port}"
+            where = f"embedded server on 127.0.0.1:{status.port}"
         else:
-            dsn, where = settings.dsn(), "STASH_DATABASE_URL"
-        db = Database(dsn, max_size=2, timeout=5.0)
+            where = "STASH_DATABASE_URL"
+        candidate = Store.open(settings, pool_max=2, timeout=5.0)
         try:
-            with db.transaction() as tx:
+            with candidate.db.transaction() as tx:
                 version = tx.scalar("cli_server_version")
         except BaseException:
-            db.close()  # the pool would keep retrying in the background otherwise
+            candidate.close()  # the pool would keep retrying in the background otherwise
             raise
-        db_holder["db"] = db
+        opened["store"] = candidate
         return f"reachable ({where}, PostgreSQL {version})"
 
     checks.append(_run_check("database", database))
-    db = db_holder.get("db")
-    if db is None:
+    store = opened.get("store")
+    if store is None:
         checks.append(Check("migrations", False, "skipped: the database is not reachable"))
         checks.append(Check("embedder", False, "skipped: the model lock lives in the database"))
     else:
-        store = Store(settings=settings, db=db)
 
         def migrations() -> str:
             current, head = base.current_revision(store), base.head_revision()
@@ -171,8 +169,8 @@ def doctor_checks() -> list[Check]:
             Check("model endpoint", True, "not configured: model stages stay idle (set STASH_OPENAI_BASE_URL "
                   "and STASH_REASONER_MODEL to enable consolidation)")
         )
-    if db is not None:
-        db.close()
+    if store is not None:
+        store.close()
     return checks
 
 
@@ -210,17 +208,9 @@ def stats_command(namespaces: str, as_json: bool) -> None:
     Example:
       stash stats -n /projects
     """
-    store = base.store()
-    try:
-        from stash_pipeline.memory.admin import stats
-    except ImportError:  # before the admin module exists: the namespace counts are the stats
-        stats = None
-    if stats is not None:
-        result = stats(store, namespaces)
-    else:
-        from stash_pipeline.memory import namespaces as ns
+    from stash_pipeline.memory.admin import stats
 
-        result = ns.show(store, namespaces)["counts"]
+    result = stats(base.store(), namespaces)
     if as_json:
         emit_json(result)
     else:

@@ -2,8 +2,8 @@
 opened store, and parsers for the option types every command group uses.
 
 Nothing here imports the database layer at module level: ``stash --help``, ``stash
-version`` and ``stash config`` must work when no database is reachable (SPEC §8, and the
-reference's defect of opening the DB for every command).
+version`` and ``stash config`` must work when no database is reachable (the reference opened the database for every
+command).
 """
 
 from __future__ import annotations
@@ -96,25 +96,18 @@ def store(*, check_schema: bool = True) -> Store:
     """
     ctx = click.get_current_context().find_root()
     if "stash.store" not in ctx.meta:
-        from stash_pipeline.db import Database
-        from stash_pipeline.db.embedded import resolve_dsn
+        from stash_pipeline.db.dsn import database_dsn, start_embedded_if_needed
         from stash_pipeline.store import Store
 
         current = settings()
-        if current.embedded:
-            from stash_pipeline.db.embedded import EmbeddedServer
-
-            server = EmbeddedServer(current)
-            if not server.status().running:
-                server.start()
-                click.echo(
-                    f"started the embedded PostgreSQL on 127.0.0.1:{current.db_port} "
-                    "(it keeps running; `stash db stop` stops it)",
-                    err=True,
-                )
-        dsn = resolve_dsn(current)
-        probe_database(dsn)
-        opened = Store.open(current, db=Database(dsn, max_size=min(4, current.db_pool_max)))
+        if start_embedded_if_needed(current):
+            click.echo(
+                f"started the embedded PostgreSQL on 127.0.0.1:{current.db_port} "
+                "(it keeps running; `stash db stop` stops it)",
+                err=True,
+            )
+        probe_database(database_dsn(current))
+        opened = Store.open(current, pool_max=min(4, current.db_pool_max))
         ctx.call_on_close(opened.close)
         if check_schema:
             ensure_schema_current(opened)
@@ -130,7 +123,7 @@ def probe_database(dsn: str, timeout: int = 5) -> None:
 
     import psycopg
 
-    from stash_pipeline.db import translate_errors
+    from stash_pipeline.db.gateway import translate_errors
 
     # the pool logs every failed attempt on stderr; the CLI reports one clear line instead
     logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
@@ -220,21 +213,6 @@ def parse_json_object(value: str | None, field: str = "metadata") -> dict[str, A
     if not isinstance(parsed, dict):
         raise InvalidInput(f"{field} must be a JSON object, e.g. '{{\"source\": \"chat\"}}'")
     return parsed
-
-
-def parse_ids(value: str | None, field: str = "ids") -> list[int] | None:
-    """``1,2,3`` → [1, 2, 3]."""
-    if value is None or not value.strip():
-        return None
-    from stash_pipeline.errors import InvalidInput
-
-    out = []
-    for part in value.split(","):
-        part = part.strip()
-        if not part.isdigit() or int(part) < 1:
-            raise InvalidInput(f"{field} must be comma-separated positive integers, got {value!r}")
-        out.append(int(part))
-    return out
 
 
 def read_content(value: str) -> str:

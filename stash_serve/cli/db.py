@@ -108,11 +108,11 @@ def migrate_command() -> None:
     Example:
       stash migrate
     """
-    from stash_pipeline.db.embedded import resolve_dsn
+    from stash_pipeline.db.dsn import database_dsn
     from stash_pipeline.db.migrate import migrate
 
     settings = base.settings()
-    before, after = migrate(settings, resolve_dsn(settings))
+    before, after = migrate(settings, database_dsn(settings, start=True))
     if before == after:
         click.echo(f"schema already at revision {after}")
     else:

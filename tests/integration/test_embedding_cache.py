@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stash_pipeline import errors
-from stash_pipeline.db import Database
+from stash_pipeline.db.gateway import Database
 from stash_pipeline.embedding.cache import CachedEmbedder, read_lock, text_hash
 from stash_pipeline.embedding.hashing import HashEmbedder
 from stash_pipeline.store import Store

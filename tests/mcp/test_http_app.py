@@ -64,7 +64,7 @@ async def test_not_ready_when_migrations_pending(empty_store: Store) -> None:
 
 
 async def test_unreachable_database_is_unhealthy(tmp_path: Any) -> None:
-    from stash_pipeline.db import Database
+    from stash_pipeline.db.gateway import Database
     from tests.conftest import free_port
 
     dsn = f"postgresql://nobody@127.0.0.1:{free_port()}/none"  # nothing listens there

@@ -32,8 +32,8 @@ import pytest
 
 from stash_pipeline import consolidation, errors
 from stash_pipeline.config import load_settings
-from stash_pipeline.db import Database
 from stash_pipeline.db.embedded import EmbeddedServer
+from stash_pipeline.db.gateway import Database
 from stash_pipeline.db.migrate import migrate
 from stash_pipeline.memory import namespaces as ns_ops
 from stash_pipeline.reasoner import reset_mode_cache

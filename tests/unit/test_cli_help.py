@@ -206,6 +206,7 @@ def test_option_parsers() -> None:
     from datetime import UTC, datetime, timedelta
 
     from stash_pipeline.errors import InvalidInput
+    from stash_pipeline.memory.validate import record_ids
     from stash_serve.cli import base
 
     assert base.parse_time("2026-05-01") == datetime(2026, 5, 1, tzinfo=UTC)
@@ -213,12 +214,12 @@ def test_option_parsers() -> None:
     assert base.parse_duration("90s") == timedelta(seconds=90)
     assert base.parse_duration("1.5h") == timedelta(minutes=90)
     assert base.parse_duration("2d") == timedelta(days=2)
-    assert base.parse_ids("3, 1,2") == [3, 1, 2]
+    assert record_ids("3, 1,2", "--source-fact-ids") == [3, 1, 2]
     for bad in ("0s", "-1h", "1y", "soon"):
         with pytest.raises(InvalidInput):
             base.parse_duration(bad)
-    with pytest.raises(InvalidInput, match="comma-separated positive integers"):
-        base.parse_ids("1,x")
+    with pytest.raises(InvalidInput, match="--source-fact-ids must be a positive integer"):
+        record_ids("1,x", "--source-fact-ids")
     with pytest.raises(InvalidInput, match="must be a JSON object"):
         base.parse_json_object('"text"')
 
@@ -226,7 +227,7 @@ def test_option_parsers() -> None:
 def test_mermaid_escapes_and_cuts_labels() -> None:
     from types import SimpleNamespace
 
-    from stash_serve.cli.knowledge import mermaid
+    from stash_serve.cli.graph import mermaid
 
     step = SimpleNamespace(cause_fact_id=1, cause='He said "go"', effect_fact_id=None, effect_failure_id=9,
                            effect="x" * 80, confidence=0.5)

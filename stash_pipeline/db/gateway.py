@@ -1,0 +1,242 @@
+"""The one database gateway: psycopg 3, dict rows, a pool, named queries.
+
+Every surface (CLI, MCP server, Dagster resource) gets its ``Database`` from
+``Store.open(settings)`` and talks SQL only through it::
+
+    db = Store.open(settings).db
+    row = db.one("get_namespace_by_slug", slug="/projects/x")
+    with db.transaction() as tx:
+        tx.execute("insert_episode", ...)
+
+Queries are named blocks in ``db/queries/*.sql`` (see ``stash_pipeline.db.sql``); values
+are always bound as parameters, never formatted into SQL. Driver errors are translated
+into the error tree of ``stash_pipeline.errors`` here, in one place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import psycopg.errors
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from stash_pipeline import errors
+from stash_pipeline.db.sql import query
+
+if TYPE_CHECKING:
+    from stash_pipeline.config import Settings
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn psycopg errors into Stash errors a caller can act on."""
+    try:
+        yield
+    except errors.StashError:
+        raise
+    except psycopg.errors.UniqueViolation as exc:
+        raise errors.Conflict(_diag(exc, "that would duplicate an existing record")) from exc
+    except psycopg.errors.ForeignKeyViolation as exc:
+        raise errors.RecordNotFound(_diag(exc, "a referenced record does not exist")) from exc
+    except psycopg.errors.CheckViolation as exc:
+        raise errors.InvalidInput(_diag(exc, "a value is out of range")) from exc
+    except psycopg.errors.NotNullViolation as exc:
+        raise errors.InvalidInput(_diag(exc, "a required value is missing")) from exc
+    except (psycopg.errors.InvalidTextRepresentation, psycopg.errors.NumericValueOutOfRange) as exc:
+        raise errors.InvalidInput(_diag(exc, "a value has the wrong form")) from exc
+    except psycopg.errors.UntranslatableCharacter as exc:
+        raise errors.InvalidInput("text contains characters PostgreSQL cannot store (NUL?)") from exc
+    except psycopg.errors.DataError as exc:
+        raise errors.InvalidInput(_diag(exc, "invalid value")) from exc
+    except psycopg.errors.LockNotAvailable as exc:
+        raise errors.StageBusy() from exc
+    except PoolTimeout as exc:
+        raise errors.DatabaseUnavailable("database unavailable: no connection within the timeout") from exc
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        raise errors.DatabaseUnavailable(f"database unavailable: {_first_line(exc)}") from exc
+
+
+def _diag(exc: psycopg.Error, fallback: str) -> str:
+    detail = exc.diag.message_detail or exc.diag.message_primary
+    return f"{fallback} ({detail})" if detail else fallback
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    # The vector type only exists after the first migration; before that, skip.
+    try:
+        register_vector(conn)
+    except psycopg.ProgrammingError:
+        pass
+    conn.commit()
+
+
+class Session:
+    """Named-query helpers bound to one connection (and its open transaction)."""
+
+    def __init__(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        self.conn = conn
+
+    def one(self, name: str, /, **params: Any) -> dict[str, Any] | None:
+        with translate_errors(), self.conn.cursor() as cur:
+            cur.execute(query(name), params or None)
+            return cur.fetchone()
+
+    def all(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        with translate_errors(), self.conn.cursor() as cur:
+            cur.execute(query(name), params or None)
+            return cur.fetchall()
+
+    def scalar(self, name: str, /, **params: Any) -> Any:
+        row = self.one(name, **params)
+        return None if row is None else next(iter(row.values()))
+
+    def execute(self, name: str, /, **params: Any) -> int:
+        with translate_errors(), self.conn.cursor() as cur:
+            cur.execute(query(name), params or None)
+            return cur.rowcount
+
+    def executemany(self, name: str, /, rows: Sequence[Mapping[str, Any]]) -> None:
+        if not rows:
+            return
+        with translate_errors(), self.conn.cursor() as cur:
+            cur.executemany(query(name), rows)
+
+    def returning_many(self, name: str, /, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """executemany that collects each statement's RETURNING row, in input order."""
+        out: list[dict[str, Any]] = []
+        if not rows:
+            return out
+        with translate_errors(), self.conn.cursor() as cur:
+            cur.executemany(query(name), rows, returning=True)
+            while True:
+                out.extend(cur.fetchall())
+                if not cur.nextset():
+                    break
+        return out
+
+
+class Database:
+    """A pool of connections plus named-query helpers; one per process."""
+
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 15.0) -> None:
+        self.dsn = dsn
+        self._pool = ConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            kwargs={"row_factory": dict_row, "autocommit": False},
+            configure=_configure,
+            open=False,
+            name="stash",
+        )
+        self._opened = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, max_size: int | None = None, timeout: float | None = None
+    ) -> Database:
+        """The gateway for ``settings`` (surfaces call ``Store.open``, which calls this).
+
+        The DSN comes from ``stash_pipeline.db.dsn``; an embedded server that is the
+        database and is not running is started.
+        """
+        from stash_pipeline.db.dsn import database_dsn
+
+        return cls(
+            database_dsn(settings, start=True),
+            max_size=max_size or settings.db_pool_max,
+            timeout=15.0 if timeout is None else timeout,
+        )
+
+    def _ensure_open(self) -> None:
+        if self._opened:
+            return
+        with self._lock:
+            if not self._opened:
+                with translate_errors():
+                    self._pool.open(wait=False)
+                self._opened = True
+
+    @contextlib.contextmanager
+    def _checked_connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        """A pooled connection known to be alive.
+
+        After a database restart every idle connection in the pool is a dead socket. The
+        pool's own ``check=`` option would discard them one by one with a growing sleep
+        between each (1 s, 2 s, 4 s …), so callers time out although the server is back.
+        Instead: probe the connection (one empty round trip); if it is dead, sweep all
+        idle connections at once (``pool.check()``) and take a fresh one.
+        """
+        self._ensure_open()
+        with translate_errors():
+            conn = self._pool.getconn()
+            try:
+                ConnectionPool.check_connection(conn)
+            except psycopg.OperationalError:
+                self._pool.putconn(conn)  # broken: the pool discards it
+                self._pool.check()
+                conn = self._pool.getconn()
+        try:
+            yield conn
+        finally:
+            self._pool.putconn(conn)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """A connection in one transaction: committed on success, rolled back on error."""
+        with self._checked_connection() as conn, translate_errors(), conn.transaction():
+            yield Session(conn)
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        """A raw pooled connection, for code that manages its own transactions."""
+        with self._checked_connection() as conn, translate_errors():
+            yield conn
+
+    def one(self, name: str, /, **params: Any) -> dict[str, Any] | None:
+        with self.transaction() as tx:
+            return tx.one(name, **params)
+
+    def all(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        with self.transaction() as tx:
+            return tx.all(name, **params)
+
+    def scalar(self, name: str, /, **params: Any) -> Any:
+        with self.transaction() as tx:
+            return tx.scalar(name, **params)
+
+    def execute(self, name: str, /, **params: Any) -> int:
+        with self.transaction() as tx:
+            return tx.execute(name, **params)
+
+    def ping(self) -> bool:
+        try:
+            with self.transaction() as tx:
+                tx.conn.execute("SELECT 1")
+            return True
+        except errors.StashError:
+            return False
+
+    def close(self) -> None:
+        if self._opened:
+            self._pool.close()
+            self._opened = False
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,44 @@
+"""The shape every paged list over namespace trees shares.
+
+``Page.of(limit, offset)`` validates the page first (so a bad limit is reported before
+any other filter); ``page.in_trees(...)`` resolves the trees, runs the list query with
+``ns_ids``, ``limit``, ``offset`` and the filters, and returns the library's models::
+
+    page = Page.of(limit, offset)
+    status = ...  # validate the other filters
+    return page.in_trees(store, "goal_list", Goal, namespaces, status=status)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from stash_pipeline.memory import validate
+from stash_pipeline.memory.scope import read_ids
+from stash_pipeline.models import Record
+from stash_pipeline.store import Store
+
+RecordType = TypeVar("RecordType", bound=Record)
+
+
+@dataclass(frozen=True)
+class Page:
+    limit: int
+    offset: int
+
+    @classmethod
+    def of(cls, limit: Any, offset: Any) -> Page:
+        """A validated page (see ``validate.page``)."""
+        valid_limit, valid_offset = validate.page(limit, offset)
+        return cls(valid_limit, valid_offset)
+
+    def in_trees(
+        self, store: Store, query_name: str, model: type[RecordType], namespaces: Any, **filters: Any
+    ) -> list[RecordType]:
+        """One page of ``query_name`` over the namespace trees, as ``model`` records."""
+        with store.db.transaction() as tx:
+            rows = tx.all(
+                query_name, ns_ids=read_ids(tx, namespaces), limit=self.limit, offset=self.offset, **filters
+            )
+        return [model.from_row(row) for row in rows]

@@ -1,0 +1,102 @@
+"""``stash import`` (episode files or a ``stash export`` tree) and ``stash export``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from stash_serve.cli import base
+from stash_serve.cli.output import emit_json
+
+
+def _is_tree_export(file: Path) -> bool:
+    """Whether a file is a `stash export` (its first line is the stash-tree header)."""
+    import json
+
+    from stash_pipeline.memory.interchange import EXPORT_FORMAT
+
+    try:
+        with file.open(encoding="utf-8") as handle:
+            header = json.loads(handle.readline() or "null")
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(header, dict) and header.get("type") == EXPORT_FORMAT
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@base.namespace_option(required=False)
+@click.option(
+    "--format", "fmt", type=click.Choice(["auto", "jsonl", "csv", "parquet"]), default="auto", show_default=True,
+    help="Episode file format (auto: from the extension).",
+)
+@base.json_option
+def import_command(file: Path, namespace: str | None, fmt: str, as_json: bool) -> None:
+    """Import episodes from JSONL, CSV or Parquet (fields: content, occurred_at, kind,
+    metadata, idempotency_key) into -n NS; every row is checked first, one bad row and
+    nothing is written. A `stash export` file is restored whole instead (under -n NS
+    when given, else where it came from). Progress goes to stderr.
+
+    \b
+    Example:
+      stash import notes.jsonl -n /projects/x
+      stash import backup.jsonl -n /restored/x
+    """
+    from stash_pipeline.errors import InvalidInput
+    from stash_pipeline.memory import interchange
+
+    if _is_tree_export(file):
+        result = interchange.import_tree(base.store(), file, into=namespace)
+        if as_json:
+            emit_json({"file": str(file), **result})
+        else:
+            counts = ", ".join(f"{n} {k}" for k, n in sorted(result["rows"].items()))
+            click.echo(f"restored {file.name} into {result['namespace']}: {counts or 'nothing'}")
+            if result.get("skipped"):
+                click.echo(f"  skipped (references outside the export): {result['skipped']}")
+        return
+    if namespace is None:
+        raise InvalidInput("episode files go into one namespace: pass -n /path")
+    store = base.store()
+
+    def progress(done: int, total: int) -> None:
+        click.echo(f"\rimported {done}/{total}", nl=False, err=True)
+
+    result = interchange.import_episodes(
+        store, namespace, file, format=None if fmt == "auto" else fmt, progress=progress
+    )
+    if result.get("rows"):
+        click.echo("", err=True)
+    if as_json:
+        emit_json({"file": str(file), **result})
+    else:
+        click.echo(
+            f"imported {result['rows']} rows into {result['namespace']}: "
+            f"{result['created']} new, {result['replayed']} already present"
+        )
+
+
+@click.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, writable=True, path_type=Path))
+@base.namespace_option(default="/")
+@base.json_option
+def export_command(file: Path, namespace: str, as_json: bool) -> None:
+    """Write a namespace tree (every record and its lineage, no vectors) to a JSONL file
+    that `stash import` restores losslessly.
+
+    \b
+    Example:
+      stash export backup.jsonl -n /projects/x
+    """
+    from stash_pipeline.memory import interchange
+
+    result = interchange.export_tree(base.store(), namespace, file)
+    if as_json:
+        emit_json(result)
+    else:
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(result["rows"].items()))
+        click.echo(f"exported {result['namespace']} to {result['path']}: {counts or 'nothing'}")
+
+
+COMMANDS = (import_command, export_command)
