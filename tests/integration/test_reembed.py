@@ -9,9 +9,10 @@ import psycopg
 import pytest
 
 from stash_pipeline import errors
+from stash_pipeline.db.locks import REEMBED_LOCK
 from stash_pipeline.embedding.cache import as_array, column_dims, read_lock
 from stash_pipeline.embedding.hashing import HashEmbedder
-from stash_pipeline.embedding.reembed import REEMBED_LOCK, _ddl, reembed
+from stash_pipeline.embedding.reembed import _ddl, reembed
 from stash_pipeline.store import Store
 from tests.support.openai_server import ScriptedOpenAI
 
