@@ -27,10 +27,10 @@ from stash_pipeline import errors
 from stash_pipeline.db import translate_errors
 from stash_pipeline.memory import lineage
 from stash_pipeline.stages import prompts
-from stash_pipeline.stages.common import ITEM_ERRORS
+from stash_pipeline.stages.context import ITEM_ERRORS
 
 if TYPE_CHECKING:
-    from stash_pipeline.consolidation import Batch, StageContext
+    from stash_pipeline.stages.context import Batch, StageContext
 
 
 PAIRS_PER_CALL = 10
