@@ -9,18 +9,19 @@ lock                   key                                       level          
 id ordering            ``(7311, namespace_id % 2147483647)``     transaction         ``assign_ordered_id()``
                                                                                      trigger (migration
                                                                                      ``0001_initial.sql``)
-schema migration       ``MIGRATION_LOCK = (7311, 1)``            session, waits      ``db/migrations/env.py``
-re-embedding           ``REEMBED_LOCK = (7311, 3)``              session, try        ``embedding/reembed.py``
+schema migration       ``MIGRATION_LOCK = (7312, 1)``            session, waits      ``db/migrations/env.py``
+re-embedding           ``REEMBED_LOCK = (7312, 3)``              session, try        ``embedding/reembed.py``
 stage run              ``stage_lock(stage, namespace_id)``       session, try/wait   ``consolidation.run_stage``
                        = ``(crc32 of the stage name, namespace)``
 =====================  ========================================  ==================  ======================
 
 The id-ordering trigger is plpgsql and cannot import this module: ``ID_ORDER_KEY`` below
 must stay equal to the literal in ``0001_initial.sql`` (a unit test reads the file).
-A stage's first key is derived from its name and never equals ``ID_ORDER_KEY``, so a
-stage run never waits on writers. Note that ``MIGRATION_LOCK`` and ``REEMBED_LOCK``
-share the id-ordering key space: they are the same pairs as the id-ordering locks of
-namespaces 1 and 3.
+Every ``(ID_ORDER_KEY, n)`` pair belongs to the writers of namespace ``n``, so the
+whole-database locks use their own first key (``MAINTENANCE_KEY``) — under 7311 a
+re-embedding would block every write to namespace 3 for its whole run, and a write in
+flight there would make it report "another reembed is running". A stage's first key is
+derived from its name and never equals either, so a stage run never waits on them.
 
 Session-level locks are held on a connection dedicated to the lock (``session_lock``):
 it commits right after taking the lock so it never sits idle in a transaction, and the
@@ -44,18 +45,22 @@ LockKey = tuple[int, int]
 
 #: First key of the per-namespace id-ordering lock (hard-coded in 0001_initial.sql).
 ID_ORDER_KEY = 7311
+#: First key of the whole-database maintenance locks below.
+MAINTENANCE_KEY = 7312
 #: ``stash migrate``: one migrator at a time; a second one waits.
-MIGRATION_LOCK: LockKey = (ID_ORDER_KEY, 1)
+MIGRATION_LOCK: LockKey = (MAINTENANCE_KEY, 1)
 #: ``stash reembed``: one re-embedding at a time; a second one is refused.
-REEMBED_LOCK: LockKey = (ID_ORDER_KEY, 3)
+REEMBED_LOCK: LockKey = (MAINTENANCE_KEY, 3)
 
 _INT4_MAX = 2147483647
 
 
 def stage_lock_key(stage: str) -> int:
-    """The first (int4) key of a stage's run lock, derived from its name (never ``ID_ORDER_KEY``)."""
+    """The first (int4) key of a stage's run lock, derived from its name (never a reserved first key)."""
     key = zlib.crc32(f"stash-stage:{stage}".encode()) & _INT4_MAX
-    return key + 1 if key == ID_ORDER_KEY else key
+    while key in (ID_ORDER_KEY, MAINTENANCE_KEY):
+        key += 1
+    return key
 
 
 def stage_lock(stage: str, namespace_id: int) -> LockKey:
