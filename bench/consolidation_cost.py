@@ -141,7 +141,7 @@ def reference_calls(store: Any, counts: dict[str, Any]) -> dict[str, int]:
     """Model calls the Go reference would make on this data (its batching, one tick per batch)."""
     import numpy as np
 
-    from stash_pipeline.stages.facts import _unit
+    from stash_pipeline.embedding.vectors import unit_vector
 
     settings = store.settings
     calls: Counter[str] = Counter()
@@ -153,7 +153,7 @@ def reference_calls(store: Any, counts: dict[str, Any]) -> dict[str, int]:
                 (ns["id"],),
             ).fetchall()
             for start in range(0, len(episodes), 100):  # stage 1: seed clustering, one call per cluster
-                batch = [_unit(e["embedding"]) for e in episodes[start : start + 100]]
+                batch = [unit_vector(e["embedding"]) for e in episodes[start : start + 100]]
                 taken = [False] * len(batch)
                 for i in range(len(batch)):
                     if taken[i]:

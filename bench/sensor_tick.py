@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import fresh_store, log, print_table, ratio, save_plot, timed
 from stash_pipeline.db.sql import parse
+from stash_pipeline.stages import backlog_parameters
 
 SQL = parse((Path(__file__).parent / "sensor_tick.sql").read_text(encoding="utf-8"), "bench/sensor_tick.sql")
 BACKLOG_EVERY = 10
@@ -53,13 +54,13 @@ def build(store: Any, n: int) -> int:
     # Catch every stage up, idle ones included (patterns' head is the relationships cursor,
     # hence the second pass).
     for _ in range(2):
-        pending = store.db.all("stage_backlog", namespace_ids=None)
+        pending = store.db.all("stage_backlog", **backlog_parameters())
         with store.db.connection() as conn, conn.cursor() as cur:
             cur.executemany(
                 SQL["sensor_bench_checkpoint"],
                 [
                     {"namespace_id": r["namespace_id"], "stage": r["stage"], "cursor": r["head"],
-                     "aux_cursor": r["failure_head"]}
+                     "aux_cursor": r["aux_head"]}
                     for r in pending
                 ],
             )
@@ -105,7 +106,7 @@ def baseline(store: Any, repeats: int) -> tuple[list[float], int]:
     """Timings (ms) of the per-(namespace, stage) way; #namespaces with work."""
     from stash_pipeline.stages import STAGES
 
-    watched = [s for s in STAGES if s.source != "none"]
+    watched = [s for s in STAGES if s.watermarked]
     times: list[float] = []
     found = 0
     with store.db.connection() as conn:

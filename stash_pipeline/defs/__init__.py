@@ -1,6 +1,6 @@
 """The Dagster layer: a thin declaration of partitions, resources, assets, sensors, schedules, checks.
 
-No stage logic lives here (STYLE §1): an asset body opens the ``Store`` through
+No stage logic lives here: an asset body opens the ``Store`` through
 ``StashResource``, calls ``stash_pipeline.consolidation.run_stage`` and maps the
 ``StageReport`` to a ``MaterializeResult``. Everything is generated from the stage table
 ``stash_pipeline.stages.STAGES``. The code location is ``stash_pipeline.defs.definitions``

@@ -2,7 +2,7 @@
 
 Each stage asset is partitioned by namespace; its body runs the library's
 ``run_stage`` for that namespace and maps the ``StageReport`` to a ``MaterializeResult``
-(stable metadata keys, SPEC §7) plus the checks of ``checks.py``. Dependencies come
+(stable metadata keys, ``REPORT_KEYS``) plus the checks of ``checks.py``. Dependencies come
 from ``StageSpec.deps``; they give lineage and ordering, the watermark sensor gives
 triggering.
 
@@ -73,7 +73,7 @@ def build_stage_asset(spec: StageSpec, *, retry_policy: dg.RetryPolicy | None = 
         group_name=GROUP,
         pool=spec.pool,
         retry_policy=retry_policy,
-        check_specs=checks.check_specs(spec.name),
+        check_specs=checks.check_specs(spec),
         kinds={"postgres", "openai"} if spec.needs_model else {"postgres"},
         tags={"stash/model": "yes" if spec.needs_model else "no"},
     )
@@ -85,7 +85,7 @@ def build_stage_asset(spec: StageSpec, *, retry_policy: dg.RetryPolicy | None = 
             report = run_or_fail(store, slug, spec.name, context.run.run_id)
             return dg.MaterializeResult(
                 metadata={**report.metadata(), "status": report.status, "message": report.message},
-                check_results=checks.check_results(spec.name, report, store, slug),
+                check_results=checks.check_results(spec, report, store, slug),
             )
 
     return stage_asset

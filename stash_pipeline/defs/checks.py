@@ -4,10 +4,10 @@
   "Completed with errors" means the stage succeeded for the good items (its cursor
   advanced) and tells the operator to look at ``dead_letters``; downstream stages are not
   blocked.
-* ``lineage_complete`` on the stages whose rows must point at their sources (facts,
-  relationships, patterns, causal_links): WARN when a derived row of that kind in the
-  namespace has no lineage parent (SPEC principle 2). Asserted facts and links are the
-  agent's own words and are exempt.
+* ``lineage_complete`` on the stages whose rows must point at their sources (those with
+  a ``lineage_kind`` in ``STAGES``): WARN when a derived row of that kind in the
+  namespace has no lineage parent — every derived row must be traceable to what it came
+  from. Asserted facts and links are the agent's own words and are exempt.
 
 Both are partitioned by namespace, so the UI shows them per partition. Partitioned
 check specs are a preview feature in Dagster 1.13 (``PreviewWarning``); the numbers are
@@ -21,53 +21,45 @@ import warnings
 import dagster as dg
 
 from stash_pipeline.defs.partitions import namespaces_partitions
-from stash_pipeline.stages import StageReport
+from stash_pipeline.stages import StageReport, StageSpec
 from stash_pipeline.store import Store
 
 ITEM_CHECK = "no_item_errors"
 LINEAGE_CHECK = "lineage_complete"
 
-#: stage asset -> lineage child kind whose completeness it checks
-LINEAGE_KINDS: dict[str, str] = {
-    "facts": "fact",
-    "relationships": "relationship",
-    "causal_links": "causal_link",
-    "patterns": "pattern",
-}
 
-
-def check_specs(stage: str) -> list[dg.AssetCheckSpec]:
+def check_specs(spec: StageSpec) -> list[dg.AssetCheckSpec]:
     """The checks a stage asset declares (and must emit on every materialization)."""
     # Partitioned checks are "preview" in 1.13; accepted knowingly (see the module docstring),
     # so the warning is not repeated on every import of the code location.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.PreviewWarning)
-        return _check_specs(stage)
+        return _check_specs(spec)
 
 
-def _check_specs(stage: str) -> list[dg.AssetCheckSpec]:
-    specs = [
+def _check_specs(spec: StageSpec) -> list[dg.AssetCheckSpec]:
+    checks = [
         dg.AssetCheckSpec(
             ITEM_CHECK,
-            asset=stage,
+            asset=spec.name,
             partitions_def=namespaces_partitions,
             description="Warns when items failed or were dead-lettered in this run (see dead_letters).",
         )
     ]
-    if stage in LINEAGE_KINDS:
-        specs.append(
+    if spec.lineage_kind is not None:
+        checks.append(
             dg.AssetCheckSpec(
                 LINEAGE_CHECK,
-                asset=stage,
+                asset=spec.name,
                 partitions_def=namespaces_partitions,
-                description=f"Every derived {LINEAGE_KINDS[stage]} of the namespace has at least one lineage parent.",
+                description=f"Every derived {spec.lineage_kind} of the namespace has at least one lineage parent.",
             )
         )
-    return specs
+    return checks
 
 
-def check_results(stage: str, report: StageReport, store: Store, slug: str) -> list[dg.AssetCheckResult]:
-    """Results for every check ``check_specs(stage)`` declared."""
+def check_results(spec: StageSpec, report: StageReport, store: Store, slug: str) -> list[dg.AssetCheckResult]:
+    """Results for every check ``check_specs(spec)`` declared."""
     results = [
         dg.AssetCheckResult(
             check_name=ITEM_CHECK,
@@ -76,7 +68,7 @@ def check_results(stage: str, report: StageReport, store: Store, slug: str) -> l
             metadata={"items_failed": report.items_failed, "dead_lettered": report.dead_lettered},
         )
     ]
-    kind = LINEAGE_KINDS.get(stage)
+    kind = spec.lineage_kind
     if kind is not None:
         row = store.db.one("dagster_lineage_orphans", slug=slug) or {}
         orphans = int(row.get(kind) or 0)

@@ -19,7 +19,6 @@ from typing import Any
 import dagster as dg
 
 from stash_pipeline.config import Settings, load_settings
-from stash_pipeline.db import Database
 from stash_pipeline.store import Store
 
 
@@ -41,7 +40,10 @@ class StashResource(dg.ConfigurableResource):
     pool_max: int = 2
 
     def settings(self) -> Settings:
-        """Settings for this run: environment first, then the non-empty fields of this resource."""
+        """Settings for this run: environment first, then the non-empty fields of this resource.
+
+        The connection pool is always ``pool_max`` connections, whatever STASH_DB_POOL_MAX says.
+        """
         overrides: dict[str, Any] = {
             name: getattr(self, name)
             for name in (
@@ -59,13 +61,12 @@ class StashResource(dg.ConfigurableResource):
             )
             if getattr(self, name) not in (None, "")
         }
-        return load_settings(**overrides)
+        return load_settings(**overrides, db_pool_max=self.pool_max)
 
     @contextlib.contextmanager
     def open_store(self) -> Iterator[Store]:
         """A store for one step or one sensor tick, closed afterwards."""
-        settings = self.settings()
-        store = Store.open(settings, db=Database.from_settings(settings, max_size=self.pool_max))
+        store = Store.open(self.settings())
         try:
             yield store
         finally:

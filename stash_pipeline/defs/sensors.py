@@ -20,6 +20,9 @@
     instead of being blocked by its run key forever. Model-bound stages are skipped while
     no reasoner is configured (they would only report "not configured").
 
+Which stages are watched, their heads and gates all come from the stage table
+(``stash_pipeline.stages.STAGES``, passed to ``stage_backlog`` by ``backlog_parameters``).
+
 The planning helpers are plain functions so the schedule sweep shares them.
 """
 
@@ -37,7 +40,7 @@ from dagster import SensorEvaluationContext
 from stash_pipeline.defs.assets import STAGE_KEYS, stage_assets
 from stash_pipeline.defs.partitions import NAMESPACES, PARTITION_TAG, namespaces_partitions, partition_key
 from stash_pipeline.defs.resources import StashResource
-from stash_pipeline.stages import STAGES
+from stash_pipeline.stages import STAGES, backlog_parameters
 
 #: At most this many runs (namespaces) per watermark tick; the cursor pages through the rest.
 MAX_RUNS_PER_TICK = 50
@@ -54,8 +57,8 @@ IN_FLIGHT = [
 ]
 
 _SPECS = {spec.name: spec for spec in STAGES}
-#: Stages the watermark drives: decay has no source to watch, its schedule runs it.
-WATERMARK_STAGES = tuple(spec.name for spec in STAGES if spec.source != "none")
+#: Stages the watermark drives: those with a source to watch (decay has none, its schedule runs it).
+WATERMARK_STAGES = tuple(spec.name for spec in STAGES if spec.watermarked)
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class Backlog:
     slug: str
     stage: str
     cursor: int
-    #: the source head the sensor saw ("episodes/failures" heads for failure_patterns)
+    #: the head the sensor saw ("head/aux_head" for a stage with a second source)
     head: str
 
 
@@ -79,12 +82,13 @@ def pending_work(
         stage = row["stage"]
         if not row["has_work"] or stage not in order:
             continue
-        if _SPECS[stage].needs_model and not reasoner_configured:
+        spec = _SPECS[stage]
+        if spec.needs_model and not reasoner_configured:
             continue
         head = str(row["head"] or 0)
-        if stage == "failure_patterns":
-            # new failures alone are work too; without this a failure would wait a bucket
-            head = f"{head}/{row.get('failure_head') or 0}"
+        if spec.aux_source is not None:
+            # new rows of the second source alone are work too; without this they would wait a bucket
+            head = f"{head}/{row.get('aux_head') or 0}"
         work.setdefault(row["slug"], []).append(Backlog(row["slug"], stage, int(row["cursor"] or 0), head))
     for items in work.values():
         items.sort(key=lambda b: order[b.stage])
@@ -138,7 +142,7 @@ def missing_partitions_request(instance: dg.DagsterInstance, keys: Sequence[str]
 def read_backlog(stash: StashResource) -> tuple[list[dict[str, Any]], bool]:
     """The ``stage_backlog`` rows and whether a reasoner is configured (one query)."""
     with stash.open_store() as store:
-        return store.db.all("stage_backlog", namespace_ids=None), store.settings.reasoner_configured
+        return store.db.all("stage_backlog", **backlog_parameters()), store.settings.reasoner_configured
 
 
 @dg.sensor(

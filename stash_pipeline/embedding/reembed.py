@@ -12,7 +12,7 @@ indexes (same names as in 0001_initial.sql) come back.
 Idempotency / crash safety: a row needs work iff its vector is NULL or was made by
 another model, so a re-run after a crash resumes where it stopped; the schema repair
 (NOT NULL, indexes) runs whenever it is found missing. Each batch commits on its own.
-A session advisory lock keeps two reembeds from running at once. This bypasses the
+A session advisory lock (``db/locks.py``) keeps two reembeds from running at once. This bypasses the
 model lock check on purpose: replacing the locked model is its job. Stop writers that
 use the old configuration while it runs, and restart every Stash process afterwards
 (they hold the old STASH_* settings).
@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from stash_pipeline import errors
-from stash_pipeline.db import query, translate_errors
+from stash_pipeline.db.gateway import translate_errors
+from stash_pipeline.db.locks import REEMBED_LOCK, session_lock
+from stash_pipeline.db.sql import query
 from stash_pipeline.embedding import build_embedder
 from stash_pipeline.embedding.cache import (
     LOCK_DIM_KEY,
@@ -45,7 +47,6 @@ Progress = Callable[[int, int], None]
 
 #: vector columns reembed knows how to refill; any other one is refused, not left stale
 KNOWN_VECTOR_COLUMNS = frozenset({"episodes.embedding", "facts.embedding", "embedding_cache.embedding"})
-REEMBED_LOCK = (7311, 3)
 _TABLES = ("episodes", "facts")
 _MAX_PASSES = 3  # a second pass picks up rows written by old-config writers during the first
 
@@ -67,18 +68,10 @@ def reembed(
     if not 1 <= new_dim <= 2000:  # HNSW's limit; also guards the literal formatted into DDL
         raise errors.ConfigurationError(f"vector dimension {new_dim} is outside 1..2000 (the HNSW limit)")
 
-    with store.db.connection() as lock_conn:
-        with translate_errors():
-            got = lock_conn.execute("SELECT pg_try_advisory_lock(%s, %s) AS ok", REEMBED_LOCK).fetchone()
-            lock_conn.commit()
-        if not (got and got["ok"]):
+    with store.db.connection() as lock_conn, session_lock(lock_conn, REEMBED_LOCK, wait=False) as held:
+        if not held:
             raise errors.StageBusy("another `stash reembed` is running on this database")
-        try:
-            return _run(store, embedder, progress, batch, started)
-        finally:
-            with translate_errors():
-                lock_conn.execute("SELECT pg_advisory_unlock(%s, %s)", REEMBED_LOCK)
-                lock_conn.commit()
+        return _run(store, embedder, progress, batch, started)
 
 
 def _run(
@@ -165,7 +158,7 @@ def _run(
 
 def _ddl(store: Store, name: str, **literals: int) -> None:
     """Run a DDL block from embedding.sql; DDL takes no bind parameters, so ints go in as literals."""
-    statement = sql.SQL(query(name)).format(**{k: sql.Literal(int(v)) for k, v in literals.items()})
+    statement = sql.SQL(query(name)).format(**{key: sql.Literal(int(value)) for key, value in literals.items()})
     with store.db.transaction() as tx, translate_errors():
         tx.conn.execute(statement)
 

@@ -1,51 +1,93 @@
-"""The stage table: each consolidation stage described once.
+"""The stage table: each consolidation stage described once, in ``STAGES``.
 
-Dagster assets, watermark sensors, the CLI and the MCP ``consolidate`` tool are all
-generated from / driven by ``STAGES``; adding a stage is one entry here plus its module
-``stash_pipeline/stages/<name>.py`` exposing ``run(ctx) -> None`` (see
-``stash_pipeline.consolidation`` for the runner that provides locking, cursors,
-dead letters and the report).
+Everything else is generated from / driven by this table: the runner calls
+``spec.run``; the ``stage_backlog`` query (``db/queries/consolidation.sql``) gets the
+table's source/head/gate columns as parameters (``backlog_parameters``); the Dagster
+assets take ``deps``, ``pool`` and ``needs_model``, the asset checks ``lineage_kind``,
+the watermark sensor every stage with a ``source``; the CLI and the MCP ``consolidate``
+tool list ``STAGE_NAMES``. Adding a stage is one entry here plus its module
+``stash_pipeline/stages/<name>.py`` exposing ``run(ctx: StageContext) -> None``.
 
-``source`` names the table whose ids drive the stage's cursor; ``head_sql`` in
-``db/queries/consolidation.sql`` (``stage_backlog``) compares its head with the
-checkpoint. ``deps`` are the upstream assets in the Dagster graph (``episodes`` is the
-external asset written by the MCP service).
+Columns that decide when a stage has work (``stage_backlog``):
+
+* ``source`` — the table whose ids drive the stage's cursor and count as its backlog
+  (``episodes`` | ``facts`` | ``failures``; ``none`` = no watermark, scheduled only);
+* ``head_stage`` — the head is this upstream stage's cursor instead of the source's
+  newest id (patterns see facts only after relationships processed them);
+* ``aux_source`` — a second table watched through the checkpoint's ``aux_cursor``;
+* ``gate`` — work only while the namespace has one: ``active_goal`` |
+  ``open_hypothesis`` | ``failure``.
+
+``deps`` are the upstream assets in the Dagster graph (``episodes`` is the external
+asset written by the MCP service).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from stash_pipeline import errors
+from stash_pipeline.stages import (
+    causal_links,
+    decay,
+    facts,
+    failure_patterns,
+    goal_progress,
+    hypothesis_evidence,
+    patterns,
+    relationships,
+)
+from stash_pipeline.stages.context import REPORT_KEYS, StageContext, StageReport
+
+__all__ = ["REPORT_KEYS", "STAGES", "STAGE_NAMES", "StageReport", "StageSpec", "backlog_parameters", "get_stage"]
+
+Source = Literal["episodes", "facts", "failures", "none"]
+Gate = Literal["active_goal", "open_hypothesis", "failure"]
 
 
 @dataclass(frozen=True)
 class StageSpec:
     name: str
     description: str
-    source: str  # "episodes" | "facts" | "failures" | "none"
+    #: the stage's code: selects batches after ``ctx.cursor`` and commits them through ``ctx.batch``
+    run: Callable[[StageContext], None]
     deps: tuple[str, ...]
+    source: Source
+    head_stage: str | None = None
+    aux_source: Source | None = None
+    gate: Gate | None = None
+    #: lineage child kind of the rows the stage derives (checked by ``lineage_complete``)
+    lineage_kind: str | None = None
     needs_model: bool = True
     #: Dagster concurrency pool for model-bound steps (None = no pool)
     pool: str | None = "model"
 
+    @property
+    def watermarked(self) -> bool:
+        """Whether new source rows trigger the stage (else only its schedule runs it)."""
+        return self.source != "none"
+
 
 STAGES: tuple[StageSpec, ...] = (
     StageSpec("facts", "Cluster new episodes and synthesise grounded facts (+ contradiction check).",
-              "episodes", ("episodes",)),
+              facts.run, ("episodes",), "episodes", lineage_kind="fact"),
     StageSpec("relationships", "Extract entity relationships from new facts, several facts per call.",
-              "facts", ("facts",)),
+              relationships.run, ("facts",), "facts", lineage_kind="relationship"),
     StageSpec("causal_links", "Find cause→effect links among new facts (own cursor).",
-              "facts", ("relationships", "facts")),
+              causal_links.run, ("relationships", "facts"), "facts", lineage_kind="causal_link"),
     StageSpec("patterns", "Abstract recurring patterns from facts and their relationships.",
-              "facts", ("facts", "relationships")),
+              patterns.run, ("facts", "relationships"), "facts", head_stage="relationships",
+              lineage_kind="pattern"),
     StageSpec("goal_progress", "Append model progress notes to active goals from new facts.",
-              "facts", ("facts",)),
+              goal_progress.run, ("facts",), "facts", gate="active_goal"),
     StageSpec("failure_patterns", "Detect repeated failures and failure patterns in new episodes.",
-              "episodes", ("episodes",)),
+              failure_patterns.run, ("episodes",), "episodes", aux_source="failures", gate="failure"),
     StageSpec("hypothesis_evidence", "Judge new facts as evidence for open hypotheses.",
-              "facts", ("facts",)),
+              hypothesis_evidence.run, ("facts",), "facts", gate="open_hypothesis"),
     StageSpec("decay", "Decay stale current facts and expire those below the threshold (pure SQL).",
-              "none", ("facts",), needs_model=False, pool=None),
+              decay.run, ("facts",), "none", needs_model=False, pool=None),
 )
 
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
@@ -55,48 +97,16 @@ def get_stage(name: str) -> StageSpec:
     for spec in STAGES:
         if spec.name == name:
             return spec
-    from stash_pipeline.errors import InvalidInput
-
-    raise InvalidInput(f"unknown stage {name!r}; stages: {', '.join(STAGE_NAMES)}")
+    raise errors.InvalidInput(f"unknown stage {name!r}; stages: {', '.join(STAGE_NAMES)}")
 
 
-#: Stable metadata keys shared by every stage (Dagster plots line up on them).
-REPORT_KEYS = (
-    "rows_in",
-    "rows_written",
-    "items_failed",
-    "dead_lettered",
-    "cursor_from",
-    "cursor_to",
-    "model_calls",
-    "tokens_in",
-    "tokens_out",
-    "duration_s",
-)
-
-
-@dataclass
-class StageReport:
-    """What one stage run did for one namespace."""
-
-    stage: str
-    namespace: str
-    status: str = "ok"  # ok | idle | not_configured | busy | failed
-    message: str = ""
-    rows_in: int = 0
-    rows_written: int = 0
-    items_failed: int = 0
-    dead_lettered: int = 0
-    cursor_from: int = 0
-    cursor_to: int = 0
-    model_calls: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    duration_s: float = 0.0
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def metadata(self) -> dict[str, int | float]:
-        return {key: getattr(self, key) for key in REPORT_KEYS}
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+def backlog_parameters(namespace_ids: Sequence[int] | None = None) -> dict[str, Any]:
+    """Parameters of the ``stage_backlog`` query: the namespaces (None = all) and the stage table."""
+    return {
+        "namespace_ids": None if namespace_ids is None else list(namespace_ids),
+        "stages": [s.name for s in STAGES],
+        "sources": [s.source for s in STAGES],
+        "head_stages": [s.head_stage for s in STAGES],
+        "aux_sources": [s.aux_source for s in STAGES],
+        "gates": [s.gate for s in STAGES],
+    }

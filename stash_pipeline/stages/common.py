@@ -5,18 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from stash_pipeline import errors
-
 if TYPE_CHECKING:
-    from stash_pipeline.consolidation import StageContext
-
-#: item-level failures: counted, dead-lettered, the batch goes on (anything else fails the run)
-ITEM_ERRORS: tuple[type[BaseException], ...] = (
-    errors.ModelResponseInvalid,
-    errors.InvalidInput,
-    errors.Conflict,
-    errors.RecordNotFound,
-)
+    from stash_pipeline.stages.context import StageContext
 
 
 def retry_facts(ctx: StageContext) -> tuple[list[dict[str, Any]], list[int]]:

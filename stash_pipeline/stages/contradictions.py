@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stash_pipeline import errors
-from stash_pipeline.db import translate_errors
+from stash_pipeline.db.gateway import translate_errors
 from stash_pipeline.memory import lineage
 from stash_pipeline.stages import prompts
-from stash_pipeline.stages.common import ITEM_ERRORS
+from stash_pipeline.stages.context import ITEM_ERRORS
 
 if TYPE_CHECKING:
-    from stash_pipeline.consolidation import Batch, StageContext
+    from stash_pipeline.stages.context import Batch, StageContext
 
 
 PAIRS_PER_CALL = 10
@@ -152,7 +152,7 @@ def apply(ctx: StageContext, batch: Batch, verdicts: list[Verdict], fact_ids: di
 
 def _write(ctx: StageContext, batch: Batch, verdict: Verdict, old_id: int, new_id: int, supersede: bool) -> int:
     row = batch.tx.one(
-        "stage_contradiction_insert",
+        "contradiction_insert",
         namespace_id=ctx.namespace_id,
         old_fact_id=old_id,
         new_fact_id=new_id,
@@ -170,9 +170,7 @@ def _write(ctx: StageContext, batch: Batch, verdict: Verdict, old_id: int, new_i
     if row is None:
         return 0
     if supersede:
-        batch.tx.execute(
-            "stage_contradiction_supersede", namespace_id=ctx.namespace_id, old_fact_id=old_id, new_fact_id=new_id
-        )
+        batch.tx.execute("fact_supersede", old_id=old_id, new_id=new_id)
     lineage.add(batch.tx, ctx.namespace_id, "contradiction", int(row["id"]), [("fact", old_id), ("fact", new_id)])
     ctx.report.details["contradictions"] = ctx.report.details.get("contradictions", 0) + 1
     if supersede:

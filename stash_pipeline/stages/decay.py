@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from stash_pipeline.consolidation import StageContext
+    from stash_pipeline.stages.context import StageContext
 
 
 def run(ctx: StageContext) -> None:

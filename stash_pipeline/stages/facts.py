@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stash_pipeline import errors
-from stash_pipeline.memory import facts as fact_ops
+from stash_pipeline.embedding.vectors import unit_vector
 from stash_pipeline.memory import lineage
+from stash_pipeline.memory.facts import insert_fact
 from stash_pipeline.stages import contradictions, prompts
 
 if TYPE_CHECKING:
-    from stash_pipeline.consolidation import StageContext
+    from stash_pipeline.stages.context import StageContext
 
 MAX_CLUSTER_SIZE = 12
 
@@ -116,25 +117,17 @@ def validate(draft: prompts.FactDraft, sources: list[str]) -> list[str]:
 
 
 # -- clustering -----------------------------------------------------------------------------------
-def _unit(vector: Any) -> np.ndarray:
-    if hasattr(vector, "to_numpy"):  # pgvector's Vector
-        vector = vector.to_numpy()
-    arr = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(arr))
-    return arr / norm if norm else arr
-
-
 def cluster(rows: list[dict[str, Any]], threshold: float) -> list[list[dict[str, Any]]]:
     """Greedy centroid clustering, then one pass moving every episode to its nearest centroid."""
     if not rows:
         return []
-    vectors = [_unit(r["embedding"]) for r in rows]
+    vectors = [unit_vector(r["embedding"]) for r in rows]
     members: list[list[int]] = []
     sums: list[np.ndarray] = []
     for i, vec in enumerate(vectors):
         best, best_sim = -1, threshold
         for c, total in enumerate(sums):
-            sim = float(np.dot(_unit(total), vec))
+            sim = float(np.dot(unit_vector(total), vec))
             if sim >= best_sim:
                 best, best_sim = c, sim
         if best < 0:
@@ -143,7 +136,7 @@ def cluster(rows: list[dict[str, Any]], threshold: float) -> list[list[dict[str,
         else:
             members[best].append(i)
             sums[best] = sums[best] + vec
-    centroids = [_unit(s) for s in sums]
+    centroids = [unit_vector(s) for s in sums]
     assigned: dict[int, list[int]] = {}
     for i, vec in enumerate(vectors):
         sims = [float(np.dot(c, vec)) for c in centroids]
@@ -253,8 +246,8 @@ def process_episodes(
         if nearest and float(nearest["similarity"]) >= dedup:
             proposal.reinforce_id = int(nearest["id"])
             continue
-        unit = _unit(vector)
-        twin = next((p for p in created if float(np.dot(_unit(p.embedding), unit)) >= dedup), None)
+        unit = unit_vector(vector)
+        twin = next((p for p in created if float(np.dot(unit_vector(p.embedding), unit)) >= dedup), None)
         if twin is not None:
             proposal.reinforce_key = twin.key
             continue
@@ -288,7 +281,7 @@ def process_episodes(
                     _reinforce(ctx, batch, target, proposal)
                     continue
                 draft = proposal.draft
-                row = fact_ops.insert_fact(
+                row = insert_fact(
                     batch.tx,
                     ctx.store,
                     namespace_id=ctx.namespace_id,

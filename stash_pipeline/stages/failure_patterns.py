@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stash_pipeline import errors
-from stash_pipeline.memory import facts as fact_ops
+from stash_pipeline.embedding.vectors import unit_vector
 from stash_pipeline.memory import lineage
+from stash_pipeline.memory.facts import insert_fact
 from stash_pipeline.stages import common, contradictions, prompts
-from stash_pipeline.stages.facts import _unit, grounding_errors
+from stash_pipeline.stages.facts import grounding_errors
 
 if TYPE_CHECKING:
-    from stash_pipeline.consolidation import Batch, StageContext
+    from stash_pipeline.stages.context import Batch, StageContext
 
 EVIDENCE_BATCH = 30
 RECENT_EVIDENCE = 10
@@ -134,7 +135,7 @@ def process(
     unique: list[_Pattern] = []
     for pattern in patterns:  # two findings of the same pattern in one answer: keep the first
         if pattern.reinforce_id is None and any(
-            float(np.dot(_unit(pattern.embedding), _unit(u.embedding))) >= ctx.settings.consolidation_dedup_threshold
+            float(np.dot(unit_vector(pattern.embedding), unit_vector(u.embedding))) >= ctx.settings.consolidation_dedup_threshold
             for u in unique
         ):
             continue
@@ -199,7 +200,7 @@ def _pattern_fact(ctx: StageContext, batch: Batch, pattern: _Pattern) -> dict[in
         batch.wrote(1)
         common.bump(ctx, "pattern_facts_reinforced")
         return {}
-    row = fact_ops.insert_fact(
+    row = insert_fact(
         batch.tx,
         ctx.store,
         namespace_id=ctx.namespace_id,

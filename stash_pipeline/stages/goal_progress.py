@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import goals as goal_ops
+from stash_pipeline.memory.goals import add_note
 from stash_pipeline.stages import common, prompts
 
 if TYPE_CHECKING:
-    from stash_pipeline.consolidation import StageContext
+    from stash_pipeline.stages.context import StageContext
 
 BATCH = 30
 KINDS = {"progress", "suggested_complete", "contradicted"}
@@ -75,7 +75,7 @@ def process(
             if kind not in KINDS or not note.note.strip():
                 continue
             with batch.item("fact", [note.fact_id]):
-                row = goal_ops.add_note(
+                row = add_note(
                     batch.tx,
                     goal_id=note.goal_id,
                     namespace_id=ctx.namespace_id,

@@ -21,11 +21,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import hypotheses as hyp_ops
+from stash_pipeline.memory import hypotheses
 from stash_pipeline.stages import common, contradictions, prompts
 
 if TYPE_CHECKING:
-    from stash_pipeline.consolidation import Batch, StageContext
+    from stash_pipeline.stages.context import Batch, StageContext
 
 BATCH = 30
 VERDICTS = {"supports", "weakens", "contradicts"}
@@ -44,12 +44,12 @@ def run(ctx: StageContext) -> None:
 
 def process(ctx: StageContext, facts: list[dict[str, Any]], *, cursor: int | None, resolved: list[int] | None = None) -> None:
     ctx.report.rows_in += len(facts)
-    hypotheses = ctx.read("stage_open_hypotheses", namespace_id=ctx.namespace_id)
+    open_hypotheses = ctx.read("stage_open_hypotheses", namespace_id=ctx.namespace_id)
     fact_ids = [int(f["id"]) for f in facts]
     verdicts: list[prompts.VerdictDraft] = []
     failure: str | None = None
-    if facts and hypotheses:
-        hyp_set, fact_set = {int(h["id"]) for h in hypotheses}, set(fact_ids)
+    if facts and open_hypotheses:
+        hyp_set, fact_set = {int(h["id"]) for h in open_hypotheses}, set(fact_ids)
 
         def validate(answer: prompts.HypothesisAnswer) -> None:
             common.check_ids((v.hypothesis_id for v in answer.verdicts), hyp_set, "hypothesis")
@@ -59,7 +59,7 @@ def process(ctx: StageContext, facts: list[dict[str, Any]], *, cursor: int | Non
             [
                 (int(h["id"]), f"({h['status']}, confidence {float(h['confidence']):.2f}) {h['content']}"
                  f" | plan: {h['verification_plan']}")
-                for h in hypotheses
+                for h in open_hypotheses
             ],
             900,
         ) + "\nFacts:\n" + prompts.listing([(int(f["id"]), f["content"]) for f in facts])
@@ -76,7 +76,7 @@ def process(ctx: StageContext, facts: list[dict[str, Any]], *, cursor: int | Non
     )
     # A confirmation inserts a fact: embed the candidates now, not inside the transaction.
     supported = sorted({v.hypothesis_id for v in verdicts if v.verdict.strip().lower() == "supports"})
-    content = {int(h["id"]): h["content"] for h in hypotheses}
+    content = {int(h["id"]): h["content"] for h in open_hypotheses}
     vectors = dict(zip(supported, ctx.embed([content[i] for i in supported]), strict=True))
     with ctx.batch(cursor=cursor) as batch:
         batch.done("fact", resolved or ())
@@ -97,7 +97,7 @@ def _apply(
     kind = verdict.verdict.strip().lower()
     confidence = prompts.clamp(verdict.confidence, 0.0, 1.0, 0.5)
     new_confidence = prompts.clamp(verdict.new_confidence, 0.0, 1.0, -1.0)
-    row = hyp_ops.load(tx, verdict.hypothesis_id, {ctx.namespace_id}, lock=True)
+    row = hypotheses.load(tx, verdict.hypothesis_id, {ctx.namespace_id}, lock=True)
     action = "none"
     if row["status"] in ("proposed", "testing"):
         if kind == "supports" and confidence >= settings.hypothesis_auto_confirm_threshold:
@@ -106,7 +106,7 @@ def _apply(
             action = "rejected"
         elif new_confidence >= 0:
             action = "confidence"
-    logged = hyp_ops.record_evidence(
+    logged = hypotheses.record_evidence(
         tx,
         hypothesis_id=verdict.hypothesis_id,
         fact_id=verdict.fact_id,
@@ -121,16 +121,16 @@ def _apply(
         return  # this fact already has a verdict on this hypothesis: nothing new to do
     batch.wrote(1)
     if action == "testing":
-        hyp_ops.test_tx(tx, row)
+        hypotheses.test_tx(tx, row)
     elif action == "confirmed":
-        _hypothesis, fact = hyp_ops.confirm_tx(
+        _hypothesis, fact = hypotheses.confirm_tx(
             tx, ctx.store, row, embedding=embedding, rationale=verdict.reasoning.strip()[:4000] or None
         )
         created[verdict.hypothesis_id] = int(fact["id"])
         batch.wrote(1)
     elif action == "rejected":
-        hyp_ops.reject_tx(tx, row, verdict.reasoning.strip()[:2000] or "contradicted by new evidence")
+        hypotheses.reject_tx(tx, row, verdict.reasoning.strip()[:2000] or "contradicted by new evidence")
     elif action == "confidence":
-        hyp_ops.set_confidence(tx, verdict.hypothesis_id, new_confidence)
+        hypotheses.set_confidence(tx, verdict.hypothesis_id, new_confidence)
     if action != "none":
         common.bump(ctx, f"hypotheses_{action}")

@@ -20,7 +20,7 @@ from stash_pipeline.memory import lineage
 from stash_pipeline.stages import common, prompts
 
 if TYPE_CHECKING:
-    from stash_pipeline.consolidation import StageContext
+    from stash_pipeline.stages.context import StageContext
 
 BATCH = 30
 

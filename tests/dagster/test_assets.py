@@ -16,7 +16,7 @@ from stash_pipeline.defs.assets import build_stage_assets, episodes
 from stash_pipeline.defs.resources import StashResource
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
-from stash_pipeline.stages import REPORT_KEYS
+from stash_pipeline.stages import REPORT_KEYS, backlog_parameters
 from stash_pipeline.store import Store
 from tests.dagster.conftest import resource_for
 from tests.support.scripted_model import ScriptedModel
@@ -108,7 +108,7 @@ def test_model_outage_fails_the_partition_and_a_rerun_after_it_succeeds_without_
     retries = [e for e in failed.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
     assert len(retries) == 2  # transient: retried by the RetryPolicy before giving up
     assert fact_rows(store) == []
-    assert store.db.all("stage_backlog", namespace_ids=None)[0]["cursor"] == 0  # checkpoint untouched
+    assert store.db.all("stage_backlog", **backlog_parameters())[0]["cursor"] == 0  # checkpoint untouched
 
     model._faults.clear()  # the outage is over (drop the scripted 500s not yet served)
     rerun = materialize(instance, model_stash, "/projects/x", "facts")
@@ -160,12 +160,16 @@ def test_an_unexpected_error_fails_without_retry(
     store: Store, instance: dg.DagsterInstance, model_stash: StashResource, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A bug is not transient: retrying the same input would fail the same way."""
-    from stash_pipeline.stages import facts as facts_stage
+    import dataclasses
+
+    from stash_pipeline import stages
 
     def broken(ctx: Any) -> None:
         raise KeyError("cluster")
 
-    monkeypatch.setattr(facts_stage, "run", broken)
+    # the runner calls the stage table's run function: swap it in the table
+    table = tuple(dataclasses.replace(s, run=broken) if s.name == "facts" else s for s in stages.STAGES)
+    monkeypatch.setattr(stages, "STAGES", table)
     seed(store, "/projects/x")
     result = materialize(instance, model_stash, "/projects/x", "facts")
     assert not result.success

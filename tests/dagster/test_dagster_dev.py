@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
+from stash_pipeline.stages import backlog_parameters
 from stash_pipeline.store import Store
 from tests.conftest import free_port
 from tests.support.openai_server import ScriptedOpenAI
@@ -128,7 +129,7 @@ def test_dagster_dev_discovers_and_consolidates_a_new_namespace(
                 remember(store, "/team/alpha", text)
 
             def consolidated() -> bool:
-                rows = store.db.all("stage_backlog", namespace_ids=None)
+                rows = store.db.all("stage_backlog", **backlog_parameters())
                 done = {r["stage"]: r for r in rows if r["slug"] == "/team/alpha"}
                 return done["facts"]["cursor"] > 0 and done["relationships"]["cursor"] > 0
 

@@ -15,6 +15,7 @@ from stash_pipeline.defs.assets import episodes
 from stash_pipeline.defs.sensors import namespace_discovery_sensor, watermark_sensor
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
+from stash_pipeline.stages import backlog_parameters
 from stash_pipeline.store import Store
 from tests.dagster.test_assets import ASSETS, TEXTS, fact_rows
 from tests.dagster.test_sensors import apply, tick
@@ -58,5 +59,5 @@ def test_new_namespace_is_discovered_and_consolidated_without_manual_steps(
         raise AssertionError("the watermark sensor never settled")
 
     assert executed[0] == "facts" and {"relationships", "causal_links", "patterns"} <= set(executed)
-    assert not [r for r in store.db.all("stage_backlog", namespace_ids=None) if r["has_work"]]
+    assert not [r for r in store.db.all("stage_backlog", **backlog_parameters()) if r["has_work"]]
     assert len(fact_rows(store)) == 2

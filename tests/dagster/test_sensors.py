@@ -22,6 +22,7 @@ from stash_pipeline.defs.sensors import namespace_discovery_sensor, watermark_se
 from stash_pipeline.memory import facts, goals, hypotheses
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
+from stash_pipeline.stages import backlog_parameters
 from stash_pipeline.store import Store
 from tests.dagster.conftest import resource_for
 
@@ -74,7 +75,7 @@ def deleted(result: dg.SensorResult) -> list[str]:
 def catch_up(store: Store) -> None:
     """Move every checkpoint to its head, as finished stage runs would (patterns' head is the
     relationships cursor, so repeat until nothing moves)."""
-    while rows := [r for r in store.db.all("stage_backlog", namespace_ids=None) if r["has_work"]]:
+    while rows := [r for r in store.db.all("stage_backlog", **backlog_parameters()) if r["has_work"]]:
         with store.db.transaction() as tx:
             _set_checkpoints(tx, rows)
 
@@ -85,7 +86,7 @@ def _set_checkpoints(tx: Any, rows: list[dict[str, Any]]) -> None:
                 "INSERT INTO stage_checkpoints (namespace_id, stage, cursor, aux_cursor) VALUES (%s, %s, %s, %s)"
                 " ON CONFLICT (namespace_id, stage) DO UPDATE SET cursor = EXCLUDED.cursor,"
                 " aux_cursor = EXCLUDED.aux_cursor",
-                (row["namespace_id"], row["stage"], row["head"], row["failure_head"]),
+                (row["namespace_id"], row["stage"], row["head"], row["aux_head"]),
             )
 
 

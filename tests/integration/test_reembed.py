@@ -9,9 +9,10 @@ import psycopg
 import pytest
 
 from stash_pipeline import errors
+from stash_pipeline.db.locks import ID_ORDER_KEY, REEMBED_LOCK
 from stash_pipeline.embedding.cache import as_array, column_dims, read_lock
 from stash_pipeline.embedding.hashing import HashEmbedder
-from stash_pipeline.embedding.reembed import REEMBED_LOCK, _ddl, reembed
+from stash_pipeline.embedding.reembed import _ddl, reembed
 from stash_pipeline.store import Store
 from tests.support.openai_server import ScriptedOpenAI
 
@@ -176,3 +177,12 @@ def test_a_second_reembed_at_the_same_time_is_refused(store: Store, database_url
         other.execute("SELECT pg_advisory_lock(%s, %s)", REEMBED_LOCK)
         with pytest.raises(errors.StageBusy, match="another `stash reembed` is running"):
             reembed(store)
+
+
+def test_a_write_in_flight_in_any_namespace_does_not_look_like_a_reembed(store: Store, database_url: str) -> None:
+    """Writers hold (ID_ORDER_KEY, namespace id) until they commit; reembed's lock is not one of those."""
+    with psycopg.connect(database_url) as writer:
+        writer.execute("SELECT pg_advisory_xact_lock(%s, %s)", (ID_ORDER_KEY, REEMBED_LOCK[1]))
+        report = reembed(store)  # before the keys were separated: StageBusy while namespace 3 wrote
+        writer.rollback()
+    assert report["model"] == store.embedder.name

@@ -1,12 +1,13 @@
--- Consolidation runner: locks, checkpoints, backlog, dead letters, model-call log.
+-- Consolidation runner: checkpoints, backlog, dead letters, model-call log.
 
 -- stage_backlog --
--- Per (namespace, stage): checkpoint cursor vs the stage's source head, in ONE indexed
--- query for all namespaces (namespace_ids NULL) or the given ids. Used by
+-- Per (namespace, stage): checkpoint cursor vs the stage's head, in ONE indexed query for
+-- all namespaces (namespace_ids NULL) or the given ids. The stages arrive as parallel
+-- arrays built from the stage table (stash_pipeline.stages.backlog_parameters): name,
+-- source table, the upstream stage whose cursor is the head instead of the source's
+-- newest id (NULL = none), a second source watched through aux_cursor (NULL = none) and
+-- a gate (NULL = none). Rows come in stage-table order per namespace. Used by
 -- consolidation.status() and the Dagster watermark sensor; keep the column names.
--- Heads: facts/failure_patterns = max live episode id; fact-driven stages = max fact
--- id; patterns = the relationships cursor (patterns see facts only after relationships
--- processed them); decay never has backlog work (it is scheduled).
 WITH ns AS (
     SELECT n.id, n.slug
     FROM namespaces n
@@ -24,36 +25,41 @@ WITH ns AS (
                                                 AND h.status IN ('proposed', 'testing')
                                                 AND h.deleted_at IS NULL) AS has_hypothesis
     FROM ns
-), stages (stage, ord) AS (
-    VALUES ('facts', 1), ('relationships', 2), ('causal_links', 3), ('patterns', 4),
-           ('goal_progress', 5), ('failure_patterns', 6), ('hypothesis_evidence', 7), ('decay', 8)
+), stages AS (
+    SELECT * FROM unnest(%(stages)s::text[], %(sources)s::text[], %(head_stages)s::text[],
+                         %(aux_sources)s::text[], %(gates)s::text[])
+                  WITH ORDINALITY AS s(stage, source, head_stage, aux_source, gate, ord)
 ), joined AS (
-    SELECT h.*, s.stage, s.ord,
+    SELECT h.id, h.slug, s.stage, s.ord, s.source,
            COALESCE(c.cursor, 0) AS cursor,
            COALESCE(c.aux_cursor, 0) AS aux_cursor,
            c.last_run_at, c.last_status,
-           CASE s.stage
-               WHEN 'facts' THEN h.episode_head
-               WHEN 'failure_patterns' THEN h.episode_head
-               WHEN 'patterns' THEN COALESCE(r.cursor, 0)
-               WHEN 'decay' THEN 0
-               ELSE h.fact_head
-           END AS head
+           CASE WHEN s.head_stage IS NOT NULL THEN COALESCE(u.cursor, 0)
+                WHEN s.source = 'episodes' THEN h.episode_head
+                WHEN s.source = 'facts' THEN h.fact_head
+                WHEN s.source = 'failures' THEN h.failure_head
+                ELSE 0
+           END AS head,
+           CASE s.aux_source
+               WHEN 'episodes' THEN h.episode_head
+               WHEN 'facts' THEN h.fact_head
+               WHEN 'failures' THEN h.failure_head
+               ELSE 0
+           END AS aux_head,
+           CASE s.gate
+               WHEN 'active_goal' THEN h.has_goal
+               WHEN 'open_hypothesis' THEN h.has_hypothesis
+               WHEN 'failure' THEN h.failure_head > 0
+               ELSE true
+           END AS gate_open
     FROM heads h
     CROSS JOIN stages s
     LEFT JOIN stage_checkpoints c ON c.namespace_id = h.id AND c.stage = s.stage
-    LEFT JOIN stage_checkpoints r ON r.namespace_id = h.id AND r.stage = 'relationships'
+    LEFT JOIN stage_checkpoints u ON u.namespace_id = h.id AND u.stage = s.head_stage
 )
 SELECT id AS namespace_id, slug, stage, cursor, head,
-       CASE stage
-           WHEN 'decay' THEN false
-           WHEN 'failure_patterns' THEN failure_head > 0
-                AND (head > cursor OR failure_head > aux_cursor)
-           WHEN 'goal_progress' THEN has_goal AND head > cursor
-           WHEN 'hypothesis_evidence' THEN has_hypothesis AND head > cursor
-           ELSE head > cursor
-       END AS has_work,
-       aux_cursor, failure_head, last_run_at, last_status
+       source <> 'none' AND gate_open AND (head > cursor OR aux_head > aux_cursor) AS has_work,
+       aux_cursor, aux_head, last_run_at, last_status
 FROM joined
 ORDER BY slug, ord
 
@@ -72,18 +78,6 @@ SELECT x.namespace_id, x.stage,
        END AS backlog
 FROM unnest(%(namespace_ids)s::bigint[], %(stages)s::text[], %(sources)s::text[],
             %(cursors)s::bigint[], %(heads)s::bigint[]) AS x(namespace_id, stage, source, cursor, head)
-
--- consolidation_try_lock --
--- Session-level advisory lock for one (stage, namespace) run; false when held elsewhere.
-SELECT pg_try_advisory_lock(%(stage_key)s::int, %(namespace_key)s::int) AS ok
-
--- consolidation_lock --
--- Session-level advisory lock for one (stage, namespace) run; waits for the holder.
-SELECT pg_advisory_lock(%(stage_key)s::int, %(namespace_key)s::int) IS NOT NULL AS ok
-
--- consolidation_unlock --
--- Release the run lock taken by consolidation_try_lock / consolidation_lock.
-SELECT pg_advisory_unlock(%(stage_key)s::int, %(namespace_key)s::int) AS ok
 
 -- consolidation_ensure_checkpoint --
 -- Get-or-create the checkpoint row of one (namespace, stage).

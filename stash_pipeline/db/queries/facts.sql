@@ -42,14 +42,17 @@ ORDER BY id
 FOR UPDATE
 
 -- fact_supersede --
--- Retire an old fact in favour of a new one.
+-- Retire an old fact in favour of a new one of the same namespace, if it is still
+-- current (not withdrawn, not retired). Used by assert_fact and the contradiction check.
 UPDATE facts
    SET valid_until = GREATEST(now(), valid_from), superseded_by = %(new_id)s, updated_at = now()
- WHERE id = %(old_id)s AND valid_until IS NULL
+ WHERE id = %(old_id)s AND withdrawn_at IS NULL AND valid_until IS NULL
+   AND namespace_id = (SELECT n.namespace_id FROM facts n WHERE n.id = %(new_id)s)
 RETURNING id
 
 -- contradiction_insert --
 -- Record a contradiction between two facts (duplicates of the same pair are ignored).
+-- Used by assert_fact and the consolidation stages' contradiction check.
 WITH ins AS (
     INSERT INTO contradictions (namespace_id, old_fact_id, new_fact_id, entity, property, old_value,
                                 new_value, classification, confidence, explanation, method,

@@ -40,24 +40,6 @@ SELECT id, entity, property, value, content FROM facts
  ORDER BY id
  LIMIT 20
 
--- stage_contradiction_insert --
--- Record a classified conflict between two facts (idempotent per pair).
-INSERT INTO contradictions (namespace_id, old_fact_id, new_fact_id, entity, property, old_value,
-                            new_value, classification, confidence, explanation, method, resolved,
-                            resolution, resolved_at)
-VALUES (%(namespace_id)s, %(old_fact_id)s, %(new_fact_id)s, %(entity)s, %(property)s, %(old_value)s,
-        %(new_value)s, %(classification)s, %(confidence)s, %(explanation)s, %(method)s, %(resolved)s,
-        %(resolution)s, CASE WHEN %(resolved)s THEN now() END)
-ON CONFLICT (old_fact_id, new_fact_id) DO NOTHING
-RETURNING id
-
--- stage_contradiction_supersede --
--- Retire a fact replaced by a newer one (still current at this moment).
-UPDATE facts
-   SET valid_until = GREATEST(now(), valid_from), superseded_by = %(new_fact_id)s, updated_at = now()
- WHERE id = %(old_fact_id)s AND namespace_id = %(namespace_id)s
-   AND withdrawn_at IS NULL AND valid_until IS NULL
-
 -- stage_hnsw_iterative_scan --
 -- Let a filtered HNSW scan keep searching until it finds rows of this namespace
 -- (pgvector >= 0.8); transaction-local.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from stash_pipeline import consolidation
 from stash_pipeline.memory import namespaces
+from stash_pipeline.stages import backlog_parameters
 
 
 def test_status_reports_every_stage_and_not_configured_leaves_cursors(store):
@@ -57,7 +58,7 @@ def test_backlog_rules_per_stage(cstore, server, model):
     assert work("/w/child")["facts"] == (0, False)
     # the sensor's form: every namespace in one query
     with cstore.db.transaction() as tx:
-        every = tx.all("stage_backlog", namespace_ids=None)
+        every = tx.all("stage_backlog", **backlog_parameters())
     assert {r["slug"] for r in every} == {"/", "/w", "/w/child"}
     assert set(every[0]) >= {"namespace_id", "slug", "stage", "cursor", "head", "has_work"}
     # run_tree runs every namespace of the tree separately
@@ -111,3 +112,25 @@ def test_status_backlog_counts_rows_of_this_namespace_only(store):
     assert rows["failure_patterns"]["backlog"] == 3
     assert rows["relationships"]["backlog"] == 0
     assert rows["decay"]["backlog"] == 0
+
+
+def test_the_backlog_query_reports_every_stage_of_the_table_a_new_one_too(store, monkeypatch):
+    """stage_backlog knows no stage names: a new table entry is reported and gated by its columns."""
+    from stash_pipeline import stages
+    from stash_pipeline.memory import facts, goals
+
+    namespaces.create(store, "/e")
+    with store.db.transaction() as tx:
+        ns_id = tx.scalar("get_namespace_by_slug", slug="/e")
+    echo = stages.StageSpec("echo", "Echo new facts while a goal is active.", lambda ctx: None, ("facts",), "facts",
+                            gate="active_goal")
+    monkeypatch.setattr(stages, "STAGES", (*stages.STAGES, echo))
+
+    def rows():
+        return store.db.all("stage_backlog", **backlog_parameters([ns_id]))
+
+    assert [r["stage"] for r in rows()] == [*stages.STAGE_NAMES, "echo"]
+    fact_id = facts.assert_fact(store, "/e", "The deploy window is Friday")["fact"].id
+    assert {r["stage"]: (r["head"], r["has_work"]) for r in rows()}["echo"] == (fact_id, False)  # gate closed
+    goals.create(store, "/e", "Ship it")
+    assert {r["stage"]: (r["head"], r["has_work"]) for r in rows()}["echo"] == (fact_id, True)

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from stash_pipeline import consolidation, dead_letters, errors
+from stash_pipeline.db.locks import stage_lock_key
 from stash_pipeline.memory import lineage
 from tests.integration.consolidation.conftest import rows, seed
 from tests.support.openai_server import ScriptedOpenAI
@@ -144,10 +145,10 @@ def test_busy_when_lock_is_held(cstore, server, model):
     with cstore.db.transaction() as tx:
         ns_id = tx.scalar("get_namespace_by_slug", slug="/c")
     with cstore.db.connection() as conn:
-        conn.execute("SELECT pg_advisory_lock(%s, %s)", (consolidation.stage_lock_key("facts"), ns_id))
+        conn.execute("SELECT pg_advisory_lock(%s, %s)", (stage_lock_key("facts"), ns_id))
         conn.commit()
         report = consolidation.run_stage(cstore, "/c", "facts")
-        conn.execute("SELECT pg_advisory_unlock(%s, %s)", (consolidation.stage_lock_key("facts"), ns_id))
+        conn.execute("SELECT pg_advisory_unlock(%s, %s)", (stage_lock_key("facts"), ns_id))
         conn.commit()
     assert report.status == "busy" and report.model_calls == 0
     assert consolidation.run_stage(cstore, "/c", "relationships").status == "idle"  # other stages are not blocked
