@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +22,7 @@ import click
 
 if TYPE_CHECKING:
     from stash_pipeline.config import Settings
+    from stash_pipeline.errors import StashError
     from stash_pipeline.store import Store
 
 #: Stash errors a caller caused (bad input, missing record, duplicate, no access) exit 2,
@@ -55,7 +58,7 @@ class StashGroup(click.Group):
         except StashError as exc:
             if _debug():
                 raise
-            click.echo(f"error: {exc.message}", err=True)
+            click.echo(f"error: {error_message(exc)}", err=True)
             ctx.exit(exit_code_for(exc))
         except KeyboardInterrupt:
             if _debug():
@@ -72,6 +75,20 @@ class StashGroup(click.Group):
                 f"error: unexpected {type(exc).__name__}: {exc} (set STASH_DEBUG=1 for a traceback)", err=True
             )
             ctx.exit(OTHER_ERROR_CODE)
+
+
+#: the command that performs each NextStep action an error may carry, as typed at a shell
+NEXT_STEP_COMMANDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "create_namespace": lambda arguments: f"stash namespace create {shlex.quote(str(arguments['namespace']))}",
+    "test_hypothesis": lambda arguments: f"stash hypothesis test {int(arguments['id'])}",
+}
+
+
+def error_message(exc: StashError) -> str:
+    """An error's message with its remedy named as a stash command."""
+    if exc.next_step is None:
+        return exc.message
+    return f"{exc.message} ({NEXT_STEP_COMMANDS[exc.next_step.action](exc.next_step.arguments)})"
 
 
 # --- settings and store ------------------------------------------------------------

@@ -115,6 +115,8 @@ def test_bad_slug_is_exit_2_with_the_rule(run: Run) -> None:
 def test_unknown_namespace_is_exit_2(run: Run) -> None:
     result = run("remember", "something", "-n", "/nope", expect=2)
     assert result.output.startswith("error: namespace '/nope' not found")
+    # the remedy is named as this surface's command, never as the MCP tool
+    assert result.output == "error: namespace '/nope' not found; create it first (stash namespace create /nope)\n"
     assert run("recall", "x", "-n", "/nope", expect=2).output.startswith("error: namespace '/nope' not found")
 
 
@@ -307,7 +309,9 @@ def test_hypothesis_lifecycle(run: Run) -> None:
     ))
     hid = str(created["id"])
     assert created["status"] == "proposed"
-    run("hypothesis", "confirm", hid, expect=2)  # proposed → confirmed is not allowed
+    refused = run("hypothesis", "confirm", hid, expect=2).output  # proposed → confirmed is not allowed
+    assert refused.endswith(f"Test it first: mark it as testing (stash hypothesis test {hid})\n")
+    assert "test_hypothesis" not in refused
     assert run("hypothesis", "test", hid).output.startswith(f"testing hypothesis {hid} (testing")
     refined = as_json(run("hypothesis", "refine", hid, "--content", "Caching cuts latency by a third", "--json"))
     assert refined["status"] == "proposed" and refined["content"] == "Caching cuts latency by a third"

@@ -212,3 +212,36 @@ async def test_deprecated_names_are_accepted_but_not_advertised(server: Any) -> 
         assert "shipped" in str(done)
         preview = await ok(client, "delete_namespace", {"slug": "/old"})
         assert preview["deleted"] is False
+
+
+async def test_errors_name_the_tool_that_fixes_them(server: Any) -> None:
+    async with Client(server) as client:
+        missing = await fails(client, "remember", {"content": "x", "namespace": "/nope"})
+        assert missing["error"] == "namespace_not_found"
+        assert missing["message"] == 'namespace \'/nope\' not found; create it first (create_namespace {"namespace": "/nope"})'
+        assert missing["next_step"] == {"tool": "create_namespace", "arguments": {"namespace": "/nope"}}
+        assert "stash " not in missing["message"]
+
+        await ok(client, "create_namespace", {"namespace": "/p", "description": "test"})
+        hypothesis = await ok(
+            client, "create_hypothesis", {"content": "c", "verification_plan": "v", "namespace": "/p"}
+        )
+        early = await fails(client, "confirm_hypothesis", {"id": hypothesis["id"]})
+        assert early["error"] == "invalid_transition"
+        assert early["next_step"] == {"tool": "test_hypothesis", "arguments": {"id": hypothesis["id"]}}
+        assert "stash " not in early["message"]
+        # following the advice works
+        await ok(client, early["next_step"]["tool"], early["next_step"]["arguments"])
+        await ok(client, "confirm_hypothesis", {"id": hypothesis["id"]})
+
+
+async def test_every_next_step_has_a_tool_and_a_command(server: Any) -> None:
+    from stash_pipeline.errors import NEXT_STEP_ACTIONS
+    from stash_serve.cli.base import NEXT_STEP_COMMANDS
+    from stash_serve.mcp.next_steps import TOOLS
+
+    assert set(TOOLS) == set(NEXT_STEP_ACTIONS) == set(NEXT_STEP_COMMANDS)
+    async with Client(server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    for action, arguments in NEXT_STEP_ACTIONS.items():
+        assert set(arguments) <= set(tools[TOOLS[action]].input_schema["properties"]), action
