@@ -391,6 +391,35 @@ def test_consolidation_without_a_reasoner(run: Run) -> None:
     assert facts_row["cursor"] == 0
 
 
+def test_consolidate_dry_run_changes_nothing_and_calls_no_model(run: Run) -> None:
+    run("namespace", "create", "/p")
+    for n in range(12):
+        run("remember", f"Service {n} is deployed by team {n}", "-n", "/p")
+    status_before = as_json(run("consolidate", "status", "-n", "/p", "--json"))
+    # a configured model that does not answer: any call would fail the command
+    model = {"STASH_REASONER_MODEL": "m", "STASH_OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
+    planned = as_json(run("consolidate", "run", "-n", "/p", "--dry-run", "--json", **model))
+    facts = next(r for r in planned if r["stage"] == "facts")
+    assert facts["action"] == "run" and facts["items"] == 12
+    assert facts["model_calls"] == -(-12 // facts["items_per_call"])
+    table = run("consolidate", "run", "-n", "/p", "--dry-run", **model)
+    assert "facts" in table.stdout and "MODEL_CALLS" in table.stdout
+    assert "nothing was changed" in table.stderr
+    assert as_json(run("consolidate", "status", "-n", "/p", "--json")) == status_before
+    only = as_json(run("consolidate", "run", "-n", "/p", "--stage", "decay", "--dry-run", "--json"))
+    assert [r["stage"] for r in only] == ["decay"]
+
+
+def test_add_and_search_are_aliases_of_remember_and_recall(run: Run) -> None:
+    run("namespace", "create", "/p")
+    added = as_json(run("add", "The deploy uses blue-green on Fridays", "-n", "/p", "--json"))
+    hits = as_json(run("search", "how do we deploy", "-n", "/p", "--json"))
+    assert added["id"] in [h["id"] for h in hits]
+    listing = run("--help").stdout
+    assert "Alias of `stash remember`." in listing and "Alias of `stash recall`." in listing
+    assert " add [OPTIONS] CONTENT" in run("add", "--help").stdout
+
+
 def test_tokens(run: Run) -> None:
     run("namespace", "create", "/projects/x")
     created = run("token", "create", "--namespace", "/projects/x", "--rights", "read,write", "--name", "ci")
