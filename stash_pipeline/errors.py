@@ -24,11 +24,37 @@
 The docstring of each class is its default message. Driver errors are translated in
 one place (``stash_pipeline.db.translate_errors``); the MCP server and the CLI turn
 these into clear messages and never show a traceback to an agent.
+
+Messages never name a command of one surface: an error that has an obvious remedy
+carries it as a ``NextStep`` (an operation and its arguments), and each surface names it
+in its own terms (the MCP server the tool, ``create_namespace``; the CLI the command,
+``stash namespace create /x``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
+
+#: the operations a NextStep may name, with the arguments each takes; every surface that
+#: renders errors has a name for each (its tests check that)
+NEXT_STEP_ACTIONS: dict[str, tuple[str, ...]] = {
+    "create_namespace": ("namespace",),
+    "test_hypothesis": ("id",),
+}
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """What the caller should do before trying again, independent of the surface in use."""
+
+    action: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        expected = NEXT_STEP_ACTIONS.get(self.action)
+        if expected is None or set(self.arguments) != set(expected):
+            raise ValueError(f"unknown next step {self.action!r} with arguments {sorted(self.arguments)}")
 
 
 class StashError(Exception):
@@ -39,9 +65,11 @@ class StashError(Exception):
     #: whether retrying the same call later may succeed
     transient = False
 
-    def __init__(self, message: str | None = None, **details: Any) -> None:
+    def __init__(self, message: str | None = None, *, next_step: NextStep | None = None, **details: Any) -> None:
         self.message = message or (self.__doc__ or "").strip()
         self.details = details
+        #: the remedy, when there is one; surfaces append it to the message in their own terms
+        self.next_step = next_step
         super().__init__(self.message)
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,9 +113,18 @@ class NotFound(StashError):
 
 
 class NamespaceNotFound(NotFound):
-    """Namespace not found; create it first (stash namespace create / create_namespace)."""
+    """Namespace not found; create it first."""
 
     code = "namespace_not_found"
+
+    @classmethod
+    def create_first(cls, namespace: str) -> NamespaceNotFound:
+        """A write's exact namespace is missing: the remedy is to create it."""
+        return cls(
+            f"namespace {namespace!r} not found; create it first",
+            next_step=NextStep("create_namespace", {"namespace": namespace}),
+            namespace=namespace,
+        )
 
 
 class RecordNotFound(NotFound):

@@ -322,6 +322,10 @@ def _check_move(row: dict[str, Any], to: str) -> None:
         )
     else:
         message = f"hypothesis {row['id']}: {current} → {to} is not allowed; {current} is final"
+    next_step = None
     if current == "proposed" and to == "confirmed":
-        message += ". Test it first: mark it as testing (test_hypothesis / `stash hypothesis test`), then confirm"
-    raise errors.InvalidTransition(message, hypothesis_id=row["id"], status=current, to=to)
+        message += ". Test it first: mark it as testing"
+        next_step = errors.NextStep("test_hypothesis", {"id": row["id"]})
+    raise errors.InvalidTransition(
+        message, next_step=next_step, hypothesis_id=row["id"], status=current, to=to
+    )

@@ -27,7 +27,7 @@ def get(tx: Session, slug: str) -> dict[str, Any]:
     """The namespace row for an exact slug, or NamespaceNotFound."""
     row = tx.one("get_namespace_by_slug", slug=validate.slug(slug))
     if row is None:
-        raise errors.NamespaceNotFound(f"namespace {slug!r} not found; create it first (create_namespace)")
+        raise errors.NamespaceNotFound.create_first(slug)
     return row
 
 

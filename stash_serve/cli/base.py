@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +22,7 @@ import click
 
 if TYPE_CHECKING:
     from stash_pipeline.config import Settings
+    from stash_pipeline.errors import StashError
     from stash_pipeline.store import Store
 
 #: Stash errors a caller caused (bad input, missing record, duplicate, no access) exit 2,
@@ -41,7 +44,29 @@ def exit_code_for(exc: BaseException) -> int:
 
 
 class StashGroup(click.Group):
-    """A click group whose root turns Stash errors into one line on stderr."""
+    """A click group whose root turns Stash errors into one line on stderr.
+
+    ``aliases`` ({alias: command}) are other names of commands: they run the command and
+    are listed in the help as "Alias of `stash <command>`".
+    """
+
+    def __init__(self, *args: Any, aliases: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.aliases = dict(aliases or {})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, self.aliases.get(cmd_name, cmd_name))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        commands = [(name, self.get_command(ctx, name)) for name in self.list_commands(ctx)]
+        shown = [(name, command) for name, command in commands if command is not None and not command.hidden]
+        if not shown:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in [*dict(shown), *self.aliases])
+        rows = [(name, command.get_short_help_str(limit)) for name, command in shown]
+        rows += [(alias, f"Alias of `stash {target}`.") for alias, target in self.aliases.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(sorted(rows))
 
     def invoke(self, ctx: click.Context) -> Any:
         if ctx.parent is not None:  # only the root handles errors, once
@@ -55,7 +80,7 @@ class StashGroup(click.Group):
         except StashError as exc:
             if _debug():
                 raise
-            click.echo(f"error: {exc.message}", err=True)
+            click.echo(f"error: {error_message(exc)}", err=True)
             ctx.exit(exit_code_for(exc))
         except KeyboardInterrupt:
             if _debug():
@@ -72,6 +97,20 @@ class StashGroup(click.Group):
                 f"error: unexpected {type(exc).__name__}: {exc} (set STASH_DEBUG=1 for a traceback)", err=True
             )
             ctx.exit(OTHER_ERROR_CODE)
+
+
+#: the command that performs each NextStep action an error may carry, as typed at a shell
+NEXT_STEP_COMMANDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "create_namespace": lambda arguments: f"stash namespace create {shlex.quote(str(arguments['namespace']))}",
+    "test_hypothesis": lambda arguments: f"stash hypothesis test {int(arguments['id'])}",
+}
+
+
+def error_message(exc: StashError) -> str:
+    """An error's message with its remedy named as a stash command."""
+    if exc.next_step is None:
+        return exc.message
+    return f"{exc.message} ({NEXT_STEP_COMMANDS[exc.next_step.action](exc.next_step.arguments)})"
 
 
 # --- settings and store ------------------------------------------------------------

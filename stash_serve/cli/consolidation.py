@@ -15,6 +15,7 @@ REPORT_COLUMNS = ("namespace", "stage", "status", "rows_in", "rows_written", "it
                   "cursor_from", "cursor_to", "model_calls", "duration_s", "message")
 STATUS_COLUMNS = ("namespace", "stage", "cursor", "head", "backlog", "last_run_at", "last_status",
                   "dead_letters_pending", "dead_letters_dead")
+PLAN_COLUMNS = ("namespace", "stage", "action", "items", "retries", "items_per_call", "model_calls")
 DEAD_LETTER_COLUMNS = ("id", "namespace", "stage", "item_kind", "item_id", "status", "attempts", "last_error")
 
 
@@ -32,13 +33,16 @@ def consolidate_group() -> None:
 @base.namespaces_option()
 @click.option("--stage", default=None, help="Run only this stage (default: all, in order).")
 @click.option("--wait", is_flag=True, help="Wait for a runner already busy on a stage instead of skipping it.")
+@click.option("--dry-run", is_flag=True,
+              help="Only show what would run: items and estimated model calls per namespace and stage.")
 @base.json_option
-def consolidate_run(namespaces: str, stage: str | None, wait: bool, as_json: bool) -> None:
+def consolidate_run(namespaces: str, stage: str | None, wait: bool, dry_run: bool, as_json: bool) -> None:
     """Consolidate each namespace of the tree now (one stage or all). Exits 1 if a stage failed.
 
     \b
     Example:
       stash consolidate run -n /projects/x --json
+      stash consolidate run -n /projects/x --dry-run
     """
     from stash_pipeline import consolidation
     from stash_pipeline.stages import get_stage
@@ -46,6 +50,9 @@ def consolidate_run(namespaces: str, stage: str | None, wait: bool, as_json: boo
     if stage is not None:
         get_stage(stage)  # unknown stage: a clear error before anything runs
     store = base.store()
+    if dry_run:
+        _dry_run(store, namespaces, stage, as_json)
+        return
     reports: list[Any] = []
     for path in [p.strip() for p in namespaces.split(",") if p.strip()] or ["/"]:
         reports.extend(
@@ -58,6 +65,19 @@ def consolidate_run(namespaces: str, stage: str | None, wait: bool, as_json: boo
         click.echo(f"{len(reports)} stage run(s), {calls} model call(s), {tokens} token(s)", err=True)
     if any(r.status == "failed" for r in reports):
         click.get_current_context().exit(1)
+
+
+def _dry_run(store: Any, namespaces: str, stage: str | None, as_json: bool) -> None:
+    """What ``run`` would do: read-only, no model call."""
+    from stash_pipeline.consolidation_plan import plan
+
+    rows = plan(store, namespaces, [stage] if stage else None)
+    show(rows, as_json, PLAN_COLUMNS)
+    if not as_json:
+        runs = sum(1 for r in rows if r["action"] == "run" and r["items"])
+        calls = sum(r["model_calls"] for r in rows)
+        click.echo(f"dry run: {runs} stage run(s) with work, about {calls} model call(s); nothing was changed",
+                   err=True)
 
 
 @consolidate_group.command("status")

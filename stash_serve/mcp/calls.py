@@ -22,6 +22,7 @@ from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.memory import validate
 from stash_pipeline.store import Store
+from stash_serve.mcp import next_steps
 
 #: the ASGI scope key under which stash_serve.http stores the authenticated TokenInfo
 TOKEN_SCOPE_KEY = "stash.token"
@@ -82,7 +83,7 @@ def to_json(value: Any) -> Any:
 
 def error_result(exc: errors.StashError) -> CallToolResult:
     """A tool error result carrying the error's code and message (no traceback)."""
-    body = exc.to_dict()
+    body = next_steps.error_body(exc)
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
         structured_content=body,

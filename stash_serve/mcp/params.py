@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from stash_serve.mcp.calls import to_json
 
@@ -33,38 +33,47 @@ DESTRUCTIVE_IDEMPOTENT = ToolAnnotations(
 )
 
 # --- parameter types ---------------------------------------------------------------------
+#
+# One name for one concept, in every tool (tests/mcp/test_tool_surface.py enforces it):
+#   namespace         one exact namespace path: where a write goes, what a context tool acts on
+#   namespaces        namespace trees a read covers (list or comma string; default: all readable)
+#   id                the record the tool acts on; <role>_id another record it refers to
+#                     (fact_id, goal_id, parent_id, cause_id…); <kind>_ids a list of them
+#   limit, offset     paging of list tools (answer: items, next_offset)
+#   since, until, as_of, <event>_at
+#                     times, ISO 8601 text
+#   include_<what>    a switch that adds records or fields to a read
+#   note              free text appended to a record's history
+# Shared conventions are explained once, in the server instructions, so the descriptions
+# below stay short: every character here is sent to every agent with the tool list.
 
 Namespaces = Annotated[
     list[str] | str | None,
-    Field(
-        description="Namespace paths to read, as a list or a comma-separated string; each covers its "
-        "descendants; '/' = everything. Default: everything you may read."
-    ),
+    Field(description="Trees to read."),
 ]
-Namespace = Annotated[str, Field(description="One exact, existing namespace path, e.g. /projects/x.")]
-RootNamespace = Annotated[
-    str, Field(description="One exact, existing namespace path, e.g. /projects/x (default '/', the root).")
-]
-Limit = Annotated[int, Field(description="Page size (1-1000).", ge=1, le=1000)]
-Offset = Annotated[int, Field(description="Items to skip (for the next page use next_offset).", ge=0)]
+Namespace = Annotated[str, Field(description="Exact namespace path.")]
+#: a write's namespace where the tool defaults to the root, "/"
+RootNamespace = Annotated[str, Field(description="Exact namespace path.")]
+Limit = Annotated[int, Field(description="Page size.", ge=1, le=1000)]
+Offset = Annotated[int, Field(description="Items to skip.", ge=0)]
 RecordId = Annotated[int, Field(description="Record id.", ge=1)]
-Confidence = Annotated[float, Field(description="Confidence between 0 and 1.", ge=0, le=1)]
-OptionalText = Annotated[str | None, Field(description="Optional text.")]
-Timestamp = Annotated[
-    str | None, Field(description="ISO 8601 timestamp, e.g. 2026-01-31T09:00:00Z (UTC if no offset).")
-]
-Metadata = Annotated[
-    dict[str, Any] | None, Field(description="Optional JSON object stored with the episode.")
-]
-IdList = Annotated[
-    list[int] | str | None, Field(description="Record ids, as a list or comma-separated string.")
-]
+Confidence = Annotated[float, Field(description="0 to 1.", ge=0, le=1)]
+Timestamp = Annotated[str | None, Field(description="ISO 8601 time (UTC if no offset).")]
+Metadata = Annotated[dict[str, Any] | None, Field(description="JSON object stored with it.")]
+IdList = Annotated[list[int] | str | None, Field(description="Ids (list or comma string).")]
 
 # --- paged lists -------------------------------------------------------------------------
 
 
+def _without_description(schema: dict[str, Any]) -> None:
+    schema.pop("description", None)
+
+
 class Page(BaseModel):
     """A page of a list: pass ``next_offset`` as ``offset`` for the next one (null = last page)."""
+
+    # the server instructions explain paging once; not again in the schema of every list tool
+    model_config = ConfigDict(json_schema_extra=_without_description)
 
     items: list[dict[str, Any]]
     limit: int
@@ -95,7 +104,6 @@ __all__ = [
     "Namespace",
     "Namespaces",
     "Offset",
-    "OptionalText",
     "Page",
     "RecordId",
     "RootNamespace",

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from stash_pipeline import errors
 from stash_pipeline.store import Store
+from stash_serve.mcp import aliases
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, ToolCalls, error_result
 from stash_serve.mcp.tools import (
     admin,
@@ -62,42 +63,35 @@ SUBJECTS = (
 )
 
 INSTRUCTIONS = """\
-Stash is your long-term memory across sessions. Use it so the user never has to repeat themselves.
+Stash is your long-term memory across sessions, so the user never has to repeat themselves.
 
-Session protocol
-1. Start: call `init` once per session (it is idempotent). Then `list_namespaces` to see what exists, \
-`recall` the user's standing preferences and the topic at hand, and `recall` from /self for your own \
-capabilities, limits and preferences. Call `get_context` when resuming work in a known namespace.
-2. Before answering anything that may depend on earlier sessions, `recall` first. Do not guess from \
-your own context window.
-3. Remember durable signal only, when it happens: decisions, preferences, constraints, corrections, \
-project facts, lessons. Skip narration, chit-chat, transient steps and public knowledge. Ask: will \
-this matter three sessions from now? Use `remember_batch` for several items; pass an \
-`idempotency_key` when a retry could duplicate a write.
-4. `consolidate` after a substantial session or about ten new episodes — not after every `remember`. \
-Facts, relationships, patterns and causal links exist only after consolidation; `recall` searches \
-episodes and facts together right away.
-5. End of session: `remember` a self-contained 2–3 sentence summary with kind "session_summary"; \
-consolidate if you added a lot; `set_context` with what to pick up next if work is unfinished.
+Session: call `init` once at the start (idempotent), then `list_namespaces`, `recall` the user's \
+preferences and the topic at hand, and `recall` from /self; `get_context` when resuming work in a \
+namespace. Before answering anything that may depend on earlier sessions, `recall` first; do not guess.
 
-Namespaces are paths such as /users/alice or /projects/x/backend. Create one (with a description) \
-before writing to it; do not dump everything into "/". Reads take one or more paths (list or comma \
-string) and cover their descendants; "/" reads everything. Writes and context tools take one exact \
-namespace.
+Remember durable signal only, when it happens: decisions, preferences, constraints, corrections, \
+project facts, lessons; not narration, transient steps or public knowledge. At the end, `remember` a \
+2-3 sentence summary (kind "session_summary") and `set_context` with what to pick up next. \
+`consolidate` after a substantial session or about ten new episodes, not after every write: facts, \
+relationships, patterns and causal links exist only after consolidation; `recall` finds episodes at once.
 
-/self holds your self-model: /self/capabilities (what works), /self/limits (known failure modes), \
-/self/preferences (standing instructions and corrections). Write there immediately when you learn \
-something about yourself, before it is lost.
+Namespaces are paths such as /users/alice or /projects/x/backend; `create_namespace` (with a \
+description) before writing there. Arguments mean the same in every tool: `namespace` is one exact \
+namespace (writes, context); `namespaces` are the trees a read covers (list or comma string, \
+descendants included, "/" = all; default: all you may read); `id` is the record the tool acts on, \
+`<role>_id` another record; times are ISO 8601. List tools page: pass `next_offset` as `offset` \
+(null = last page).
 
-Structured memory: hypotheses (create with a verification plan → test_hypothesis → confirm or \
-reject; a rejection reason stops the idea coming back), goals (multi-session outcomes; completing \
-all sub-goals completes the parent), failures (what failed, why, and the lesson — always include \
-the lesson). resolve_contradiction acts on the facts: keep_new, keep_old, keep_both or neither. \
-To forget, `recall` first and pass the stored wording to `forget` (use preview to check); purge \
-erases for good.
+/self/capabilities, /self/limits and /self/preferences are your self-model: write there as soon as \
+you learn something about yourself.
 
-If a tool returns an error, say so plainly, fix the input or retry once; never pretend to remember \
-something you could not read or store.
+Hypotheses: create with a verification plan, `test_hypothesis`, then confirm or reject (a reason \
+stops the idea coming back). Goals span sessions; completing all sub-goals completes the parent. \
+Failures: always record the lesson. To forget, `recall` first and pass the stored wording to \
+`forget` (preview to check); purge erases for good.
+
+If a tool returns an error, say so, fix the input or retry once; never pretend to remember something \
+you could not read or store.
 """
 
 
@@ -122,7 +116,8 @@ class StashMCPServer(MCPServer):
         # unknown names share one label so callers cannot grow the metric without bound
         label = name if self._tool_manager.get_tool(name) is not None else "unknown"
         try:
-            unknown = self._unknown_arguments(name, arguments)
+            arguments, conflict = aliases.current_names(name, arguments)
+            unknown = conflict or self._unknown_arguments(name, arguments)
             if unknown:
                 result = error_result(errors.InvalidInput(unknown))
             else:

@@ -115,6 +115,8 @@ def test_bad_slug_is_exit_2_with_the_rule(run: Run) -> None:
 def test_unknown_namespace_is_exit_2(run: Run) -> None:
     result = run("remember", "something", "-n", "/nope", expect=2)
     assert result.output.startswith("error: namespace '/nope' not found")
+    # the remedy is named as this surface's command, never as the MCP tool
+    assert result.output == "error: namespace '/nope' not found; create it first (stash namespace create /nope)\n"
     assert run("recall", "x", "-n", "/nope", expect=2).output.startswith("error: namespace '/nope' not found")
 
 
@@ -307,7 +309,9 @@ def test_hypothesis_lifecycle(run: Run) -> None:
     ))
     hid = str(created["id"])
     assert created["status"] == "proposed"
-    run("hypothesis", "confirm", hid, expect=2)  # proposed → confirmed is not allowed
+    refused = run("hypothesis", "confirm", hid, expect=2).output  # proposed → confirmed is not allowed
+    assert refused.endswith(f"Test it first: mark it as testing (stash hypothesis test {hid})\n")
+    assert "test_hypothesis" not in refused
     assert run("hypothesis", "test", hid).output.startswith(f"testing hypothesis {hid} (testing")
     refined = as_json(run("hypothesis", "refine", hid, "--content", "Caching cuts latency by a third", "--json"))
     assert refined["status"] == "proposed" and refined["content"] == "Caching cuts latency by a third"
@@ -385,6 +389,35 @@ def test_consolidation_without_a_reasoner(run: Run) -> None:
     facts_row = next(s for s in status if s["stage"] == "facts" and s["namespace"] == "/p")
     assert facts_row["has_work"] is True and facts_row["backlog"] >= 1  # not configured: the cursor stays
     assert facts_row["cursor"] == 0
+
+
+def test_consolidate_dry_run_changes_nothing_and_calls_no_model(run: Run) -> None:
+    run("namespace", "create", "/p")
+    for n in range(12):
+        run("remember", f"Service {n} is deployed by team {n}", "-n", "/p")
+    status_before = as_json(run("consolidate", "status", "-n", "/p", "--json"))
+    # a configured model that does not answer: any call would fail the command
+    model = {"STASH_REASONER_MODEL": "m", "STASH_OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
+    planned = as_json(run("consolidate", "run", "-n", "/p", "--dry-run", "--json", **model))
+    facts = next(r for r in planned if r["stage"] == "facts")
+    assert facts["action"] == "run" and facts["items"] == 12
+    assert facts["model_calls"] == -(-12 // facts["items_per_call"])
+    table = run("consolidate", "run", "-n", "/p", "--dry-run", **model)
+    assert "facts" in table.stdout and "MODEL_CALLS" in table.stdout
+    assert "nothing was changed" in table.stderr
+    assert as_json(run("consolidate", "status", "-n", "/p", "--json")) == status_before
+    only = as_json(run("consolidate", "run", "-n", "/p", "--stage", "decay", "--dry-run", "--json"))
+    assert [r["stage"] for r in only] == ["decay"]
+
+
+def test_add_and_search_are_aliases_of_remember_and_recall(run: Run) -> None:
+    run("namespace", "create", "/p")
+    added = as_json(run("add", "The deploy uses blue-green on Fridays", "-n", "/p", "--json"))
+    hits = as_json(run("search", "how do we deploy", "-n", "/p", "--json"))
+    assert added["id"] in [h["id"] for h in hits]
+    listing = run("--help").stdout
+    assert "Alias of `stash remember`." in listing and "Alias of `stash recall`." in listing
+    assert " add [OPTIONS] CONTENT" in run("add", "--help").stdout
 
 
 def test_tokens(run: Run) -> None:

@@ -64,7 +64,7 @@ ADDED_TOOLS = {
     "consolidation_status",
     "stats",
 }
-# the reference's parameter names, kept (inventory §1)
+# the reference's parameter names, under their current names (the old ones still work: aliases.py)
 REFERENCE_PARAMS = {
     "remember": {"content", "namespace"},
     "recall": {"query", "namespaces", "limit"},
@@ -74,7 +74,7 @@ REFERENCE_PARAMS = {
     "get_context": {"namespace"},
     "clear_context": {"namespace"},
     "list_namespaces": {"namespaces", "limit", "offset"},
-    "create_namespace": {"slug", "name", "description"},
+    "create_namespace": {"namespace", "name", "description"},
     "query_facts": {"namespaces", "limit", "offset"},
     "query_relationships": {"namespaces", "limit", "offset"},
     "list_contradictions": {"namespaces", "limit", "offset"},
@@ -88,8 +88,8 @@ REFERENCE_PARAMS = {
     "reject_hypothesis": {"id", "reason"},
     "list_goals": {"namespaces", "status", "parent_id", "limit", "offset"},
     "create_goal": {"content", "parent_id", "priority", "namespace"},
-    "complete_goal": {"id", "notes"},
-    "abandon_goal": {"id", "notes"},
+    "complete_goal": {"id", "note"},
+    "abandon_goal": {"id", "note"},
     "list_failures": {"namespaces", "goal_id", "limit", "offset"},
     "create_failure": {"content", "reason", "lesson", "goal_id", "namespace"},
     "delete_failure": {"id"},

@@ -20,7 +20,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
 
     @server.tool(annotations=READ)
     async def stats(namespaces: Namespaces = None, ctx: Context | None = None) -> dict[str, Any]:
-        """Counts of episodes, facts, links, hypotheses, goals, failures… in the namespace trees."""
+        """Counts of each kind of record (episodes, facts, goals…) in the namespace trees."""
 
         def work(s: Scope) -> Any:
             return admin.stats(store, s.read(namespaces))

@@ -25,11 +25,11 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
     async def consolidate(
         namespaces: Namespaces = None,
         stage: Annotated[
-            str | None, Field(description=f"Run only this stage (default: all): {', '.join(STAGE_NAMES)}.")
+            str | None, Field(description=f"Only this stage (default: all): {', '.join(STAGE_NAMES)}.")
         ] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Run consolidation now over the namespace trees (turns episodes into facts, links, patterns…)."""
+        """Run consolidation now over the namespace trees: episodes become facts, links, patterns…"""
 
         def work(s: Scope) -> Any:
             if stage is not None and stage not in STAGE_NAMES:

@@ -26,7 +26,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         namespace: Namespace,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Set the current focus of one exact namespace (replaces the previous one; expires after STASH_CONTEXT_TTL)."""
+        """Set a namespace's current focus (replaces the previous one; expires after STASH_CONTEXT_TTL)."""
 
         def work(s: Scope) -> Any:
             return context.set_(store, s.write(namespace), focus)
@@ -35,7 +35,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
 
     @tool(annotations=READ)
     async def get_context(namespace: Namespace, ctx: Context | None = None) -> dict[str, Any]:
-        """The current, unexpired focus of one exact namespace ({"context": null} if none)."""
+        """A namespace's current, unexpired focus ({"context": null} if none)."""
 
         def work(s: Scope) -> Any:
             path = validate.slug(namespace)
@@ -47,7 +47,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
 
     @tool(annotations=DESTRUCTIVE_IDEMPOTENT)
     async def clear_context(namespace: Namespace, ctx: Context | None = None) -> dict[str, Any]:
-        """Clear the focus of one exact namespace (when the work is done or the topic changes)."""
+        """Clear a namespace's focus (when the work is done or the topic changes)."""
 
         def work(s: Scope) -> Any:
             return {"ok": True, "cleared": context.clear(store, s.write(namespace))}

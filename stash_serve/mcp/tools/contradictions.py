@@ -18,7 +18,6 @@ from stash_serve.mcp.params import (
     Limit,
     Namespaces,
     Offset,
-    OptionalText,
     Page,
     RecordId,
     page,
@@ -71,11 +70,11 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
                 "neither_correct",
             ],
             Field(
-                description="keep_new (old fact retired), keep_old (new fact retired), keep_both, or neither "
-                "(both withdrawn). The reference's *_correct names are accepted too."
+                description="keep_new retires the old fact, keep_old the new one; neither withdraws both "
+                "(*_correct: older synonyms)."
             ),
         ],
-        note: OptionalText = None,
+        note: Annotated[str | None, Field(description="Why; kept with the resolution.")] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Resolve a contradiction by acting on its two facts."""

@@ -52,14 +52,13 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         kind: Annotated[
             str,
             Field(
-                description="Episode kind: observation (default), decision, preference, correction, "
-                "lesson, session_summary, …"
+                description="observation, decision, preference, correction, lesson, session_summary, …"
             ),
         ] = "observation",
         metadata: Metadata = None,
         occurred_at: Timestamp = None,
         idempotency_key: Annotated[
-            str | None, Field(description="Optional key; a retry with the same key returns the same episode.")
+            str | None, Field(description="A retry with the same key returns the same episode.")
         ] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
@@ -84,7 +83,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         namespace: Namespace,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Store several episodes in one namespace atomically; one result per item, in order."""
+        """Store several episodes in one namespace, all or none; one result per item, in order."""
 
         def work(s: Scope) -> Any:
             raw = [item.model_dump(exclude_none=True) for item in items]
@@ -114,7 +113,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         threshold: Annotated[
             float | None,
             Field(
-                description="Minimum similarity 0-1 to match (default STASH_FORGET_THRESHOLD).", ge=0, le=1
+                description="Minimum similarity to match (default STASH_FORGET_THRESHOLD).", ge=0, le=1
             ),
         ] = None,
         preview: Annotated[bool, Field(description="True: only show what would be forgotten.")] = False,

@@ -76,7 +76,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
     @tool(annotations=READ)
     async def get_fact(
         id: RecordId,
-        lineage: Annotated[
+        include_lineage: Annotated[
             bool, Field(description="Also return its sources and what was derived from it.")
         ] = False,
         ctx: Context | None = None,
@@ -85,7 +85,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
 
         def work(s: Scope) -> Any:
             scope = s.by_id("read")
-            if lineage:
+            if include_lineage:
                 return facts.get_with_lineage(store, id, scope)
             return facts.get(store, id, scope)
 

@@ -20,7 +20,6 @@ from stash_serve.mcp.params import (
     Limit,
     Namespaces,
     Offset,
-    OptionalText,
     Page,
     RecordId,
     RootNamespace,
@@ -92,7 +91,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
     @tool(annotations=WRITE)
     async def update_goal(
         id: RecordId,
-        content: OptionalText = None,
+        content: Annotated[str | None, Field(description="New wording.")] = None,
         priority: Annotated[
             int | None, Field(description="New priority (0 allowed).", ge=-1000, le=1000)
         ] = None,
@@ -111,7 +110,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
     @tool(annotations=WRITE)
     async def complete_goal(
         id: RecordId,
-        notes: Annotated[
+        note: Annotated[
             str | None, Field(description="Optional closing note (appended, never overwrites).")
         ] = None,
         ctx: Context | None = None,
@@ -119,20 +118,20 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         """Complete an active goal; a parent whose sub-goals are all done completes too."""
 
         def work(s: Scope) -> Any:
-            return goals.complete(store, id, note=notes, namespaces=s.by_id("write"))
+            return goals.complete(store, id, note=note, namespaces=s.by_id("write"))
 
         return await calls.run(ctx, work)
 
     @tool(annotations=WRITE)
     async def abandon_goal(
         id: RecordId,
-        notes: Annotated[str | None, Field(description="Why it was abandoned (appended as a note).")] = None,
+        note: Annotated[str | None, Field(description="Why it was abandoned (appended as a note).")] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Abandon an active goal (sub-goals are not touched)."""
 
         def work(s: Scope) -> Any:
-            return goals.abandon(store, id, note=notes, namespaces=s.by_id("write"))
+            return goals.abandon(store, id, note=note, namespaces=s.by_id("write"))
 
         return await calls.run(ctx, work)
 

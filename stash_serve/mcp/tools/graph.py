@@ -21,7 +21,6 @@ from stash_serve.mcp.params import (
     Limit,
     Namespaces,
     Offset,
-    OptionalText,
     Page,
     RecordId,
     RootNamespace,
@@ -109,7 +108,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         effect_failure_id: Annotated[int | None, Field(description="Id of the effect failure.", ge=1)] = None,
         confidence: Confidence = 0.8,
         namespace: RootNamespace = "/",
-        rationale: OptionalText = None,
+        rationale: Annotated[str | None, Field(description="Why you believe it.")] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Assert that one fact causes another fact or a failure; both must be current and in the namespace's tree."""

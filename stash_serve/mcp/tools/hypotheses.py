@@ -22,7 +22,6 @@ from stash_serve.mcp.params import (
     Limit,
     Namespaces,
     Offset,
-    OptionalText,
     Page,
     RecordId,
     RootNamespace,
@@ -101,8 +100,8 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
     @tool(annotations=WRITE)
     async def refine_hypothesis(
         id: RecordId,
-        content: OptionalText = None,
-        verification_plan: OptionalText = None,
+        content: Annotated[str | None, Field(description="New wording.")] = None,
+        verification_plan: Annotated[str | None, Field(description="New plan.")] = None,
         confidence: Annotated[float | None, Field(description="New confidence 0-1.", ge=0, le=1)] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:

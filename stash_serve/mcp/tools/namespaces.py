@@ -31,7 +31,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
 
     @tool(annotations=WRITE_IDEMPOTENT)
     async def init(ctx: Context | None = None) -> dict[str, Any]:
-        """Start of every session: create the /self tree (capabilities, limits, preferences) if missing. Idempotent."""
+        """Start of every session: create the /self tree (capabilities, limits, preferences) if missing."""
 
         def work(s: Scope) -> Any:
             if s.token is not None and not (s.token.has("write") and s.token.covers("/self")):
@@ -51,7 +51,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
 
     @tool(annotations=WRITE_IDEMPOTENT)
     async def create_namespace(
-        slug: Annotated[
+        namespace: Annotated[
             str, Field(description="Namespace path to create, e.g. /projects/x (parents are created too).")
         ],
         name: Annotated[str | None, Field(description="Display name (default: the path).")] = None,
@@ -61,13 +61,13 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         """Create a namespace and any missing parents (mkdir -p); updates name/description if it exists."""
 
         def work(s: Scope) -> Any:
-            result = create(store, s.write(slug), name, description)
-            namespace = result["namespace"]
+            result = create(store, s.write(namespace), name, description)
+            record = result["namespace"]
             return {
-                "id": namespace.id,
-                "slug": namespace.slug,
+                "id": record.id,
+                "slug": record.slug,
                 "created": result["created"],
-                "namespace": namespace,
+                "namespace": record,
             }
 
         return await calls.run(ctx, work)
@@ -79,7 +79,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         offset: Offset = 0,
         ctx: Context | None = None,
     ) -> Page:
-        """List namespaces (in the given trees, or all you may read), ordered by path."""
+        """List namespaces, ordered by path."""
 
         def work(s: Scope) -> Any:
             return page(list_(store, s.read(namespaces), limit, offset), limit, offset)
@@ -88,7 +88,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
 
     @tool(annotations=DESTRUCTIVE)
     async def delete_namespace(
-        slug: Annotated[
+        namespace: Annotated[
             str, Field(description="Namespace path to delete, with all descendants and their records.")
         ],
         confirm: Annotated[
@@ -100,6 +100,6 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         """Delete a namespace tree and everything in it. Call once without confirm to see the counts."""
 
         def work(s: Scope) -> Any:
-            return delete(store, s.write(slug, "admin"), confirm=confirm)
+            return delete(store, s.write(namespace, "admin"), confirm=confirm)
 
         return await calls.run(ctx, work)

@@ -54,14 +54,14 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
     async def recall(
         query: Annotated[str, Field(description="What you want to know, in natural language.")],
         namespaces: Namespaces = None,
-        limit: Annotated[int, Field(description="Results to return (1-100).", ge=1, le=100)] = 10,
+        limit: Annotated[int, Field(description="Results to return.", ge=1, le=100)] = 10,
         as_of: Timestamp = None,
         include_history: Annotated[
             bool, Field(description="Also return retired (superseded, expired, withdrawn) facts.")
         ] = False,
         max_tokens: Annotated[
             int | None,
-            Field(description="Optional budget: stop adding results past ~this many tokens.", ge=1),
+            Field(description="Stop adding results past about this many tokens.", ge=1),
         ] = None,
         ctx: Context | None = None,
     ) -> RecallResult:
