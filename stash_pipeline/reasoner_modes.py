@@ -125,6 +125,14 @@ def forget(endpoint: str | None = None, model: str | None = None) -> None:
             _VERIFIED.discard(key)
 
 
+def renegotiate(endpoint: str, model: str) -> None:
+    """Start this process from ``json_schema`` again (``stash doctor``: has the server changed?)."""
+    with _LOCK:
+        _CACHE[(endpoint, model)] = "json_schema"
+        for key in [k for k in _VERIFIED if k[:2] == (endpoint, model)]:
+            _VERIFIED.discard(key)
+
+
 def known_modes(db: Database) -> list[dict[str, Any]]:
     """Every remembered endpoint + model mode (for doctor and status)."""
     return db.all("reasoner_modes_all")
