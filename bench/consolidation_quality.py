@@ -160,8 +160,9 @@ def _score_stream(store: Any, stream: dict[str, Any], namespace: str) -> dict[st
 
 # -- the run -----------------------------------------------------------------------------------
 def evaluate(base_url: str, model: str, *, embedder: str = "minilm", structured: str = "auto",
-             timeout_s: float = 120.0, api_key: str | None = None) -> dict[str, Any]:
-    """Consolidate every stream against the endpoint and score the result."""
+             timeout_s: float = 120.0, api_key: str | None = None,
+             streams: list[str] | None = None) -> dict[str, Any]:
+    """Consolidate every stream (or the named ones) against the endpoint and score the result."""
     from stash_pipeline import consolidation
     from stash_pipeline.memory import episodes, namespaces
 
@@ -169,18 +170,24 @@ def evaluate(base_url: str, model: str, *, embedder: str = "minilm", structured:
                                  "reasoner_structured": structured, "reasoner_timeout_s": timeout_s}
     if api_key:
         overrides["openai_api_key"] = api_key
-    streams = _load()
+    selected = [s for s in _load() if not streams or s["stream"] in streams]
+    if not selected:
+        raise SystemExit(f"no stream named {streams}; the set has {[s['stream'] for s in _load()]}")
     per_stream: dict[str, dict[str, Any]] = {}
     started = time.monotonic()
     with common.fresh_store(embedder=embedder, **overrides) as store:
         statuses: dict[str, str] = {}
-        for stream in streams:
+        for stream in selected:
             namespace = f"/quality/{stream['stream']}"
             namespaces.create(store, namespace)
             episodes.remember_batch(store, namespace, [{"content": e["text"]} for e in stream["episodes"]])
             for report in consolidation.run_all(store, namespace, stages=STAGES):
                 statuses[f"{stream['stream']}/{report.stage}"] = report.status
-            per_stream[stream["stream"]] = _score_stream(store, stream, namespace)
+            per_stream[stream["stream"]] = scored = _score_stream(store, stream, namespace)
+            # progress for slow CPU runs: one line per stream as it finishes
+            print(f"{stream['stream']}: {scored['facts_derived']} facts derived ({scored['facts_correct']} correct,"
+                  f" {scored['facts_recalled']}/{scored['facts_labelled']} labelled recalled),"
+                  f" {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
         with store.db.connection() as conn:
             calls = conn.execute(common.sql("bench_quality_calls")).fetchone()
             dead = conn.execute(common.sql("bench_quality_dead_letters")).fetchone()
@@ -244,10 +251,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--structured", default="auto", choices=["auto", "json_schema", "json_object", "none"])
     parser.add_argument("--embedder", default="minilm", choices=["minilm", "hash"])
     parser.add_argument("--timeout", type=float, default=120.0, help="STASH_REASONER_TIMEOUT_S for the run")
+    parser.add_argument("--streams", default=None, help="comma-separated stream names (default: all)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     result = evaluate(args.base_url, args.model, embedder=args.embedder, structured=args.structured,
-                      timeout_s=args.timeout, api_key=args.api_key)
+                      timeout_s=args.timeout, api_key=args.api_key,
+                      streams=args.streams.split(",") if args.streams else None)
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     else:
