@@ -13,7 +13,8 @@ Each stream is remembered into a fresh database and the ``facts``, ``relationshi
   source episode, the entities match (normalised tokens, one contained in the other) and
   every token of the labelled value occurs in the derived value or summary;
 * hallucinated facts: derived facts with an entity/value word, a capitalised word or a
-  number that none of their source episodes (by lineage) contains;
+  number that none of their source episodes (by lineage) contains, or a summary with two
+  or more words (4+ letters), over a quarter of its words, absent from the sources;
 * facts from empty episodes: derived facts whose sources are all "nothing to derive";
 * relationships: precision / recall on (from, to) with the same normalised matching;
 * causal links: precision / recall on (cause, effect) once derived facts are mapped to
@@ -38,6 +39,8 @@ from bench import common
 
 DATA = Path(__file__).parent / "data" / "consolidation_quality.jsonl"
 STAGES = ["facts", "relationships", "causal_links"]
+#: share of a summary's words (4+ letters) that may be absent from its sources (paraphrase)
+SUMMARY_UNSUPPORTED = 0.25
 
 _WORD = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
 _CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9]*")
@@ -84,6 +87,12 @@ def hallucinated(derived: dict[str, Any], source_text: str) -> list[str]:
     missing += [w for w in _CAPITALISED.findall(derived["content"]) if _stem(w.lower()) not in vocabulary
                 and w.lower() not in _STOP]
     missing += [n for n in _NUMBER.findall(derived["content"]) if n not in raw]
+    # a summary may paraphrase (a word or two of its own), but over a quarter of its words
+    # unsupported is invention
+    words = [w for w in tokens(derived["content"]) if len(w) >= 4]
+    absent = [w for w in words if w not in vocabulary]
+    if len(absent) >= 2 and len(absent) / len(words) > SUMMARY_UNSUPPORTED:
+        missing += absent
     return sorted(set(missing))
 
 

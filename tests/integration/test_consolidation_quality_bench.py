@@ -64,5 +64,11 @@ def test_matching_is_normalised_and_hallucinations_are_caught():
     assert quality.hallucinated(derived, source) == ["service"]  # no source says "service"
     assert quality.hallucinated({"entity": "Billing", "value": "Postgres 15", "content": "Billing uses Postgres 15."},
                                 source) == []
+    embellished = {"entity": "Nimbus", "value": "Billing", "content": "Nimbus routes payment traffic to the Billing "
+                   "service. The product is a coffee-flavored beverage available at the Billing service."}
+    assert quality.hallucinated(embellished, "The Nimbus gateway routes payment traffic to the Billing service. "
+                                "brb, coffee") == ["available", "beverage", "flavor", "product"]
+    paraphrase = {"entity": "Alice", "value": "Acme", "content": "Alice is employed by Acme as a site reliability engineer."}
+    assert quality.hallucinated(paraphrase, "Alice joined Acme as a site reliability engineer in Lyon.") == []
     invented = {"entity": "Bob", "value": "42 elephants", "content": "Bob owns 42 elephants."}
     assert set(quality.hallucinated(invented, source)) >= {"bob", "42", "elephant"}
