@@ -35,3 +35,42 @@ SELECT kind, id, 1 - distance AS similarity
 FROM (SELECT * FROM f UNION ALL SELECT * FROM e) u
 ORDER BY distance
 LIMIT %(limit)s
+
+-- bench_quality_facts --
+-- Derived (synthesised, not withdrawn) facts of a namespace with their source episodes.
+SELECT f.id, f.entity, f.property, f.value, f.content,
+       array_remove(array_agg(l.parent_id ORDER BY l.parent_id), NULL) AS episodes
+FROM facts f
+LEFT JOIN lineage l ON l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
+WHERE f.namespace_id = %(namespace_id)s AND f.origin = 'synthesis' AND f.withdrawn_at IS NULL
+GROUP BY f.id ORDER BY f.id
+
+-- bench_quality_relationships --
+-- Relationships of a namespace (not withdrawn).
+SELECT id, from_entity, relation_type, to_entity, source_fact_id FROM relationships
+WHERE namespace_id = %(namespace_id)s AND withdrawn_at IS NULL ORDER BY id
+
+-- bench_quality_causal --
+-- Fact-to-fact causal links of a namespace (not withdrawn or deleted).
+SELECT id, cause_fact_id, effect_fact_id FROM causal_links
+WHERE namespace_id = %(namespace_id)s AND effect_fact_id IS NOT NULL
+  AND withdrawn_at IS NULL AND deleted_at IS NULL ORDER BY id
+
+-- bench_quality_episodes --
+-- Episodes of a namespace (to map ids back to the labelled keys).
+SELECT id, content FROM episodes WHERE namespace_id = %(namespace_id)s ORDER BY id
+
+-- bench_quality_calls --
+-- Every model call of the run: count, tokens, failures, answers cut off at max_tokens.
+SELECT count(*) AS n, COALESCE(sum(prompt_tokens + completion_tokens), 0) AS tokens,
+       count(*) FILTER (WHERE NOT ok) AS failed,
+       count(*) FILTER (WHERE ok AND error LIKE 'truncated%%') AS truncated
+FROM model_calls
+
+-- bench_quality_dead_letters --
+-- Items the stages gave up on or will retry.
+SELECT count(*) AS n FROM dead_letters
+
+-- bench_quality_modes --
+-- The structured-output mode negotiated for the endpoint.
+SELECT endpoint, model, mode FROM reasoner_modes

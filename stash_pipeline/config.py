@@ -47,6 +47,8 @@ class Settings(BaseSettings):
     reasoner_max_retries: int = Field(3, ge=0, le=10, description="retries on 429/5xx/timeouts, with backoff")
     reasoner_token_budget: int | None = Field(None, ge=1, description="max tokens per consolidation run")
     reasoner_backoff_s: float = Field(1.0, ge=0, le=60, description="first retry backoff (doubles per retry)")
+    reasoner_max_output_tokens: int = Field(1024, ge=16, le=65536, description="max_tokens cap of one model call")
+    reasoner_concurrency: int = Field(1, ge=1, le=64, description="model requests in flight per endpoint")
 
     # --- memory --------------------------------------------------------------------
     max_content_bytes: int = Field(10_000, ge=1, le=1_000_000)

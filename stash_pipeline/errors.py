@@ -196,6 +196,12 @@ class ModelResponseInvalid(ModelError):
     code = "model_response_invalid"
 
 
+class ModelOutputTruncated(ModelResponseInvalid):
+    """The model's answer was cut off at its max_tokens limit (finish_reason "length")."""
+
+    code = "model_output_truncated"
+
+
 class TokenBudgetExceeded(ModelError):
     """The token budget for this run is spent."""
 

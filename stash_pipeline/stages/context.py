@@ -141,13 +141,25 @@ class StageContext:
         return self.store.settings
 
     def call(
-        self, system: str, user: str, schema: type[BaseModel], validate: Callable[[Any], None] | None = None
+        self,
+        system: str,
+        user: str,
+        schema: type[BaseModel],
+        validate: Callable[[Any], None] | None = None,
+        split_on_truncation: bool = False,
     ) -> Any:
         """One validated model answer (see ``Reasoner.call``); ``validate`` raises ValueError to retry."""
         if self.reasoner is None:
             raise errors.ReasonerNotConfigured()
         return self.reasoner.call(
-            self.stage, self.namespace_id, system, user, schema, run=self.ledger, validate=validate
+            self.stage,
+            self.namespace_id,
+            system,
+            user,
+            schema,
+            run=self.ledger,
+            validate=validate,
+            split_on_truncation=split_on_truncation,
         )
 
     def read(self, name: str, /, **params: Any) -> list[dict[str, Any]]:

@@ -6,7 +6,8 @@ Clustering: greedy centroid clustering at ``STASH_CONSOLIDATION_SIMILARITY_THRES
 followed by one reassignment pass to the nearest centroid, so membership depends on
 the data rather than on id order as far as practical.
 Model: several clusters per call (``STASH_FACTS_CLUSTERS_PER_CALL``); each answer gives
-``{entity, property, value, summary}``.
+``{entity, property, value, summary}``. An answer cut off at max_tokens is retried as two
+halves of the batch; a single cluster's cut-off answer is retried once, then dead-lettered.
 Validation: anti-verbatim (a summary may not copy a source) and grounding — every
 capitalised word / proper noun and every number in summary, entity and value must occur
 in the sources, and most content words too ("Alice uses Python" cannot become "Bob owns
@@ -199,15 +200,20 @@ def process_episodes(
     failures: dict[int, str] = {}
     drafts: dict[int, prompts.FactDraft] = {}
     per_call = per_call or settings.facts_clusters_per_call
-    for start in range(0, len(clusters), per_call):
-        group = list(range(start, min(start + per_call, len(clusters))))
+    groups = [list(range(s, min(s + per_call, len(clusters)))) for s in range(0, len(clusters), per_call)]
+    while groups:
+        group = groups.pop(0)
         user = "\n\n".join(
             f"Cluster {n}:\n" + prompts.listing([(int(r["id"]), r["content"]) for r in clusters[c]])
             for n, c in enumerate(group, 1)
         )
         try:
-            answer = ctx.call(prompts.FACTS, user, prompts.FactsAnswer)
+            answer = ctx.call(prompts.FACTS, user, prompts.FactsAnswer, split_on_truncation=len(group) > 1)
         except errors.ModelResponseInvalid as exc:
+            if isinstance(exc, errors.ModelOutputTruncated) and len(group) > 1:
+                # Cut off at max_tokens: retry as two smaller batches (each a smaller answer).
+                groups[:0] = [group[: len(group) // 2], group[len(group) // 2 :]]
+                continue
             for c in group:
                 failures[c] = f"ModelResponseInvalid: {exc.message}"
             continue

@@ -152,16 +152,31 @@ def doctor_checks() -> list[Check]:
                     ) from None
                 if exc.status_code in (404, 405, 501):
                     # reachable; some OpenAI-compatible servers simply do not list models
-                    return f"{settings.openai_base_url} reachable (it does not list models: HTTP {exc.status_code})"
+                    listing = f"it does not list models: HTTP {exc.status_code}"
+                    return f"{settings.openai_base_url} reachable ({listing})" + reasoner_call()
                 raise RuntimeError(f"{settings.openai_base_url} answered HTTP {exc.status_code} to GET /models") from None
             except openai.APIError as exc:
-                raise RuntimeError(f"{settings.openai_base_url} is not reachable: {exc}") from None
+                raise RuntimeError(
+                    f"{settings.openai_base_url} is not reachable: {exc} — fix: start the model server, "
+                    "or correct STASH_OPENAI_BASE_URL (host, port and the /v1 suffix)"
+                ) from None
             finally:
                 client.close()
             wanted = [m for m in (settings.reasoner_model, settings.embedding_model) if m]
             missing = [m for m in wanted if names and m not in names]
             note = f"; not listed by the endpoint: {', '.join(missing)}" if missing else ""
-            return f"{settings.openai_base_url} reachable ({len(names)} models){note}"
+            return f"{settings.openai_base_url} reachable ({len(names)} models){note}" + reasoner_call()
+
+        def reasoner_call() -> str:
+            """One tiny structured call: mode, latency, or what to fix."""
+            if not settings.reasoner_configured:
+                return ""
+            from stash_pipeline.reasoner_probe import probe
+
+            result = probe(settings, store.db if store is not None else None)
+            if not result.ok:
+                raise RuntimeError(f"{settings.openai_base_url} reachable, but the reasoner failed: {result.line()}")
+            return f"; reasoner {result.line()}"
 
         checks.append(_run_check("model endpoint", endpoint))
     else:

@@ -91,8 +91,13 @@ def consolidate_status(namespaces: str, as_json: bool) -> None:
       stash consolidate status -n /projects
     """
     from stash_pipeline import consolidation
+    from stash_pipeline.reasoner_probe import describe_modes
 
-    show(consolidation.status(base.store(), namespaces), as_json, STATUS_COLUMNS)
+    store = base.store()
+    show(consolidation.status(store, namespaces), as_json, STATUS_COLUMNS)
+    if not as_json:  # the JSON stays the per-stage list; the mode is in `stash doctor --json` too
+        for line in describe_modes(store.settings, store.db):
+            click.echo(line)
 
 
 @click.group("dead-letters")

@@ -6,7 +6,14 @@ retries, timeouts and parsing are exercised for real. It serves:
 * ``POST /v1/chat/completions`` — answers come from a *responder*: a function of the
   parsed request returning a ``Reply`` (or a plain string = message content).
   A ``Reply`` can carry an HTTP status (429, 500, 400 …), a delay (to trigger
-  client timeouts), or a truncated body.
+  client timeouts), a truncated body, or ``ramble=True``: a model that never stops, so
+  generation ends only at the request's ``max_tokens`` (``finish_reason: "length"``),
+  taking ``completion_tokens / tokens_per_s`` seconds (no ``max_tokens``: 100,000 tokens).
+* ``reject_formats`` + ``reject_status``: refuse those ``response_format`` types, e.g. with
+  llama.cpp's old HTTP 500 ``"response_format" must be one of "text" or "json_object"``.
+* ``single_slot``: one generation at a time, like a local server with one slot; a request
+  whose client gave up is still generated to its end, and the next one waits for it.
+  ``max_concurrent`` is the most chat requests the server held at once (queued or running).
 * ``POST /v1/embeddings`` — deterministic hash embeddings of the requested dimension.
 
 Every request is recorded in ``server.requests`` (path + parsed JSON body).
@@ -35,6 +42,7 @@ class Reply:
     raw_body: bytes | None = None  # sent as-is (e.g. truncated JSON)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    ramble: bool = False  # never stops: cut at max_tokens with finish_reason "length"
 
 
 Responder = Callable[[dict[str, Any]], "Reply | str"]
@@ -55,8 +63,14 @@ def system_prompt(request: dict[str, Any]) -> str:
 @dataclass
 class ScriptedOpenAI:
     responder: Responder = field(default=lambda request: Reply(content="{}"))
-    #: response_format types this endpoint rejects with HTTP 400 (to exercise auto mode)
+    #: response_format types this endpoint rejects (to exercise auto mode) ...
     reject_formats: tuple[str, ...] = ()
+    #: ... with this status; the body names the format (a 500 reads like llama.cpp's)
+    reject_status: int = 400
+    #: generation speed of rambling replies (seconds = completion tokens / this)
+    tokens_per_s: float = 2000.0
+    #: one request generated at a time (later ones queue), even after the client left
+    single_slot: bool = False
     #: HTTP status for every /embeddings request (non-200 = scripted error, e.g. 503)
     embeddings_status: int = 200
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -65,6 +79,9 @@ class ScriptedOpenAI:
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._slot = threading.Lock()
+        self._held = 0
+        self.max_concurrent = 0
 
     # -- lifecycle --------------------------------------------------------------
     def start(self) -> ScriptedOpenAI:
@@ -161,9 +178,28 @@ class ScriptedOpenAI:
         }
 
     def _chat(self, handler: Any, body: dict[str, Any]) -> None:
+        with self._lock:
+            self._held += 1
+            self.max_concurrent = max(self.max_concurrent, self._held)
+        try:
+            if self.single_slot:
+                with self._slot:
+                    self._chat_in_slot(handler, body)
+            else:
+                self._chat_in_slot(handler, body)
+        finally:
+            with self._lock:
+                self._held -= 1
+
+    def _chat_in_slot(self, handler: Any, body: dict[str, Any]) -> None:
         fmt = (body.get("response_format") or {}).get("type")
         if fmt and fmt in self.reject_formats:
-            handler._send(400, {"error": {"message": f"response_format {fmt} is not supported", "type": "invalid_request_error"}})
+            if self.reject_status == 500:  # llama.cpp's server before it learnt json_schema
+                message = f'"response_format" must be one of "text" or "json_object", but got: {fmt}'
+                error = {"code": 500, "message": message, "type": "server_error"}
+            else:
+                error = {"message": f"response_format {fmt} is not supported", "type": "invalid_request_error"}
+            handler._send(self.reject_status, {"error": error})
             return
         reply = self.responder(body)
         if isinstance(reply, str):
@@ -177,6 +213,12 @@ class ScriptedOpenAI:
             handler._send(reply.status, {"error": {"message": reply.error_message, "type": "server_error"}})
             return
         content = reply.content or ""
+        finish_reason = "stop"
+        if reply.ramble:
+            limit = int(body.get("max_tokens") or body.get("max_completion_tokens") or 100_000)
+            time.sleep(limit / self.tokens_per_s)
+            content = ('{"facts": [{"cluster": 1, "summary": "' + "and then it went on " * limit)[: limit * 4]
+            reply.completion_tokens, finish_reason = limit, "length"
         prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else _count_tokens(body)
         completion_tokens = reply.completion_tokens if reply.completion_tokens is not None else max(1, len(content) // 4)
         handler._send(
@@ -187,7 +229,7 @@ class ScriptedOpenAI:
                 "created": int(time.time()),
                 "model": body.get("model", "scripted"),
                 "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
                 ],
                 "usage": {
                     "prompt_tokens": prompt_tokens,

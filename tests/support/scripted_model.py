@@ -12,7 +12,7 @@ real parsing/validation code. Knobs inject faults into chosen calls::
 Fault kinds: garbage, think (valid JSON wrapped in <think>… plus prose), fence,
 wrong_ids (ids not in the listing), schema (valid JSON, wrong shape), invent (facts:
 an ungrounded "Bob owns 42 elephants"), status400, status500, status429, timeout (sleeps
-``timeout_s``).
+``timeout_s``), ramble (never stops: cut off at the request's max_tokens).
 """
 
 from __future__ import annotations
@@ -121,6 +121,8 @@ class ScriptedModel:
             return Reply(status=429, error_message="slow down")
         if fault == "timeout":
             return Reply(content="{}", delay_s=self.timeout_s)
+        if fault == "ramble":
+            return Reply(ramble=True)
         if fault == "garbage":
             return "I am sorry, I cannot help with that {not json"
         if fault == "schema":
