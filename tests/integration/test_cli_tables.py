@@ -11,7 +11,7 @@ from stash_serve.cli.progress import Meter
 from tests.integration.test_cli import Run, as_json, cli_env, run  # noqa: F401  (fixtures)
 
 
-def test_parquet_export_and_import_into_another_root(run: Run, tmp_path: Path) -> None:
+def test_parquet_export_and_import_into_another_root(run: Run, tmp_path: Path) -> None:  # noqa: F811
     run("namespace", "create", "/projects/x")
     episode = as_json(run("remember", "The deploy uses blue-green on Fridays", "-n", "/projects/x", "--json"))["id"]
     run("fact", "assert", "Deploys use blue-green", "-n", "/projects/x", "--source-episode-ids", str(episode))
