@@ -75,7 +75,7 @@ def _batch(rows: list[dict[str, Any]], cols: list[dict[str, str]], schema: pa.Sc
     return pa.Table.from_pydict(data, schema=schema)
 
 
-def _stream(tx: Session, name: str, chunk: int, vectors: bool, **params: Any) -> Iterator[list[dict[str, Any]]]:
+def stream(tx: Session, name: str, chunk: int, vectors: bool, **params: Any) -> Iterator[list[dict[str, Any]]]:
     """Rows of a named query from a server-side cursor, ``chunk`` at a time."""
     with tx.conn.cursor(name=f"stash_export_{name}") as cursor:
         if not vectors and "vector" in [t.name for t in tx.conn.adapters.types]:
@@ -161,7 +161,7 @@ def _export_table(
     try:
         if progress is not None:
             progress(table.name, 0, total)
-        for rows in _stream(tx, f"interchange_rows_{table.name}", chunk_rows, with_vectors, ids=ids):
+        for rows in stream(tx, f"interchange_rows_{table.name}", chunk_rows, with_vectors, ids=ids):
             writer.write(_batch(rows, cols, schema, csv))
             done += len(rows)
             if progress is not None:

@@ -95,7 +95,7 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
-def _dumps(value: Any) -> str:
+def json_dumps(value: Any) -> str:
     return json.dumps(value, default=_json_default)
 
 
@@ -170,7 +170,7 @@ class _Restore:
     def namespaces(self, tx: Session, rows: list[dict[str, Any]]) -> None:
         for row in rows:
             slug = self.reroot(row["slug"])
-            new = tx.scalar("interchange_import_namespace", slug=slug, row=Jsonb(row, dumps=_dumps))
+            new = tx.scalar("interchange_import_namespace", slug=slug, row=Jsonb(row, dumps=json_dumps))
             self.ids["namespace"][int(row["id"])] = int(new)
             self.counts["namespaces"] = self.counts.get("namespaces", 0) + 1
 
@@ -194,7 +194,7 @@ class _Restore:
         if not ready:
             return
         results = tx.all("interchange_insert_rows", table=table.name,
-                         rows=Jsonb([r for _, _, r in ready], dumps=_dumps))
+                         rows=Jsonb([r for _, _, r in ready], dumps=json_dumps))
         deferred: dict[str, list[dict[str, int]]] = {c: [] for c in table.deferred}
         for (old_id, original, _), result in zip(ready, results, strict=True):
             inserted = result["row"]
