@@ -146,3 +146,33 @@ def test_a_large_export_stays_in_bounded_memory(database_url, tmp_path):
     figures = _measure(database_url, tmp_path, "--fill", "20000", "--with-vectors")
     assert figures["rows"] == 20000
     assert figures["peak_rss_mb"] - figures["baseline_rss_mb"] < 200, figures
+
+
+def test_round_trip_into_an_empty_database(store, tmp_path, pg_admin_dsn, template_db):
+    import uuid
+
+    import psycopg
+
+    from stash_pipeline.config import load_settings
+    from stash_pipeline.store import Store
+    from tests.conftest import _with_db
+
+    _build_tree(store)
+    _sql(store, "UPDATE contradictions SET resolved = true, resolution = 'keep_both', resolution_note = 'both hold'")
+    export.export_tables(store, "/a", tmp_path / "first", format="parquet")
+    name = f"stash_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    other = Store.open(load_settings(database_url=_with_db(pg_admin_dsn, name), home=tmp_path / "h2",
+                                     embedder="hash", vector_dim=384))
+    try:
+        result = restore.import_tables(other, tmp_path / "first")
+        assert result["namespace"] == "/a" and result["skipped"] == {}
+        export.export_tables(other, "/a", tmp_path / "second", format="parquet")
+        assert canonical(tmp_path / "first", "/a") == canonical(tmp_path / "second", "/a")
+        [note] = _sql(other, "SELECT resolution_note FROM contradictions")
+        assert note["resolution_note"] == "both hold"
+    finally:
+        other.close()
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
