@@ -6,11 +6,13 @@
 -- generated) column is written, the rest of the columns take their defaults. Column
 -- names come from the catalog and are quoted with %I, values are bound, never spliced.
 -- A row that collides with a unique constraint is not inserted: the result is NULL.
--- Returns the inserted row as JSON without its vector and full-text columns.
+-- Returns the inserted row's id and namespace_id (those the table has) as JSON; building
+-- the whole row as JSON would turn every vector into text only to drop it.
 CREATE FUNCTION interchange_insert(target regclass, record jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     columns text;
+    returned text;
     inserted jsonb;
 BEGIN
     SELECT string_agg(format('%I', a.attname), ', ' ORDER BY a.attnum) INTO columns
@@ -20,10 +22,13 @@ BEGIN
     IF columns IS NULL THEN
         RAISE EXCEPTION 'no column of % in the imported row', target;
     END IF;
+    SELECT string_agg(format('%L, t.%I', a.attname, a.attname), ', ') INTO returned
+      FROM pg_attribute a
+     WHERE a.attrelid = target AND a.attname IN ('id', 'namespace_id') AND NOT a.attisdropped;
     EXECUTE format(
         'INSERT INTO %s AS t (%s) SELECT %s FROM jsonb_populate_record(NULL::%s, $1) '
-        'ON CONFLICT DO NOTHING RETURNING to_jsonb(t) - ''embedding'' - ''search''',
-        target, columns, columns, target)
+        'ON CONFLICT DO NOTHING RETURNING jsonb_build_object(%s)',
+        target, columns, columns, target, coalesce(returned, ''))
       INTO inserted USING record;
     RETURN inserted;
 END $$;
