@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
@@ -285,6 +286,9 @@ def embedding_cache(run: GoImport, rows: list[Row]) -> None:
 
 def checkpoints(run: GoImport, rows: list[Row]) -> None:
     """Go's cursors as stage checkpoints: the Stash id of the last Go row each had consumed."""
+    # Go ids and Stash ids rise together (rows are imported in Go id order), so the last
+    # consumed row is found by bisection over the Go ids
+    ordered = {kind: sorted(ids.items()) for kind, ids in run.ids.items()}
     for row in rows:
         ns, why = _namespace(run, row)
         if ns is None:
@@ -295,9 +299,10 @@ def checkpoints(run: GoImport, rows: list[Row]) -> None:
             last = row.get(column)
             if not last:
                 continue
-            consumed = [stash for go, stash in run.ids.get(kind, {}).items() if go <= int(last)]
-            if consumed:
-                cursors.setdefault(stage, {"cursor": 0, "aux_cursor": 0})[which] = max(consumed)
+            pairs = ordered.get(kind, [])
+            position = bisect.bisect_right(pairs, (int(last), float("inf")))
+            if position:
+                cursors.setdefault(stage, {"cursor": 0, "aux_cursor": 0})[which] = pairs[position - 1][1]
         moved = sum(run.tx.execute("go_import_checkpoint", namespace_id=ns, stage=stage, **values)
                     for stage, values in cursors.items())
         run._entry("consolidation_progress")["imported"] += 1 if moved else 0
