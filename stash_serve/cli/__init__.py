@@ -23,6 +23,7 @@ from stash_serve.cli import (
     episodes,
     facts,
     failures,
+    go_import,
     goals,
     graph,
     hypotheses,
@@ -61,7 +62,7 @@ def cli() -> None:
 
 for _module in (
     admin, db, namespaces, episodes, interchange, recall, context, facts, graph, contradictions, hypotheses, goals,
-    failures, consolidation, service,
+    failures, consolidation, service, go_import,
 ):
     for _command in _module.COMMANDS:
         cli.add_command(_command)

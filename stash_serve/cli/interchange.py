@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from stash_serve.cli import base
+from stash_serve.cli import base, tables
 from stash_serve.cli.output import emit_json
 
 
@@ -25,27 +25,40 @@ def _is_tree_export(file: Path) -> bool:
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(exists=True, path_type=Path))
 @base.namespace_option(required=False)
 @click.option(
     "--format", "fmt", type=click.Choice(["auto", "jsonl", "csv", "parquet"]), default="auto", show_default=True,
     help="Episode file format (auto: from the extension).",
 )
+@click.option("--into", default=None, help="Restore a table export under this namespace instead of its own root.")
+@click.option("--with-vectors", is_flag=True, help="Take the vectors a table export carries (same model and "
+              "dimension only) instead of re-embedding.")
 @base.json_option
-def import_command(file: Path, namespace: str | None, fmt: str, as_json: bool) -> None:
+def import_command(
+    file: Path, namespace: str | None, fmt: str, into: str | None, with_vectors: bool, as_json: bool
+) -> None:
     """Import episodes from JSONL, CSV or Parquet (fields: content, occurred_at, kind,
     metadata, idempotency_key) into -n NS; every row is checked first, one bad row and
     nothing is written. A `stash export` file is restored whole instead (under -n NS
     when given, else where it came from). Progress goes to stderr.
 
     \b
+    A table export (a directory with manifest.json, or that manifest) is restored whole
+    too: --into /root re-roots it, --with-vectors reuses its vectors.
+
+    \b
     Example:
       stash import notes.jsonl -n /projects/x
       stash import backup.jsonl -n /restored/x
+      stash import backup/ --into /restored/x
     """
     from stash_pipeline.errors import InvalidInput
     from stash_pipeline.memory import interchange
 
+    if file.is_dir() or file.name == "manifest.json":
+        tables.import_tables(file, into or namespace, with_vectors, as_json)
+        return
     if _is_tree_export(file):
         result = interchange.import_tree(base.store(), file, into=namespace)
         if as_json:
@@ -78,19 +91,30 @@ def import_command(file: Path, namespace: str | None, fmt: str, as_json: bool) -
 
 
 @click.command("export")
-@click.argument("file", type=click.Path(dir_okay=False, writable=True, path_type=Path))
+@click.argument("file", type=click.Path(writable=True, path_type=Path))
 @base.namespace_option(default="/")
+@click.option(
+    "--format", "fmt", type=click.Choice(["auto", "jsonl", "parquet", "csv"]), default="auto", show_default=True,
+    help="jsonl: one file; parquet/csv: a directory, one file per table + manifest.json "
+         "(auto: jsonl for a .jsonl/.ndjson name, else parquet).",
+)
+@click.option("--with-vectors", is_flag=True, help="Include episode and fact vectors (parquet/csv).")
 @base.json_option
-def export_command(file: Path, namespace: str, as_json: bool) -> None:
-    """Write a namespace tree (every record and its lineage, no vectors) to a JSONL file
-    that `stash import` restores losslessly.
+def export_command(file: Path, namespace: str, fmt: str, with_vectors: bool, as_json: bool) -> None:
+    """Write a namespace tree (every record and its lineage) that `stash import` restores
+    losslessly: a JSONL file, or a directory of Parquet/CSV files, one per table, with a
+    manifest of counts and checksums. Vectors only with --with-vectors.
 
     \b
     Example:
       stash export backup.jsonl -n /projects/x
+      stash export backup/ --format parquet -n /projects/x
     """
     from stash_pipeline.memory import interchange
 
+    if fmt == "parquet" or fmt == "csv" or (fmt == "auto" and file.suffix.lower() not in (".jsonl", ".ndjson")):
+        tables.export_tables(namespace, file, "csv" if fmt == "csv" else "parquet", with_vectors, as_json)
+        return
     result = interchange.export_tree(base.store(), namespace, file)
     if as_json:
         emit_json(result)

@@ -115,10 +115,10 @@ RETURNING id
 -- Insert one imported contradiction.
 INSERT INTO contradictions (namespace_id, old_fact_id, new_fact_id, entity, property, old_value, new_value,
                             classification, confidence, explanation, method, resolved, resolution,
-                            resolved_at, created_at)
+                            resolution_note, resolved_at, created_at)
 SELECT r.namespace_id, r.old_fact_id, r.new_fact_id, r.entity, r.property, r.old_value, r.new_value,
-       r.classification, r.confidence, r.explanation, r.method, r.resolved, r.resolution, r.resolved_at,
-       r.created_at
+       r.classification, r.confidence, r.explanation, r.method, r.resolved, r.resolution, r.resolution_note,
+       r.resolved_at, r.created_at
 FROM jsonb_populate_record(NULL::contradictions, %(row)s) r
 RETURNING id
 

@@ -1,0 +1,171 @@
+"""Export a namespace tree as one Parquet or CSV file per table, plus ``manifest.json``.
+
+Every table of ``tables.TABLES`` is read from one consistent snapshot (a REPEATABLE
+READ transaction) through a server-side cursor, ``CHUNK_ROWS`` rows at a time, and
+appended to its file as it arrives, so memory stays bounded by one chunk whatever the
+size of the tree. Columns are typed from the database catalog: timestamps stay
+timestamps (UTC, microseconds), arrays become lists, ``jsonb`` becomes JSON text
+(sorted keys), vectors become lists of float32 and travel only with
+``with_vectors=True``. CSV has no types of its own: lists and JSON are JSON text there,
+timestamps ISO-8601, and the manifest records every column's type so an import reads
+them back typed.
+
+The manifest names the format and its version, the schema revision, the exported root,
+the embedding model and vector dimension, and per table its file, row count, SHA-256
+and columns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+from psycopg.types.string import TextLoader
+
+from stash_pipeline import errors
+from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.sql import query
+from stash_pipeline.memory import validate
+from stash_pipeline.memory.namespaces import resolve_trees
+from stash_pipeline.memory.tables import DERIVED, TABLES, Table, arrow_type, is_json, is_list
+from stash_pipeline.store import Store
+
+MANIFEST = "manifest.json"
+FORMAT = "stash-tables"
+VERSION = 1
+CHUNK_ROWS = 5000
+SUFFIXES = {"parquet": ".parquet", "csv": ".csv"}
+#: progress(table, rows done, rows in the table)
+Progress = Callable[[str, int, int], None]
+
+
+def columns(tx: Session, table: str) -> list[dict[str, str]]:
+    """The stored columns of a table with their PostgreSQL types, in table order."""
+    return [{"name": r["name"], "type": r["type"]} for r in tx.all("interchange_columns", table=table)
+            if r["name"] not in DERIVED]
+
+
+def _cell(value: Any, pg_type: str, csv: bool) -> Any:
+    if value is None:
+        return None
+    if is_json(pg_type):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if pg_type.startswith("vector"):
+        value = [float(x) for x in (value.to_list() if hasattr(value, "to_list") else value)]
+    if csv and is_list(pg_type):
+        return json.dumps(list(value))
+    return value
+
+
+def _schema(cols: list[dict[str, str]], csv: bool) -> pa.Schema:
+    return pa.schema([
+        pa.field(c["name"], pa.string() if csv and is_list(c["type"]) else arrow_type(c["type"])) for c in cols
+    ])
+
+
+def _batch(rows: list[dict[str, Any]], cols: list[dict[str, str]], schema: pa.Schema, csv: bool) -> pa.Table:
+    data = {c["name"]: [_cell(r[c["name"]], c["type"], csv) for r in rows] for c in cols}
+    return pa.Table.from_pydict(data, schema=schema)
+
+
+def stream(tx: Session, name: str, chunk: int, vectors: bool, **params: Any) -> Iterator[list[dict[str, Any]]]:
+    """Rows of a named query from a server-side cursor, ``chunk`` at a time."""
+    with tx.conn.cursor(name=f"stash_export_{name}") as cursor:
+        if not vectors and "vector" in [t.name for t in tx.conn.adapters.types]:
+            # the vector is dropped unread: load it as text instead of parsing 384 floats a row
+            cursor.adapters.register_loader("vector", TextLoader)
+        cursor.itersize = chunk
+        cursor.execute(query(name), params)
+        while rows := cursor.fetchmany(chunk):
+            yield rows
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _Writer:
+    """Appends Arrow tables to one Parquet or CSV file."""
+
+    def __init__(self, path: Path, schema: pa.Schema, format: str) -> None:
+        if format == "parquet":
+            self._writer: Any = pq.ParquetWriter(path, schema, compression="zstd")
+        else:
+            self._writer = pa_csv.CSVWriter(path, schema)
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write_table(table)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def export_tables(
+    store: Store,
+    namespace: str,
+    directory: str | Path,
+    *,
+    format: str = "parquet",
+    with_vectors: bool = False,
+    progress: Progress | None = None,
+    chunk_rows: int = CHUNK_ROWS,
+) -> dict[str, Any]:
+    """Write every table of a namespace tree into ``directory``; returns the manifest."""
+    if format not in SUFFIXES:
+        raise errors.InvalidInput(f"format must be one of {', '.join(SUFFIXES)} for a directory export")
+    root = validate.slug(namespace)
+    out = Path(directory)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise errors.InvalidInput(f"{out} exists and is not an empty directory")
+    out.mkdir(parents=True, exist_ok=True)
+    from stash_pipeline.db.migrate import current_revision
+
+    csv = format == "csv"
+    manifest: dict[str, Any] = {
+        "format": FORMAT, "version": VERSION, "schema_version": current_revision(store.db.dsn),
+        "root": root, "file_format": format, "with_vectors": with_vectors,
+        "embedding_model": store.settings.embedding_model_name, "vector_dim": store.settings.vector_dim,
+        "exported_at": datetime.now(UTC).isoformat(), "tables": {},
+    }
+    with store.db.transaction() as tx:
+        tx.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one consistent snapshot
+        ids = list(resolve_trees(tx, root))
+        for table in TABLES:
+            manifest["tables"][table.name] = _export_table(
+                tx, table, ids, out, format, with_vectors, progress, chunk_rows, csv)
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return manifest
+
+
+def _export_table(
+    tx: Session, table: Table, ids: list[int], out: Path, format: str, with_vectors: bool,
+    progress: Progress | None, chunk_rows: int, csv: bool,
+) -> dict[str, Any]:
+    cols = [c for c in columns(tx, table.name) if with_vectors or not c["type"].startswith("vector")]
+    schema = _schema(cols, csv)
+    path = out / f"{table.name}{SUFFIXES[format]}"
+    total = int(tx.scalar(f"interchange_count_{table.name}", ids=ids) or 0)
+    writer = _Writer(path, schema, format)
+    done = 0
+    try:
+        if progress is not None:
+            progress(table.name, 0, total)
+        for rows in stream(tx, f"interchange_rows_{table.name}", chunk_rows, with_vectors, ids=ids):
+            writer.write(_batch(rows, cols, schema, csv))
+            done += len(rows)
+            if progress is not None:
+                progress(table.name, done, total)
+    finally:
+        writer.close()
+    return {"file": path.name, "rows": done, "sha256": sha256(path), "columns": cols}

@@ -1,0 +1,138 @@
+"""The state of one ``migrate-from-go`` run: Go id → Stash id maps, the ledger of rows
+already imported from this source, the report, and ``put``, which writes a chunk of mapped
+rows, records each in the ledger and writes their lineage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import Jsonb
+
+from stash_pipeline.db.gateway import Session
+from stash_pipeline.memory import go_mapping as mapping
+from stash_pipeline.memory.export import Progress, stream
+from stash_pipeline.memory.restore import json_dumps, vector_text
+from stash_pipeline.store import Store
+
+CHUNK_ROWS = 1000
+Row = dict[str, Any]
+#: a mapped row: (Go key, Stash row or None, why it is skipped, lineage parents [(kind, Go id)])
+Mapped = tuple[str, Row | None, str | None, list[tuple[str, int]]]
+
+
+def source_name(dsn: str) -> str:
+    """The Go database's identity in the ledger: host, port and database, never the password."""
+    parts = conninfo_to_dict(dsn)
+    return f"go-stash:{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
+
+
+class GoImport:
+    """One migration run: the id maps, the ledger and the report."""
+
+    def __init__(self, store: Store, go: Session, tx: Session, source: str, dry_run: bool,
+                 progress: Progress | None) -> None:
+        self.store, self.go, self.tx, self.source, self.dry_run = store, go, tx, source, dry_run
+        self.progress = progress
+        self.model, self.dim = store.settings.embedding_model_name, store.settings.vector_dim
+        self.ids: dict[str, dict[int, int]] = {}
+        self.namespace_of: dict[str, dict[int, int]] = {}  # Stash namespace of each imported row
+        self.ledger: dict[str, dict[str, int | None]] = {}
+        for row in tx.all("go_import_ledger", source=source):
+            self.ledger.setdefault(row["source_table"], {})[row["source_id"]] = row["stash_id"]
+        self.report: dict[str, dict[str, Any]] = {}
+        self.vectors = {"reused": 0, "recomputed": 0}
+        self.superseded: list[dict[str, int]] = []
+        self.parents: list[dict[str, int]] = []
+
+    # -- bookkeeping -------------------------------------------------------------------
+    def _entry(self, table: str) -> dict[str, Any]:
+        return self.report.setdefault(table, {"read": 0, "imported": 0, "already": 0, "skipped": {}})
+
+    def skip(self, table: str, why: str) -> None:
+        skipped = self._entry(table)["skipped"]
+        skipped[why] = skipped.get(why, 0) + 1
+
+    def new_id(self, kind: str, go_id: Any) -> int | None:
+        return None if go_id is None else self.ids.get(kind, {}).get(int(go_id))
+
+    def rows(self, table: str) -> Any:
+        """Chunks of a Go table's rows (nothing when the Go database predates the table)."""
+        if not self.go.scalar("go_table_exists", table=table):
+            return
+        total = int(self.go.scalar(f"go_count_{table}") or 0)
+        done = 0
+        for chunk in stream(self.go, f"go_rows_{table}", CHUNK_ROWS, True):
+            self._entry(table)["read"] += len(chunk)
+            yield chunk
+            done += len(chunk)
+            if self.progress is not None:
+                self.progress(table, done, total)
+
+    def embed(self, rows: list[Row], go_rows: list[Row]) -> None:
+        """Reuse Go's vector when model and dimension match, else embed the content again."""
+        todo = []
+        for row, go_row in zip(rows, go_rows, strict=True):
+            vector = go_row.get("embedding")
+            if vector and go_row.get("embedding_model") == self.model and mapping.vector_length(vector) == self.dim:
+                row["embedding"], row["embedding_model"] = vector, self.model
+                self.vectors["reused"] += 1
+            else:
+                todo.append(row)
+        if not todo:
+            return
+        self.vectors["recomputed"] += len(todo)
+        if self.dry_run:
+            vectors: list[Any] = [[0.0] * self.dim for _ in todo]
+        else:
+            vectors = list(self.store.embedder.embed([r["content"] for r in todo]))
+        for row, vector in zip(todo, vectors, strict=True):
+            row["embedding"], row["embedding_model"] = vector_text(vector), self.model
+
+    def put(self, go_table: str, table: str, kind: str, mapped: list[Mapped]) -> None:
+        """Insert the mapped rows not yet in the ledger, record them all, write their lineage."""
+        done = self.ledger.setdefault(go_table, {})
+        fresh: list[Mapped] = []
+        for key, row, why, parents in mapped:
+            if key in done:
+                self._entry(go_table)["already"] += 1
+                if done[key] is not None and key.isdigit():
+                    self.ids.setdefault(kind, {})[int(key)] = int(done[key])  # type: ignore[arg-type]
+                continue
+            if row is None:
+                self.skip(go_table, why or "not importable")
+                fresh.append((key, None, why, []))
+                continue
+            fresh.append((key, row, None, parents))
+        inserting = [m for m in fresh if m[1] is not None]
+        results = self.tx.all("interchange_insert_rows", table=table,
+                              rows=Jsonb([m[1] for m in inserting], dumps=json_dumps)) if inserting else []
+        records: list[Row] = []
+        lineage: list[Row] = []
+        by_key = {m[0]: r["row"] for m, r in zip(inserting, results, strict=True)}
+        for key, row, why, parents in fresh:
+            inserted = by_key.get(key) if row is not None else None
+            if row is not None and inserted is None:
+                why = "a matching row already exists in Stash"
+                self.skip(go_table, why)
+            stash_id = None
+            if inserted is not None:
+                self._entry(go_table)["imported"] += 1
+                stash_id = inserted.get("id", inserted.get("namespace_id"))
+                if key.isdigit() and "id" in inserted:
+                    self.ids.setdefault(kind, {})[int(key)] = int(inserted["id"])
+                    self.namespace_of.setdefault(kind, {})[int(key)] = int(inserted["namespace_id"])
+                for parent_kind, go_parent in parents:
+                    parent = self.new_id(parent_kind, go_parent)
+                    if parent is None:
+                        self.skip(f"{go_table} lineage", f"the source {parent_kind} was not imported")
+                        continue
+                    lineage.append({"child_kind": kind, "child_id": int(inserted["id"]), "parent_kind": parent_kind,
+                                    "parent_id": parent, "namespace_id": int(inserted["namespace_id"])})
+            records.append({"source_table": go_table, "source_id": key, "kind": table,
+                            "stash_id": stash_id, "skipped": why})
+            done[key] = stash_id
+        if lineage:
+            self.tx.all("interchange_insert_rows", table="lineage", rows=Jsonb(lineage))
+        if records:
+            self.tx.execute("go_import_record", source=self.source, rows=Jsonb(records))

@@ -1,0 +1,326 @@
+"""The Go tables one by one: each function maps a chunk of Go rows and hands them to
+``GoImport.put`` (see ``go_import`` for the run and ``go_mapping`` for the row rules)."""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING, Any
+
+from psycopg.types.json import Jsonb
+
+from stash_pipeline.memory import go_mapping as mapping
+from stash_pipeline.memory.restore import json_dumps
+
+if TYPE_CHECKING:
+    from stash_pipeline.memory.go_state import GoImport, Mapped
+
+Row = dict[str, Any]
+
+
+def _namespace(run: GoImport, row: Row) -> tuple[int | None, str | None]:
+    ns = run.new_id("namespace", row.get("namespace_id"))
+    return ns, None if ns is not None else "its namespace was not imported"
+
+
+def namespaces(run: GoImport, rows: list[Row]) -> None:
+    seen: dict[str, int] = {}
+    for row in rows:
+        key = str(row["id"])
+        if key in run.ledger.get("namespaces", {}):
+            run.put("namespaces", "namespaces", "namespace", [(key, {}, None, [])])
+            continue
+        target = mapping.slug(row.get("slug"))
+        if target is None or target in seen:
+            why = (f"slug {row.get('slug')!r} has no usable Stash path" if target is None
+                   else f"slug {row.get('slug')!r} maps to {target}, already taken by another Go namespace")
+            run.put("namespaces", "namespaces", "namespace", [(key, None, why, [])])
+            continue
+        seen[target] = int(row["id"])
+        if target != row.get("slug"):
+            run.skip("namespaces (renamed)", f"{row.get('slug')!r} -> {target}")
+        parts = target.strip("/").split("/") if target != "/" else []
+        for i in range(1, len(parts)):
+            run.tx.execute("ensure_namespace", slug="/" + "/".join(parts[:i]))
+        description = row.get("description") or ""
+        if row.get("persona"):  # Stash has no persona column: keep it readable in the description
+            description = (description + "\n\nPersona: " + row["persona"]).strip()
+        record = {"name": row.get("name") or "", "description": description,
+                  "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}
+        stash_id = int(run.tx.scalar("interchange_import_namespace", slug=target, row=Jsonb(record, dumps=json_dumps)))
+        run.ids.setdefault("namespace", {})[int(row["id"])] = stash_id
+        run._entry("namespaces")["imported"] += 1
+        run.ledger.setdefault("namespaces", {})[key] = stash_id
+        run.tx.execute("go_import_record", source=run.source, rows=Jsonb([
+            {"source_table": "namespaces", "source_id": key, "kind": "namespaces", "stash_id": stash_id,
+             "skipped": None}]))
+
+
+def _embedded(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row],
+              build: Any) -> None:
+    mapped: list[Mapped] = []
+    sources: list[Row] = []
+    for row in rows:
+        key = str(row["id"])
+        if key in run.ledger.get(go_table, {}):
+            mapped.append((key, None, None, []))
+            continue
+        ns, why = _namespace(run, row)
+        if ns is None or mapping.blank(row.get("content")):
+            mapped.append((key, None, why or "empty content", []))
+            continue
+        record, parents = build(row, ns)
+        mapped.append((key, record, None, parents))
+        sources.append(row)
+    run.embed([m[1] for m in mapped if m[1] is not None and str(m[0]) not in run.ledger.get(go_table, {})],
+              sources)
+    run.put(go_table, table, kind, mapped)
+
+
+def episodes(run: GoImport, rows: list[Row]) -> None:
+    def build(row: Row, ns: int) -> tuple[Row, list[tuple[str, int]]]:
+        deleted = row.get("deleted_at")
+        return {"namespace_id": ns, "content": row["content"], "kind": "observation", "metadata": {},
+                "occurred_at": row.get("occurred_at"), "created_at": row.get("created_at"), "deleted_at": deleted,
+                "deleted_reason": mapping.DELETED if deleted else None}, []
+
+    _embedded(run, "episodes", "episodes", "episode", rows, build)
+
+
+def facts(run: GoImport, rows: list[Row]) -> None:
+    def build(row: Row, ns: int) -> tuple[Row, list[tuple[str, int]]]:
+        valid_from = row.get("valid_from") or row.get("created_at")
+        valid_until = row.get("valid_until")
+        if valid_until is not None and valid_from is not None and valid_until < valid_from:
+            valid_until = valid_from  # Stash requires valid_until >= valid_from
+        deleted = row.get("deleted_at")
+        metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+        parents = [("episode", int(e)) for e in metadata.get("source_episode_ids") or [] if str(e).isdigit()]
+        return {"namespace_id": ns, "content": row["content"], "entity": row.get("entity"),
+                "property": row.get("property"), "value": row.get("value"),
+                "confidence": mapping.clamp(row.get("confidence"), 1.0), "origin": "synthesis",
+                "valid_from": valid_from, "valid_until": valid_until, "withdrawn_at": deleted,
+                "withdrawn_reason": mapping.DELETED if deleted else None,
+                "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}, parents
+
+    _embedded(run, "facts", "facts", "fact", rows, build)
+
+
+def fact_sources(run: GoImport, rows: list[Row]) -> None:
+    edges: list[Row] = []
+    mapped: list[Mapped] = []
+    for row in rows:
+        key = f"{row['fact_id']}:{row['episode_id']}"
+        fact, episode = run.new_id("fact", row["fact_id"]), run.new_id("episode", row["episode_id"])
+        if key in run.ledger.get("fact_sources", {}):
+            mapped.append((key, None, None, []))
+        elif fact is None or episode is None:
+            mapped.append((key, None, f"its {'fact' if fact is None else 'episode'} was not imported", []))
+        else:
+            edges.append({"child_kind": "fact", "child_id": fact, "parent_kind": "episode", "parent_id": episode,
+                          "namespace_id": run.namespace_of["fact"][int(row["fact_id"])]})
+            mapped.append((key, edges[-1], None, []))
+    run.put("fact_sources", "lineage", "lineage", mapped)
+
+
+def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row], build: Any) -> None:
+    mapped: list[Mapped] = []
+    for row in rows:
+        key = str(row["id"])
+        if key in run.ledger.get(go_table, {}):
+            mapped.append((key, None, None, []))
+            continue
+        ns, why = _namespace(run, row)
+        if ns is None:
+            mapped.append((key, None, why, []))
+            continue
+        record, why, parents = build(row, ns)
+        mapped.append((key, record, why, parents))
+    run.put(go_table, table, kind, mapped)
+
+
+def goals(run: GoImport, rows: list[Row]) -> None:
+    def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
+        if mapping.blank(row.get("content")):
+            return None, "empty content", []
+        status = row.get("status") if row.get("status") in ("active", "completed", "abandoned") else "active"
+        return {"namespace_id": ns, "content": row["content"], "status": status,
+                "priority": int(row.get("priority") or 0), "completed_at": row.get("completed_at"),
+                "abandoned_at": row.get("abandoned_at"), "created_at": row.get("created_at"),
+                "updated_at": row.get("updated_at"), "deleted_at": row.get("deleted_at")}, None, []
+
+    _simple(run, "goals", "goals", "goal", rows, build)
+    notes: list[Mapped] = []
+    for row in rows:
+        goal = run.new_id("goal", row["id"])
+        if row.get("parent_id") is not None and goal is not None:
+            run.parents.append({"id": goal, "old": int(row["parent_id"])})
+        for number, note in enumerate(mapping.goal_notes(row.get("notes")), start=1):
+            key = f"{row['id']}:{number}"
+            if key in run.ledger.get("goals.notes", {}) or goal is None:
+                notes.append((key, None, None if goal is not None else "its goal was not imported", []))
+                continue
+            notes.append((key, {**note, "goal_id": goal, "namespace_id": run.namespace_of["goal"][int(row["id"])],
+                                "created_at": row.get("updated_at")}, None, []))
+    run.put("goals.notes", "goal_notes", "goal_note", notes)
+
+
+def failures(run: GoImport, rows: list[Row]) -> None:
+    def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
+        if mapping.blank(row.get("content")):
+            return None, "empty content", []
+        return {"namespace_id": ns, "goal_id": run.new_id("goal", row.get("goal_id")), "content": row["content"],
+                "reason": row.get("reason") if not mapping.blank(row.get("reason")) else mapping.NOT_RECORDED,
+                "lesson": row.get("lesson") if not mapping.blank(row.get("lesson")) else mapping.NOT_RECORDED,
+                "created_at": row.get("created_at"), "deleted_at": row.get("deleted_at")}, None, []
+
+    _simple(run, "failures", "failures", "failure", rows, build)
+
+
+def relationships(run: GoImport, rows: list[Row]) -> None:
+    def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
+        if row.get("source_fact_id") is None:
+            return None, "no source fact (a Stash relationship comes from one fact)", []
+        fact = run.new_id("fact", row["source_fact_id"])
+        relation = mapping.relation_type(row.get("relation_type"))
+        if fact is None:
+            return None, "its source fact was not imported", []
+        if relation is None or mapping.blank(row.get("from_entity")) or mapping.blank(row.get("to_entity")):
+            return None, "an entity or the relation type is empty", []
+        return {"namespace_id": ns, "from_entity": row["from_entity"], "relation_type": relation,
+                "to_entity": row["to_entity"], "confidence": mapping.clamp(row.get("confidence")),
+                "source_fact_id": fact, "withdrawn_at": row.get("deleted_at"),
+                "created_at": row.get("created_at")}, None, [("fact", int(row["source_fact_id"]))]
+
+    _simple(run, "relationships", "relationships", "relationship", rows, build)
+
+
+def causal_links(run: GoImport, rows: list[Row]) -> None:
+    def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
+        cause = run.new_id("fact", row.get("cause_fact_id"))
+        effect_fact = run.new_id("fact", row.get("effect_fact_id"))
+        effect_failure = run.new_id("failure", row.get("effect_failure_id"))
+        if cause is None or (effect_fact is None) == (effect_failure is None) or cause == effect_fact:
+            return None, "its cause or effect was not imported", []
+        parents = [("fact", int(row["cause_fact_id"]))]
+        if effect_fact is not None:
+            parents.append(("fact", int(row["effect_fact_id"])))
+        return {"namespace_id": ns, "cause_fact_id": cause, "effect_fact_id": effect_fact,
+                "effect_failure_id": effect_failure, "confidence": mapping.clamp(row.get("confidence")),
+                "method": row.get("method") if row.get("method") in ("extracted", "asserted") else "extracted",
+                "created_at": row.get("created_at"), "deleted_at": row.get("deleted_at")}, None, parents
+
+    _simple(run, "causal_links", "causal_links", "causal_link", rows, build)
+
+
+def patterns(run: GoImport, rows: list[Row]) -> None:
+    def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
+        if mapping.blank(row.get("content")):
+            return None, "empty content", []
+        parents = [("fact", int(i)) for i in row.get("source_fact_ids") or []]
+        parents += [("relationship", int(i)) for i in row.get("source_rel_ids") or []]
+        return {"namespace_id": ns, "content": row["content"], "confidence": mapping.clamp(row.get("confidence")),
+                "coherence": mapping.clamp(row.get("coherence_score"), 0.0), "withdrawn_at": row.get("deleted_at"),
+                "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}, None, parents
+
+    _simple(run, "patterns", "patterns", "pattern", rows, build)
+
+
+def contradictions(run: GoImport, rows: list[Row]) -> None:
+    def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
+        old, new = run.new_id("fact", row.get("old_fact_id")), run.new_id("fact", row.get("new_fact_id"))
+        if old is None or new is None or old == new:
+            return None, "one of its facts was not imported", []
+        record = {"namespace_id": ns, "old_fact_id": old, "new_fact_id": new, **mapping.contradiction(row)}
+        if record["resolution"] == "superseded":
+            run.superseded.append({"id": old, "ref": new})
+        return record, None, [("fact", int(row["old_fact_id"])), ("fact", int(row["new_fact_id"]))]
+
+    _simple(run, "contradictions", "contradictions", "contradiction", rows, build)
+
+
+def hypotheses(run: GoImport, rows: list[Row]) -> None:
+    def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
+        if mapping.blank(row.get("content")):
+            return None, "empty content", []
+        status = row.get("status")
+        if status not in mapping.HYPOTHESIS_STATUSES:
+            return None, f"unknown status {status!r}", []
+        plan = row.get("verification_plan")
+        return {"namespace_id": ns, "content": row["content"],
+                "verification_plan": plan if not mapping.blank(plan) else mapping.NOT_RECORDED,
+                "confidence": mapping.clamp(row.get("confidence")), "status": status,
+                "method": row.get("method") or "asserted",
+                "confirmed_fact_id": run.new_id("fact", row.get("confirmed_fact_id")),
+                "rejection_reason": row.get("rejection_reason"), "tested_at": row.get("tested_at"),
+                "confirmed_at": row.get("confirmed_at"), "rejected_at": row.get("rejected_at"),
+                "created_at": row.get("created_at"), "updated_at": row.get("updated_at"),
+                "deleted_at": row.get("deleted_at")}, None, [("fact", int(i)) for i in row.get("source_fact_ids") or []]
+
+    _simple(run, "hypotheses", "hypotheses", "hypothesis", rows, build)
+
+
+def contexts(run: GoImport, rows: list[Row]) -> None:
+    mapped: list[Mapped] = []
+    for row in rows:
+        key = str(row["namespace_id"])
+        ns, why = _namespace(run, row)
+        record = None if ns is None else {"namespace_id": ns, "focus": row.get("focus") or "",
+                                          "expires_at": row.get("expires_at"), "created_at": row.get("created_at"),
+                                          "updated_at": row.get("updated_at")}
+        mapped.append((key, record, why, []))
+    run.put("contexts", "contexts", "context", mapped)
+
+
+def embedding_cache(run: GoImport, rows: list[Row]) -> None:
+    endpoint = getattr(run.store.embedder, "endpoint", "") or ""
+    mapped: list[Mapped] = []
+    for row in rows:
+        key = f"{row['text_hash']}:{row['model']}"
+        if row.get("model") != run.model or mapping.vector_length(row.get("embedding")) != run.dim:
+            mapped.append((key, None, "another embedding model or dimension", []))
+            continue
+        mapped.append((key, {"text_hash": row["text_hash"], "model": row["model"], "endpoint": endpoint,
+                             "embedding": row["embedding"], "created_at": row.get("created_at")}, None, []))
+    run.put("embedding_cache", "embedding_cache", "embedding_cache", mapped)
+
+
+def checkpoints(run: GoImport, rows: list[Row]) -> None:
+    """Go's cursors as stage checkpoints: the Stash id of the last Go row each had consumed."""
+    # Go ids and Stash ids rise together (rows are imported in Go id order), so the last
+    # consumed row is found by bisection over the Go ids
+    ordered = {kind: sorted(ids.items()) for kind, ids in run.ids.items()}
+    for row in rows:
+        ns, why = _namespace(run, row)
+        if ns is None:
+            run.skip("consolidation_progress", why or "")
+            continue
+        cursors: dict[str, dict[str, int]] = {}
+        for column, stage, which, kind in mapping.CURSORS:
+            last = row.get(column)
+            if not last:
+                continue
+            pairs = ordered.get(kind, [])
+            position = bisect.bisect_right(pairs, (int(last), float("inf")))
+            if position:
+                cursors.setdefault(stage, {"cursor": 0, "aux_cursor": 0})[which] = pairs[position - 1][1]
+        moved = sum(run.tx.execute("go_import_checkpoint", namespace_id=ns, stage=stage, **values)
+                    for stage, values in cursors.items())
+        run._entry("consolidation_progress")["imported"] += 1 if moved else 0
+        if not moved:
+            run._entry("consolidation_progress")["already"] += 1
+
+
+def run_all(run: GoImport, tables: tuple[str, ...]) -> None:
+    handlers = {"namespaces": namespaces, "episodes": episodes, "goals": goals, "failures": failures,
+                "facts": facts, "fact_sources": fact_sources, "relationships": relationships,
+                "causal_links": causal_links, "patterns": patterns, "contradictions": contradictions,
+                "hypotheses": hypotheses, "contexts": contexts, "embedding_cache": embedding_cache,
+                "consolidation_progress": checkpoints}
+    for table in tables:
+        for chunk in run.rows(table):
+            handlers[table](run, chunk)
+    if run.parents:
+        run.tx.execute("interchange_defer_goals_parent_id", pairs=Jsonb(
+            [{"id": p["id"], "ref": run.new_id("goal", p["old"])} for p in run.parents]))
+    if run.superseded:
+        run.tx.execute("go_import_supersede", pairs=Jsonb(run.superseded))
