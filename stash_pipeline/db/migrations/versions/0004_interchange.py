@@ -1,8 +1,8 @@
 """Generic row insert for imports and the record of rows imported from another system
-(see 0007_interchange.sql).
+(see 0004_interchange.sql).
 
-Revision ID: 0007
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 from alembic import op
 
-revision = "0007"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
