@@ -223,6 +223,8 @@ class RecallHit(Record):
     namespace: str
     content: str
     score: float
+    #: the score clipped to [0, 1]: comparable across queries, for an agent to threshold
+    relevance: float
     score_parts: dict[str, float | None]
     confidence: float | None = None
     occurred_at: datetime | None = None

@@ -549,12 +549,12 @@ def _conversation(rng: random.Random, index: int, one: Person, two: Person) -> t
         rows.append((other, _fmt(answer, other, first_speaker), None))
         rng.shuffle(parts)
         for subject, friend, part, arc_index, _ in parts:
-            for _ in range(rng.randint(1, 4)):
+            for _ in range(rng.randint(2, 5)):
                 rows.append((rng.choice((one, two)), rng.choice(FILLERS), None))
             for role, text, tag in part:
                 speaker = subject if role == "A" else friend
                 rows.append((speaker, text, (arc_index, tag) if tag else None))
-        while len(rows) < 20:
+        while len(rows) < 26:
             rows.append((rng.choice((one, two)), rng.choice(FILLERS), None))
         closer, bye = rng.choice(CLOSERS)
         rows.append((first_speaker, _fmt(closer, first_speaker, other), None))

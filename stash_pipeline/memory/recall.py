@@ -30,31 +30,27 @@ from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
 
-# Fusion constants (module level so bench/ can tune them; see bench/ for the measurement).
-# Chosen on the dev split of bench/data (325 questions, 2,300 episodes) and confirmed on
-# the held-out test split: recall@10 0.954 vs 0.877 for k=60/w=1/"all" (bench/README.md §5).
-RRF_K = 5
-W_VECTOR = 1.0
-W_TEXT = 1.5
-#: share of W_TEXT a full-text hit gets when it matches only some of the query's terms
-#: and none of its identifiers (one shared common word must not outvote the vector
-#: ranking); chosen on the DEV split with the real query (bench/retrieval_quality.py)
-W_TEXT_PARTIAL = 0.5
-#: candidates per list = max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit)
+# Ranking constants (module level so bench/ can tune them; chosen on the DEV split of the
+# conversational set in bench/data, see bench/README.md).
+#: weight of the cosine similarity in the fused score; the rest goes to BM25 coverage
+W_VECTOR = 0.4
+#: Okapi BM25 parameters (the usual defaults)
+BM25_K1 = 1.2
+BM25_B = 0.75
+#: candidates per vector list = max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit)
 CANDIDATE_FACTOR = 3
 MIN_CANDIDATES = 30
-#: "all": a text candidate needs every query term (websearch_to_tsquery semantics);
-#: "any": any stemmed query term (OR), ranked by cover density. On the 325-question
-#: bench set, text-only recall@10 is 0.93 with "any" and 0.20 with "all" (natural
-#: questions rarely share every word with the answer); every top dev setting used "any".
-#: (On the 26-question tests/data/recall_small.jsonl, "all" was slightly better.)
-TEXT_MATCH = "any"
-#: ts_rank_cd normalisation bits (0 = none, 1 = divide by 1 + log(document length), ...)
-TEXT_RANK_NORMALIZATION = 1
+#: full-text candidates: the query's rarest lexemes are matched while their summed
+#: document frequency stays within this many rows (per kind, newest first beyond it)
+TEXT_SCAN_LIMIT = 1000
 EF_SEARCH = 100
-#: full-text matches ranked per kind at most (newest first), so latency stays flat when
-#: thousands of rows share every query term (bench/recall_latency.py --large)
-TEXT_SCAN_LIMIT = 400
+#: an episode next to one of the best CONTEXT_POOL episodes (same namespace, same session)
+#: scores at least NEIGHBOUR_WEIGHT times that hit's score: in a conversation the turn that
+#: answers often follows the one that names the subject
+NEIGHBOUR_WEIGHT = 0.35
+CONTEXT_POOL = 20
+#: factor on an episode whose derived facts were all retired (its correction should win)
+STALE_FACTOR = 0.5
 LIMIT_DEFAULT = 10
 LIMIT_MAX = 100
 MODES = ("hybrid", "vector", "text")
@@ -127,11 +123,7 @@ def recall(
                 embedding=embedding,
                 use_vector=use_vector,
                 use_text=use_text,
-                text_any=TEXT_MATCH == "any",
-                identifiers=identifier_tokens(text),
-                # the text-only baseline ranks every any-term match (LIMIT NULL = no limit)
-                text_scan_limit=TEXT_SCAN_LIMIT if use_vector else None,
-                rank_normalization=TEXT_RANK_NORMALIZATION,
+                text_scan_limit=TEXT_SCAN_LIMIT,
                 all_namespaces=all_ns,
                 namespace_ids=ids,
                 as_of=when,
@@ -139,9 +131,11 @@ def recall(
                 candidates=max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit),
                 limit=limit,
                 w_vector=W_VECTOR,
-                w_text=W_TEXT,
-                w_text_partial=W_TEXT * W_TEXT_PARTIAL,
-                rrf_k=RRF_K,
+                k1=BM25_K1,
+                b=BM25_B,
+                stale_factor=STALE_FACTOR,
+                neighbour_weight=NEIGHBOUR_WEIGHT,
+                context_pool=CONTEXT_POOL,
             )
     return _within_budget([_hit(r) for r in rows], budget)
 
@@ -155,19 +149,24 @@ def identifier_tokens(text: str) -> list[str]:
     return [t for t in tokens if any(ch.isdigit() for ch in t) or "-" in t or "_" in t]
 
 
+def _optional(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _hit(row: dict[str, Any]) -> RecallHit:
     is_fact = row["kind"] == "fact"
-    similarity = row["similarity"]
     return RecallHit(
         kind=row["kind"],
         id=int(row["id"]),
         namespace=row["namespace"],
         content=row["content"],
-        score=float(row["rrf"]),
+        score=float(row["score"]),
+        relevance=round(min(max(float(row["score"]), 0.0), 1.0), 4),
         score_parts={
-            "vector": None if similarity is None else float(similarity),
-            "text": None if row["text_rank"] is None else float(row["text_rank"]),
-            "rrf": float(row["rrf"]),
+            "vector": _optional(row["cosine"]),
+            "text": _optional(row["bm25"]),
+            "coverage": _optional(row["coverage"]),
+            "context": _optional(row["context_score"]),
         },
         confidence=float(row["confidence"]) if is_fact else None,
         occurred_at=None if is_fact else row["occurred_at"],
@@ -202,7 +201,8 @@ def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit
             namespace=r["namespace"],
             content=r["content"],
             score=float(r["similarity"]),
-            score_parts={"vector": float(r["similarity"]), "text": None, "rrf": None},
+            relevance=round(min(max(float(r["similarity"]), 0.0), 1.0), 4),
+            score_parts={"vector": float(r["similarity"]), "text": None},
             confidence=float(r["confidence"]) if r["kind"] == "fact" else None,
             occurred_at=r.get("occurred_at"),
             valid_from=r.get("valid_from"),
