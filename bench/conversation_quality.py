@@ -113,8 +113,9 @@ class PythonBaselines:
         return [ids[j] for j in order[:LIMIT]]
 
 
-def previous_recall(store: Any, query: str, namespace: str) -> list[int]:
-    """The pre-BM25 recall query, with the constants it shipped with."""
+def previous_rows(store: Any, query: str, namespace: Any) -> list[dict[str, Any]]:
+    """The pre-BM25 recall query's rows (kind, id, ...), with the constants it shipped with."""
+    from stash_pipeline.memory.recall import identifier_tokens
     from stash_pipeline.memory.scope import read_scope
 
     with store.db.transaction() as tx:
@@ -122,14 +123,13 @@ def previous_recall(store: Any, query: str, namespace: str) -> list[int]:
     embedding = store.embedder.embed_one(query)
     params = {
         "query": query, "embedding": embedding, "use_vector": True, "use_text": True, "text_any": True,
-        "identifiers": [], "text_scan_limit": 400, "rank_normalization": 1, "all_namespaces": all_ns,
+        "identifiers": identifier_tokens(query), "text_scan_limit": 400, "rank_normalization": 1, "all_namespaces": all_ns,
         "namespace_ids": ids, "as_of": None, "include_history": False, "candidates": 30, "limit": LIMIT,
         "w_vector": 1.0, "w_text": 1.5, "w_text_partial": 0.75, "rrf_k": 5,
     }
     with store.db.transaction() as tx:
         tx.one("recall_search_params", ef_search="100")
-        rows = tx.conn.execute(common.sql("bench_recall_previous"), params).fetchall()
-    return [int(r["id"]) for r in rows if r["kind"] == "episode"]
+        return tx.conn.execute(common.sql("bench_recall_previous"), params).fetchall()
 
 
 def score(ranked: list[Key], evidence: set[Key]) -> dict[str, float]:
@@ -152,7 +152,7 @@ def evaluate(
         if system in ("bm25", "minmax_mix"):
             ids = baselines.rank(system, ns, q["query"], vector)
         elif system == "previous":
-            ids = previous_recall(store, q["query"], ns)
+            ids = [int(r["id"]) for r in previous_rows(store, q["query"], ns) if r["kind"] == "episode"]
         else:
             mode = "vector" if system == "vector" else "hybrid"
             ids = [h.id for h in recall.recall(store, q["query"], ns, limit=LIMIT, mode=mode) if h.kind == "episode"]

@@ -49,6 +49,11 @@ EF_SEARCH = 100
 #: answers often follows the one that names the subject
 NEIGHBOUR_WEIGHT = 0.35
 CONTEXT_POOL = 20
+#: how many episodes on each side of a hit count as its neighbours
+CONTEXT_WINDOW = 2
+#: ``relevance`` below this means "probably not about the query" (a query about nothing,
+#: "quantum banana telescope", stays under it; chosen on the DEV split, bench/README.md)
+RELEVANCE_FLOOR = 0.3
 #: factor on an episode whose derived facts were all retired (its correction should win)
 STALE_FACTOR = 0.5
 LIMIT_DEFAULT = 10
@@ -134,8 +139,11 @@ def recall(
                 k1=BM25_K1,
                 b=BM25_B,
                 stale_factor=STALE_FACTOR,
-                neighbour_weight=NEIGHBOUR_WEIGHT,
+                # neighbours lift hits in hybrid mode only: the single-signal modes are
+                # the baselines it is measured against
+                neighbour_weight=NEIGHBOUR_WEIGHT if use_vector and use_text else 0.0,
                 context_pool=CONTEXT_POOL,
+                context_window=CONTEXT_WINDOW,
             )
     return _within_budget([_hit(r) for r in rows], budget)
 

@@ -22,9 +22,10 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
 -- (cosine alone in vector mode, coverage alone in text mode).
 -- Stale episodes: an episode whose derived facts are all retired (superseded, expired or
 -- withdrawn) scores stale_factor times less, so its correction outranks it.
--- Context: an episode adjacent by id to one of the best context_pool episodes, in the
--- same namespace and session (same occurred_at, or same metadata.session or
--- metadata.thread), scores at least neighbour_weight times that hit's score.
+-- Context: an episode within context_window places (by id) of one of the best
+-- context_pool episodes, in the same namespace and session (the same given occurred_at,
+-- or the same metadata.session or metadata.thread), gains neighbour_weight times that
+-- hit's score.
 -- Facts: current only by default; valid at as_of when given; everything with
 -- include_history. Episodes: not forgotten (as_of: created by then, not forgotten then).
 WITH
@@ -46,16 +47,18 @@ terms AS (
     GROUP BY q.lexeme
 ),
 weights AS (
+    -- every query lexeme, seen or not: a word no row contains is information the query
+    -- asks for and no row has (it counts in full_match, so coverage stays low)
     SELECT t.lexeme, t.df, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf,
            sum(t.df) OVER (ORDER BY t.df, t.lexeme) AS cumulative_df,
-           row_number() OVER (ORDER BY t.df, t.lexeme) AS rarity
+           row_number() OVER (PARTITION BY t.df > 0 ORDER BY t.df, t.lexeme) AS rarity
     FROM terms t, corpus c
-    WHERE t.df > 0
 ),
 tq AS (
     SELECT (SELECT NULLIF(array_to_string(ARRAY(
                 SELECT '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
-                FROM weights w WHERE w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1), ' | '), '')
+                FROM weights w
+                WHERE w.df > 0 AND (w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1)), ' | '), '')
            )::tsquery AS q_rare,
            (SELECT sum(w.idf) FROM weights w) AS full_match
 ),
@@ -153,16 +156,18 @@ neighbours AS (
     SELECT n.id, max(p.score) AS score
     FROM pool p
     CROSS JOIN LATERAL (
-        (SELECT e.id, e.occurred_at, e.metadata FROM episodes e
+        (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
          WHERE e.namespace_id = p.namespace_id AND e.id < p.id AND e.deleted_at IS NULL
-         ORDER BY e.id DESC LIMIT 1)
+         ORDER BY e.id DESC LIMIT %(context_window)s)
         UNION ALL
-        (SELECT e.id, e.occurred_at, e.metadata FROM episodes e
+        (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
          WHERE e.namespace_id = p.namespace_id AND e.id > p.id AND e.deleted_at IS NULL
-         ORDER BY e.id LIMIT 1)
+         ORDER BY e.id LIMIT %(context_window)s)
     ) n
     WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL
-      AND (n.occurred_at = p.occurred_at
+      -- a shared occurred_at marks a session only when it was given: episodes written
+      -- without one in the same transaction share now() and are no session
+      AND ((n.occurred_at = p.occurred_at AND n.occurred_at <> n.created_at)
            OR n.metadata ->> 'session' = p.metadata ->> 'session'
            OR n.metadata ->> 'thread' = p.metadata ->> 'thread')
     GROUP BY n.id

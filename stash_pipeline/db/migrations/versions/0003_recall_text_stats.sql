@@ -78,26 +78,37 @@ BEGIN
         PERFORM pg_advisory_xact_lock(7311, (ns % 2147483647)::int);
     END LOOP;
 
-    -- a namespace being deleted has no row left to reference: skip it (its statistics
-    -- rows go with it, by ON DELETE CASCADE)
+    -- Growth is upserted; shrinkage only updates existing rows: a namespace being
+    -- deleted may already have lost its statistics rows (ON DELETE CASCADE), and nothing
+    -- must be re-created for it.
     INSERT INTO recall_text_stats AS s (namespace_id, documents, total_length)
     SELECT d.namespace_id, sum(d.sign), sum(d.sign * recall_text_length(d.search))
     FROM unnest(deltas) AS d
-    WHERE EXISTS (SELECT 1 FROM namespaces n WHERE n.id = d.namespace_id)
     GROUP BY d.namespace_id
+    HAVING sum(d.sign) > 0
     ORDER BY d.namespace_id
     ON CONFLICT (namespace_id) DO UPDATE
         SET documents = s.documents + EXCLUDED.documents,
             total_length = s.total_length + EXCLUDED.total_length;
+    UPDATE recall_text_stats s
+    SET documents = s.documents + g.documents, total_length = s.total_length + g.total_length
+    FROM (SELECT d.namespace_id, sum(d.sign) AS documents, sum(d.sign * recall_text_length(d.search)) AS total_length
+          FROM unnest(deltas) AS d GROUP BY d.namespace_id HAVING sum(d.sign) <= 0) g
+    WHERE s.namespace_id = g.namespace_id;
 
     INSERT INTO recall_term_stats AS s (namespace_id, lexeme, documents)
     SELECT d.namespace_id, u.lexeme, sum(d.sign)
     FROM unnest(deltas) AS d CROSS JOIN LATERAL unnest(d.search) AS u
-    WHERE EXISTS (SELECT 1 FROM namespaces n WHERE n.id = d.namespace_id)
     GROUP BY d.namespace_id, u.lexeme
-    HAVING sum(d.sign) <> 0
+    HAVING sum(d.sign) > 0
     ORDER BY d.namespace_id, u.lexeme
     ON CONFLICT (namespace_id, lexeme) DO UPDATE SET documents = s.documents + EXCLUDED.documents;
+    UPDATE recall_term_stats s
+    SET documents = s.documents + g.documents
+    FROM (SELECT d.namespace_id, u.lexeme, sum(d.sign) AS documents
+          FROM unnest(deltas) AS d CROSS JOIN LATERAL unnest(d.search) AS u
+          GROUP BY d.namespace_id, u.lexeme HAVING sum(d.sign) < 0) g
+    WHERE s.namespace_id = g.namespace_id AND s.lexeme = g.lexeme;
     RETURN NULL;
 END $$;
 
