@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from stash_pipeline import errors
 from stash_pipeline.memory import episodes, facts, interchange, namespaces, recall
 
 NS = "/chat/one"
@@ -196,3 +197,59 @@ def test_an_episode_whose_facts_were_all_superseded_loses_to_its_correction(stor
     assert after[new] > after[old]  # the correction now wins
     history = scores(include_history=True)
     assert history[old] / history[twin] == pytest.approx(before[old] / before[twin], rel=0.05)
+
+
+def test_lean_results_have_no_nulls_and_parts_only_on_request(store):
+    namespaces.create(store, NS)
+    episodes.remember(store, NS, "The deploy uses blue-green on Fridays")
+    facts.assert_fact(store, NS, "Deploys happen on Fridays")
+    lean = recall.recall_results(store, "when do we deploy", NS)["results"]
+    assert {item["kind"] for item in lean} == {"fact", "episode"}
+    for item in lean:
+        assert "score_parts" not in item and "embedding" not in item
+        assert all(value is not None and value != {} for value in item.values())
+        assert 0 <= item["relevance"] <= 1
+    episode = next(item for item in lean if item["kind"] == "episode")
+    assert "confidence" not in episode and "valid_from" not in episode and "occurred_at" in episode
+    detailed = recall.recall_results(store, "when do we deploy", NS, score_parts=True)["results"]
+    assert all(set(item["score_parts"]) <= {"vector", "text", "coverage", "context"} for item in detailed)
+    assert all(None not in item["score_parts"].values() for item in detailed)
+
+
+def test_max_tokens_counts_the_serialised_result(store):
+    namespaces.create(store, NS)
+    episodes.remember_batch(store, NS, [{"content": f"deploy note {i}: blue-green on Fridays",
+                                         "metadata": {"source": "runbook", "page": i}} for i in range(8)])
+    everything = recall.recall_results(store, "deploy", NS)["results"]
+    one = recall.serialised_tokens(everything[0])
+    content_only = recall.estimate_tokens(everything[0]["content"])
+    assert one > 2 * content_only  # ids, dates, metadata and scores are part of the bill
+    budget = recall.serialised_tokens({"results": everything[:3]}) + 1
+    fitted = recall.recall_results(store, "deploy", NS, max_tokens=budget)
+    assert fitted["results"] == everything[:3]
+    assert recall.serialised_tokens(fitted) <= budget
+    assert recall.recall_results(store, "deploy", NS, max_tokens=1)["results"] == []
+    with pytest.raises(errors.InvalidInput):
+        recall.recall_results(store, "deploy", NS, max_tokens=0)
+
+
+def test_context_option_returns_the_turns_around_an_episode_hit(store):
+    namespaces.create(store, NS)
+    day = "2023-05-08T13:56:00+00:00"
+    turns = ["Caroline: we adopted a beagle from the rescue", "Melanie: what's he called?",
+             "Caroline: Biscuit, he stole my spot", "Melanie: so cute", "Caroline: anyway, work is busy"]
+    ids = [r["id"] for r in episodes.remember_batch(store, NS, [{"content": t, "occurred_at": day} for t in turns])]
+    elsewhere = episodes.remember(store, NS, "Melanie: a beagle barked all night", occurred_at="2023-06-01T00:00:00Z")["id"]
+
+    def by_id(**options):
+        return {item["id"]: item for item in recall.recall_results(store, "Biscuit", NS, limit=1, **options)["results"]}
+
+    assert by_id()[ids[2]]["context"] == [{"id": ids[1], "content": turns[1]}, {"id": ids[3], "content": turns[3]}]
+    wide = by_id(context=2)[ids[2]]["context"]
+    assert [c["id"] for c in wide] == [ids[0], ids[1], ids[3], ids[4]]
+    assert "context" not in by_id(context=0)[ids[2]]
+    near = {item["id"]: item for item in recall.recall_results(store, "beagle", NS, context=5)["results"]}
+    assert elsewhere in near and "context" not in near[elsewhere]  # alone in its session
+    assert all(c["id"] not in near for item in near.values() for c in item.get("context", []))
+    with pytest.raises(errors.InvalidInput):
+        recall.recall_results(store, "beagle", NS, context=99)

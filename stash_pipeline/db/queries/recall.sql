@@ -216,3 +216,24 @@ FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
 WHERE e.deleted_at IS NULL AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
 ORDER BY e.embedding <=> %(embedding)s::vector
 LIMIT %(limit)s
+
+-- recall_neighbours --
+-- The turns around each hit (for recall's context option): up to %(window)s episodes on
+-- each side by id, in the hit's namespace and session (the same given occurred_at, or the
+-- same metadata.session or metadata.thread), not forgotten.
+SELECT h.id AS hit_id, n.id, n.content, n.occurred_at
+FROM episodes h
+CROSS JOIN LATERAL (
+    (SELECT e.id, e.content, e.occurred_at, e.created_at, e.metadata FROM episodes e
+     WHERE e.namespace_id = h.namespace_id AND e.id < h.id AND e.deleted_at IS NULL
+     ORDER BY e.id DESC LIMIT %(window)s)
+    UNION ALL
+    (SELECT e.id, e.content, e.occurred_at, e.created_at, e.metadata FROM episodes e
+     WHERE e.namespace_id = h.namespace_id AND e.id > h.id AND e.deleted_at IS NULL
+     ORDER BY e.id LIMIT %(window)s)
+) n
+WHERE h.id = ANY(%(ids)s)
+  AND ((n.occurred_at = h.occurred_at AND n.occurred_at <> n.created_at)
+       OR n.metadata ->> 'session' = h.metadata ->> 'session'
+       OR n.metadata ->> 'thread' = h.metadata ->> 'thread')
+ORDER BY h.id, n.id
