@@ -53,7 +53,7 @@ CANDIDATE_FACTOR = 3
 MIN_CANDIDATES = 30
 #: full-text candidates: the query's rarest lexemes are matched while their summed
 #: document frequency stays within this many rows (per kind, newest first beyond it)
-TEXT_SCAN_LIMIT = 1000
+TEXT_SCAN_LIMIT = 400
 EF_SEARCH = 100
 #: an episode next to one of the best CONTEXT_POOL episodes (same namespace, same session)
 #: scores at least NEIGHBOUR_WEIGHT times that hit's score: in a conversation the turn that

@@ -15,7 +15,7 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
 -- newest %(text_scan_limit)s matches are taken.
 -- Scores, for every candidate: cosine similarity, and Okapi BM25 over the namespaces in
 -- scope (document frequencies and lengths from recall_term_stats / recall_text_stats,
--- term frequency and length from the row's tsvector). coverage = BM25 / sum of the query
+-- term frequency and length (distinct lexemes) from the row's tsvector). coverage = BM25 / sum of the query
 -- lexemes' idf (what a row holding every query lexeme once at average length scores):
 -- the share of the query's information the row matches, comparable across queries.
 -- Fused score = w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1)
@@ -86,49 +86,63 @@ episode_vec AS (
     LIMIT %(candidates)s
 ),
 fact_text AS (
-    SELECT f.id FROM facts f, tq
+    SELECT f.id, f.search FROM facts f, tq
     WHERE %(use_text)s AND f.search @@ tq.q_rare
       AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
-    ORDER BY f.id DESC
-    LIMIT %(text_scan_limit)s
-),
-episode_text AS (
-    SELECT e.id FROM episodes e, tq
-    WHERE %(use_text)s AND e.search @@ tq.q_rare
-      AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
-    ORDER BY e.id DESC
-    LIMIT %(text_scan_limit)s
-),
-candidates AS (
-    SELECT 'fact'::text AS kind, f.id, f.namespace_id, f.search, f.embedding,
-           NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
-    FROM facts f
-    WHERE f.id IN (SELECT id FROM fact_vec UNION SELECT id FROM fact_text)
       AND (%(include_history)s OR %(as_of)s::timestamptz IS NOT NULL
            OR (f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())))
       AND (%(as_of)s::timestamptz IS NULL
            OR (f.created_at <= %(as_of)s::timestamptz AND f.valid_from <= %(as_of)s::timestamptz
                AND (f.valid_until IS NULL OR f.valid_until > %(as_of)s::timestamptz)
                AND (f.withdrawn_at IS NULL OR f.withdrawn_at > %(as_of)s::timestamptz)))
-    UNION ALL
-    SELECT 'episode'::text, e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
-    FROM episodes e
-    WHERE e.id IN (SELECT id FROM episode_vec UNION SELECT id FROM episode_text)
+    ORDER BY f.id DESC
+    LIMIT %(text_scan_limit)s
+),
+episode_text AS (
+    SELECT e.id, e.search FROM episodes e, tq
+    WHERE %(use_text)s AND e.search @@ tq.q_rare
+      AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
       AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
                 ELSE e.created_at <= %(as_of)s::timestamptz
                      AND (e.deleted_at IS NULL OR e.deleted_at > %(as_of)s::timestamptz) END)
+    ORDER BY e.id DESC
+    LIMIT %(text_scan_limit)s
 ),
-scored AS (
+-- the best text matches by BM25 join the vector candidates (cosine is computed only for
+-- this short list, not for every match)
+text_top AS (
+    SELECT m.kind, m.id
+    FROM (SELECT 'fact'::text AS kind, id, search FROM fact_text
+          UNION ALL SELECT 'episode'::text, id, search FROM episode_text) m, corpus co
+    ORDER BY COALESCE((
+                 SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                            / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(m.search) / co.average_length)))
+                 FROM unnest(m.search) AS u
+                 JOIN weights w ON w.lexeme = u.lexeme
+                 CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) DESC, m.id DESC
+    LIMIT 2 * %(candidates)s
+),
+candidates AS (
+    SELECT 'fact'::text AS kind, f.id, f.namespace_id, f.search, f.embedding,
+           NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
+    FROM facts f
+    WHERE f.id IN (SELECT id FROM fact_vec UNION SELECT id FROM text_top WHERE kind = 'fact')
+    UNION ALL
+    SELECT 'episode'::text, e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
+    FROM episodes e
+    WHERE e.id IN (SELECT id FROM episode_vec UNION SELECT id FROM text_top WHERE kind = 'episode')
+),
+-- MATERIALIZED: every score is computed once per candidate, however often it is used
+scored AS MATERIALIZED (
     SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata,
            CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> %(embedding)s::vector) END AS cosine,
            CASE WHEN %(use_text)s THEN COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
-                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * recall_text_length(c.search) / co.average_length)))
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(c.search) / co.average_length)))
                FROM unnest(c.search) AS u
                JOIN weights w ON w.lexeme = u.lexeme
-               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf
-               CROSS JOIN corpus co), 0) END AS bm25
-    FROM candidates c
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) END AS bm25
+    FROM candidates c, corpus co
 ),
 fused AS (
     SELECT s.*,

@@ -3,7 +3,7 @@
 -- ts_rank_cd has no inverse document frequency: in a chat history the speaker's name and
 -- everyday words outvote the one rare word that matters. BM25 needs, per namespace, how
 -- many live documents contain each lexeme and the documents' count and total length (in
--- lexeme occurrences, stop words excluded, as to_tsvector counts them). Episodes and facts
+-- distinct lexemes, stop words excluded). Episodes and facts
 -- form one corpus per namespace, because recall ranks them together. "Live" = what recall
 -- can return by default: episodes not forgotten, facts not withdrawn.
 --
@@ -29,11 +29,10 @@ CREATE TABLE recall_text_stats (
     total_length bigint NOT NULL CHECK (total_length >= 0)
 );
 
--- Number of lexeme occurrences in a tsvector (its BM25 document length).
+-- A document's BM25 length: its number of distinct lexemes (length(tsvector), no unnest:
+-- recall computes it for every candidate; in short texts it is nearly the word count).
 CREATE FUNCTION recall_text_length(doc tsvector) RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT COALESCE(sum(COALESCE(array_length(u.positions, 1), 1)), 0)::integer FROM unnest(doc) AS u
-$$;
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT length(doc) $$;
 
 -- One signed document change: +1 for a document entering the live corpus, -1 for one leaving.
 CREATE TYPE recall_stats_delta AS (namespace_id bigint, search tsvector, sign integer);
