@@ -54,6 +54,9 @@ MIN_CANDIDATES = 30
 #: full-text candidates: the query's rarest lexemes are matched while their summed
 #: document frequency stays within this many rows (per kind, newest first beyond it)
 TEXT_SCAN_LIMIT = 400
+#: of those matches, the best this many by BM25 join the vector candidates (cosine and the
+#: fused score are computed for the union only)
+TEXT_CANDIDATES = 60
 EF_SEARCH = 100
 #: an episode next to one of the best CONTEXT_POOL episodes (same namespace, same session)
 #: scores at least NEIGHBOUR_WEIGHT times that hit's score: in a conversation the turn that
@@ -148,6 +151,7 @@ def recall(
                 as_of=when,
                 include_history=bool(include_history),
                 candidates=max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit),
+                text_candidates=TEXT_CANDIDATES,
                 limit=limit,
                 w_vector=W_VECTOR,
                 k1=BM25_K1,

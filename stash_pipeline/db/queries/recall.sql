@@ -120,7 +120,7 @@ text_top AS (
                  FROM unnest(m.search) AS u
                  JOIN weights w ON w.lexeme = u.lexeme
                  CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) DESC, m.id DESC
-    LIMIT 2 * %(candidates)s
+    LIMIT %(text_candidates)s
 ),
 candidates AS (
     SELECT 'fact'::text AS kind, f.id, f.namespace_id, f.search, f.embedding,
@@ -186,11 +186,34 @@ neighbours AS (
            OR n.metadata ->> 'thread' = p.metadata ->> 'thread')
     GROUP BY n.id
 ),
+-- neighbours that were no candidate get their own scores too (a handful of rows), so a
+-- reply that shares a little with the query and follows a strong hit can rank
+extra AS MATERIALIZED (
+    SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> %(embedding)s::vector) AS cosine,
+           COALESCE((
+               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(e.search) / co.average_length)))
+               FROM unnest(e.search) AS u
+               JOIN weights w ON w.lexeme = u.lexeme
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25
+    FROM episodes e, corpus co
+    WHERE e.id IN (SELECT n.id FROM neighbours n)
+      AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
+),
+own AS (
+    SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score FROM fused f
+    UNION ALL
+    -- (neighbours exist in hybrid mode only, so this is the hybrid formula)
+    SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0),
+           %(w_vector)s * GREATEST(x.cosine, 0)
+           + (1 - %(w_vector)s) * LEAST(COALESCE(x.bm25 / NULLIF(tq.full_match, 0), 0), 1)
+    FROM extra x, tq
+),
 ranked AS (
-    SELECT COALESCE(f.kind, 'episode') AS kind, COALESCE(f.id, nb.id) AS id,
-           f.cosine, f.bm25, f.coverage, f.score AS own_score, %(neighbour_weight)s::float8 * nb.score AS context_score,
-           COALESCE(f.score, 0) + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score
-    FROM fused f FULL JOIN neighbours nb ON f.kind = 'episode' AND nb.id = f.id
+    SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
+           %(neighbour_weight)s::float8 * nb.score AS context_score,
+           o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score
+    FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id
     ORDER BY score DESC, kind, id DESC
     LIMIT %(limit)s
 )
