@@ -223,8 +223,6 @@ class RecallHit(Record):
     namespace: str
     content: str
     score: float
-    #: the score clipped to [0, 1]: comparable across queries, for an agent to threshold
-    relevance: float
     score_parts: dict[str, float | None]
     confidence: float | None = None
     occurred_at: datetime | None = None
@@ -233,6 +231,12 @@ class RecallHit(Record):
     source_episode_ids: list[int] | None = None
     metadata: dict[str, Any] | None = None
     current: bool | None = None
+
+    @property
+    def relevance(self) -> float:
+        """The score clipped to [0, 1]: comparable across queries, for an agent to threshold
+        (``recall.RELEVANCE_FLOOR``); ``recall.recall_results`` puts it in every result."""
+        return round(min(max(self.score, 0.0), 1.0), 4)
 
 
 class ForgetPreview(Record):

@@ -170,6 +170,7 @@ def compact(hit: RecallHit, *, score_parts: bool = False) -> dict[str, Any]:
     """One hit as an agent reads it: no null or empty fields, score_parts only when asked."""
     data = hit.to_json()
     data["score"] = round(hit.score, 4)
+    data["relevance"] = hit.relevance
     parts = data.pop("score_parts")
     if score_parts:
         data["score_parts"] = {key: round(value, 4) for key, value in parts.items() if value is not None}
@@ -261,7 +262,6 @@ def _hit(row: dict[str, Any]) -> RecallHit:
         namespace=row["namespace"],
         content=row["content"],
         score=float(row["score"]),
-        relevance=round(min(max(float(row["score"]), 0.0), 1.0), 4),
         score_parts={
             "vector": _optional(row["cosine"]),
             "text": _optional(row["bm25"]),
@@ -301,7 +301,6 @@ def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit
             namespace=r["namespace"],
             content=r["content"],
             score=float(r["similarity"]),
-            relevance=round(min(max(float(r["similarity"]), 0.0), 1.0), 4),
             score_parts={"vector": float(r["similarity"]), "text": None},
             confidence=float(r["confidence"]) if r["kind"] == "fact" else None,
             occurred_at=r.get("occurred_at"),

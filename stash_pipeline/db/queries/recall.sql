@@ -13,15 +13,17 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
 -- matched are bounded by construction (latency stays flat as the store grows) and no
 -- older row is dropped for a newer one; when even the rarest lexeme is that common, its
 -- newest %(text_scan_limit)s matches are taken.
+-- The best %(text_candidates)s of those matches by BM25 join the vector candidates.
 -- Scores, for every candidate: cosine similarity, and Okapi BM25 over the namespaces in
--- scope (document frequencies and lengths from recall_term_stats / recall_text_stats,
--- term frequency and length (distinct lexemes) from the row's tsvector). coverage = BM25 / sum of the query
--- lexemes' idf (what a row holding every query lexeme once at average length scores):
--- the share of the query's information the row matches, comparable across queries.
+-- scope (document frequencies and lengths from recall_term_stats / recall_text_stats;
+-- term frequency and length, in distinct lexemes, from the row's tsvector).
+-- coverage = BM25 / the sum of the query lexemes' idf (what a row holding every query
+-- lexeme once at average length scores): the share of the query's information the row
+-- matches, comparable across queries.
 -- Fused score = w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1)
 -- (cosine alone in vector mode, coverage alone in text mode).
 -- Stale episodes: an episode whose derived facts are all retired (superseded, expired or
--- withdrawn) scores stale_factor times less, so its correction outranks it.
+-- withdrawn) has its score multiplied by stale_factor, so its correction outranks it.
 -- Context: an episode within context_window places (by id) of one of the best
 -- context_pool episodes, in the same namespace and session (the same given occurred_at,
 -- or the same metadata.session or metadata.thread), gains neighbour_weight times that

@@ -3,9 +3,9 @@
 -- ts_rank_cd has no inverse document frequency: in a chat history the speaker's name and
 -- everyday words outvote the one rare word that matters. BM25 needs, per namespace, how
 -- many live documents contain each lexeme and the documents' count and total length (in
--- distinct lexemes, stop words excluded). Episodes and facts
--- form one corpus per namespace, because recall ranks them together. "Live" = what recall
--- can return by default: episodes not forgotten, facts not withdrawn.
+-- distinct lexemes, stop words excluded). Episodes and facts form one corpus per
+-- namespace, because recall ranks them together. "Live" = what recall can return by
+-- default: episodes not forgotten, facts not withdrawn.
 --
 -- Statement-level triggers with transition tables keep both tables current on insert
 -- (remember, remember_batch, import, COPY), delete (purge, namespace deletion) and on the
@@ -29,8 +29,9 @@ CREATE TABLE recall_text_stats (
     total_length bigint NOT NULL CHECK (total_length >= 0)
 );
 
--- A document's BM25 length: its number of distinct lexemes (length(tsvector), no unnest:
--- recall computes it for every candidate; in short texts it is nearly the word count).
+-- A document's BM25 length: its number of distinct lexemes (length(tsvector), cheap; in
+-- short texts it is nearly the word count). The statistics sum it; recall's query uses
+-- length(search) directly, the same number.
 CREATE FUNCTION recall_text_length(doc tsvector) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT length(doc) $$;
 
