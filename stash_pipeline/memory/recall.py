@@ -58,9 +58,9 @@ TEXT_SCAN_LIMIT = 400
 #: fused score are computed for the union only)
 TEXT_CANDIDATES = 60
 EF_SEARCH = 100
-#: an episode next to one of the best CONTEXT_POOL episodes (same namespace, same session)
-#: scores at least NEIGHBOUR_WEIGHT times that hit's score: in a conversation the turn that
-#: answers often follows the one that names the subject
+#: hybrid mode: an episode within CONTEXT_WINDOW turns of one of the best CONTEXT_POOL
+#: episodes (same namespace, same session) gains NEIGHBOUR_WEIGHT times that hit's score:
+#: in a conversation the turn that answers often follows the one that names the subject
 NEIGHBOUR_WEIGHT = 0.35
 CONTEXT_POOL = 20
 #: how many episodes on each side of a hit count as its neighbours
