@@ -232,6 +232,12 @@ class RecallHit(Record):
     metadata: dict[str, Any] | None = None
     current: bool | None = None
 
+    @property
+    def relevance(self) -> float:
+        """The score clipped to [0, 1]: comparable across queries, for an agent to threshold
+        (``recall.RELEVANCE_FLOOR``); ``recall.recall_results`` puts it in every result."""
+        return round(min(max(self.score, 0.0), 1.0), 4)
+
 
 class ForgetPreview(Record):
     """What `forget` matched (and, unless preview, withdrew)."""

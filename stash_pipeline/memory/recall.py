@@ -1,24 +1,35 @@
 """Recall: hybrid retrieval over current facts and episodes, ranked together.
 
-Four candidate lists come back from ONE SQL statement (``recall_hybrid``): pgvector HNSW
-cosine over facts and over episodes (ranked together by distance) and Postgres full text
-over facts and over episodes (ranked together by ``ts_rank_cd``). The two rankings are
-fused by weighted reciprocal rank fusion::
+One SQL statement (``recall_hybrid``) gathers candidates — pgvector HNSW cosine over facts
+and over episodes, and full-text matches of the query's rarest words — and scores each:
 
-    rrf = W_VECTOR / (RRF_K + vector_rank) + W_TEXT / (RRF_K + text_rank)
+* ``vector``: cosine similarity to the query;
+* ``text``: Okapi BM25 (k1 = BM25_K1, b = BM25_B) with per-namespace document
+  frequencies and lengths that triggers keep current on every write, forget, purge and
+  namespace deletion (``recall_term_stats`` / ``recall_text_stats``);
+* ``coverage``: BM25 divided by the sum of the query words' idf, i.e. the share of the
+  query's information the row matches (unseen query words count: "quantum banana
+  telescope" matches nothing and covers 0);
+* fused: ``W_VECTOR * cosine + (1 - W_VECTOR) * coverage``, times STALE_FACTOR for an
+  episode whose derived facts were all retired (its correction wins);
+* ``context``: in hybrid mode, an episode within CONTEXT_WINDOW turns of one of the best
+  CONTEXT_POOL episodes, in the same session (same given ``occurred_at``, or the same
+  ``metadata.session`` / ``metadata.thread``), gains NEIGHBOUR_WEIGHT times that hit's
+  score: in a conversation the answer is often the reply after the turn naming the topic.
 
-so an exact identifier ("ERR-4521") found only by full text competes with a paraphrase
-found only by the embedding, and neither facts nor episodes take every slot by kind (the
-reference's "facts first" — kept as ``facts_first_recall`` for the benchmark baseline).
+``relevance`` is the score clipped to [0, 1]. It is absolute (cosine and coverage do not
+depend on the other results), so an agent can threshold it: below RELEVANCE_FLOOR a hit is
+probably not about the query.
 
-Retired facts are excluded unless asked (``include_history``, ``as_of``). HNSW is
-searched with ``hnsw.ef_search`` = EF_SEARCH and iterative scans in relaxed order, so
-namespace and validity filters applied during the scan still yield enough candidates.
-Results never carry vectors.
+``recall`` returns ``RecallHit`` records; ``recall_results`` returns the lean JSON shape
+for agents (no nulls, score_parts on request, neighbour turns as ``context``, max_tokens
+counted on the serialised results). Retired facts are excluded unless asked
+(``include_history``, ``as_of``). Results never carry vectors.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Any
@@ -29,33 +40,40 @@ from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
 
-# Fusion constants (module level so bench/ can tune them; see bench/ for the measurement).
-# Chosen on the dev split of bench/data (325 questions, 2,300 episodes) and confirmed on
-# the held-out test split: recall@10 0.954 vs 0.877 for k=60/w=1/"all" (bench/README.md §5).
-RRF_K = 5
-W_VECTOR = 1.0
-W_TEXT = 1.5
-#: share of W_TEXT a full-text hit gets when it matches only some of the query's terms
-#: and none of its identifiers (one shared common word must not outvote the vector
-#: ranking); chosen on the DEV split with the real query (bench/retrieval_quality.py)
-W_TEXT_PARTIAL = 0.5
-#: candidates per list = max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit)
+# Ranking constants (module level so bench/ can tune them; chosen on the DEV split of the
+# conversational set in bench/data, see bench/README.md).
+#: weight of the cosine similarity in the fused score; the rest goes to BM25 coverage
+W_VECTOR = 0.4
+#: Okapi BM25 parameters (the usual defaults)
+BM25_K1 = 1.2
+BM25_B = 0.75
+#: candidates per vector list = max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit)
 CANDIDATE_FACTOR = 3
 MIN_CANDIDATES = 30
-#: "all": a text candidate needs every query term (websearch_to_tsquery semantics);
-#: "any": any stemmed query term (OR), ranked by cover density. On the 325-question
-#: bench set, text-only recall@10 is 0.93 with "any" and 0.20 with "all" (natural
-#: questions rarely share every word with the answer); every top dev setting used "any".
-#: (On the 26-question tests/data/recall_small.jsonl, "all" was slightly better.)
-TEXT_MATCH = "any"
-#: ts_rank_cd normalisation bits (0 = none, 1 = divide by 1 + log(document length), ...)
-TEXT_RANK_NORMALIZATION = 1
-EF_SEARCH = 100
-#: full-text matches ranked per kind at most (newest first), so latency stays flat when
-#: thousands of rows share every query term (bench/recall_latency.py --large)
+#: full-text candidates: the query's rarest lexemes are matched while their summed
+#: document frequency stays within this many rows (per kind, newest first beyond it)
 TEXT_SCAN_LIMIT = 400
+#: of those matches, the best this many by BM25 join the vector candidates (cosine and the
+#: fused score are computed for the union only)
+TEXT_CANDIDATES = 60
+EF_SEARCH = 100
+#: hybrid mode: an episode within CONTEXT_WINDOW turns of one of the best CONTEXT_POOL
+#: episodes (same namespace, same session) gains NEIGHBOUR_WEIGHT times that hit's score:
+#: in a conversation the turn that answers often follows the one that names the subject
+NEIGHBOUR_WEIGHT = 0.35
+CONTEXT_POOL = 20
+#: how many episodes on each side of a hit count as its neighbours
+CONTEXT_WINDOW = 2
+#: ``relevance`` below this means "probably not about the query" (a query about nothing,
+#: "quantum banana telescope", stays under it; chosen on the DEV split, bench/README.md)
+RELEVANCE_FLOOR = 0.3
+#: factor on an episode whose derived facts were all retired (its correction should win)
+STALE_FACTOR = 0.5
 LIMIT_DEFAULT = 10
 LIMIT_MAX = 100
+#: turns on each side of an episode hit that recall_results returns with it by default
+CONTEXT_DEFAULT = 1
+CONTEXT_MAX = 5
 MODES = ("hybrid", "vector", "text")
 
 
@@ -77,7 +95,7 @@ def _max_tokens(value: Any) -> int | None:
 
 def estimate_tokens(text: str) -> int:
     """Rough token count (≈ 4 characters per token), used for the max_tokens budget."""
-    return max(1, (len(text) + 3) // 4)
+    return _tokens_of(len(text))
 
 
 def _within_budget(hits: list[RecallHit], max_tokens: int | None) -> list[RecallHit]:
@@ -126,23 +144,100 @@ def recall(
                 embedding=embedding,
                 use_vector=use_vector,
                 use_text=use_text,
-                text_any=TEXT_MATCH == "any",
-                identifiers=identifier_tokens(text),
-                # the text-only baseline ranks every any-term match (LIMIT NULL = no limit)
-                text_scan_limit=TEXT_SCAN_LIMIT if use_vector else None,
-                rank_normalization=TEXT_RANK_NORMALIZATION,
+                text_scan_limit=TEXT_SCAN_LIMIT,
                 all_namespaces=all_ns,
                 namespace_ids=ids,
                 as_of=when,
                 include_history=bool(include_history),
                 candidates=max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit),
+                text_candidates=TEXT_CANDIDATES,
                 limit=limit,
                 w_vector=W_VECTOR,
-                w_text=W_TEXT,
-                w_text_partial=W_TEXT * W_TEXT_PARTIAL,
-                rrf_k=RRF_K,
+                k1=BM25_K1,
+                b=BM25_B,
+                stale_factor=STALE_FACTOR,
+                # neighbours lift hits in hybrid mode only: the single-signal modes are
+                # the baselines it is measured against
+                neighbour_weight=NEIGHBOUR_WEIGHT if use_vector and use_text else 0.0,
+                context_pool=CONTEXT_POOL,
+                context_window=CONTEXT_WINDOW,
             )
     return _within_budget([_hit(r) for r in rows], budget)
+
+
+def compact(hit: RecallHit, *, score_parts: bool = False) -> dict[str, Any]:
+    """One hit as an agent reads it: no null or empty fields, score_parts only when asked."""
+    data = hit.to_json()
+    data["score"] = round(hit.score, 4)
+    data["relevance"] = hit.relevance
+    parts = data.pop("score_parts")
+    if score_parts:
+        data["score_parts"] = {key: round(value, 4) for key, value in parts.items() if value is not None}
+    return {key: value for key, value in data.items() if value is not None and value != {} and value != []}
+
+
+def _wire(item: Any) -> str:
+    return json.dumps(item, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _tokens_of(characters: int) -> int:
+    return max(1, (characters + 3) // 4)
+
+
+def serialised_tokens(item: Any) -> int:
+    """Tokens of ``item`` as it goes over the wire (compact JSON), the max_tokens currency."""
+    return _tokens_of(len(_wire(item)))
+
+
+def _context_window(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= CONTEXT_MAX:
+        raise errors.InvalidInput(f"context must be an integer between 0 and {CONTEXT_MAX}")
+    return value
+
+
+def recall_results(
+    store: Store,
+    query: str,
+    namespaces: Any = "/",
+    *,
+    limit: int = LIMIT_DEFAULT,
+    as_of: datetime | str | None = None,
+    include_history: bool = False,
+    max_tokens: int | None = None,
+    mode: str = "hybrid",
+    context: int = CONTEXT_DEFAULT,
+    score_parts: bool = False,
+) -> dict[str, Any]:
+    """Recall in the lean shape agents get: ``{"results": [compact hits]}``.
+
+    ``context`` adds up to that many turns on each side of an episode hit from its session
+    (``"context": [{"id", "content"}]``, in order), leaving out turns that are results
+    themselves. ``max_tokens`` bounds the serialised results (every field, context
+    included), in rank order: a result that does not fit ends the list.
+    """
+    budget = _max_tokens(max_tokens)
+    window = _context_window(context)
+    hits = recall(store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history, mode=mode)
+    around: dict[int, list[dict[str, Any]]] = {}
+    episode_ids = [h.id for h in hits if h.kind == "episode"]
+    if window and episode_ids:
+        with store.db.transaction() as tx:
+            for row in tx.all("recall_neighbours", ids=episode_ids, window=window):
+                if int(row["id"]) not in episode_ids:
+                    around.setdefault(int(row["hit_id"]), []).append({"id": int(row["id"]), "content": row["content"]})
+    results: list[dict[str, Any]] = []
+    characters = len(_wire({"results": []}))
+    for hit in hits:
+        item = compact(hit, score_parts=score_parts)
+        if hit.kind == "episode" and around.get(hit.id):
+            item["context"] = around[hit.id]
+        # exactly the characters this item adds to the serialised answer (and a comma)
+        added = len(_wire(item)) + (1 if results else 0)
+        if budget is not None and _tokens_of(characters + added) > budget:
+            break
+        characters += added
+        results.append(item)
+    return {"results": results}
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][\w.-]*(?:\d[\w.-]*|[-_][\w.-]+)")
@@ -154,19 +249,23 @@ def identifier_tokens(text: str) -> list[str]:
     return [t for t in tokens if any(ch.isdigit() for ch in t) or "-" in t or "_" in t]
 
 
+def _optional(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _hit(row: dict[str, Any]) -> RecallHit:
     is_fact = row["kind"] == "fact"
-    similarity = row["similarity"]
     return RecallHit(
         kind=row["kind"],
         id=int(row["id"]),
         namespace=row["namespace"],
         content=row["content"],
-        score=float(row["rrf"]),
+        score=float(row["score"]),
         score_parts={
-            "vector": None if similarity is None else float(similarity),
-            "text": None if row["text_rank"] is None else float(row["text_rank"]),
-            "rrf": float(row["rrf"]),
+            "vector": _optional(row["cosine"]),
+            "text": _optional(row["bm25"]),
+            "coverage": _optional(row["coverage"]),
+            "context": _optional(row["context_score"]),
         },
         confidence=float(row["confidence"]) if is_fact else None,
         occurred_at=None if is_fact else row["occurred_at"],
@@ -201,7 +300,7 @@ def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit
             namespace=r["namespace"],
             content=r["content"],
             score=float(r["similarity"]),
-            score_parts={"vector": float(r["similarity"]), "text": None, "rrf": None},
+            score_parts={"vector": float(r["similarity"]), "text": None},
             confidence=float(r["confidence"]) if r["kind"] == "fact" else None,
             occurred_at=r.get("occurred_at"),
             valid_from=r.get("valid_from"),

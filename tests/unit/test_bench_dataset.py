@@ -108,14 +108,3 @@ def test_metrics_count_relevant_hits_and_stale_wins() -> None:
     assert scores["stale_wins"] == 1.0  # the stale fact (rank 2) outranks the answer (rank 3)
     missed = score_question([("episode", 100 + i) for i in range(12)], {("episode", 1)}, set())
     assert missed == {"r@5": 0.0, "r@10": 0.0, "mrr": 0.0}
-
-
-def test_rrf_fusion_prefers_agreement_and_text_weight_matters() -> None:
-    from bench.retrieval_quality import fuse_normalised, fuse_rrf
-
-    vec = [(("episode", 1), 0.9), (("episode", 2), 0.8), (("fact", 3), 0.7)]
-    txt = [(("fact", 3), 5.0), (("episode", 4), 4.0)]
-    assert fuse_rrf(vec, txt, k=60, w_text=1.0)[0] == ("fact", 3)  # in both lists
-    assert fuse_rrf(vec, txt, k=1, w_text=0.1)[0] == ("episode", 1)  # text nearly ignored
-    assert fuse_normalised(vec, txt, alpha=1.0)[0] == ("episode", 1)
-    assert fuse_normalised(vec, txt, alpha=0.0)[0] == ("fact", 3)

@@ -5,17 +5,67 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
        set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan
 
 -- recall_hybrid --
--- Candidates from four lists in one round trip: HNSW cosine over facts and episodes,
--- full text over facts and episodes. Vector hits of both kinds are ranked together, text
--- hits likewise; the two rankings are fused by weighted reciprocal rank fusion, where a
--- text hit that matches only some query terms weighs less than one matching them all
--- (or one of the query's identifiers, the most specific evidence there is).
--- Facts: current only by default; valid at %(as_of)s when given; everything with
--- %(include_history)s. Episodes: not forgotten (as_of: created by then, not forgotten then).
+-- One statement: candidates, their scores, context neighbours, the top %(limit)s.
+--
+-- Candidates: HNSW cosine over facts and over episodes (%(candidates)s each), and
+-- full-text matches of the query's RAREST lexemes: lexemes are taken in ascending
+-- document frequency while their summed frequency fits %(text_scan_limit)s, so the rows
+-- matched are bounded by construction (latency stays flat as the store grows) and no
+-- older row is dropped for a newer one; when even the rarest lexeme is that common, its
+-- newest %(text_scan_limit)s matches are taken.
+-- The best %(text_candidates)s of those matches by BM25 join the vector candidates.
+-- Scores, for every candidate: cosine similarity, and Okapi BM25 over the namespaces in
+-- scope (document frequencies and lengths from recall_term_stats / recall_text_stats;
+-- term frequency and length, in distinct lexemes, from the row's tsvector).
+-- coverage = BM25 / the sum of the query lexemes' idf (what a row holding every query
+-- lexeme once at average length scores): the share of the query's information the row
+-- matches, comparable across queries.
+-- Fused score = w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1)
+-- (cosine alone in vector mode, coverage alone in text mode).
+-- Stale episodes: an episode whose derived facts are all retired (superseded, expired or
+-- withdrawn) has its score multiplied by stale_factor, so its correction outranks it.
+-- Context: an episode within context_window places (by id) of one of the best
+-- context_pool episodes, in the same namespace and session (the same given occurred_at,
+-- or the same metadata.session or metadata.thread), gains neighbour_weight times that
+-- hit's score.
+-- Facts: current only by default; valid at as_of when given; everything with
+-- include_history. Episodes: not forgotten (as_of: created by then, not forgotten then).
 WITH
+query_lexemes AS (
+    SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
+),
+corpus AS (
+    SELECT COALESCE(sum(documents), 0)::float8 AS documents,
+           GREATEST(COALESCE(sum(total_length), 0)::float8 / NULLIF(sum(documents), 0), 1) AS average_length
+    FROM recall_text_stats
+    WHERE %(use_text)s AND (%(all_namespaces)s OR namespace_id = ANY(%(namespace_ids)s))
+),
+terms AS (
+    SELECT q.lexeme, COALESCE(sum(t.documents), 0)::float8 AS df
+    FROM query_lexemes q
+    LEFT JOIN recall_term_stats t
+      ON t.lexeme = q.lexeme AND (%(all_namespaces)s OR t.namespace_id = ANY(%(namespace_ids)s))
+    WHERE %(use_text)s
+    GROUP BY q.lexeme
+),
+weights AS (
+    -- every query lexeme, seen or not: a word no row contains is information the query
+    -- asks for and no row has (it counts in full_match, so coverage stays low)
+    SELECT t.lexeme, t.df, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf,
+           sum(t.df) OVER (ORDER BY t.df, t.lexeme) AS cumulative_df,
+           row_number() OVER (PARTITION BY t.df > 0 ORDER BY t.df, t.lexeme) AS rarity
+    FROM terms t, corpus c
+),
+tq AS (
+    SELECT (SELECT NULLIF(array_to_string(ARRAY(
+                SELECT '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
+                FROM weights w
+                WHERE w.df > 0 AND (w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1)), ' | '), '')
+           )::tsquery AS q_rare,
+           (SELECT sum(w.idf) FROM weights w) AS full_match
+),
 fact_vec AS (
-    SELECT 'fact'::text AS kind, f.id, f.embedding <=> %(embedding)s::vector AS distance
-    FROM facts f
+    SELECT f.id FROM facts f
     WHERE %(use_vector)s
       AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
       AND (%(include_history)s OR %(as_of)s::timestamptz IS NOT NULL
@@ -28,8 +78,7 @@ fact_vec AS (
     LIMIT %(candidates)s
 ),
 episode_vec AS (
-    SELECT 'episode'::text AS kind, e.id, e.embedding <=> %(embedding)s::vector AS distance
-    FROM episodes e
+    SELECT e.id FROM episodes e
     WHERE %(use_vector)s
       AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
       AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
@@ -38,119 +87,155 @@ episode_vec AS (
     ORDER BY e.embedding <=> %(embedding)s::vector
     LIMIT %(candidates)s
 ),
-vec AS (
-    SELECT kind, id, distance, row_number() OVER (ORDER BY distance, kind, id) AS rnk
-    FROM (SELECT * FROM fact_vec UNION ALL SELECT * FROM episode_vec) u
-),
-tq AS (
-    -- q_all: every query term (websearch syntax: "phrases", -not, or)
-    -- q_any: any stemmed query term
-    -- q_ident: the query's identifier-like tokens (digits, '-', '_'), selective by
-    --          nature: "INC-8870", "ERR_CONN_RESET", "v7.4.2"
-    SELECT array_to_string(ARRAY(
-               SELECT '''' || replace(replace(l, '''', ''), '\', '') || ''''
-               FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
-               WHERE replace(replace(l, '''', ''), '\', '') <> ''), ' | ')::tsquery AS q_any,
-           websearch_to_tsquery('english', %(query)s) AS q_all,
-           -- each identifier as the AND of its own lexemes ('inc-8870' & 'inc' & '8870'),
-           -- OR-ed across identifiers; NULL when the query has none
-           (SELECT string_agg('(' || plainto_tsquery('english', t)::text || ')', ' | ')
-            FROM unnest(%(identifiers)s::text[]) AS t
-            WHERE plainto_tsquery('english', t)::text <> '')::tsquery AS q_ident
-),
--- Text candidates stay selective, so recall cost does not grow with how many rows share
--- a common word: 'strong' rows contain every query term or an identifier token (one
--- GIN-searchable tsquery); 'weak' rows are any-term matches among the vector candidates
--- (looked up by id: partial lexical evidence re-ranks them). At most text_scan_limit
--- strong rows, newest first, are ranked: thousands of rows sharing every query term
--- cost a scan, not thousands of rank computations. Text-only mode matches any term
--- instead: it is the benchmark baseline.
-fact_text_rows AS (
-    (SELECT f.id FROM facts f, tq
-     WHERE %(use_text)s AND f.search @@ (CASE WHEN %(use_vector)s OR NOT %(text_any)s
-                                              THEN tq.q_all || COALESCE(tq.q_ident, tq.q_all)
-                                              ELSE tq.q_any END)
-       AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
-     ORDER BY f.id DESC
-     LIMIT %(text_scan_limit)s)
-    UNION
-    SELECT f.id FROM facts f, tq
-    WHERE %(use_text)s AND %(use_vector)s AND %(text_any)s
-      AND f.id IN (SELECT id FROM fact_vec) AND f.search @@ tq.q_any
-),
 fact_text AS (
-    SELECT 'fact'::text AS kind, f.id, ts_rank_cd(f.search, tq.q_any, %(rank_normalization)s) AS rank,
-           (f.search @@ tq.q_all OR (tq.q_ident IS NOT NULL AND f.search @@ tq.q_ident)) AS all_terms
-    FROM fact_text_rows r JOIN facts f ON f.id = r.id, tq
-    WHERE (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
+    SELECT f.id, f.search FROM facts f, tq
+    WHERE %(use_text)s AND f.search @@ tq.q_rare
+      AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
       AND (%(include_history)s OR %(as_of)s::timestamptz IS NOT NULL
            OR (f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())))
       AND (%(as_of)s::timestamptz IS NULL
            OR (f.created_at <= %(as_of)s::timestamptz AND f.valid_from <= %(as_of)s::timestamptz
                AND (f.valid_until IS NULL OR f.valid_until > %(as_of)s::timestamptz)
                AND (f.withdrawn_at IS NULL OR f.withdrawn_at > %(as_of)s::timestamptz)))
-    ORDER BY all_terms DESC, rank DESC, f.id DESC
-    LIMIT %(candidates)s
-),
-episode_text_rows AS (
-    (SELECT e.id FROM episodes e, tq
-     WHERE %(use_text)s AND e.search @@ (CASE WHEN %(use_vector)s OR NOT %(text_any)s
-                                              THEN tq.q_all || COALESCE(tq.q_ident, tq.q_all)
-                                              ELSE tq.q_any END)
-       AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
-     ORDER BY e.id DESC
-     LIMIT %(text_scan_limit)s)
-    UNION
-    SELECT e.id FROM episodes e, tq
-    WHERE %(use_text)s AND %(use_vector)s AND %(text_any)s
-      AND e.id IN (SELECT id FROM episode_vec) AND e.search @@ tq.q_any
+    ORDER BY f.id DESC
+    LIMIT %(text_scan_limit)s
 ),
 episode_text AS (
-    SELECT 'episode'::text AS kind, e.id, ts_rank_cd(e.search, tq.q_any, %(rank_normalization)s) AS rank,
-           (e.search @@ tq.q_all OR (tq.q_ident IS NOT NULL AND e.search @@ tq.q_ident)) AS all_terms
-    FROM episode_text_rows r JOIN episodes e ON e.id = r.id, tq
-    WHERE (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
+    SELECT e.id, e.search FROM episodes e, tq
+    WHERE %(use_text)s AND e.search @@ tq.q_rare
+      AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
       AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
                 ELSE e.created_at <= %(as_of)s::timestamptz
                      AND (e.deleted_at IS NULL OR e.deleted_at > %(as_of)s::timestamptz) END)
-    ORDER BY all_terms DESC, rank DESC, e.id DESC
-    LIMIT %(candidates)s
+    ORDER BY e.id DESC
+    LIMIT %(text_scan_limit)s
 ),
-txt AS (
-    SELECT kind, id, rank, all_terms,
-           row_number() OVER (ORDER BY all_terms DESC, rank DESC, kind, id DESC) AS rnk
-    FROM (SELECT * FROM fact_text UNION ALL SELECT * FROM episode_text) u
+-- the best text matches by BM25 join the vector candidates (cosine is computed only for
+-- this short list, not for every match)
+text_top AS (
+    SELECT m.kind, m.id
+    FROM (SELECT 'fact'::text AS kind, id, search FROM fact_text
+          UNION ALL SELECT 'episode'::text, id, search FROM episode_text) m, corpus co
+    ORDER BY COALESCE((
+                 SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                            / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(m.search) / co.average_length)))
+                 FROM unnest(m.search) AS u
+                 JOIN weights w ON w.lexeme = u.lexeme
+                 CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) DESC, m.id DESC
+    LIMIT %(text_candidates)s
+),
+candidates AS (
+    SELECT 'fact'::text AS kind, f.id, f.namespace_id, f.search, f.embedding,
+           NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
+    FROM facts f
+    WHERE f.id IN (SELECT id FROM fact_vec UNION SELECT id FROM text_top WHERE kind = 'fact')
+    UNION ALL
+    SELECT 'episode'::text, e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
+    FROM episodes e
+    WHERE e.id IN (SELECT id FROM episode_vec UNION SELECT id FROM text_top WHERE kind = 'episode')
+),
+-- MATERIALIZED: every score is computed once per candidate, however often it is used
+scored AS MATERIALIZED (
+    SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata,
+           CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> %(embedding)s::vector) END AS cosine,
+           CASE WHEN %(use_text)s THEN COALESCE((
+               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(c.search) / co.average_length)))
+               FROM unnest(c.search) AS u
+               JOIN weights w ON w.lexeme = u.lexeme
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) END AS bm25
+    FROM candidates c, corpus co
 ),
 fused AS (
-    SELECT COALESCE(v.kind, t.kind) AS kind, COALESCE(v.id, t.id) AS id,
-           v.distance, t.rank AS text_rank,
-           COALESCE(%(w_vector)s::float8 / (%(rrf_k)s::float8 + v.rnk), 0)
-         + COALESCE(CASE WHEN t.all_terms THEN %(w_text)s::float8 ELSE %(w_text_partial)s::float8 END
-                    / (%(rrf_k)s::float8 + t.rnk), 0) AS rrf
-    FROM vec v FULL JOIN txt t ON t.kind = v.kind AND t.id = v.id
-    ORDER BY rrf DESC, COALESCE(v.distance, 2), kind, id DESC
+    SELECT s.*,
+           s.bm25 / NULLIF(tq.full_match, 0) AS coverage,
+           (CASE WHEN %(use_vector)s AND %(use_text)s
+                 THEN %(w_vector)s * GREATEST(s.cosine, 0)
+                      + (1 - %(w_vector)s) * LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1)
+                 WHEN %(use_vector)s THEN GREATEST(s.cosine, 0)
+                 ELSE LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1) END)
+           * CASE WHEN s.kind = 'episode' AND %(as_of)s::timestamptz IS NULL AND NOT %(include_history)s
+                       AND EXISTS (SELECT 1 FROM lineage l
+                                   WHERE l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact')
+                       AND NOT EXISTS (
+                           SELECT 1 FROM lineage l JOIN facts f ON f.id = l.child_id
+                           WHERE l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact'
+                             AND f.withdrawn_at IS NULL AND f.valid_from <= now()
+                             AND (f.valid_until IS NULL OR f.valid_until > now()))
+                  THEN %(stale_factor)s::float8 ELSE 1 END AS score
+    FROM scored s, tq
+),
+pool AS (
+    SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s
+),
+neighbours AS (
+    SELECT n.id, max(p.score) AS score
+    FROM pool p
+    CROSS JOIN LATERAL (
+        (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
+         WHERE e.namespace_id = p.namespace_id AND e.id < p.id AND e.deleted_at IS NULL
+         ORDER BY e.id DESC LIMIT %(context_window)s)
+        UNION ALL
+        (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
+         WHERE e.namespace_id = p.namespace_id AND e.id > p.id AND e.deleted_at IS NULL
+         ORDER BY e.id LIMIT %(context_window)s)
+    ) n
+    WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL
+      -- a shared occurred_at marks a session only when it was given: episodes written
+      -- without one in the same transaction share now() and are no session
+      AND ((n.occurred_at = p.occurred_at AND n.occurred_at <> n.created_at)
+           OR n.metadata ->> 'session' = p.metadata ->> 'session'
+           OR n.metadata ->> 'thread' = p.metadata ->> 'thread')
+    GROUP BY n.id
+),
+-- neighbours that were no candidate get their own scores too (a handful of rows), so a
+-- reply that shares a little with the query and follows a strong hit can rank
+extra AS MATERIALIZED (
+    SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> %(embedding)s::vector) AS cosine,
+           COALESCE((
+               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(e.search) / co.average_length)))
+               FROM unnest(e.search) AS u
+               JOIN weights w ON w.lexeme = u.lexeme
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25
+    FROM episodes e, corpus co
+    WHERE e.id IN (SELECT n.id FROM neighbours n)
+      AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
+),
+own AS (
+    SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score FROM fused f
+    UNION ALL
+    -- (neighbours exist in hybrid mode only, so this is the hybrid formula)
+    SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0),
+           %(w_vector)s * GREATEST(x.cosine, 0)
+           + (1 - %(w_vector)s) * LEAST(COALESCE(x.bm25 / NULLIF(tq.full_match, 0), 0), 1)
+    FROM extra x, tq
+),
+ranked AS (
+    SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
+           %(neighbour_weight)s::float8 * nb.score AS context_score,
+           o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score
+    FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id
+    ORDER BY score DESC, kind, id DESC
     LIMIT %(limit)s
 )
-SELECT fu.kind, fu.id, fu.rrf, fu.text_rank,
-       CASE WHEN %(use_vector)s
-            THEN 1 - COALESCE(fu.distance, COALESCE(f.embedding, e.embedding) <=> %(embedding)s::vector) END
-         AS similarity,
+SELECT r.kind, r.id, r.score, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score,
        n.slug AS namespace, COALESCE(f.content, e.content) AS content,
        f.confidence, f.valid_from, f.valid_until, f.withdrawn_at,
-       CASE WHEN fu.kind = 'fact' THEN
+       CASE WHEN r.kind = 'fact' THEN
            (f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now()))
        END AS current,
-       CASE WHEN fu.kind = 'fact' THEN
+       CASE WHEN r.kind = 'fact' THEN
            ARRAY(SELECT l.parent_id FROM lineage l
                  WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
                  ORDER BY l.parent_id)
        END AS source_episode_ids,
        e.metadata, e.occurred_at
-FROM fused fu
-LEFT JOIN facts f ON fu.kind = 'fact' AND f.id = fu.id
-LEFT JOIN episodes e ON fu.kind = 'episode' AND e.id = fu.id
+FROM ranked r
+LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id
+LEFT JOIN episodes e ON r.kind = 'episode' AND e.id = r.id
 JOIN namespaces n ON n.id = COALESCE(f.namespace_id, e.namespace_id)
-ORDER BY fu.rrf DESC, COALESCE(fu.distance, 2), fu.kind, fu.id DESC
+ORDER BY r.score DESC, r.kind, r.id DESC
 
 -- recall_facts_first_facts --
 -- The reference's recall, step 1 (benchmark baseline): nearest non-withdrawn facts by raw
@@ -170,3 +255,24 @@ FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
 WHERE e.deleted_at IS NULL AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
 ORDER BY e.embedding <=> %(embedding)s::vector
 LIMIT %(limit)s
+
+-- recall_neighbours --
+-- The turns around each hit (for recall's context option): up to %(window)s episodes on
+-- each side by id, in the hit's namespace and session (the same given occurred_at, or the
+-- same metadata.session or metadata.thread), not forgotten.
+SELECT h.id AS hit_id, n.id, n.content, n.occurred_at
+FROM episodes h
+CROSS JOIN LATERAL (
+    (SELECT e.id, e.content, e.occurred_at, e.created_at, e.metadata FROM episodes e
+     WHERE e.namespace_id = h.namespace_id AND e.id < h.id AND e.deleted_at IS NULL
+     ORDER BY e.id DESC LIMIT %(window)s)
+    UNION ALL
+    (SELECT e.id, e.content, e.occurred_at, e.created_at, e.metadata FROM episodes e
+     WHERE e.namespace_id = h.namespace_id AND e.id > h.id AND e.deleted_at IS NULL
+     ORDER BY e.id LIMIT %(window)s)
+) n
+WHERE h.id = ANY(%(ids)s)
+  AND ((n.occurred_at = h.occurred_at AND n.occurred_at <> n.created_at)
+       OR n.metadata ->> 'session' = h.metadata ->> 'session'
+       OR n.metadata ->> 'thread' = h.metadata ->> 'thread')
+ORDER BY h.id, n.id

@@ -1,7 +1,9 @@
 """The recall tool: current facts and episodes ranked together.
 
-The library side is ``stash_pipeline.memory.recall``; ``recall_result`` is the one place
-its hits are shaped into the tool's answer.
+The library side is ``stash_pipeline.memory.recall``: ``recall_results`` shapes the hits
+once into the lean answer agents get (no null or empty fields, ``score_parts`` only on
+request, ``max_tokens`` counted on the serialised result); the models here only publish
+that shape as the tool's output schema.
 """
 
 from __future__ import annotations
@@ -9,23 +11,30 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 import stash_pipeline.memory.recall
-from stash_pipeline.models import RecallHit
 from stash_serve.mcp.calls import Scope, ToolCalls
 from stash_serve.mcp.params import READ, Namespaces, Timestamp
 
 
+class ContextTurn(BaseModel):
+    """An episode next to a hit in its session (same day or thread), in order."""
+
+    id: int
+    content: str
+
+
 class RecallItem(BaseModel):
-    """One recall result; fields that do not apply to its kind are null."""
+    """One recall result; fields that do not apply to its kind are left out."""
 
     kind: Literal["fact", "episode"]
     id: int
     namespace: str
     content: str
     score: float
-    score_parts: dict[str, float | None] | None = None
+    relevance: float
+    score_parts: dict[str, float] | None = None
     confidence: float | None = None
     occurred_at: str | None = None
     valid_from: str | None = None
@@ -33,17 +42,18 @@ class RecallItem(BaseModel):
     source_episode_ids: list[int] | None = None
     metadata: dict[str, Any] | None = None
     current: bool | None = None
+    context: list[ContextTurn] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # the answer leaves out what does not apply instead of sending nulls
+        return {key: value for key, value in handler(self).items() if value is not None}
 
 
 class RecallResult(BaseModel):
     """Facts and episodes, best first."""
 
     results: list[RecallItem]
-
-
-def recall_result(hits: list[RecallHit]) -> RecallResult:
-    """The tool's answer from the library's hits: every field of each hit, timestamps as ISO text."""
-    return RecallResult(results=[RecallItem.model_validate(hit.to_json()) for hit in hits])
 
 
 def register(server: MCPServer, calls: ToolCalls) -> None:
@@ -61,14 +71,26 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         ] = False,
         max_tokens: Annotated[
             int | None,
-            Field(description="Stop adding results past about this many tokens.", ge=1),
+            Field(description="Stop adding results past about this many tokens of the answer.", ge=1),
         ] = None,
+        context: Annotated[
+            int,
+            Field(
+                description="Turns of the same session to include around each episode hit.",
+                ge=0,
+                le=stash_pipeline.memory.recall.CONTEXT_MAX,
+            ),
+        ] = stash_pipeline.memory.recall.CONTEXT_DEFAULT,
+        include_score_parts: Annotated[
+            bool, Field(description="Also return each result's score parts (vector, text, coverage, context).")
+        ] = False,
         ctx: Context | None = None,
     ) -> RecallResult:
-        """Search memory: current facts and episodes ranked together (semantic + full text)."""
+        """Search memory: current facts and episodes ranked together (semantic + full text).
+        Each result has a relevance in [0, 1]; below 0.3 it is probably not about the query."""
 
         def work(s: Scope) -> Any:
-            hits = stash_pipeline.memory.recall.recall(
+            return stash_pipeline.memory.recall.recall_results(
                 store,
                 query,
                 s.read(namespaces),
@@ -76,7 +98,8 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
                 as_of=as_of,
                 include_history=include_history,
                 max_tokens=max_tokens,
+                context=context,
+                score_parts=include_score_parts,
             )
-            return recall_result(hits)
 
         return await calls.run(ctx, work)

@@ -1,0 +1,160 @@
+"""Retrieval quality on the conversational set (bench/data/conversations.py): loading,
+baselines and per-kind scores. Used by ``python -m bench.retrieval_quality``.
+
+Loading mirrors an import of a chat history: one episode per turn, content
+``"Name: text"``, ``occurred_at`` = the session date, ``metadata.dia_id`` = the turn id,
+one namespace per conversation, turns in order (so ids follow the conversation).
+
+Systems, all asked with limit 10 in the question's namespace:
+
+* ``bm25``        — Okapi BM25 (k1 = 1.2, b = 0.75) in Python over the same texts, tokenised
+  by Postgres full text (the lexemes the database stores);
+* ``minmax_mix``  — 0.5 * min-max(MiniLM cosine) + 0.5 * min-max(BM25) over every turn, in
+  Python (the usual "hybrid" recipe);
+* ``vector``      — ``recall(mode="vector")``;
+* ``previous``    — the recall query before BM25 ranking (bench/queries.sql
+  ``bench_recall_previous``, weighted RRF of cosine and ts_rank_cd), same parameters it had;
+* ``recall``      — ``recall()`` as shipped.
+
+recall@k = the share of a question's evidence turns in the top k; MRR uses the first one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Any
+
+import numpy as np
+
+from bench import common
+
+KINDS = ("single_hop", "multi_hop", "temporal", "inferential")
+SYSTEMS = ("bm25", "minmax_mix", "vector", "previous", "recall")
+LIMIT = 10
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+Key = tuple[str, str]  # (namespace, dia_id)
+
+
+def load(store: Any, data: dict[str, list[dict[str, Any]]]) -> dict[int, Key]:
+    """Import every turn; returns episode id -> (namespace, dia_id)."""
+    from stash_pipeline.memory import episodes, namespaces
+
+    texts = [t["content"] for t in data["turns"]] + [q["query"] for q in data["questions"]]
+    common.prime_embedding_cache(store, texts, common.dataset_vectors(texts))
+    by_namespace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for turn in data["turns"]:
+        by_namespace[turn["namespace"]].append(turn)
+    keys: dict[int, Key] = {}
+    for slug, turns in by_namespace.items():
+        namespaces.create(store, slug)
+        for start in range(0, len(turns), 500):
+            chunk = turns[start : start + 500]
+            items = [{"content": t["content"], "occurred_at": t["occurred_at"], "metadata": {"dia_id": t["dia_id"]}}
+                     for t in chunk]
+            for turn, result in zip(chunk, episodes.remember_batch(store, slug, items), strict=True):
+                keys[int(result["id"])] = (slug, turn["dia_id"])
+    return keys
+
+
+class PythonBaselines:
+    """Okapi BM25 and the min-max cosine + BM25 mix, over every turn of a namespace."""
+
+    def __init__(self, store: Any, data: dict[str, list[dict[str, Any]]], keys: dict[int, Key]) -> None:
+        self.store = store
+        with store.db.transaction() as tx:
+            rows = tx.conn.execute(common.sql("bench_episode_lexemes")).fetchall()
+        docs: dict[int, Counter[str]] = defaultdict(Counter)
+        for r in rows:
+            docs[int(r["id"])][r["lexeme"]] = int(r["n"])
+        ids_by_namespace: dict[str, list[int]] = defaultdict(list)
+        for episode_id in sorted(keys):
+            ids_by_namespace[keys[episode_id][0]].append(episode_id)
+        self.keys = keys
+        self.ids = ids_by_namespace
+        self.docs = docs
+        self.df = {ns: Counter(lex for i in ids for lex in docs[i]) for ns, ids in ids_by_namespace.items()}
+        self.average = {ns: sum(sum(docs[i].values()) for i in ids) / len(ids) for ns, ids in ids_by_namespace.items()}
+        content = {t["namespace"] + t["dia_id"]: t["content"] for t in data["turns"]}
+        vectors = common.dataset_vectors([content[ns + dia] for ns, dia in (keys[i] for i in sorted(keys))])
+        self.vector = dict(zip(sorted(keys), vectors, strict=True))
+
+    def bm25(self, namespace: str, query: str) -> np.ndarray:
+        with self.store.db.transaction() as tx:
+            found = tx.conn.execute(common.sql("bench_text_lexemes"), {"text": query}).fetchall()
+        terms = [r["lexeme"] for r in found]
+        ids, df, n = self.ids[namespace], self.df[namespace], len(self.ids[namespace])
+        scores = np.zeros(len(ids))
+        for j, episode_id in enumerate(ids):
+            doc = self.docs[episode_id]
+            length = sum(doc.values())
+            for term in terms:
+                tf = doc.get(term, 0)
+                if tf:
+                    idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
+                    scores[j] += idf * tf * (BM25_K1 + 1) / (
+                        tf + BM25_K1 * (1 - BM25_B + BM25_B * length / self.average[namespace]))
+        return scores
+
+    def rank(self, system: str, namespace: str, query: str, query_vector: np.ndarray) -> list[int]:
+        ids = self.ids[namespace]
+        bm25 = self.bm25(namespace, query)
+        if system == "bm25":
+            order = np.argsort(-bm25, kind="stable")
+        else:
+            cosine = np.array([float(self.vector[i] @ query_vector) for i in ids])
+
+            def minmax(x: np.ndarray) -> np.ndarray:
+                return (x - x.min()) / (x.max() - x.min()) if x.max() > x.min() else np.zeros_like(x)
+
+            order = np.argsort(-(0.5 * minmax(cosine) + 0.5 * minmax(bm25)), kind="stable")
+        return [ids[j] for j in order[:LIMIT]]
+
+
+def previous_rows(store: Any, query: str, namespace: Any) -> list[dict[str, Any]]:
+    """The pre-BM25 recall query's rows (kind, id, ...), with the constants it shipped with."""
+    from stash_pipeline.memory.recall import identifier_tokens
+    from stash_pipeline.memory.scope import read_scope
+
+    with store.db.transaction() as tx:
+        all_ns, ids = read_scope(tx, namespace)
+    embedding = store.embedder.embed_one(query)
+    params = {
+        "query": query, "embedding": embedding, "use_vector": True, "use_text": True, "text_any": True,
+        "identifiers": identifier_tokens(query), "text_scan_limit": 400, "rank_normalization": 1, "all_namespaces": all_ns,
+        "namespace_ids": ids, "as_of": None, "include_history": False, "candidates": 30, "limit": LIMIT,
+        "w_vector": 1.0, "w_text": 1.5, "w_text_partial": 0.75, "rrf_k": 5,
+    }
+    with store.db.transaction() as tx:
+        tx.one("recall_search_params", ef_search="100")
+        return tx.conn.execute(common.sql("bench_recall_previous"), params).fetchall()
+
+
+def score(ranked: list[Key], evidence: set[Key]) -> dict[str, float]:
+    out = {f"r@{k}": len(evidence & set(ranked[:k])) / len(evidence) for k in (5, 10)}
+    first = next((i for i, key in enumerate(ranked[:LIMIT]) if key in evidence), None)
+    out["mrr"] = 0.0 if first is None else 1.0 / (first + 1)
+    return out
+
+
+def evaluate(
+    store: Any, questions: list[dict[str, Any]], keys: dict[int, Key], baselines: PythonBaselines, system: str
+) -> dict[str, list[dict[str, float]]]:
+    """Per-kind lists of per-question scores of one system."""
+    from stash_pipeline.memory import recall
+
+    query_vectors = common.dataset_vectors([q["query"] for q in questions])
+    out: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for q, vector in zip(questions, query_vectors, strict=True):
+        ns = q["namespace"]
+        if system in ("bm25", "minmax_mix"):
+            ids = baselines.rank(system, ns, q["query"], vector)
+        elif system == "previous":
+            ids = [int(r["id"]) for r in previous_rows(store, q["query"], ns) if r["kind"] == "episode"]
+        else:
+            mode = "vector" if system == "vector" else "hybrid"
+            ids = [h.id for h in recall.recall(store, q["query"], ns, limit=LIMIT, mode=mode) if h.kind == "episode"]
+        out[q["kind"]].append(score([keys[i] for i in ids], {(ns, d) for d in q["evidence"]}))
+    return out
