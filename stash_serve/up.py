@@ -7,8 +7,12 @@ them all (process groups are signalled, so Dagster's run workers go too), then t
 embedded database if this command started it.
 
 Why not ``dagster dev``: started from a script it inherits an ignored SIGINT and then
-ignores SIGTERM too (reference/stack.md); running webserver and daemon directly gives
-the same UI with signals we control, and is how Dagster is deployed as a service.
+ignores SIGTERM too (seen with Dagster 1.13; docs/dagster.md shows the workaround);
+running webserver and daemon directly gives the same UI with signals we control, and is
+how Dagster is deployed as a service.
+
+The Dagster files (``dagster.yaml``, ``workspace.yaml``) are package data of
+``stash_serve`` so that an installed wheel, not only a source checkout, runs.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from pathlib import Path
 
 from stash_pipeline.config import Settings
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: dagster.yaml (the instance) and workspace.yaml (the code location), shipped in the wheel.
+DAGSTER_CONFIG = Path(__file__).resolve().parent / "dagster_config"
 
 
 @dataclass
@@ -88,15 +93,13 @@ def wait_for_port(host: str, port: int, timeout: float) -> bool:
 
 
 def dagster_home(settings: Settings) -> Path:
-    """DAGSTER_HOME under STASH_HOME, holding the project's dagster.yaml."""
+    """DAGSTER_HOME under STASH_HOME, holding the packaged dagster.yaml (refreshed on change)."""
     home = settings.home / "dagster"
     home.mkdir(parents=True, exist_ok=True)
-    source = PROJECT_ROOT / "dagster.yaml"
+    text = (DAGSTER_CONFIG / "dagster.yaml").read_text()
     target = home / "dagster.yaml"
-    if source.exists():
-        text = source.read_text()
-        if not target.exists() or target.read_text() != text:
-            target.write_text(text)
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
     return home
 
 
@@ -184,7 +187,7 @@ def run_up(
     if with_dagster:
         env = dagster_env(settings, conninfo_to_dict(dsn))
         env.update({k: v for k, v in base_env.items() if k.startswith("STASH_")})
-        workspace = PROJECT_ROOT / "workspace.yaml"
+        workspace = DAGSTER_CONFIG / "workspace.yaml"
         children += [
             Child(
                 "dagster-webserver",
