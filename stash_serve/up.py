@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,9 +82,10 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def wait_for_port(host: str, port: int, timeout: float) -> bool:
+def wait_for_port(host: str, port: int, timeout: float, keep_waiting: Callable[[], bool] = lambda: True) -> bool:
+    """True once host:port accepts connections; False after timeout or as soon as keep_waiting() is false."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and keep_waiting():
         try:
             with socket.create_connection((host, port), timeout=0.5):
                 return True
@@ -209,10 +211,16 @@ def run_up(
     try:
         for child in children:
             child.start()
-        ready_mcp = wait_for_port(mcp_host, mcp_port, 60)
-        ready_ui = wait_for_port("127.0.0.1", dagster_port, 120) if with_dagster else True
-        say(_status_block(settings, mcp_host, mcp_port, dagster_port, with_dagster, token_file, token_created,
-                          logs, ready_mcp and ready_ui))
+
+        # a child that dies while starting is reported at once below, not after the timeout
+        def all_alive() -> bool:
+            return not stopping["flag"] and all(c.alive() for c in children)
+
+        ready_mcp = wait_for_port(mcp_host, mcp_port, 60, all_alive)
+        ready_ui = wait_for_port("127.0.0.1", dagster_port, 120, all_alive) if with_dagster else True
+        if all_alive():
+            say(_status_block(settings, mcp_host, mcp_port, dagster_port, with_dagster, token_file,
+                              token_created, logs, ready_mcp and ready_ui))
         exit_code = 0
         while not stopping["flag"]:
             dead = [c for c in children if not c.alive()]
