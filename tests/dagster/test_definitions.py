@@ -15,6 +15,7 @@ from stash_pipeline.defs.assets import RETRY_POLICY
 from stash_pipeline.defs.definitions import defs
 from stash_pipeline.defs.partitions import namespace_slug, partition_key
 from stash_pipeline.stages import STAGES
+from stash_serve.up import DAGSTER_CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +73,7 @@ def test_namespace_slugs_are_valid_partition_keys(slug: str, instance: dg.Dagste
 def _instance_config(tmp_path: Path) -> dict[str, object]:
     from dagster._core.instance.config import dagster_instance_config
 
-    shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
+    shutil.copy(DAGSTER_CONFIG / "dagster.yaml", tmp_path / "dagster.yaml")
     config, _ = dagster_instance_config(str(tmp_path))
     return dict(config)
 
@@ -102,14 +103,14 @@ def test_dagster_yaml_rejects_a_broken_key(tmp_path: Path, pg_env: None) -> None
     from dagster._core.errors import DagsterInvalidConfigError
     from dagster._core.instance.config import dagster_instance_config
 
-    text = (ROOT / "dagster.yaml").read_text().replace("free_slots_after_run_end_seconds", "free_slots_after")
+    text = (DAGSTER_CONFIG / "dagster.yaml").read_text().replace("free_slots_after_run_end_seconds", "free_slots_after")
     (tmp_path / "dagster.yaml").write_text(text)
     with pytest.raises(DagsterInvalidConfigError, match="free_slots_after"):
         dagster_instance_config(str(tmp_path))
 
 
 def test_workspace_yaml_loads_the_definitions_module() -> None:
-    workspace = yaml.safe_load((ROOT / "workspace.yaml").read_text())
+    workspace = yaml.safe_load((DAGSTER_CONFIG / "workspace.yaml").read_text())
     (entry,) = workspace["load_from"]
     module = entry["python_module"]["module_name"]
     assert module == "stash_pipeline.defs.definitions"
@@ -151,7 +152,7 @@ def test_dagster_yaml_storage_works_on_the_real_server(
     }
     for var, value in env.items():
         monkeypatch.setenv(f"STASH_DAGSTER_PG_{var}", value)
-    shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
+    shutil.copy(DAGSTER_CONFIG / "dagster.yaml", tmp_path / "dagster.yaml")
     with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:

@@ -24,23 +24,9 @@ import psutil
 import pytest
 
 from tests.conftest import free_port
+from tests.e2e.up_process import wait_port
 
 STASH = shutil.which("stash", path=str(Path(sys.executable).parent)) or "stash"
-
-
-def _wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes], log: Path) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"stash up exited early ({proc.returncode}):\n{log.read_text()[-3000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.5)
-    pytest.fail(f"port {port} not open after {timeout}s:\n{log.read_text()[-3000:]}")
 
 
 async def _remember_and_recall(url: str, token: str) -> list[dict]:
@@ -100,8 +86,8 @@ def test_stash_up_serves_mcp_and_dagster_and_stops_cleanly(tmp_path):
         )
     tree: list[psutil.Process] = []
     try:
-        _wait_port(mcp_port, 90, proc, log)
-        _wait_port(ui_port, 180, proc, log)
+        wait_port(mcp_port, 90, proc, log)
+        wait_port(ui_port, 180, proc, log)
         tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
         assert len(tree) >= 4  # stash up + mcp + webserver + daemon (+ their helpers)
 

