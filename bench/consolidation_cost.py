@@ -7,7 +7,7 @@ namespace against the scripted OpenAI-compatible model (the real ``openai`` clie
 HTTP). It prints per stage: model calls, tokens in/out, rows written — and, computed on
 the same data, the reference's call pattern (one call per cluster with seed clustering,
 one per fact for relationships, one per contradiction pair, causal windows of 30 stepping
-25, one call per 30-item batch elsewhere). Target (SPEC §10): ≤ 0.35 calls per episode.
+25, one call per 30-item batch elsewhere). Target: ≤ 0.35 calls per episode.
 
     python bench/consolidation_cost.py [--plot bench/out/consolidation_cost.png]
     python bench/consolidation_cost.py --write-fixture   # regenerate the fixture (seeded)

@@ -1,4 +1,4 @@
-"""One watermark-sensor tick over 100 and 1,000 namespaces (SPEC §10: < 1 s at 1,000).
+"""One watermark-sensor tick over 100 and 1,000 namespaces (target: < 1 s at 1,000).
 
 For each size, a fresh database gets N namespaces with episodes and facts, every
 checkpoint caught up, then new episodes in every 10th namespace (the backlog). Timed:

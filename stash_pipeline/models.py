@@ -216,7 +216,7 @@ class Failure(Record):
 
 
 class RecallHit(Record):
-    """One recall result; absent fields are null (MCP `recall` shape, SPEC §5.1)."""
+    """One recall result as the library ranks it; ``recall.recall_results`` gives agents its lean shape."""
 
     kind: Literal["fact", "episode"]
     id: int

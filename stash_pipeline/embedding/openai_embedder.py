@@ -7,7 +7,7 @@
   What still fails after that is ``ModelUnavailable``; a rejected request (bad key,
   unknown model) is ``ConfigurationError``.
 * ``dimensions`` is never sent: text-embedding-ada-002 and many local servers reject it
-  (inventory §9.14). Instead the returned dimension is checked against
+  (the original Go Stash sent it and failed there). Instead the returned dimension is checked against
   ``STASH_VECTOR_DIM`` and a mismatch is explained.
 * Vectors are L2-normalised (some local servers return raw vectors; cosine is unchanged).
 """

@@ -1,4 +1,4 @@
-"""Truth maintenance (SPEC §5.3): forgetting/purging sources withdraws what they alone supported."""
+"""Truth maintenance: forgetting/purging sources withdraws what they alone supported."""
 
 from __future__ import annotations
 

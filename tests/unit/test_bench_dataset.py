@@ -1,4 +1,4 @@
-"""The committed retrieval-quality set (bench/data) meets the SPEC §10 / issue 7 requirements.
+"""The committed retrieval-quality set (bench/data) is what bench/README.md describes.
 
 No database: these read the JSONL files, check sizes, question types and splits, and that
 every label points at an existing episode or fact. They also re-run the seeded generator

@@ -43,7 +43,7 @@ def test_minilm_vectors_are_unit_float32_of_384(minilm: MiniLMEmbedder) -> None:
 def test_minilm_semantic_ordering(minilm: MiniLMEmbedder) -> None:
     cat, kitten, database = minilm.embed(["a cat", "a kitten", "a database"])
     sim_kitten, sim_database = float(cat @ kitten), float(cat @ database)
-    # sentence-transformers gives 0.766 and 0.213 for this model (stack.md §6.1).
+    # sentence-transformers gives 0.766 and 0.213 for this model.
     assert sim_kitten == pytest.approx(0.766, abs=0.01)
     assert sim_database == pytest.approx(0.213, abs=0.01)
     assert sim_kitten > sim_database + 0.3

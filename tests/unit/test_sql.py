@@ -1,4 +1,4 @@
-"""Named queries (STYLE §4): every name used in code exists, every query is used, all parse."""
+"""Named queries: every name used in code exists, every query is used, all parse."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Initial schema: every table of SPEC §3 (see 0001_initial.sql).
+"""Initial schema: every table Stash keeps (see 0001_initial.sql).
 
 Revision ID: 0001
 Revises:

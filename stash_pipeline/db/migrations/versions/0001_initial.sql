@@ -1,5 +1,5 @@
 -- Stash schema, version 1. Applied by Alembic (0001_initial.py), which substitutes
--- {vector_dim} with STASH_VECTOR_DIM before running it. Read docs in SPEC §3.
+-- {vector_dim} with STASH_VECTOR_DIM before running it.
 --
 -- Conventions
 --   * every table has created_at; mutable ones updated_at
