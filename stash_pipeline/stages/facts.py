@@ -8,6 +8,8 @@ the data rather than on id order as far as practical.
 Model: several clusters per call (``STASH_FACTS_CLUSTERS_PER_CALL``); each answer gives
 ``{entity, property, value, summary}``. An answer cut off at max_tokens is retried as two
 halves of the batch; a single cluster's cut-off answer is retried once, then dead-lettered.
+An empty summary — or, for a cluster asked about alone, no entry at all — means the
+cluster states nothing worth keeping (chatter): processed, no fact, no dead letter.
 Validation: anti-verbatim (a summary may not copy a source) and grounding — every
 capitalised word / proper noun and every number in summary, entity and value must occur
 in the sources, and most content words too ("Alice uses Python" cannot become "Bob owns
@@ -220,10 +222,15 @@ def process_episodes(
         by_cluster = {d.cluster: d for d in answer.facts}
         for n, c in enumerate(group, 1):
             draft = by_cluster.get(n)
-            if draft is None:
-                failures[c] = "ModelResponseInvalid: the answer has no fact for this cluster"
-            else:
+            if draft is not None:
                 drafts[c] = draft
+            elif len(group) == 1 and not answer.facts:
+                # Asked about this cluster alone, the model derived nothing: chatter, not a
+                # failure (an omission among several clusters may be a slip, so that one
+                # goes back for a call of its own).
+                drafts[c] = prompts.FactDraft(cluster=n, summary="")
+            else:
+                failures[c] = "ModelResponseInvalid: the answer has no fact for this cluster"
 
     proposals: dict[int, _Proposal] = {}
     for c, draft in drafts.items():

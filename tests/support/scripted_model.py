@@ -137,6 +137,8 @@ class ScriptedModel:
 
     # -- stages -----------------------------------------------------------------------------
     def _facts(self, user: str, fault: str | None) -> dict[str, Any]:
+        if fault == "nothing":  # nothing worth keeping, said by leaving every cluster out
+            return {"facts": []}
         out = []
         blocks = re.split(r"^Cluster (\d+):\s*$", user, flags=re.MULTILINE)
         for number, body in zip(blocks[1::2], blocks[2::2], strict=True):

@@ -157,3 +157,28 @@ def test_clustering_does_not_depend_on_input_order():
         shuffled = items[:]
         rng.shuffle(shuffled)
         assert groups(shuffled) == expected
+
+
+def test_a_cluster_asked_alone_with_nothing_to_derive_is_done_not_dead(cstore, server, model):
+    """Chatter: the model leaves the only cluster out; the episode is processed, no fact, no dead letter."""
+    chatter = seed(cstore, "/t", ["brb, coffee"])
+    model.inject("facts", "nothing")
+    report = consolidation.run_stage(cstore, "/t", "facts")
+    assert (report.status, report.rows_written, report.items_failed) == ("ok", 0, 0)
+    assert report.cursor_to == chatter[0]
+    assert rows(cstore, "SELECT * FROM dead_letters") == []
+    assert _facts(cstore) == []
+
+
+def test_a_cluster_left_out_among_several_goes_back_for_a_call_of_its_own(cstore, server, model):
+    """Among several clusters an omission may be a slip: retried alone, where an empty answer settles it."""
+    seed(cstore, "/t", ALICE + BOB)
+    model.inject("facts", "nothing")
+    first = consolidation.run_stage(cstore, "/t", "facts")
+    assert first.items_failed == 3 and _facts(cstore) == []  # counted per episode
+    pending = rows(cstore, "SELECT status FROM dead_letters ORDER BY item_id")
+    assert [r["status"] for r in pending] == ["pending"] * 3
+    model.inject("facts", "nothing", times=2)
+    second = consolidation.run_stage(cstore, "/t", "facts")
+    assert second.items_failed == 0 and second.model_calls == 2  # one call per cluster
+    assert {r["status"] for r in rows(cstore, "SELECT status FROM dead_letters")} == {"retried"}
