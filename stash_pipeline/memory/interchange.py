@@ -136,7 +136,7 @@ def _rows(path: Path, format: str) -> Iterator[tuple[str, dict[str, Any] | Excep
     if unknown:
         # positions, not names: the header is the file's content (say, a secret's first line)
         raise errors.InvalidInput(
-            f"column(s) {', '.join(map(str, unknown[:MAX_REPORTED]))} of the header are not episode fields; "
+            f"unknown column(s) at position {', '.join(map(str, unknown[:MAX_REPORTED]))} of the header; "
             f"expected {', '.join(FIELDS)}"
         )
     if "content" not in frame.columns:
