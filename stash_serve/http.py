@@ -17,6 +17,7 @@ rights. Health and metrics stay open so probes and scrapers need no secret.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -24,6 +25,7 @@ from typing import Any
 
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -43,6 +45,57 @@ log = logging.getLogger("stash.http")
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback name or address: localhost, any of 127.0.0.0/8, ::1."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def transport_security(host: str) -> TransportSecuritySettings | None:
+    """Host and Origin checks (DNS-rebinding protection) for a server bound to ``host``.
+
+    On a loopback address only loopback Host and Origin values are accepted, whichever
+    loopback the server listens on (the SDK turns the check on for 127.0.0.1, localhost
+    and ::1 only, so 127.0.0.2 would serve a page from any site the browser resolved to
+    it). A server on a routable address needs tokens anyway and is reached under names
+    this process cannot know, so it keeps the SDK's default.
+    """
+    if not is_loopback(host):
+        return None
+    bound = host.strip().strip("[]").lower()
+    names = {"127.0.0.1", "localhost", "[::1]", f"[{bound}]" if ":" in bound else bound}
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted({form for name in names for form in (name, f"{name}:*")}),
+        allowed_origins=sorted({form for name in names for form in (f"http://{name}", f"http://{name}:*")}),
+    )
+
+
+class RefuseOtherScopes:
+    """Serve HTTP (and the server's lifespan) only: every other ASGI scope is refused.
+
+    Nothing here speaks WebSocket; an upgrade request would otherwise reach the HTTP
+    routes unauthenticated and fail inside them with a traceback.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "lifespan"):
+            await self.app(scope, receive, send)
+            return
+        AUTH_FAILURES.labels("refused").inc()
+        if scope["type"] == "websocket":
+            # closing before accepting makes the server answer the upgrade with 403
+            await send({"type": "websocket.close", "code": 1008})
+
+
 class BearerAuthMiddleware:
     """Reject MCP requests without a valid bearer token (401); attach the token to the scope."""
 
@@ -51,7 +104,7 @@ class BearerAuthMiddleware:
         self.store = store
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] == "lifespan" or (scope["type"] == "http" and scope["path"] in OPEN_PATHS):
             await self.app(scope, receive, send)
             return
         secret = _bearer(scope)
@@ -134,8 +187,9 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
     # Stateless: no per-session state lives in this process (tools keep none), so any
     # replica behind a load balancer can answer any request (docs/deploy.md). SSE is
     # session-bound by design: route it with sticky sessions.
-    streamable = server.streamable_http_app(host=host, stateless_http=True)
-    sse = server.sse_app(host=host)
+    security = transport_security(host)
+    streamable = server.streamable_http_app(host=host, stateless_http=True, transport_security=security)
+    sse = server.sse_app(host=host, transport_security=security)
     routes = [*_health_routes(store), *streamable.routes, *sse.routes]
 
     @contextlib.asynccontextmanager
@@ -146,4 +200,4 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
     app: ASGIApp = Starlette(routes=routes, lifespan=lifespan)
     if auth:
         app = BearerAuthMiddleware(app, store)
-    return app
+    return RefuseOtherScopes(app)

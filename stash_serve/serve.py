@@ -6,7 +6,6 @@ streamable HTTP at ``/mcp``, SSE at ``/sse``, bearer tokens, health and metrics.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import signal
 import sys
@@ -17,19 +16,10 @@ import anyio
 from stash_pipeline import errors
 from stash_pipeline.config import Settings
 from stash_pipeline.store import Store
-from stash_serve.http import build_app
+from stash_serve.http import build_app, is_loopback
 from stash_serve.mcp.server import build_server
 
 log = logging.getLogger("stash.mcp")
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _configure_logging(settings: Settings) -> None:
@@ -52,9 +42,9 @@ def run(
     """Serve MCP over stdio or HTTP until Ctrl-C / SIGTERM; one Store (one pool) per process."""
     if transport not in ("stdio", "http"):
         raise errors.ConfigurationError(f"unknown transport {transport!r}; use stdio or http")
-    if transport == "http" and no_auth and not _is_loopback(host):
+    if transport == "http" and no_auth and not is_loopback(host):
         raise errors.ConfigurationError(
-            f"--no-auth is only allowed on a loopback host (127.0.0.1, ::1, localhost), not {host!r}; "
+            f"--no-auth is only allowed on a loopback host (127.0.0.0/8, ::1, localhost), not {host!r}; "
             "create a token with `stash token create` instead"
         )
     _configure_logging(settings)
