@@ -28,6 +28,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -104,7 +105,8 @@ class BearerAuthMiddleware:
         self.store = store
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan" or (scope["type"] == "http" and scope["path"] in OPEN_PATHS):
+        # other scopes pass to the app, whose first layer (RefuseOtherScopes) refuses them
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         secret = _bearer(scope)
@@ -197,7 +199,7 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
         async with server.session_manager.run():
             yield
 
-    app: ASGIApp = Starlette(routes=routes, lifespan=lifespan)
+    app: ASGIApp = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RefuseOtherScopes)])
     if auth:
         app = BearerAuthMiddleware(app, store)
-    return RefuseOtherScopes(app)
+    return app
