@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from stash_pipeline import errors
@@ -15,6 +15,11 @@ KIND = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MAX_SLUG_LENGTH = 512
 LIST_LIMIT_DEFAULT = 100
 LIST_LIMIT_MAX = 1000
+#: the supported range of every stored time, in UTC (the 0005 migration's CHECK constraints
+#: hold the same bounds): far inside what PostgreSQL and Python can both represent, so
+#: time arithmetic near a bound cannot overflow either
+MIN_TIMESTAMP = datetime(1000, 1, 1, tzinfo=UTC)
+MAX_TIMESTAMP = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def slug(value: Any) -> str:
@@ -100,19 +105,34 @@ def one_of(value: Any, allowed: Sequence[str], field: str) -> str:
 
 
 def timestamp(value: Any, field: str) -> datetime | None:
-    """An ISO-8601 time with a time zone (a datetime or a string); None or '' is None."""
+    """An ISO-8601 time with a time zone (a datetime or a string), in UTC; None or '' is None.
+
+    The instant must lie in [MIN_TIMESTAMP, MAX_TIMESTAMP) once converted to UTC:
+    ``9999-12-31T23:59:59-14:00`` is year 10000 in UTC, which PostgreSQL stores but no
+    reader (Python's datetime) can load again, so one such row would break every read of
+    its namespace. The database enforces the same range (CHECK constraints).
+    """
     if value is None or value == "":
         return None
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise errors.InvalidInput(f"{field} {value!r} is not an ISO-8601 timestamp") from None
+            # the value itself is not repeated: it may come from an imported file
+            raise errors.InvalidInput(f"{field} is not an ISO-8601 timestamp (e.g. 2026-01-31T09:00:00Z)") from None
     if not isinstance(value, datetime):
         raise errors.InvalidInput(f"{field} must be an ISO-8601 timestamp")
-    if value.tzinfo is None:
+    if value.tzinfo is None or value.utcoffset() is None:
         raise errors.InvalidInput(f"{field} must carry a time zone (e.g. 2026-01-31T09:00:00Z)")
-    return value
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not MIN_TIMESTAMP <= utc < MAX_TIMESTAMP:
+        raise errors.InvalidInput(
+            f"{field} must lie between {MIN_TIMESTAMP:%Y-%m-%d} and {MAX_TIMESTAMP:%Y-%m-%d} (UTC)"
+        )
+    return utc
 
 
 def page(limit: Any, offset: Any, *, default: int = LIST_LIMIT_DEFAULT, maximum: int = LIST_LIMIT_MAX) -> tuple[int, int]:

@@ -1,0 +1,24 @@
+"""Every stored time inside the supported range (see 0005_timestamp_bounds.sql).
+
+Revision ID: 0005
+Revises: 0002
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import op
+
+revision = "0005"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.execute(Path(__file__).with_suffix(".sql").read_text(encoding="utf-8"))
+
+
+def downgrade() -> None:
+    raise NotImplementedError("Stash does not downgrade; restore from a backup (stash export) instead")
