@@ -169,7 +169,8 @@ def probability(value: Any, field: str = "confidence") -> float:
     return float(value)
 
 
-def metadata(value: Any) -> dict[str, Any]:
+def metadata(value: Any, settings: Settings | None = None) -> dict[str, Any]:
+    """A JSON object without NUL characters, at most ``settings.max_metadata_bytes`` as JSON."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -177,11 +178,21 @@ def metadata(value: Any) -> dict[str, Any]:
     import json
 
     try:
-        encoded = json.dumps(value)
+        encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
-        raise errors.InvalidInput(f"metadata is not JSON-serialisable: {exc}") from None
-    if "\\u0000" in encoded:
+        raise errors.InvalidInput(f"metadata is not JSON-serialisable: {type(exc).__name__}") from None
+    if "\x00" in encoded or "\\u0000" in encoded:
         raise errors.InvalidInput("metadata must not contain NUL characters")
+    if settings is not None:
+        try:
+            size = len(encoded.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise errors.InvalidInput("metadata is not valid Unicode (lone surrogate)") from None
+        if size > settings.max_metadata_bytes:
+            raise errors.ContentTooLarge(
+                f"metadata is {size} bytes as JSON; the limit is {settings.max_metadata_bytes} "
+                "(STASH_MAX_METADATA_BYTES)"
+            )
     return value
 
 

@@ -103,9 +103,32 @@ class ToolCalls:
         if self.auth and token is None:
             return error_result(errors.AccessDenied("access denied: a valid bearer token is required"))
         try:
-            return to_json(await anyio.to_thread.run_sync(work, Scope(token)))
+            value = await anyio.to_thread.run_sync(work, Scope(token))
         except errors.StashError as exc:
             return error_result(exc)
+        return self.result(value)
+
+    def result(self, value: Any) -> Any:
+        """The tool result, serialised once and refused when over STASH_MAX_RESULT_BYTES.
+
+        The JSON text block (for clients that ignore structured content) is the one
+        ``json.dumps`` of the answer; its size is what the cap measures. Left to itself
+        the SDK would dump the answer again, pretty-printed, and validate it once more.
+        """
+        body = to_json(value)
+        if not isinstance(body, dict):  # a non-object answer: the SDK wraps it as {"result": ...}
+            return body
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        size = len(text.encode("utf-8", errors="surrogatepass"))
+        limit = self.store.settings.max_result_bytes
+        if size > limit:
+            return error_result(
+                errors.ResultTooLarge(
+                    f"the answer is {size} bytes of JSON; the limit is {limit} (STASH_MAX_RESULT_BYTES): "
+                    "ask for fewer items (a lower limit or a narrower namespace)"
+                )
+            )
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body)
 
 
 __all__ = ["TOKEN_SCOPE_KEY", "Scope", "ToolCalls", "error_result", "to_json", "token_of"]
