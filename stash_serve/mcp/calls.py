@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
@@ -20,8 +20,10 @@ from mcp_types import CallToolResult, TextContent
 
 from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
+from stash_pipeline.config import Settings
 from stash_pipeline.memory import validate
 from stash_pipeline.store import Store
+from stash_serve.limits import SlidingWindow
 
 #: the ASGI scope key under which stash_serve.http stores the authenticated TokenInfo
 TOKEN_SCOPE_KEY = "stash.token"
@@ -90,12 +92,23 @@ def error_result(exc: errors.StashError) -> CallToolResult:
     )
 
 
+class CallLimits:
+    """Per-process limits on what one token may do (see ``stash_serve.limits``)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.namespaces_created = SlidingWindow(settings.namespaces_per_token_per_hour, 3600.0)
+
+
 @dataclass(frozen=True)
 class ToolCalls:
-    """What every tool needs: the store it works on and whether callers need a token."""
+    """What every tool needs: the store it works on, whether callers need a token, limits."""
 
     store: Store
     auth: bool
+    limits: CallLimits = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "limits", CallLimits(self.store.settings))
 
     async def run(self, ctx: Context | None, work: Callable[[Scope], Any]) -> Any:
         """Run ``work(scope)`` in a worker thread; StashError → tool error result."""
