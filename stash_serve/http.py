@@ -17,9 +17,13 @@ rights. Health and metrics stay open so probes and scrapers need no secret.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import ipaddress
 import json
 import logging
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -37,6 +41,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from stash_pipeline import errors
 from stash_pipeline.auth import authenticate
 from stash_pipeline.store import Store
+from stash_serve.limits import SlidingWindow
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY
 from stash_serve.metrics import AUTH_FAILURES, METRICS
 
@@ -98,21 +103,44 @@ class RefuseOtherScopes:
 
 
 class BearerAuthMiddleware:
-    """Reject MCP requests without a valid bearer token (401); attach the token to the scope."""
+    """Reject MCP requests without a valid bearer token (401); attach the token to the scope.
+
+    Failing is cheap for the server: a token found unknown is remembered as unknown for
+    STASH_AUTH_NEGATIVE_CACHE_S (by its hash; no database lookup on a repeat), and a client
+    address with STASH_AUTH_FAILURES_PER_MINUTE failures in the last minute is answered 429
+    without any lookup until its failures age out. Known tokens are looked up every time,
+    so a revocation takes effect on the next request.
+    """
 
     def __init__(self, app: ASGIApp, store: Store) -> None:
         self.app = app
         self.store = store
+        settings = store.settings
+        self.failures = SlidingWindow(settings.auth_failures_per_minute, 60.0)
+        self.unknown = NegativeCache(settings.auth_negative_cache_s)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # other scopes pass to the app, whose first layer (RefuseOtherScopes) refuses them
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
+        address = (scope.get("client") or ("unknown", 0))[0]
+        if not self.failures.allowed(address):
+            await _deny(send, 429, errors.RateLimited(
+                "too many failed token checks from this address; retry in a minute"
+            ))
+            return
         secret = _bearer(scope)
+        if secret is not None and self.unknown.contains(secret):
+            self.failures.record(address)
+            await _deny(send, 401, errors.AccessDenied("access denied: unknown or revoked token"))
+            return
         try:
             token = await anyio.to_thread.run_sync(authenticate, self.store, secret)
         except errors.AccessDenied as exc:
+            self.failures.record(address)
+            if secret is not None:
+                self.unknown.add(secret)
             await _deny(send, 401, exc)
             return
         except errors.StashError as exc:  # the database is down: not the caller's fault
@@ -121,6 +149,43 @@ class BearerAuthMiddleware:
             return
         scope[TOKEN_SCOPE_KEY] = token
         await self.app(scope, receive, send)
+
+
+class NegativeCache:
+    """Secrets recently found unknown, by sha256, for ``ttl_s`` seconds; bounded in size."""
+
+    def __init__(self, ttl_s: float, max_entries: int = 10_000) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._expiry: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(secret: str) -> str:
+        return hashlib.sha256(secret.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+    def contains(self, secret: str) -> bool:
+        if self.ttl_s <= 0:
+            return False
+        key = self._key(secret)
+        with self._lock:
+            expiry = self._expiry.get(key)
+            if expiry is None:
+                return False
+            if expiry <= time.monotonic():
+                del self._expiry[key]
+                return False
+            return True
+
+    def add(self, secret: str) -> None:
+        if self.ttl_s <= 0:
+            return
+        key = self._key(secret)
+        with self._lock:
+            self._expiry[key] = time.monotonic() + self.ttl_s
+            self._expiry.move_to_end(key)
+            while len(self._expiry) > self.max_entries:
+                self._expiry.popitem(last=False)
 
 
 def _bearer(scope: Scope) -> str | None:
@@ -140,6 +205,8 @@ async def _deny(send: Send, status: int, exc: errors.StashError) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="stash"'))
+    if status == 429:
+        headers.append((b"retry-after", b"60"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
