@@ -28,6 +28,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio.to_thread
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -148,6 +150,12 @@ class BearerAuthMiddleware:
             await _deny(send, 503, exc)
             return
         scope[TOKEN_SCOPE_KEY] = token
+        # The SDK's SSE transport binds a session to the principal that opened it and
+        # answers a POST into it from any other principal as if the session did not exist;
+        # without a user in the scope every token is the same (anonymous) principal.
+        scope["user"] = AuthenticatedUser(
+            AccessToken(token=f"stash-token-{token.id}", client_id=f"stash-token-{token.id}", scopes=sorted(token.rights))
+        )
         await self.app(scope, receive, send)
 
 
