@@ -49,6 +49,9 @@ from stash_serve.metrics import AUTH_FAILURES, METRICS
 
 log = logging.getLogger("stash.http")
 
+#: /healthz and /readyz answer within this many seconds, the database up or not
+HEALTH_BUDGET_S = 0.8
+
 #: probes and the scraper need no secret; every other path (MCP, SSE, anything new) does
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -220,8 +223,15 @@ async def _deny(send: Send, status: int, exc: errors.StashError) -> None:
 
 
 def _health_routes(store: Store) -> list[BaseRoute]:
+    async def database_answers() -> bool:
+        # a fresh connection, not the pool (which may be busy, or wait its whole timeout for
+        # a database that is down), and an answer within HEALTH_BUDGET_S whatever happens
+        with anyio.move_on_after(HEALTH_BUDGET_S):
+            return await anyio.to_thread.run_sync(store.db.probe, HEALTH_BUDGET_S, abandon_on_cancel=True)
+        return False
+
     async def healthz(request: Request) -> Response:
-        ok = await anyio.to_thread.run_sync(store.db.ping)
+        ok = await database_answers()
         return JSONResponse(
             {"status": "ok" if ok else "database unreachable"}, status_code=200 if ok else 503
         )
@@ -229,8 +239,6 @@ def _health_routes(store: Store) -> list[BaseRoute]:
     def _readiness() -> dict[str, Any]:
         from stash_pipeline.db.migrate import current_revision, head_revision
 
-        if not store.db.ping():
-            return {"ready": False, "reason": "database unreachable"}
         try:
             current = current_revision(store.db.dsn)
         except errors.StashError as exc:
@@ -246,6 +254,8 @@ def _health_routes(store: Store) -> list[BaseRoute]:
         return {"ready": True, "schema": current}
 
     async def readyz(request: Request) -> Response:
+        if not await database_answers():
+            return JSONResponse({"ready": False, "reason": "database unreachable"}, status_code=503)
         state = await anyio.to_thread.run_sync(_readiness)
         return JSONResponse(state, status_code=200 if state["ready"] else 503)
 
