@@ -11,7 +11,12 @@ Authentication: with ``auth`` on, every request except /healthz, /readyz and /me
 ``Authorization: Bearer <token>`` (``stash token create``). A missing, unknown or revoked
 token is answered 401 here, before the MCP layer sees the request; a valid one is put in
 the ASGI scope (``TOKEN_SCOPE_KEY``) where each tool call reads its namespace scope and
-rights. Health and metrics stay open so probes and scrapers need no secret.
+rights, and as the scope's user, so an SSE session answers only the token that opened it.
+An unknown token is remembered briefly (no database lookup on a repeat) and an address
+with too many failed checks a minute is answered 429. Health and metrics stay open so
+probes and scrapers need no secret; health answers within HEALTH_BUDGET_S whether or not
+the database is up. Only HTTP is served: a WebSocket upgrade is refused. On a loopback
+address the MCP transports check Host and Origin (DNS-rebinding protection).
 """
 
 from __future__ import annotations
