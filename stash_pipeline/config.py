@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     home: Path = Field(Path("~/.stash"), description="data directory (embedded database, tokens, logs)")
     db_port: int = Field(54320, ge=1, le=65535, description="port of the embedded PostgreSQL on 127.0.0.1")
     db_pool_max: int = Field(10, ge=1, le=200, description="connections per process pool")
+    db_timeout_s: float = Field(
+        5.0, gt=0, le=300,
+        description="seconds a call waits for a database connection before failing with database_unavailable",
+    )
 
     # --- embeddings ----------------------------------------------------------------
     embedder: Literal["minilm", "hash", "openai"] = Field("minilm", description="embedding backend")
@@ -52,6 +56,9 @@ class Settings(BaseSettings):
 
     # --- memory --------------------------------------------------------------------
     max_content_bytes: int = Field(10_000, ge=1, le=1_000_000)
+    max_metadata_bytes: int = Field(
+        16_384, ge=2, le=1_000_000, description="largest metadata object of an episode, bytes of JSON"
+    )
     context_ttl: timedelta = Field(timedelta(hours=1), description="lifetime of a context focus")
     forget_threshold: float = Field(0.75, ge=0, le=1, description="min similarity for forget to match")
 
@@ -72,6 +79,20 @@ class Settings(BaseSettings):
 
     # --- service -------------------------------------------------------------------
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    max_result_bytes: int = Field(
+        1_048_576, ge=1024, le=64 * 1_048_576,
+        description="largest MCP tool result, bytes of JSON; a larger answer is refused (ask for fewer items)",
+    )
+    namespaces_per_token_per_hour: int = Field(
+        100, ge=1, le=1_000_000, description="namespaces one API token may create per hour (MCP over HTTP)"
+    )
+    auth_failures_per_minute: int = Field(
+        30, ge=1, le=1_000_000,
+        description="failed bearer-token checks per client address per minute before it is answered 429",
+    )
+    auth_negative_cache_s: float = Field(
+        30.0, ge=0, le=3600, description="seconds an unknown bearer token is remembered as unknown (0 = off)"
+    )
 
     @field_validator("context_ttl", "consolidation_window", mode="before")
     @classmethod

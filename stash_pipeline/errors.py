@@ -4,13 +4,15 @@
     ├── InvalidInput                 bad argument; nothing was changed
     │   ├── InvalidNamespace         slug breaks the path rules
     │   ├── EmptyContent             content/query is empty or whitespace
-    │   ├── ContentTooLarge          content over STASH_MAX_CONTENT_BYTES
+    │   ├── ContentTooLarge          content or metadata over STASH_MAX_CONTENT_BYTES / _METADATA_BYTES
+    │   ├── ResultTooLarge           an answer over STASH_MAX_RESULT_BYTES; ask for fewer items
     │   └── InvalidTransition        illegal state change (hypothesis, goal, contradiction)
     ├── NotFound
     │   ├── NamespaceNotFound
     │   └── RecordNotFound           a row of some kind, or one in another namespace
     ├── Conflict                     a unique rule would be broken (duplicate)
     ├── AccessDenied                 token missing, revoked, or outside its scope
+    ├── RateLimited                  too many of one action in a window; retry later
     ├── ConfigurationError           settings invalid, embedder lock mismatch, …
     │   ├── EmbeddingModelMismatch   stored vectors come from another model/dimension
     │   └── ReasonerNotConfigured    a model stage ran without STASH_REASONER_MODEL
@@ -100,6 +102,12 @@ class ContentTooLarge(InvalidInput):
     code = "content_too_large"
 
 
+class ResultTooLarge(InvalidInput):
+    """The answer is larger than STASH_MAX_RESULT_BYTES; ask for fewer items (a lower limit)."""
+
+    code = "result_too_large"
+
+
 class InvalidTransition(InvalidInput):
     """That state change is not allowed from the current state."""
 
@@ -143,6 +151,13 @@ class AccessDenied(StashError):
     """Access denied: the token is missing, revoked, or does not cover that namespace or right."""
 
     code = "access_denied"
+
+
+class RateLimited(StashError):
+    """Too many requests of this kind; retry later."""
+
+    code = "rate_limited"
+    transient = True
 
 
 class ConfigurationError(StashError):

@@ -11,21 +11,35 @@ Authentication: with ``auth`` on, every request except /healthz, /readyz and /me
 ``Authorization: Bearer <token>`` (``stash token create``). A missing, unknown or revoked
 token is answered 401 here, before the MCP layer sees the request; a valid one is put in
 the ASGI scope (``TOKEN_SCOPE_KEY``) where each tool call reads its namespace scope and
-rights. Health and metrics stay open so probes and scrapers need no secret.
+rights, and as the scope's user, so an SSE session answers only the token that opened it.
+An unknown token is remembered briefly (no database lookup on a repeat) and an address
+with too many failed checks a minute is answered 429. Health and metrics stay open so
+probes and scrapers need no secret; health answers within HEALTH_BUDGET_S whether or not
+the database is up. Only HTTP is served: a WebSocket upgrade is refused. On a loopback
+address the MCP transports check Host and Origin (DNS-rebinding protection).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import ipaddress
 import json
 import logging
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio.to_thread
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -34,30 +48,109 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from stash_pipeline import errors
 from stash_pipeline.auth import authenticate
 from stash_pipeline.store import Store
+from stash_serve.limits import SlidingWindow
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY
 from stash_serve.metrics import AUTH_FAILURES, METRICS
 
 log = logging.getLogger("stash.http")
 
+#: /healthz and /readyz answer within this many seconds, the database up or not
+HEALTH_BUDGET_S = 0.8
+
 #: probes and the scraper need no secret; every other path (MCP, SSE, anything new) does
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback name or address: localhost, any of 127.0.0.0/8, ::1."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def transport_security(host: str) -> TransportSecuritySettings | None:
+    """Host and Origin checks (DNS-rebinding protection) for a server bound to ``host``.
+
+    On a loopback address only loopback Host and Origin values are accepted, whichever
+    loopback the server listens on (the SDK turns the check on for 127.0.0.1, localhost
+    and ::1 only, so 127.0.0.2 would serve a page from any site the browser resolved to
+    it). A server on a routable address needs tokens anyway and is reached under names
+    this process cannot know, so it keeps the SDK's default.
+    """
+    if not is_loopback(host):
+        return None
+    bound = host.strip().strip("[]").lower()
+    names = {"127.0.0.1", "localhost", "[::1]", f"[{bound}]" if ":" in bound else bound}
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted({form for name in names for form in (name, f"{name}:*")}),
+        allowed_origins=sorted({form for name in names for form in (f"http://{name}", f"http://{name}:*")}),
+    )
+
+
+class RefuseOtherScopes:
+    """Serve HTTP (and the server's lifespan) only: every other ASGI scope is refused.
+
+    Nothing here speaks WebSocket; an upgrade request would otherwise reach the HTTP
+    routes unauthenticated and fail inside them with a traceback.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "lifespan"):
+            await self.app(scope, receive, send)
+            return
+        AUTH_FAILURES.labels("refused").inc()
+        if scope["type"] == "websocket":
+            # closing before accepting makes the server answer the upgrade with 403
+            await send({"type": "websocket.close", "code": 1008})
+
+
 class BearerAuthMiddleware:
-    """Reject MCP requests without a valid bearer token (401); attach the token to the scope."""
+    """Reject MCP requests without a valid bearer token (401); attach the token to the scope.
+
+    Failing is cheap for the server: a token found unknown is remembered as unknown for
+    STASH_AUTH_NEGATIVE_CACHE_S (by its hash; no database lookup on a repeat), and a client
+    address with STASH_AUTH_FAILURES_PER_MINUTE failures in the last minute is answered 429
+    without any lookup until its failures age out. Known tokens are looked up every time,
+    so a revocation takes effect on the next request.
+    """
 
     def __init__(self, app: ASGIApp, store: Store) -> None:
         self.app = app
         self.store = store
+        settings = store.settings
+        self.failures = SlidingWindow(settings.auth_failures_per_minute, 60.0)
+        self.unknown = NegativeCache(settings.auth_negative_cache_s)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # other scopes pass to the app, whose first layer (RefuseOtherScopes) refuses them
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
+        address = (scope.get("client") or ("unknown", 0))[0]
+        if not self.failures.allowed(address):
+            await _deny(send, 429, errors.RateLimited(
+                "too many failed token checks from this address; retry in a minute"
+            ))
+            return
         secret = _bearer(scope)
+        if secret is not None and self.unknown.contains(secret):
+            self.failures.record(address)
+            await _deny(send, 401, errors.AccessDenied("access denied: unknown or revoked token"))
+            return
         try:
             token = await anyio.to_thread.run_sync(authenticate, self.store, secret)
         except errors.AccessDenied as exc:
+            self.failures.record(address)
+            if secret is not None:
+                self.unknown.add(secret)
             await _deny(send, 401, exc)
             return
         except errors.StashError as exc:  # the database is down: not the caller's fault
@@ -65,7 +158,50 @@ class BearerAuthMiddleware:
             await _deny(send, 503, exc)
             return
         scope[TOKEN_SCOPE_KEY] = token
+        # The SDK's SSE transport binds a session to the principal that opened it and
+        # answers a POST into it from any other principal as if the session did not exist;
+        # without a user in the scope every token is the same (anonymous) principal.
+        scope["user"] = AuthenticatedUser(
+            AccessToken(token=f"stash-token-{token.id}", client_id=f"stash-token-{token.id}", scopes=sorted(token.rights))
+        )
         await self.app(scope, receive, send)
+
+
+class NegativeCache:
+    """Secrets recently found unknown, by sha256, for ``ttl_s`` seconds; bounded in size."""
+
+    def __init__(self, ttl_s: float, max_entries: int = 10_000) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._expiry: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(secret: str) -> str:
+        return hashlib.sha256(secret.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+    def contains(self, secret: str) -> bool:
+        if self.ttl_s <= 0:
+            return False
+        key = self._key(secret)
+        with self._lock:
+            expiry = self._expiry.get(key)
+            if expiry is None:
+                return False
+            if expiry <= time.monotonic():
+                del self._expiry[key]
+                return False
+            return True
+
+    def add(self, secret: str) -> None:
+        if self.ttl_s <= 0:
+            return
+        key = self._key(secret)
+        with self._lock:
+            self._expiry[key] = time.monotonic() + self.ttl_s
+            self._expiry.move_to_end(key)
+            while len(self._expiry) > self.max_entries:
+                self._expiry.popitem(last=False)
 
 
 def _bearer(scope: Scope) -> str | None:
@@ -85,13 +221,22 @@ async def _deny(send: Send, status: int, exc: errors.StashError) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="stash"'))
+    if status == 429:
+        headers.append((b"retry-after", b"60"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
 def _health_routes(store: Store) -> list[BaseRoute]:
+    async def database_answers() -> bool:
+        # a fresh connection, not the pool (which may be busy, or wait its whole timeout for
+        # a database that is down), and an answer within HEALTH_BUDGET_S whatever happens
+        with anyio.move_on_after(HEALTH_BUDGET_S):
+            return await anyio.to_thread.run_sync(store.db.probe, HEALTH_BUDGET_S, abandon_on_cancel=True)
+        return False
+
     async def healthz(request: Request) -> Response:
-        ok = await anyio.to_thread.run_sync(store.db.ping)
+        ok = await database_answers()
         return JSONResponse(
             {"status": "ok" if ok else "database unreachable"}, status_code=200 if ok else 503
         )
@@ -99,8 +244,6 @@ def _health_routes(store: Store) -> list[BaseRoute]:
     def _readiness() -> dict[str, Any]:
         from stash_pipeline.db.migrate import current_revision, head_revision
 
-        if not store.db.ping():
-            return {"ready": False, "reason": "database unreachable"}
         try:
             current = current_revision(store.db.dsn)
         except errors.StashError as exc:
@@ -116,6 +259,8 @@ def _health_routes(store: Store) -> list[BaseRoute]:
         return {"ready": True, "schema": current}
 
     async def readyz(request: Request) -> Response:
+        if not await database_answers():
+            return JSONResponse({"ready": False, "reason": "database unreachable"}, status_code=503)
         state = await anyio.to_thread.run_sync(_readiness)
         return JSONResponse(state, status_code=200 if state["ready"] else 503)
 
@@ -134,8 +279,9 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
     # Stateless: no per-session state lives in this process (tools keep none), so any
     # replica behind a load balancer can answer any request (docs/deploy.md). SSE is
     # session-bound by design: route it with sticky sessions.
-    streamable = server.streamable_http_app(host=host, stateless_http=True)
-    sse = server.sse_app(host=host)
+    security = transport_security(host)
+    streamable = server.streamable_http_app(host=host, stateless_http=True, transport_security=security)
+    sse = server.sse_app(host=host, transport_security=security)
     routes = [*_health_routes(store), *streamable.routes, *sse.routes]
 
     @contextlib.asynccontextmanager
@@ -143,7 +289,7 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
         async with server.session_manager.run():
             yield
 
-    app: ASGIApp = Starlette(routes=routes, lifespan=lifespan)
+    app: ASGIApp = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RefuseOtherScopes)])
     if auth:
         app = BearerAuthMiddleware(app, store)
     return app

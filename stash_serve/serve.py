@@ -6,10 +6,11 @@ streamable HTTP at ``/mcp``, SSE at ``/sse``, bearer tokens, health and metrics.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
+import re
 import signal
 import sys
+import uuid
 from typing import Any
 
 import anyio
@@ -17,19 +18,49 @@ import anyio
 from stash_pipeline import errors
 from stash_pipeline.config import Settings
 from stash_pipeline.store import Store
-from stash_serve.http import build_app
+from stash_serve.http import build_app, is_loopback
 from stash_serve.mcp.server import build_server
 
 log = logging.getLogger("stash.mcp")
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
+class RedactSessionIds(logging.Filter):
+    """Hide SSE session ids in log lines: ``/messages/?session_id=…`` in the access log and
+    the UUIDs the MCP SDK's SSE transport names in its warnings.
+
+    A session id is a capability for the stream it names; a log reader should not get one.
+    """
+
+    PATTERNS = (
+        (re.compile(r"(session_id=)[^&\s\"]+"), r"\1[redacted]"),
+        (re.compile(r"\b[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}\b"), "[redacted]"),
+    )
+
+    def _redact(self, value: object) -> object:
+        if not isinstance(value, str | uuid.UUID):
+            return value
+        value = str(value)
+        for pattern, replacement in self.PATTERNS:
+            value = pattern.sub(replacement, value)
+        return value
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(self._redact(arg) for arg in record.args)
+        record.msg = self._redact(record.msg)
         return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+
+
+#: loggers whose lines may carry a session id
+SESSION_LOGGERS = ("uvicorn.access", "mcp.server.sse")
+
+
+def redact_session_ids() -> None:
+    """Install the session-id redaction on the loggers that name sessions (idempotent)."""
+    for name in SESSION_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactSessionIds) for f in logger.filters):
+            logger.addFilter(RedactSessionIds())
 
 
 def _configure_logging(settings: Settings) -> None:
@@ -52,9 +83,9 @@ def run(
     """Serve MCP over stdio or HTTP until Ctrl-C / SIGTERM; one Store (one pool) per process."""
     if transport not in ("stdio", "http"):
         raise errors.ConfigurationError(f"unknown transport {transport!r}; use stdio or http")
-    if transport == "http" and no_auth and not _is_loopback(host):
+    if transport == "http" and no_auth and not is_loopback(host):
         raise errors.ConfigurationError(
-            f"--no-auth is only allowed on a loopback host (127.0.0.1, ::1, localhost), not {host!r}; "
+            f"--no-auth is only allowed on a loopback host (127.0.0.0/8, ::1, localhost), not {host!r}; "
             "create a token with `stash token create` instead"
         )
     _configure_logging(settings)
@@ -92,6 +123,7 @@ def run(
                 lifespan="on",
                 timeout_graceful_shutdown=10,
             )
+            redact_session_ids()  # after uvicorn.Config, which configures its loggers
             # uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal
             # to the handler that was installed before it; a no-op handler here turns that
             # into a normal return (exit status 0) after the store is closed.
@@ -102,4 +134,4 @@ def run(
         store.close()
 
 
-__all__ = ["run"]
+__all__ = ["RedactSessionIds", "redact_session_ids", "run"]

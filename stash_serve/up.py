@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stash_pipeline import errors
 from stash_pipeline.config import Settings
 
 #: dagster.yaml (the instance) and workspace.yaml (the code location), shipped in the wheel.
@@ -126,10 +127,28 @@ def ensure_admin_token(settings: Settings) -> tuple[Path, bool]:
     from stash_pipeline.auth import create_token
     from stash_pipeline.store import Store
 
-    with Store.open(settings) as store:
-        token = create_token(store, ["/"], ["read", "write", "admin"], name="local admin (stash up)")
-    path.write_text(token["token"] + "\n")
-    path.chmod(0o600)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Created owner-only from the first byte (no window in which another local user can
+    # read it) and exclusively: an existing file or a planted symlink is refused rather
+    # than written through. The token is minted only once the file is ours.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        raise errors.ConfigurationError(
+            f"{path} exists but is not a readable token file (a dangling link?); "
+            "remove it and run `stash up` again"
+        ) from None
+    try:
+        with Store.open(settings) as store:
+            token = create_token(store, ["/"], ["read", "write", "admin"], name="local admin (stash up)")
+        with os.fdopen(fd, "w") as handle:
+            fd = -1
+            handle.write(token["token"] + "\n")
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
     return path, True
 
 

@@ -16,6 +16,7 @@ into the error tree of ``stash_pipeline.errors`` here, in one place.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -158,7 +159,7 @@ class Database:
         return cls(
             database_dsn(settings, start=True),
             max_size=max_size or settings.db_pool_max,
-            timeout=15.0 if timeout is None else timeout,
+            timeout=settings.db_timeout_s if timeout is None else timeout,
         )
 
     def _ensure_open(self) -> None:
@@ -228,6 +229,34 @@ class Database:
                 tx.conn.execute("SELECT 1")
             return True
         except errors.StashError:
+            return False
+
+    def probe(self, timeout_s: float = 2.0) -> bool:
+        """Whether PostgreSQL answers a fresh connection within about ``timeout_s`` seconds.
+
+        Never waits on the pool: an idle pooled connection, if one is at hand, answers an
+        empty round trip (cheap on a loaded host: no new backend); otherwise a fresh
+        connection is tried. A health check must not queue behind busy pooled connections,
+        nor wait the pool's timeout when the database is down.
+        """
+        if self._opened:
+            try:
+                conn = self._pool.getconn(timeout=0.05)
+            except (PoolTimeout, psycopg.Error):
+                conn = None
+            if conn is not None:
+                try:
+                    ConnectionPool.check_connection(conn)
+                    return True
+                except psycopg.Error:
+                    pass  # a dead socket (the pool discards it): ask a fresh connection
+                finally:
+                    self._pool.putconn(conn)
+        try:
+            with psycopg.connect(self.dsn, connect_timeout=max(2, math.ceil(timeout_s)), autocommit=True) as conn:
+                conn.execute("SELECT 1")
+            return True
+        except psycopg.Error:
             return False
 
     def close(self) -> None:

@@ -166,12 +166,14 @@ class CachedEmbedder:
             return 0
         return tx.execute("embedding_cache_forget", hashes=sorted({text_hash(t) for t in texts}))
 
-    # -- cache I/O (never fatal) --------------------------------------------------
+    # -- cache I/O (never fatal, except that an unreachable database fails fast) --
     def _lookup(self, hashes: list[str]) -> dict[str, np.ndarray]:
         try:
             rows = self.db.all(
                 "embedding_cache_lookup", model=self.name, endpoint=self.endpoint, hashes=hashes
             )
+        except errors.DatabaseUnavailable:
+            raise  # the caller's own query would wait for the database again and fail the same way
         except (errors.StashError, psycopg.Error) as exc:
             log.warning("embedding cache read failed, computing instead: %s", exc)
             return {}

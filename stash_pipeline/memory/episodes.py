@@ -53,7 +53,7 @@ def prepare(store: Store, item: dict[str, Any]) -> dict[str, Any]:
         "content": validate.content(store.settings, item.get("content")),
         "occurred_at": validate.timestamp(item.get("occurred_at"), "occurred_at"),
         "kind": validate.kind(item.get("kind") or "observation"),
-        "metadata": validate.metadata(item.get("metadata")),
+        "metadata": validate.metadata(item.get("metadata"), store.settings),
         "idempotency_key": _idempotency_key(item.get("idempotency_key")),
     }
 

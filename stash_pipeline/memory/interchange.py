@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from pathlib import Path
@@ -52,6 +53,24 @@ def _format(path: Path, format: str | None) -> str:
         raise errors.InvalidInput(
             f"cannot tell the format of {path.name!r} from its suffix; pass format=jsonl|csv|parquet"
         ) from None
+
+
+def regular_file(path: str | Path) -> Path:
+    """``path`` if it names an existing regular file, else InvalidInput naming the path.
+
+    Devices, FIFOs and sockets are refused before anything reads them: ``/dev/zero`` has
+    no end and a FIFO may never deliver one.
+    """
+    file = Path(path)
+    try:
+        mode = file.stat().st_mode
+    except FileNotFoundError:
+        raise errors.InvalidInput(f"no such file: {file}") from None
+    except OSError as exc:
+        raise errors.InvalidInput(f"cannot read {file}: {exc.strerror or type(exc).__name__}") from None
+    if not stat.S_ISREG(mode):
+        raise errors.InvalidInput(f"{file} is not a regular file (a device, FIFO or directory cannot be imported)")
+    return file
 
 
 def _missing(value: Any) -> bool:
@@ -113,25 +132,42 @@ def _rows(path: Path, format: str) -> Iterator[tuple[str, dict[str, Any] | Excep
     else:
         frame = pd.read_parquet(path)
         first, label = 1, "row"
-    unknown = set(frame.columns) - set(FIELDS)
+    unknown = [number for number, column in enumerate(frame.columns, start=1) if column not in FIELDS]
     if unknown:
-        raise errors.InvalidInput(f"unknown column(s) {', '.join(sorted(map(str, unknown)))}; expected {FIELDS}")
+        # positions, not names: the header is the file's content (say, a secret's first line)
+        raise errors.InvalidInput(
+            f"unknown column(s) at position {', '.join(map(str, unknown[:MAX_REPORTED]))} of the header; "
+            f"expected {', '.join(FIELDS)}"
+        )
     if "content" not in frame.columns:
         raise errors.InvalidInput("the file has no 'content' column")
     for offset, record in enumerate(frame.to_dict(orient="records")):
         yield f"{label} {first + offset}", record
 
 
+def _read_rows(file: Path, kind: str) -> Iterator[tuple[str, dict[str, Any] | Exception]]:
+    """``_rows`` with reading failures as InvalidInput that names the file, never its bytes."""
+    try:
+        yield from _rows(file, kind)
+    except UnicodeDecodeError:
+        raise errors.InvalidInput(f"{file.name} is not UTF-8 text") from None
+    except OSError as exc:
+        raise errors.InvalidInput(f"cannot read {file}: {exc.strerror or type(exc).__name__}") from None
+    except (ValueError, ImportError) as exc:
+        if isinstance(exc, errors.StashError):
+            raise
+        # the CSV / Parquet reader's messages may quote the file; say only what failed
+        raise errors.InvalidInput(f"{file.name} is not a readable {kind} file ({type(exc).__name__})") from None
+
+
 def read_episodes(store: Store, path: str | Path, *, format: str | None = None) -> list[dict[str, Any]]:
     """Read and validate every row of an episode file; raise listing every bad line."""
-    file = Path(path)
+    file = regular_file(path)
     kind = _format(file, format)
-    if not file.is_file():
-        raise errors.InvalidInput(f"no such file: {file}")
     items: list[dict[str, Any]] = []
     problems: list[str] = []
     keys: dict[str, tuple[str, str]] = {}
-    for where, row in _rows(file, kind):
+    for where, row in _read_rows(file, kind):
         try:
             if isinstance(row, Exception):
                 raise row
@@ -140,7 +176,7 @@ def read_episodes(store: Store, path: str | Path, *, format: str | None = None) 
             key = prepared["idempotency_key"]
             if key is not None:
                 if key in keys and keys[key][1] != prepared["content"]:
-                    raise errors.Conflict(f"idempotency_key {key!r} is also used on {keys[key][0]} with other content")
+                    raise errors.Conflict(f"its idempotency_key is also used on {keys[key][0]} with other content")
                 keys.setdefault(key, (where, prepared["content"]))
             items.append(item)
         except (errors.InvalidInput, errors.Conflict) as exc:
@@ -232,12 +268,18 @@ def export_tree(store: Store, namespace: str, path: str | Path) -> dict[str, Any
     """Write every row of a namespace tree to a JSONL file (no vectors); returns counts per type."""
     root = validate.slug(namespace)
     file = Path(path)
+    if not file.parent.is_dir():
+        raise errors.InvalidInput(f"cannot write {file}: the directory {file.parent} does not exist")
     counts: dict[str, int] = {}
     with store.db.transaction() as tx:
         tx.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one consistent snapshot
         ids = list(resolve_trees(tx, root))
         rows = tx.all("interchange_export_tree", ids=ids)
-    with file.open("w", encoding="utf-8") as handle:
+    try:
+        handle = file.open("w", encoding="utf-8")
+    except OSError as exc:
+        raise errors.InvalidInput(f"cannot write {file}: {exc.strerror or type(exc).__name__}") from None
+    with handle:
         header = {"type": EXPORT_FORMAT, "version": EXPORT_VERSION, "root": root,
                   "embedding_model": store.settings.embedding_model_name}
         handle.write(json.dumps(header) + "\n")
@@ -255,10 +297,12 @@ def _reroot(slug: str, root: str, into: str) -> str:
 
 def import_tree(store: Store, path: str | Path, *, into: str | None = None) -> dict[str, Any]:
     """Import an ``export_tree`` file in one transaction (optionally under ``into``); returns counts."""
-    file = Path(path)
-    if not file.is_file():
-        raise errors.InvalidInput(f"no such file: {file}")
-    lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    file = regular_file(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise errors.InvalidInput(f"{file.name} is not UTF-8 text") from None
+    lines = [line for line in text.splitlines() if line.strip()]
     try:
         header = json.loads(lines[0]) if lines else {}
         records = [json.loads(line) for line in lines[1:]]

@@ -7,6 +7,7 @@ the first migration.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from stash_pipeline import errors
@@ -46,8 +47,20 @@ def resolve_trees(tx: Session, paths: Any) -> dict[int, str]:
     return out
 
 
-def create(store: Store, slug: str, name: str | None = None, description: str | None = None) -> dict[str, Any]:
-    """Create a namespace and any missing ancestors (mkdir -p). Returns {namespace, created}."""
+def create(
+    store: Store,
+    slug: str,
+    name: str | None = None,
+    description: str | None = None,
+    *,
+    may_create: Callable[[str], bool] | None = None,
+) -> dict[str, Any]:
+    """Create a namespace and any missing ancestors (mkdir -p).
+
+    Returns {namespace, created, ancestors_created}. With ``may_create`` (a token's scope
+    check), an ancestor it refuses must already exist: a token for /z/q creating /z/q/r
+    must not bring /z into being. The check and the inserts share one transaction.
+    """
     path = validate.slug(slug)
     name = (name or "").strip()
     description = (description or "").strip()
@@ -55,8 +68,18 @@ def create(store: Store, slug: str, name: str | None = None, description: str | 
         raise errors.InvalidInput("name is limited to 200 and description to 2000 characters")
     with store.db.transaction() as tx:
         parts = path.strip("/").split("/") if path != "/" else []
-        for i in range(1, len(parts)):
-            tx.execute("ensure_namespace", slug="/" + "/".join(parts[:i]))
+        ancestors = ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+        if may_create is not None:
+            missing = [
+                a for a in ancestors
+                if not may_create(a) and tx.one("get_namespace_by_slug", slug=a) is None
+            ]
+            if missing:
+                raise errors.AccessDenied(
+                    f"access denied: creating {path} would create {', '.join(missing)}, outside this "
+                    "token's namespaces; an admin must create it first"
+                )
+        ancestors_created = sum(tx.execute("ensure_namespace", slug=a) for a in ancestors)
         row = tx.one(
             "upsert_namespace",
             slug=path,
@@ -67,7 +90,7 @@ def create(store: Store, slug: str, name: str | None = None, description: str | 
         )
     assert row is not None
     created = bool(row.pop("created"))
-    return {"namespace": Namespace.from_row(row), "created": created}
+    return {"namespace": Namespace.from_row(row), "created": created, "ancestors_created": ancestors_created}
 
 
 def list_(store: Store, paths: Any = None, limit: Any = None, offset: Any = None) -> list[Namespace]:

@@ -167,13 +167,17 @@ def recall(
 
 def compact(hit: RecallHit, *, score_parts: bool = False) -> dict[str, Any]:
     """One hit as an agent reads it: no null or empty fields, score_parts only when asked."""
-    data = hit.to_json()
-    data["score"] = round(hit.score, 4)
-    data["relevance"] = hit.relevance
-    parts = data.pop("score_parts")
-    if score_parts:
-        data["score_parts"] = {key: round(value, 4) for key, value in parts.items() if value is not None}
-    return {key: value for key, value in data.items() if value is not None and value != {} and value != []}
+    data: dict[str, Any] = {}
+    for key, value in hit.to_json().items():
+        if key == "score":
+            data["score"] = round(hit.score, 4)
+            data["relevance"] = hit.relevance  # beside the score it makes comparable
+        elif key == "score_parts":
+            if score_parts:
+                data["score_parts"] = {part: round(v, 4) for part, v in value.items() if v is not None}
+        elif value is not None and value != {} and value != []:
+            data[key] = value
+    return data
 
 
 def _wire(item: Any) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from stash_pipeline import errors
@@ -15,6 +15,11 @@ KIND = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MAX_SLUG_LENGTH = 512
 LIST_LIMIT_DEFAULT = 100
 LIST_LIMIT_MAX = 1000
+#: the supported range of every stored time, in UTC (the 0006 migration's CHECK constraints
+#: hold the same bounds): far inside what PostgreSQL and Python can both represent, so
+#: time arithmetic near a bound cannot overflow either
+MIN_TIMESTAMP = datetime(1000, 1, 1, tzinfo=UTC)
+MAX_TIMESTAMP = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def slug(value: Any) -> str:
@@ -100,19 +105,34 @@ def one_of(value: Any, allowed: Sequence[str], field: str) -> str:
 
 
 def timestamp(value: Any, field: str) -> datetime | None:
-    """An ISO-8601 time with a time zone (a datetime or a string); None or '' is None."""
+    """An ISO-8601 time with a time zone (a datetime or a string), in UTC; None or '' is None.
+
+    The instant must lie in [MIN_TIMESTAMP, MAX_TIMESTAMP) once converted to UTC:
+    ``9999-12-31T23:59:59-14:00`` is year 10000 in UTC, which PostgreSQL stores but no
+    reader (Python's datetime) can load again, so one such row would break every read of
+    its namespace. The database enforces the same range (CHECK constraints).
+    """
     if value is None or value == "":
         return None
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise errors.InvalidInput(f"{field} {value!r} is not an ISO-8601 timestamp") from None
+            # the value itself is not repeated: it may come from an imported file
+            raise errors.InvalidInput(f"{field} is not an ISO-8601 timestamp (e.g. 2026-01-31T09:00:00Z)") from None
     if not isinstance(value, datetime):
         raise errors.InvalidInput(f"{field} must be an ISO-8601 timestamp")
-    if value.tzinfo is None:
+    if value.tzinfo is None or value.utcoffset() is None:
         raise errors.InvalidInput(f"{field} must carry a time zone (e.g. 2026-01-31T09:00:00Z)")
-    return value
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not MIN_TIMESTAMP <= utc < MAX_TIMESTAMP:
+        raise errors.InvalidInput(
+            f"{field} must lie between {MIN_TIMESTAMP:%Y-%m-%d} and {MAX_TIMESTAMP:%Y-%m-%d} (UTC)"
+        )
+    return utc
 
 
 def page(limit: Any, offset: Any, *, default: int = LIST_LIMIT_DEFAULT, maximum: int = LIST_LIMIT_MAX) -> tuple[int, int]:
@@ -149,7 +169,8 @@ def probability(value: Any, field: str = "confidence") -> float:
     return float(value)
 
 
-def metadata(value: Any) -> dict[str, Any]:
+def metadata(value: Any, settings: Settings | None = None) -> dict[str, Any]:
+    """A JSON object without NUL characters, at most ``settings.max_metadata_bytes`` as JSON."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -157,11 +178,21 @@ def metadata(value: Any) -> dict[str, Any]:
     import json
 
     try:
-        encoded = json.dumps(value)
+        encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
-        raise errors.InvalidInput(f"metadata is not JSON-serialisable: {exc}") from None
-    if "\\u0000" in encoded:
+        raise errors.InvalidInput(f"metadata is not JSON-serialisable: {type(exc).__name__}") from None
+    if "\x00" in encoded or "\\u0000" in encoded:
         raise errors.InvalidInput("metadata must not contain NUL characters")
+    if settings is not None:
+        try:
+            size = len(encoded.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise errors.InvalidInput("metadata is not valid Unicode (lone surrogate)") from None
+        if size > settings.max_metadata_bytes:
+            raise errors.ContentTooLarge(
+                f"metadata is {size} bytes as JSON; the limit is {settings.max_metadata_bytes} "
+                "(STASH_MAX_METADATA_BYTES)"
+            )
     return value
 
 

@@ -216,12 +216,14 @@ def parse_time(value: str | None, field: str = "time") -> datetime | None:
     if value is None:
         return None
     from stash_pipeline.errors import InvalidInput
+    from stash_pipeline.memory import validate
 
     try:
         parsed = datetime.fromisoformat(value.strip())
     except ValueError:
         raise InvalidInput(f"{field} {value!r} is not an ISO 8601 time, e.g. 2026-05-01T12:00:00Z") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    # the library's check: converted to UTC, inside the supported range
+    return validate.timestamp(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC), field)
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")

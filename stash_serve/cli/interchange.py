@@ -9,6 +9,9 @@ import click
 from stash_serve.cli import base, tables
 from stash_serve.cli.output import emit_json
 
+#: a `stash export` header line is a few hundred bytes; never read further to recognise one
+HEADER_LIMIT = 64 * 1024
+
 
 def _is_tree_export(file: Path) -> bool:
     """Whether a file is a `stash export` (its first line is the stash-tree header)."""
@@ -18,8 +21,8 @@ def _is_tree_export(file: Path) -> bool:
 
     try:
         with file.open(encoding="utf-8") as handle:
-            header = json.loads(handle.readline() or "null")
-    except (UnicodeDecodeError, ValueError):
+            header = json.loads(handle.readline(HEADER_LIMIT) or "null")
+    except (UnicodeDecodeError, ValueError, OSError):
         return False
     return isinstance(header, dict) and header.get("type") == EXPORT_FORMAT
 
@@ -59,6 +62,7 @@ def import_command(
     if file.is_dir() or file.name == "manifest.json":
         tables.import_tables(file, into or namespace, with_vectors, as_json)
         return
+    file = interchange.regular_file(file)  # a device or FIFO is refused before anything reads it
     if _is_tree_export(file):
         result = interchange.import_tree(base.store(), file, into=namespace)
         if as_json:

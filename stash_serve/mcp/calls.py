@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
@@ -20,8 +20,10 @@ from mcp_types import CallToolResult, TextContent
 
 from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
+from stash_pipeline.config import Settings
 from stash_pipeline.memory import validate
 from stash_pipeline.store import Store
+from stash_serve.limits import SlidingWindow
 from stash_serve.mcp import next_steps
 
 #: the ASGI scope key under which stash_serve.http stores the authenticated TokenInfo
@@ -91,12 +93,23 @@ def error_result(exc: errors.StashError) -> CallToolResult:
     )
 
 
+class CallLimits:
+    """Per-process limits on what one token may do (see ``stash_serve.limits``)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.namespaces_created = SlidingWindow(settings.namespaces_per_token_per_hour, 3600.0)
+
+
 @dataclass(frozen=True)
 class ToolCalls:
-    """What every tool needs: the store it works on and whether callers need a token."""
+    """What every tool needs: the store it works on, whether callers need a token, limits."""
 
     store: Store
     auth: bool
+    limits: CallLimits = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "limits", CallLimits(self.store.settings))
 
     async def run(self, ctx: Context | None, work: Callable[[Scope], Any]) -> Any:
         """Run ``work(scope)`` in a worker thread; StashError → tool error result."""
@@ -104,9 +117,32 @@ class ToolCalls:
         if self.auth and token is None:
             return error_result(errors.AccessDenied("access denied: a valid bearer token is required"))
         try:
-            return to_json(await anyio.to_thread.run_sync(work, Scope(token)))
+            value = await anyio.to_thread.run_sync(work, Scope(token))
         except errors.StashError as exc:
             return error_result(exc)
+        return self.result(value)
+
+    def result(self, value: Any) -> Any:
+        """The tool result, serialised once and refused when over STASH_MAX_RESULT_BYTES.
+
+        The JSON text block (for clients that ignore structured content) is the one
+        ``json.dumps`` of the answer; its size is what the cap measures. Left to itself
+        the SDK would dump the answer again, pretty-printed, and validate it once more.
+        """
+        body = to_json(value)
+        if not isinstance(body, dict):  # a non-object answer: the SDK wraps it as {"result": ...}
+            return body
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        size = len(text.encode("utf-8", errors="surrogatepass"))
+        limit = self.store.settings.max_result_bytes
+        if size > limit:
+            return error_result(
+                errors.ResultTooLarge(
+                    f"the answer is {size} bytes of JSON; the limit is {limit} (STASH_MAX_RESULT_BYTES): "
+                    "ask for fewer items (a lower limit or a narrower namespace)"
+                )
+            )
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body)
 
 
 __all__ = ["TOKEN_SCOPE_KEY", "Scope", "ToolCalls", "error_result", "to_json", "token_of"]

@@ -64,10 +64,21 @@ def model() -> ScriptedModel:
     return SlowModel(timeout_s=1.5)
 
 
-def _stage_of(request: dict[str, Any]) -> str:
-    text = system_prompt(request)
+def _stage_of(requests: list[dict[str, Any]]) -> str:
+    """The stage of the latest model request that names one (``STAGE: <name>``).
+
+    A request may carry no ``STAGE:`` line — its body cut off when the worker died
+    mid-upload, or not a stage prompt at all — so look further back; with no stage
+    request at all the run had not left its first stage.
+    """
     marker = "STAGE:"
-    return text.split(marker, 1)[1].split()[0] if marker in text else "unknown"
+    for request in reversed(requests):
+        text = system_prompt(request) if isinstance(request, dict) else ""
+        if marker in text:
+            words = text.split(marker, 1)[1].split()
+            if words and words[0] in STAGE_NAMES:
+                return words[0]
+    return STAGE_NAMES[0]
 
 
 @pytest.mark.parametrize("trial", trials(4, 20))
@@ -101,7 +112,7 @@ def test_kill9_worker_then_restart_equals_clean_run(
     worker.send_signal(signal.SIGKILL)
     worker.wait(timeout=30)
     seen = server.chat_requests()[start:]
-    killed_in = _stage_of(seen[-1]) if seen else STAGE_NAMES[0]
+    killed_in = _stage_of(seen)
     KILLED_IN[killed_in] += 1
     if finished_first:  # it completed before the kill landed: still a valid trial of "re-run is a no-op"
         KILLED_IN["(completed)"] += 1

@@ -143,7 +143,7 @@ def test_restart_during_consolidation_run(
             # the same store (same pool) recovers; resuming the failed run at the stage it was in
             # (as in the crash suite: the clean run's stage order) catches up to exactly the clean rows
             seen = server.chat_requests()[calls_before:]
-            failed_in = _stage_of(seen[-1]) if seen else STAGE_NAMES[0]
+            failed_in = _stage_of(seen)
             consolidation.run_all(store, "/crash", stages=list(STAGE_NAMES[STAGE_NAMES.index(failed_in):]), wait=True)
             until_caught_up(store, "/crash", wait=True)
             clean, after = canonical(store, "/clean"), canonical(store, "/crash")

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field, StrictBool
 
+from stash_pipeline import errors
+from stash_pipeline.auth import TokenInfo
 from stash_pipeline.memory.namespaces import create, delete, init_self, list_
 from stash_serve.mcp.calls import Scope, ToolCalls
 from stash_serve.mcp.params import (
@@ -61,7 +63,11 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         """Create a namespace and any missing parents (mkdir -p); updates name/description if it exists."""
 
         def work(s: Scope) -> Any:
-            result = create(store, s.write(namespace), name, description)
+            path = s.write(namespace)
+            if s.token is None:
+                result = create(store, path, name, description)
+            else:
+                result = _create_as_token(calls, s.token, path, name, description)
             record = result["namespace"]
             return {
                 "id": record.id,
@@ -103,3 +109,29 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
             return delete(store, s.write(namespace, "admin"), confirm=confirm)
 
         return await calls.run(ctx, work)
+
+
+def _create_as_token(
+    calls: ToolCalls, token: TokenInfo, path: str, name: str | None, description: str | None
+) -> dict[str, Any]:
+    """``create`` for a token: ancestors outside its trees must exist, and it creates at most
+    STASH_NAMESPACES_PER_TOKEN_PER_HOUR namespaces an hour (updating one counts nothing)."""
+    store, window = calls.store, calls.limits.namespaces_created
+    if not window.acquire(token.id):
+        if store.db.one("get_namespace_by_slug", slug=path) is None:
+            raise errors.RateLimited(
+                f"this token created {window.limit} namespaces in the last hour "
+                "(STASH_NAMESPACES_PER_TOKEN_PER_HOUR); retry later"
+            )
+        return create(store, path, name, description, may_create=lambda _: False)
+    try:
+        result = create(store, path, name, description, may_create=token.covers)
+    except BaseException:
+        window.release(token.id)
+        raise
+    made = int(result["created"]) + int(result["ancestors_created"])
+    if made == 0:
+        window.release(token.id)
+    elif made > 1:
+        window.record(token.id, made - 1)
+    return result

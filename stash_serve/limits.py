@@ -1,0 +1,77 @@
+"""In-process sliding-window limits: at most N events per key within a window.
+
+Used by the HTTP surface for what must stay cheap for the server and bounded for a
+caller: failed bearer-token checks per client address, namespaces created per token.
+Counts live in this process (a replica counts its own traffic); the number of keys is
+bounded so a flood of distinct keys cannot grow memory without limit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable
+
+
+class SlidingWindow:
+    """At most ``limit`` events per key in any ``window_s`` seconds."""
+
+    def __init__(
+        self,
+        limit: int,
+        window_s: float,
+        *,
+        max_keys: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self.max_keys = max_keys
+        self._clock = clock
+        self._events: OrderedDict[Hashable, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _recent(self, key: Hashable, now: float) -> deque[float]:
+        events = self._events.get(key)
+        if events is None:
+            events = self._events[key] = deque()
+            while len(self._events) > self.max_keys:  # forget the least recently used key
+                self._events.popitem(last=False)
+        else:
+            self._events.move_to_end(key)
+        while events and events[0] <= now - self.window_s:
+            events.popleft()
+        return events
+
+    def allowed(self, key: Hashable) -> bool:
+        """Whether one more event for ``key`` would stay within the limit (records nothing)."""
+        with self._lock:
+            return len(self._recent(key, self._clock())) < self.limit
+
+    def acquire(self, key: Hashable, count: int = 1) -> bool:
+        """Record ``count`` events if they fit in the window; False (nothing recorded) if not."""
+        with self._lock:
+            now = self._clock()
+            events = self._recent(key, now)
+            if len(events) + count > self.limit:
+                return False
+            events.extend([now] * count)
+            return True
+
+    def record(self, key: Hashable, count: int = 1) -> None:
+        """Record ``count`` events whether or not they fit (they happened)."""
+        with self._lock:
+            now = self._clock()
+            self._recent(key, now).extend([now] * count)
+
+    def release(self, key: Hashable, count: int = 1) -> None:
+        """Take back up to ``count`` of the latest events (a reservation that was not used)."""
+        with self._lock:
+            events = self._events.get(key)
+            for _ in range(min(count, len(events or ()))):
+                assert events is not None
+                events.pop()
+
+
+__all__ = ["SlidingWindow"]

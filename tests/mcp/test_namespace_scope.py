@@ -1,0 +1,60 @@
+"""create_namespace under a token: ancestors outside the token's trees must already exist,
+and one token creates at most STASH_NAMESPACES_PER_TOKEN_PER_HOUR namespaces an hour."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from stash_pipeline import auth
+from stash_pipeline.memory import namespaces
+from tests.mcp.asgi import served, session
+
+pytestmark = pytest.mark.anyio
+
+
+def _slugs(store: Any) -> set[str]:
+    return {n.slug for n in namespaces.list_(store)}
+
+
+async def _call(client: Any, tool: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    result = await client.call_tool(tool, arguments)
+    return bool(result.is_error), json.loads(result.content[0].text)
+
+
+async def test_a_token_cannot_create_ancestors_outside_its_scope(store: Any) -> None:
+    token = auth.create_token(store, ["/z/q"], ["read", "write"])["token"]
+    before = _slugs(store)
+    async with served(store) as app, session(app, token) as client:
+        failed, body = await _call(client, "create_namespace", {"slug": "/z/q/r", "description": "r"})
+        assert failed and body["error"] == "access_denied" and "/z" in body["message"], body
+        assert _slugs(store) == before  # neither /z nor /z/q nor /z/q/r
+        # once an admin made the ancestor outside the scope, the token may create inside it
+        namespaces.create(store, "/z")
+        failed, body = await _call(client, "create_namespace", {"slug": "/z/q/r", "description": "r"})
+        assert not failed, body
+    assert {"/z", "/z/q", "/z/q/r"} <= _slugs(store)
+
+
+async def test_namespaces_created_per_token_are_capped(make_store: Any) -> None:
+    limited = make_store(namespaces_per_token_per_hour=3)
+    token = auth.create_token(limited, ["/t"], ["write"])["token"]
+    other = auth.create_token(limited, ["/u"], ["write"])["token"]
+    namespaces.create(limited, "/t")
+    namespaces.create(limited, "/u")
+    async with served(limited) as app:
+        async with session(app, token) as client:
+            for i in range(3):
+                failed, body = await _call(client, "create_namespace", {"slug": f"/t/n{i}", "description": "n"})
+                assert not failed, body
+            # updating an existing namespace creates nothing and is not counted
+            failed, body = await _call(client, "create_namespace", {"slug": "/t/n0", "description": "again"})
+            assert not failed, body
+            failed, body = await _call(client, "create_namespace", {"slug": "/t/n9", "description": "n"})
+            assert failed and body["error"] == "rate_limited", body
+        async with session(app, other) as client:  # another token has its own allowance
+            failed, body = await _call(client, "create_namespace", {"slug": "/u/n0", "description": "n"})
+            assert not failed, body
+    assert "/t/n9" not in _slugs(limited)
