@@ -18,6 +18,9 @@ Columns that decide when a stage has work (``stage_backlog``):
 * ``gate`` — work only while the namespace has one: ``active_goal`` |
   ``open_hypothesis`` | ``failure``.
 
+``logic_version`` is part of the stage's code version (``stages/versions.py``), with its
+prompts, answer schemas and the model name.
+
 ``deps`` are the upstream assets in the Dagster graph (``episodes`` is the external
 asset written by the MCP service).
 """
@@ -63,6 +66,8 @@ class StageSpec:
     needs_model: bool = True
     #: Dagster concurrency pool for model-bound steps (None = no pool)
     pool: str | None = "model"
+    #: bump when the stage's Python logic changes what it writes (part of its code version)
+    logic_version: int = 1
 
     @property
     def watermarked(self) -> bool:
