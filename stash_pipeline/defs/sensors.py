@@ -20,7 +20,7 @@
     instead of being blocked by its run key forever. Model-bound stages are skipped while
     no reasoner is configured (their runs would fail); the skip reason then names the
     blocked stages and how many namespaces wait on each, never "caught up". It also
-    reports each new episode head as an observation of ``episodes`` (``observations.py``).
+    reports each new episode head as the data version of ``episodes`` (``episodes.py``).
 
 Which stages are watched, their heads and gates all come from the stage table
 (``stash_pipeline.stages.STAGES``, passed to ``stage_backlog`` by ``backlog_parameters``).
@@ -40,7 +40,7 @@ import dagster as dg
 from dagster import SensorEvaluationContext
 
 from stash_pipeline.defs.assets import STAGE_KEYS
-from stash_pipeline.defs.observations import behind_keys, episode_observations
+from stash_pipeline.defs.episodes import behind_keys, episode_events
 from stash_pipeline.defs.partitions import NAMESPACES, PARTITION_TAG, namespaces_partitions, partition_key
 from stash_pipeline.defs.resources import StashResource
 from stash_pipeline.stages import STAGES, backlog_parameters
@@ -176,16 +176,16 @@ def read_backlog(stash: StashResource) -> tuple[list[dict[str, Any]], bool]:
 def watermark_sensor(context: SensorEvaluationContext, stash: StashResource) -> dg.SensorResult:
     state = json.loads(context.cursor) if context.cursor else {}
     rows, reasoner_configured = read_backlog(stash)
-    # new episode heads become observations of `episodes`, so the UI shows partitions behind
+    # new episode heads become `episodes` data versions, so the UI shows partitions behind
     behind = behind_keys(rows)
     existing = context.instance.get_existing_dynamic_partitions(NAMESPACES, behind) if behind else set()
-    observations, reported = episode_observations(rows, state.get("observed", {}), existing)
+    events, reported = episode_events(rows, state.get("observed", {}), existing)
     work = pending_work(rows, stages=WATERMARK_STAGES, reasoner_configured=reasoner_configured)
     blocked = blocked_backlog(rows, reasoner_configured=reasoner_configured)
     if not work:
         cursor = json.dumps({"after": state.get("after", ""), "observed": reported})
         return dg.SensorResult(
-            skip_reason=blocked or "every stage is caught up", cursor=cursor, asset_events=observations
+            skip_reason=blocked or "every stage is caught up", cursor=cursor, asset_events=events
         )
     busy = in_flight_partitions(context.instance, [partition_key(s) for s in work])
     ready = [slug for slug in work if partition_key(slug) not in busy]
@@ -195,13 +195,13 @@ def watermark_sensor(context: SensorEvaluationContext, stash: StashResource) -> 
         return dg.SensorResult(
             skip_reason=f"{len(busy)} namespace(s) with work already have a run",
             cursor=cursor,
-            asset_events=observations,
+            asset_events=events,
         )
     return dg.SensorResult(
         run_requests=run_requests(work, chosen, trigger="watermark", now=time.time()),
         dynamic_partitions_requests=missing_partitions_request(context.instance, [partition_key(s) for s in chosen]),
         cursor=json.dumps({"after": chosen[-1], "observed": reported}),
-        asset_events=observations,
+        asset_events=events,
     )
 
 

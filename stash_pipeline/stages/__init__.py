@@ -6,7 +6,8 @@ table's source/head/gate columns as parameters (``backlog_parameters``); the Dag
 assets take ``deps``, ``pool`` and ``needs_model``, the asset checks ``lineage_kind``,
 the watermark sensor every stage with a ``source``; the CLI and the MCP ``consolidate``
 tool list ``STAGE_NAMES``. Adding a stage is one entry here plus its module
-``stash_pipeline/stages/<name>.py`` exposing ``run(ctx: StageContext) -> None``.
+``stash_pipeline/stages/<name>.py`` exposing ``run(ctx: StageContext) -> None`` (and its
+prompts in ``versions.STAGE_PROMPTS``, so they count in its code version).
 
 Columns that decide when a stage has work (``stage_backlog``):
 

@@ -45,7 +45,7 @@ def version_inputs(spec: StageSpec, model: str | None) -> dict[str, object]:
         "logic_version": spec.logic_version,
         "model": model if spec.needs_model else None,
         "prompts": [
-            {"system": system, "schema": schema.model_json_schema()} for system, schema in STAGE_PROMPTS[spec.name]
+            {"system": system, "schema": schema.model_json_schema()} for system, schema in STAGE_PROMPTS.get(spec.name, ())
         ],
     }
 

@@ -14,11 +14,13 @@ import pytest
 
 from stash_pipeline.defs import checks
 from stash_pipeline.defs.assets import build_stage_asset
-from stash_pipeline.defs.definitions import defs
+from stash_pipeline.defs.definitions import build_definitions
 from stash_pipeline.defs.sensors import WATERMARK_STAGES, pending_work, run_requests
 from stash_pipeline.stages import STAGE_NAMES, STAGES, StageSpec, backlog_parameters
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+defs = build_definitions(model="scripted")
 
 
 def _expected_checks(spec: StageSpec) -> set[str]:
