@@ -48,6 +48,12 @@ class Settings(BaseSettings):
     reasoner_token_budget: int | None = Field(None, ge=1, description="max tokens per consolidation run")
     reasoner_backoff_s: float = Field(1.0, ge=0, le=60, description="first retry backoff (doubles per retry)")
 
+    # --- orchestration -------------------------------------------------------------
+    dagster_url: str | None = Field(
+        None,
+        description="Dagster webserver; consolidate submits runs there (unset = the one `stash up` started, if any)",
+    )
+
     # --- memory --------------------------------------------------------------------
     max_content_bytes: int = Field(10_000, ge=1, le=1_000_000)
     context_ttl: timedelta = Field(timedelta(hours=1), description="lifetime of a context focus")

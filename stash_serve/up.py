@@ -196,6 +196,7 @@ def run_up(
                   logs / "dagster-daemon.log"),
         ]
 
+    url_file = settings.home / "dagster" / "webserver_url"
     stopping = {"flag": False}
 
     def _stop(signum: int, frame: object) -> None:
@@ -208,6 +209,9 @@ def run_up(
             child.start()
         ready_mcp = wait_for_port(mcp_host, mcp_port, 60)
         ready_ui = wait_for_port("127.0.0.1", dagster_port, 120) if with_dagster else True
+        if with_dagster and ready_ui:
+            # `consolidate` (MCP and CLI) finds Dagster here and submits runs to it
+            url_file.write_text(f"http://127.0.0.1:{dagster_port}\n", encoding="utf-8")
         say(_status_block(settings, mcp_host, mcp_port, dagster_port, with_dagster, token_file, token_created,
                           logs, ready_mcp and ready_ui))
         exit_code = 0
@@ -221,6 +225,7 @@ def run_up(
             time.sleep(0.3)
         return exit_code
     finally:
+        url_file.unlink(missing_ok=True)
         _shutdown(children)
         if started_db and server is not None:
             server.stop()
