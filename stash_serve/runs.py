@@ -18,15 +18,16 @@ This module speaks HTTP only (no Dagster import): the Dagster layer stays in
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from stash_pipeline import errors
 from stash_pipeline.config import Settings
@@ -97,16 +98,17 @@ class DagsterRuns:
             return None
         return client
 
-    def _post(self, query: str, variables: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+    def post(self, query: str, variables: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        request = urllib.request.Request(
+            f"{self.url}/graphql",
+            data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         try:
-            response = httpx.post(
-                f"{self.url}/graphql",
-                json={"query": query, "variables": variables or {}},
-                timeout=timeout or self.timeout_s,
-            )
-            response.raise_for_status()
-            body = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
+            # only http(s) URLs reach here: the setting or the file `stash up` writes
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout_s) as response:
+                body = json.loads(response.read())
+        except (OSError, ValueError) as exc:
             raise errors.ConfigurationError(f"Dagster at {self.url} did not answer: {exc}") from exc
         if body.get("errors"):
             raise errors.ConfigurationError(f"Dagster at {self.url} refused the request: {body['errors'][0]}")
@@ -115,7 +117,7 @@ class DagsterRuns:
     def repository(self) -> dict[str, str]:
         """``{"repositoryLocationName", "repositoryName"}`` of Stash's code location."""
         if self._repository is None:
-            data = self._post(_LOCATIONS, timeout=PROBE_TIMEOUT_S)["workspaceOrError"]
+            data = self.post(_LOCATIONS, timeout=PROBE_TIMEOUT_S)["workspaceOrError"]
             for entry in data.get("locationEntries") or []:
                 location = entry.get("locationOrLoadError") or {}
                 for repo in location.get("repositories") or []:
@@ -129,7 +131,7 @@ class DagsterRuns:
         """Submit one run of ``stages`` for namespace ``slug``; returns its run id at once."""
         repo = self.repository()
         # the discovery sensor adds partitions every 30 s; a brand-new namespace may not have one yet
-        added = self._post(_ADD_PARTITION, {"name": "namespaces", "key": slug, "repo": repo})["addDynamicPartition"]
+        added = self.post(_ADD_PARTITION, {"name": "namespaces", "key": slug, "repo": repo})["addDynamicPartition"]
         if added["__typename"] not in ("AddDynamicPartitionSuccess", "DuplicateDynamicPartitionError"):
             raise errors.ConfigurationError(f"Dagster refused partition {slug}: {added.get('message', added)}")
         params = {
@@ -144,7 +146,7 @@ class DagsterRuns:
                 ]
             },
         }
-        result = self._post(_LAUNCH, {"params": params})["launchRun"]
+        result = self.post(_LAUNCH, {"params": params})["launchRun"]
         if result["__typename"] != "LaunchRunSuccess":
             detail = result.get("message") or "; ".join(e["message"] for e in result.get("errors") or [])
             raise errors.ConfigurationError(f"Dagster did not launch the run for {slug}: {detail}")
@@ -152,7 +154,7 @@ class DagsterRuns:
 
     def in_flight(self, slugs: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Queued and running stage runs, optionally only those of the given namespaces."""
-        data = self._post(_RUNS, {"filter": {"statuses": IN_FLIGHT}})["runsOrError"]
+        data = self.post(_RUNS, {"filter": {"statuses": IN_FLIGHT}})["runsOrError"]
         wanted = None if slugs is None else set(slugs)
         out = []
         for run in data.get("results") or []:

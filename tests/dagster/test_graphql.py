@@ -50,12 +50,7 @@ class Deployment:
         self.client = DagsterRuns(self.url, timeout_s=30)
 
     def query(self, text: str, **variables: Any) -> dict[str, Any]:
-        import httpx
-
-        response = httpx.post(f"{self.url}/graphql", json={"query": text, "variables": variables}, timeout=30)
-        body = response.json()
-        assert not body.get("errors"), body["errors"]
-        return body["data"]
+        return dict(self.client.post(text, variables))
 
     def wait(self, what: str, check: Any, timeout: float = 120) -> Any:
         deadline = time.monotonic() + timeout
