@@ -110,13 +110,15 @@ def test_dagster_yaml_rejects_a_broken_key(tmp_path: Path, pg_env: None) -> None
         dagster_instance_config(str(tmp_path))
 
 
-def test_workspace_yaml_loads_the_definitions_module() -> None:
+def test_workspace_yaml_loads_the_definitions_module(instance: dg.DagsterInstance) -> None:
     workspace = yaml.safe_load((ROOT / "workspace.yaml").read_text())
     (entry,) = workspace["load_from"]
     module = entry["python_module"]["module_name"]
     assert module == "stash_pipeline.defs.definitions"
-    loaded = __import__(module, fromlist=["defs"]).defs()  # Dagster calls the @definitions function
-    assert loaded.resolve_assets_def("facts") is not None
+    loaded = __import__(module, fromlist=["defs"])
+    # what the @definitions function `defs` returns when Dagster loads the location (calling
+    # it here would leave Dagster's global load context pointing at this test's instance)
+    assert loaded.build_definitions(model=loaded.reasoner_model()).resolve_assets_def("facts") is not None
 
 
 def test_importing_the_code_location_reads_no_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,7 +132,9 @@ def test_importing_the_code_location_reads_no_settings(monkeypatch: pytest.Monke
     from stash_pipeline.errors import ConfigurationError
 
     with pytest.warns(UserWarning, match="STASH_DB_PORT"):
-        loaded = module.defs()  # the location still loads, versions without a model name
+        model = module.reasoner_model()  # the location still loads, versions without a model name
+    assert model is None
+    loaded = module.build_definitions(model=model)
     with pytest.raises(ConfigurationError, match="STASH_DB_PORT"):
         loaded.resources["stash"].settings()  # type: ignore[union-attr]
 
@@ -182,8 +186,11 @@ def test_every_query_the_dagster_layer_names_exists() -> None:
     assert names <= set(QUERIES)
 
 
-def test_stage_code_versions_follow_the_model_name() -> None:
-    """A model switch marks the model stages unsynced; SQL-only decay keeps its version."""
+def test_stage_code_versions_follow_the_model_name(instance: dg.DagsterInstance) -> None:
+    """A model switch marks the model stages unsynced; SQL-only decay keeps its version.
+
+    (Resolving definitions reads Dagster's current instance: ``instance`` keeps a live one.)
+    """
 
     def versions(model: str | None) -> dict[str, str | None]:
         graph = build_definitions(model=model).resolve_asset_graph()
