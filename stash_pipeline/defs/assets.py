@@ -6,6 +6,11 @@ Each stage asset is partitioned by namespace; its body runs the library's
 from ``StageSpec.deps``; they give lineage and ordering, the watermark sensor gives
 triggering.
 
+A run tagged ``stash/rebuild=<stage>`` (the ``rebuild_<stage>`` jobs) makes that stage's
+asset rebuild its namespace first (``rebuild_first``). SQL-only stages have a
+single-run backfill policy: a run over a range of namespaces runs each of them and
+records one summary (``run_many``).
+
 A model stage without a reasoner (``STASH_REASONER_MODEL`` / ``STASH_OPENAI_BASE_URL``
 unset) fails at once, without retry, with a description naming the missing settings:
 a green materialization would claim the partition is up to date while its episodes wait.
