@@ -5,6 +5,7 @@ No stage logic lives here: an asset body opens the ``Store`` through
 ``StageReport`` to a ``MaterializeResult``. Everything is generated from the stage table
 ``stash_pipeline.stages.STAGES``: stage code versions (``stages/versions.py``), the
 rebuild jobs (``jobs.py``, calling ``stash_pipeline.rebuild``), the watermark sensor that
-also reports episode heads as ``episodes`` data versions (``episodes.py``). The code location is ``stash_pipeline.defs.definitions``
-(see ``workspace.yaml`` and ``docs/dagster.md``).
+also reports episode heads as ``episodes`` data versions (``episodes.py``). The code
+location is ``stash_pipeline.defs.definitions`` (see ``workspace.yaml`` and
+``docs/dagster.md``).
 """
