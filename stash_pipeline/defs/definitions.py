@@ -38,14 +38,17 @@ def reasoner_model() -> str | None:
         return None
 
 
-def build_definitions(*, model: str | None) -> dg.Definitions:
-    """Every asset, sensor, schedule and the resource, with code versions for ``model``."""
+def build_definitions(*, model: str | None, stash: StashResource | None = None) -> dg.Definitions:
+    """Every asset, sensor, schedule, job and the resource, with code versions for ``model``.
+
+    ``stash`` replaces the default resource (which reads ``STASH_*`` when a run starts).
+    """
     return dg.Definitions(
         assets=[episodes, *build_stage_assets(model=model)],
         sensors=[namespace_discovery_sensor, watermark_sensor],
         schedules=[decay_daily, consolidation_sweep],
         jobs=rebuild_jobs,
-        resources={"stash": StashResource()},
+        resources={"stash": stash or StashResource()},
         executor=dg.in_process_executor,
     )
 

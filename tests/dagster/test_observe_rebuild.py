@@ -116,3 +116,37 @@ def test_decay_over_many_namespaces_is_one_run(
     assert {r["slug"]: r["last_status"] for r in rows if r["stage"] == "decay" and r["slug"] in slugs} == dict.fromkeys(
         slugs, "idle"
     )
+
+
+def test_a_model_switch_marks_materialized_partitions_unsynced_until_rebuilt(
+    store: Store, instance: dg.DagsterInstance, model_stash: StashResource
+) -> None:
+    """What the UI shows after a change: the partition is stale for "code version", and a rebuild clears it."""
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.loader import LoadingContextForTest
+
+    from stash_pipeline.defs.definitions import build_definitions
+
+    seed(store, "/projects/x")
+    instance.add_dynamic_partitions("namespaces", ["/projects/x"])
+    before = build_definitions(model="model-a", stash=model_stash)
+    after = build_definitions(model="model-b", stash=model_stash)
+    job_a = before.resolve_implicit_global_asset_job_def()
+    assert job_a.execute_in_process(
+        instance=instance, partition_key="/projects/x", asset_selection=[dg.AssetKey("facts")]
+    ).success
+
+    def resolver(defs: dg.Definitions) -> CachingStaleStatusResolver:
+        return CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), LoadingContextForTest(instance))
+
+    def status(defs: dg.Definitions) -> StaleStatus:
+        return resolver(defs).get_status(dg.AssetKey("facts"), "/projects/x")
+
+    assert status(before) == StaleStatus.FRESH
+    assert status(after) == StaleStatus.STALE  # the UI says "unsynced"
+    causes = resolver(after).get_stale_causes(dg.AssetKey("facts"), "/projects/x")
+    assert [c.reason for c in causes] == ["has a new code version"]
+
+    job_b = after.resolve_job_def("rebuild_facts")
+    assert job_b.execute_in_process(instance=instance, partition_key="/projects/x").success
+    assert status(after) == StaleStatus.FRESH
