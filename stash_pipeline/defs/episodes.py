@@ -6,12 +6,15 @@ event for each namespace whose facts stage is behind and whose head it has not
 reported yet (``episode_events``); its cursor remembers the heads reported for
 namespaces still behind, so it stays small and no head is reported twice.
 
-The events are runless *materializations* of the external asset (episodes are written
-outside Dagster), not observations: Dagster 1.13 reads the input data version of a
-partitioned dependency from materializations only
-(``dagster._core.execution.context.data_version_cache``). So each stage materialization
-records the episode head it consumed (``dagster/input_data_version/episodes``), and when
-new episodes arrive the partition's stages show as unsynced until they run.
+Each new head is reported twice, as a runless observation and then as a runless
+materialization of the external asset (episodes are written outside Dagster), because
+Dagster 1.13 reads the two sides of "behind" from different events: a stage
+materialization records the data version of a partitioned input from its latest
+*materialization* (``dagster/input_data_version/episodes``,
+``dagster._core.execution.context.data_version_cache``), while the stale-status check
+of an external dependency looks for *observations* after that one
+(``CachingStaleStatusResolver._is_dep_updated``). With both, a stage partition shows as
+unsynced as soon as a newer episode head is reported, and in sync after its run.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ GROUP = "consolidation"
 EPISODE_STAGE = "facts"
 #: the tag Dagster reads an event's data version from (``dagster._core.definitions.data_version``)
 DATA_VERSION_TAG = "dagster/data_version"
-#: events per sensor tick at most; the rest follow on later ticks
+#: namespaces reported per sensor tick at most (two events each); the rest follow on later ticks
 MAX_EVENTS_PER_TICK = 500
 
 
@@ -44,14 +47,14 @@ episodes = dg.AssetSpec(
 
 def episode_events(
     rows: Iterable[Mapping[str, Any]], reported: Mapping[str, int], existing: Iterable[str]
-) -> tuple[list[dg.AssetMaterialization], dict[str, int]]:
+) -> tuple[list[dg.AssetObservation | dg.AssetMaterialization], dict[str, int]]:
     """Events for heads not reported yet, and what to remember for the next tick.
 
     ``rows`` are ``stage_backlog`` rows; ``reported`` is ``{slug: head}`` from the last
     tick; ``existing`` the partition keys Dagster knows (no event for the others).
     """
     known = set(existing)
-    events: list[dg.AssetMaterialization] = []
+    events: list[dg.AssetObservation | dg.AssetMaterialization] = []
     remember: dict[str, int] = {}
     for row in rows:
         if row["stage"] != EPISODE_STAGE or int(row["head"]) <= int(row["cursor"]):
@@ -60,16 +63,13 @@ def episode_events(
         if reported.get(slug) == head:
             remember[slug] = head  # still behind, already reported
             continue
-        if partition_key(slug) not in known or len(events) >= MAX_EVENTS_PER_TICK:
+        if partition_key(slug) not in known or len(events) >= 2 * MAX_EVENTS_PER_TICK:
             continue  # not a partition yet, or over this tick's cap: a later tick reports it
-        events.append(
-            dg.AssetMaterialization(
-                "episodes",
-                partition=partition_key(slug),
-                tags={DATA_VERSION_TAG: str(head)},
-                metadata={"episode_head": head, "facts_cursor": int(row["cursor"])},
-            )
-        )
+        tags = {DATA_VERSION_TAG: str(head)}
+        metadata = {"episode_head": head, "facts_cursor": int(row["cursor"])}
+        # both, observation first (see the module docstring)
+        events.append(dg.AssetObservation("episodes", partition=partition_key(slug), tags=tags, metadata=metadata))
+        events.append(dg.AssetMaterialization("episodes", partition=partition_key(slug), tags=tags, metadata=metadata))
         remember[slug] = head
     return events, remember
 

@@ -60,8 +60,23 @@ def test_a_stage_records_the_episode_head_it_consumed_and_new_episodes_make_it_b
     assert event.tags is not None and event.tags[INPUT_VERSION_TAG] == hashlib.sha256(str(ids[-1]).encode()).hexdigest()
 
     newer = remember(store, "/projects/x", "Carol joined the team on Monday")["id"]
-    (head,) = tick(watermark_sensor, instance, model_stash, None).asset_events or []
-    assert isinstance(head, dg.AssetMaterialization) and head.tags == {DATA_VERSION_TAG: str(newer)}
+    seen, head = tick(watermark_sensor, instance, model_stash, None).asset_events or []
+    assert isinstance(seen, dg.AssetObservation) and isinstance(head, dg.AssetMaterialization)
+    assert seen.tags == head.tags == {DATA_VERSION_TAG: str(newer)}
+
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.loader import LoadingContextForTest
+
+    graph = dg.Definitions(assets=[episodes, *ASSETS], resources={"stash": model_stash}).resolve_asset_graph()
+
+    def status() -> StaleStatus:
+        resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
+        return resolver.get_status(dg.AssetKey("facts"), "/projects/x")
+
+    assert status() == StaleStatus.FRESH
+    instance.report_runless_asset_event(seen)
+    instance.report_runless_asset_event(head)
+    assert status() == StaleStatus.STALE  # behind its episodes, visible in the UI
 
 
 def test_a_rebuild_run_replaces_the_facts_and_a_retry_does_not_rebuild_twice(
