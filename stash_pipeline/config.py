@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     reasoner_max_output_tokens: int = Field(1024, ge=16, le=65536, description="max_tokens cap of one model call")
     reasoner_concurrency: int = Field(1, ge=1, le=64, description="model requests in flight per endpoint")
 
+    # --- orchestration -------------------------------------------------------------
+    dagster_url: str | None = Field(
+        None,
+        description="Dagster webserver; consolidate submits runs there (unset = the one `stash up` started, if any)",
+    )
+
     # --- memory --------------------------------------------------------------------
     max_content_bytes: int = Field(10_000, ge=1, le=1_000_000)
     max_metadata_bytes: int = Field(

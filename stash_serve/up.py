@@ -220,6 +220,7 @@ def run_up(
                   logs / "dagster-daemon.log"),
         ]
 
+    url_file = settings.home / "dagster" / "webserver_url"
     stopping = {"flag": False}
 
     def _stop(signum: int, frame: object) -> None:
@@ -230,13 +231,15 @@ def run_up(
     try:
         for child in children:
             child.start()
-
         # a child that dies while starting is reported at once below, not after the timeout
         def all_alive() -> bool:
             return not stopping["flag"] and all(c.alive() for c in children)
 
         ready_mcp = wait_for_port(mcp_host, mcp_port, 60, all_alive)
         ready_ui = wait_for_port("127.0.0.1", dagster_port, 120, all_alive) if with_dagster else True
+        if with_dagster and ready_ui:
+            # `consolidate` (MCP and CLI) finds Dagster here and submits runs to it
+            url_file.write_text(f"http://127.0.0.1:{dagster_port}\n", encoding="utf-8")
         if all_alive():
             say(_status_block(settings, mcp_host, mcp_port, dagster_port, with_dagster, token_file,
                               token_created, logs, ready_mcp and ready_ui))
@@ -251,6 +254,7 @@ def run_up(
             time.sleep(0.3)
         return exit_code
     finally:
+        url_file.unlink(missing_ok=True)
         _shutdown(children)
         if started_db and server is not None:
             server.stop()

@@ -6,6 +6,15 @@ Each stage asset is partitioned by namespace; its body runs the library's
 from ``StageSpec.deps``; they give lineage and ordering, the watermark sensor gives
 triggering.
 
+A run tagged ``stash/rebuild=<stage>`` (the ``rebuild_<stage>`` jobs) makes that stage's
+asset rebuild its namespace first (``rebuild_first``). SQL-only stages have a
+single-run backfill policy: a run over a range of namespaces runs each of them and
+records one summary (``run_many``).
+
+A model stage without a reasoner (``STASH_REASONER_MODEL`` / ``STASH_OPENAI_BASE_URL``
+unset) fails at once, without retry, with a description naming the missing settings:
+a green materialization would claim the partition is up to date while its episodes wait.
+
 Failures: transient errors (model endpoint down, database unreachable, another runner
 holding the stage lock) are re-raised so the ``RetryPolicy`` retries the step with
 exponential backoff; anything else fails the step with a clear description and no
@@ -15,27 +24,27 @@ with their outputs, in one transaction per batch.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import dagster as dg
 
 from stash_pipeline import errors
 from stash_pipeline.defs import checks
+from stash_pipeline.defs.episodes import GROUP, episodes
 from stash_pipeline.defs.partitions import namespace_slug, namespaces_partitions
 from stash_pipeline.defs.resources import StashResource
-from stash_pipeline.stages import STAGES, StageReport, StageSpec
+from stash_pipeline.stages import REPORT_KEYS, STAGES, StageReport, StageSpec
+from stash_pipeline.stages.versions import code_version
 from stash_pipeline.store import Store
 
-GROUP = "consolidation"
+#: Run tag that makes a stage asset rebuild its namespace before running (``jobs.py``).
+REBUILD_TAG = "stash/rebuild"
+
+__all__ = ["GROUP", "REBUILD_TAG", "RETRY_POLICY", "STAGE_KEYS", "build_stage_assets", "episodes", "run_or_fail"]
 
 #: Transient failures: 3 retries, ~10 s, 20 s, 40 s apart (± jitter so namespaces don't stampede).
 RETRY_POLICY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 
-episodes = dg.AssetSpec(
-    "episodes",
-    description="What agents witnessed, written by the MCP service / CLI (`remember`). Not materialized here.",
-    partitions_def=namespaces_partitions,
-    group_name=GROUP,
-    kinds={"postgres"},
-)
 
 
 def run_or_fail(store: Store, slug: str, stage: str, run_id: str) -> StageReport:
@@ -48,6 +57,12 @@ def run_or_fail(store: Store, slug: str, stage: str, run_id: str) -> StageReport
         report = run_stage(store, slug, stage, run_id=run_id)
         if report.status == "busy":
             raise errors.StageBusy(report.message or None)
+        if report.status == "not_configured":
+            # Not a green "nothing to do": the stage could not look at its input at all.
+            raise errors.ReasonerNotConfigured(
+                f"{stage} needs a reasoning model: set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL "
+                "(in the environment of the Dagster daemon and code server) and re-execute"
+            )
     except errors.StashError as exc:
         if exc.transient:
             raise  # RetryPolicy: the endpoint, the database or the lock may be free later
@@ -62,28 +77,102 @@ def run_or_fail(store: Store, slug: str, stage: str, run_id: str) -> StageReport
     return report
 
 
-def build_stage_asset(spec: StageSpec, *, retry_policy: dg.RetryPolicy | None = RETRY_POLICY) -> dg.AssetsDefinition:
-    """The partitioned asset of one stage: a thin wrapper around ``run_stage``."""
+def rebuild_first(context: dg.AssetExecutionContext, store: Store, slug: str, stage: str) -> None:
+    """Withdraw what ``stage`` derived in the namespace and rewind it (``stash_pipeline.rebuild``).
+
+    The token is the root run id: a step retry or a re-execution of this run does not
+    withdraw again what the run has re-derived since.
+    """
+    from stash_pipeline.memory.namespaces import get as get_namespace
+    from stash_pipeline.rebuild import rebuild_namespace
+
+    with store.db.transaction() as tx:
+        row = get_namespace(tx, slug)
+    try:
+        report = rebuild_namespace(
+            store, int(row["id"]), slug, stage, apply=True, token=context.run.root_run_id or context.run.run_id
+        )
+    except errors.StashError as exc:
+        if exc.transient:
+            raise
+        raise dg.Failure(description=f"rebuild of {stage} failed for {slug}: {exc.message}", allow_retries=False) from exc
+    context.log.info(f"rebuild of {stage} in {slug}: {report.to_json()}")
+
+
+def run_many(context: dg.AssetExecutionContext, stash: StashResource, spec: StageSpec) -> dg.MaterializeResult:
+    """One run over a range of namespaces (SQL-only stages): every namespace, then one summary.
+
+    Dagster records the summary on every partition of the range. A namespace that fails
+    does not stop the others; the step fails afterwards, naming them.
+    """
+    from stash_pipeline.consolidation import run_stage
+
+    slugs = [namespace_slug(key) for key in context.partition_keys]
+    totals = StageReport(stage=spec.name, namespace="")
+    failed: list[str] = []
+    with stash.open_store() as store:
+        for slug in slugs:
+            try:
+                report = run_stage(store, slug, spec.name, run_id=context.run.run_id, wait=True)
+            except Exception as exc:  # reported below; the other namespaces still run
+                failed.append(f"{slug}: {exc}")
+                continue
+            for key in REPORT_KEYS:
+                setattr(totals, key, getattr(totals, key) + getattr(report, key))
+    if failed:
+        raise dg.Failure(
+            description=f"{spec.name} failed in {len(failed)} of {len(slugs)} namespace(s): " + "; ".join(failed[:10]),
+            allow_retries=False,
+        )
+    return dg.MaterializeResult(
+        metadata={**totals.metadata(), "namespaces": len(slugs), "status": "ok", "message": ""},
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=checks.ITEM_CHECK,
+                passed=totals.items_failed == 0 and totals.dead_lettered == 0,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata={"items_failed": totals.items_failed, "dead_lettered": totals.dead_lettered},
+            )
+        ],
+    )
+
+
+def build_stage_asset(
+    spec: StageSpec, *, retry_policy: dg.RetryPolicy | None = RETRY_POLICY, model: str | None = None
+) -> dg.AssetsDefinition:
+    """The partitioned asset of one stage: a thin wrapper around ``run_stage``.
+
+    ``model`` is the reasoning model's name, part of the stage's code version.
+    """
 
     @dg.asset(
         name=spec.name,
+        code_version=code_version(spec, model),
         description=spec.description,
         partitions_def=namespaces_partitions,
         deps=[dg.AssetKey(dep) for dep in spec.deps],
         group_name=GROUP,
         pool=spec.pool,
         retry_policy=retry_policy,
+        # SQL-only stages run every namespace of a backfill in one run (no model, no per-run cost)
+        backfill_policy=None if spec.needs_model else dg.BackfillPolicy.single_run(),
         check_specs=checks.check_specs(spec),
         kinds={"postgres", "openai"} if spec.needs_model else {"postgres"},
         tags={"stash/model": "yes" if spec.needs_model else "no"},
     )
     # `context` stays unannotated: Dagster compares the raw annotation object, which
     # `from __future__ import annotations` turns into a string it rejects.
-    def stage_asset(context, stash: StashResource) -> dg.MaterializeResult:  # type: ignore[no-untyped-def]
+    def stage_asset(context, stash: StashResource) -> Iterator[dg.MaterializeResult]:  # type: ignore[no-untyped-def]
+        if not context.has_partition_key:
+            # A single-run backfill over many namespaces (SQL-only stages): one summary.
+            yield run_many(context, stash, spec)
+            return
         slug = namespace_slug(context.partition_key)
         with stash.open_store() as store:
+            if context.run.tags.get(REBUILD_TAG) == spec.name:
+                rebuild_first(context, store, slug, spec.name)
             report = run_or_fail(store, slug, spec.name, context.run.run_id)
-            return dg.MaterializeResult(
+            yield dg.MaterializeResult(
                 metadata={**report.metadata(), "status": report.status, "message": report.message},
                 check_results=checks.check_results(spec, report, store, slug),
             )
@@ -91,9 +180,10 @@ def build_stage_asset(spec: StageSpec, *, retry_policy: dg.RetryPolicy | None = 
     return stage_asset
 
 
-def build_stage_assets(*, retry_policy: dg.RetryPolicy | None = RETRY_POLICY) -> list[dg.AssetsDefinition]:
-    return [build_stage_asset(spec, retry_policy=retry_policy) for spec in STAGES]
+def build_stage_assets(
+    *, retry_policy: dg.RetryPolicy | None = RETRY_POLICY, model: str | None = None
+) -> list[dg.AssetsDefinition]:
+    return [build_stage_asset(spec, retry_policy=retry_policy, model=model) for spec in STAGES]
 
 
-stage_assets = build_stage_assets()
 STAGE_KEYS: dict[str, dg.AssetKey] = {spec.name: dg.AssetKey(spec.name) for spec in STAGES}

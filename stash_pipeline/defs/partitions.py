@@ -18,6 +18,9 @@ namespaces_partitions = dg.DynamicPartitionsDefinition(name=NAMESPACES)
 
 #: Tag Dagster puts on every single-partition run; dagster.yaml limits it to one run per value.
 PARTITION_TAG = "dagster/partition"
+#: Tags of a run over a range of partitions (Dagster's own, as set by single-run backfills).
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 
 def partition_key(slug: str) -> str:

@@ -1,7 +1,9 @@
 """Schedules: daily decay for every namespace, and an hourly sweep of all stages.
 
-``decay_daily`` (03:00 UTC) requests one ``decay`` run per namespace partition; decay is
-pure SQL over stale current facts, so it has no watermark to watch.
+``decay_daily`` (03:00 UTC) requests ONE ``decay`` run over every namespace partition (the
+key range from the first partition to the last); decay is pure SQL over stale current
+facts, so it has no watermark to watch and no reason to pay a run's start-up per
+namespace. A backfill of ``decay`` is one run too (``BackfillPolicy.single_run``).
 
 ``consolidation_sweep`` (hourly) is the safety net behind the watermark sensor: it runs
 the same ``stage_backlog`` query and requests a run for *every* namespace with work (no
@@ -16,8 +18,8 @@ import time
 import dagster as dg
 from dagster import ScheduleEvaluationContext
 
-from stash_pipeline.defs.assets import STAGE_KEYS, stage_assets
-from stash_pipeline.defs.partitions import NAMESPACES, partition_key
+from stash_pipeline.defs.assets import STAGE_KEYS
+from stash_pipeline.defs.partitions import NAMESPACES, RANGE_END_TAG, RANGE_START_TAG, partition_key
 from stash_pipeline.defs.resources import StashResource
 from stash_pipeline.defs.sensors import (
     WATERMARK_STAGES,
@@ -36,20 +38,22 @@ from stash_pipeline.defs.sensors import (
     target=dg.AssetSelection.assets(STAGE_KEYS["decay"]),
     default_status=dg.DefaultScheduleStatus.RUNNING,
 )
-def decay_daily(context: ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
+def decay_daily(context: ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
     keys = context.instance.get_dynamic_partitions(NAMESPACES)
     if not keys:
         return dg.SkipReason("no namespace partitions yet")
     day = context.scheduled_execution_time.strftime("%Y-%m-%d") if context.scheduled_execution_time else ""
-    return [
-        dg.RunRequest(
-            partition_key=key,
-            asset_selection=[STAGE_KEYS["decay"]],
-            run_key=f"decay:{key}:{day}",
-            tags={"stash/trigger": "decay_daily"},
-        )
-        for key in keys
-    ]
+    # one run over the whole key range (first to last partition): decay is one SQL update
+    # per namespace, far cheaper than a run's start-up
+    return dg.RunRequest(
+        asset_selection=[STAGE_KEYS["decay"]],
+        run_key=f"decay:{day}",
+        tags={
+            "stash/trigger": "decay_daily",
+            RANGE_START_TAG: keys[0],
+            RANGE_END_TAG: keys[-1],
+        },
+    )
 
 
 @dg.schedule(
@@ -57,7 +61,7 @@ def decay_daily(context: ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.
     description="Hourly: run every stage with a backlog in every namespace not already running.",
     cron_schedule="0 * * * *",
     execution_timezone="UTC",
-    target=dg.AssetSelection.assets(*stage_assets),
+    target=dg.AssetSelection.assets(*(STAGE_KEYS[name] for name in WATERMARK_STAGES)),
     default_status=dg.DefaultScheduleStatus.RUNNING,
 )
 def consolidation_sweep(

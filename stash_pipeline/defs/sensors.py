@@ -18,7 +18,9 @@
     run key holds each selected stage's head id and a time bucket: the same backlog is
     not requested twice within a bucket, yet a failed run is retried by a later bucket
     instead of being blocked by its run key forever. Model-bound stages are skipped while
-    no reasoner is configured (they would only report "not configured").
+    no reasoner is configured (their runs would fail); the skip reason then names the
+    blocked stages and how many namespaces wait on each, never "caught up". It also
+    reports each new episode head as the data version of ``episodes`` (``episodes.py``).
 
 Which stages are watched, their heads and gates all come from the stage table
 (``stash_pipeline.stages.STAGES``, passed to ``stage_backlog`` by ``backlog_parameters``).
@@ -37,7 +39,8 @@ from typing import Any
 import dagster as dg
 from dagster import SensorEvaluationContext
 
-from stash_pipeline.defs.assets import STAGE_KEYS, stage_assets
+from stash_pipeline.defs.assets import STAGE_KEYS
+from stash_pipeline.defs.episodes import behind_keys, episode_events
 from stash_pipeline.defs.partitions import NAMESPACES, PARTITION_TAG, namespaces_partitions, partition_key
 from stash_pipeline.defs.resources import StashResource
 from stash_pipeline.stages import STAGES, backlog_parameters
@@ -95,6 +98,24 @@ def pending_work(
     return work
 
 
+def blocked_backlog(rows: Iterable[Mapping[str, Any]], *, reasoner_configured: bool) -> str:
+    """Model-stage work waiting for a reasoner, as a sentence for a skip reason ("" if none)."""
+    if reasoner_configured:
+        return ""
+    blocked: dict[str, set[str]] = {}
+    for row in rows:
+        spec = _SPECS.get(row["stage"])
+        if spec is not None and spec.needs_model and spec.watermarked and row["has_work"]:
+            blocked.setdefault(spec.name, set()).add(row["slug"])
+    if not blocked:
+        return ""
+    stages = ", ".join(f"{stage} ({len(slugs)} namespace(s))" for stage, slugs in blocked.items())
+    return (
+        f"blocked: {stages} have new input but no reasoner is configured; "
+        "set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL"
+    )
+
+
 def round_robin(slugs: Sequence[str], after: str, limit: int) -> list[str]:
     """Up to ``limit`` slugs in order, starting after ``after`` and wrapping around."""
     ordered = sorted(slugs)
@@ -148,25 +169,39 @@ def read_backlog(stash: StashResource) -> tuple[list[dict[str, Any]], bool]:
 @dg.sensor(
     name="watermark_sensor",
     description="Requests stage runs for namespaces whose stage checkpoints are behind their source heads.",
-    target=dg.AssetSelection.assets(*stage_assets),
+    target=dg.AssetSelection.assets(*(STAGE_KEYS[name] for name in WATERMARK_STAGES)),
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def watermark_sensor(context: SensorEvaluationContext, stash: StashResource) -> dg.SensorResult:
     state = json.loads(context.cursor) if context.cursor else {}
     rows, reasoner_configured = read_backlog(stash)
+    # new episode heads become `episodes` data versions, so the UI shows partitions behind
+    behind = behind_keys(rows)
+    existing = context.instance.get_existing_dynamic_partitions(NAMESPACES, behind) if behind else set()
+    events, reported = episode_events(rows, state.get("observed", {}), existing)
     work = pending_work(rows, stages=WATERMARK_STAGES, reasoner_configured=reasoner_configured)
+    blocked = blocked_backlog(rows, reasoner_configured=reasoner_configured)
     if not work:
-        return dg.SensorResult(skip_reason="every stage is caught up", cursor=context.cursor)
+        cursor = json.dumps({"after": state.get("after", ""), "observed": reported})
+        return dg.SensorResult(
+            skip_reason=blocked or "every stage is caught up", cursor=cursor, asset_events=events
+        )
     busy = in_flight_partitions(context.instance, [partition_key(s) for s in work])
     ready = [slug for slug in work if partition_key(slug) not in busy]
     chosen = round_robin(ready, state.get("after", ""), MAX_RUNS_PER_TICK)
     if not chosen:
-        return dg.SensorResult(skip_reason=f"{len(busy)} namespace(s) with work already have a run", cursor=context.cursor)
+        cursor = json.dumps({"after": state.get("after", ""), "observed": reported})
+        return dg.SensorResult(
+            skip_reason=f"{len(busy)} namespace(s) with work already have a run",
+            cursor=cursor,
+            asset_events=events,
+        )
     return dg.SensorResult(
         run_requests=run_requests(work, chosen, trigger="watermark", now=time.time()),
         dynamic_partitions_requests=missing_partitions_request(context.instance, [partition_key(s) for s in chosen]),
-        cursor=json.dumps({"after": chosen[-1]}),
+        cursor=json.dumps({"after": chosen[-1], "observed": reported}),
+        asset_events=events,
     )
 
 

@@ -6,7 +6,8 @@ table's source/head/gate columns as parameters (``backlog_parameters``); the Dag
 assets take ``deps``, ``pool`` and ``needs_model``, the asset checks ``lineage_kind``,
 the watermark sensor every stage with a ``source``; the CLI and the MCP ``consolidate``
 tool list ``STAGE_NAMES``. Adding a stage is one entry here plus its module
-``stash_pipeline/stages/<name>.py`` exposing ``run(ctx: StageContext) -> None``.
+``stash_pipeline/stages/<name>.py`` exposing ``run(ctx: StageContext) -> None`` (and its
+prompts in ``versions.STAGE_PROMPTS``, so they count in its code version).
 
 Columns that decide when a stage has work (``stage_backlog``):
 
@@ -17,6 +18,9 @@ Columns that decide when a stage has work (``stage_backlog``):
 * ``aux_source`` — a second table watched through the checkpoint's ``aux_cursor``;
 * ``gate`` — work only while the namespace has one: ``active_goal`` |
   ``open_hypothesis`` | ``failure``.
+
+``logic_version`` is part of the stage's code version (``stages/versions.py``), with its
+prompts, answer schemas and the model name.
 
 ``deps`` are the upstream assets in the Dagster graph (``episodes`` is the external
 asset written by the MCP service).
@@ -63,6 +67,8 @@ class StageSpec:
     needs_model: bool = True
     #: Dagster concurrency pool for model-bound steps (None = no pool)
     pool: str | None = "model"
+    #: bump when the stage's Python logic changes what it writes (part of its code version)
+    logic_version: int = 1
 
     @property
     def watermarked(self) -> bool:

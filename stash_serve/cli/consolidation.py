@@ -1,4 +1,4 @@
-"""``stash consolidate run|status`` and ``stash dead-letters list|retry|drop``: the CLI face
+"""``stash consolidate run|status|rebuild`` and ``stash dead-letters list|retry|drop``: the CLI face
 of the consolidation runner (``stash_pipeline.consolidation``) — the same entry point
 Dagster and the MCP ``consolidate`` tool call."""
 
@@ -16,6 +16,7 @@ REPORT_COLUMNS = ("namespace", "stage", "status", "rows_in", "rows_written", "it
 STATUS_COLUMNS = ("namespace", "stage", "cursor", "head", "backlog", "last_run_at", "last_status",
                   "dead_letters_pending", "dead_letters_dead")
 PLAN_COLUMNS = ("namespace", "stage", "action", "items", "retries", "items_per_call", "model_calls")
+REBUILD_COLUMNS = ("namespace", "stage", "status", "withdrawn", "cascade", "recheck", "cursor_was")
 DEAD_LETTER_COLUMNS = ("id", "namespace", "stage", "item_kind", "item_id", "status", "attempts", "last_error")
 
 
@@ -33,11 +34,18 @@ def consolidate_group() -> None:
 @base.namespaces_option()
 @click.option("--stage", default=None, help="Run only this stage (default: all, in order).")
 @click.option("--wait", is_flag=True, help="Wait for a runner already busy on a stage instead of skipping it.")
+@click.option("--inline", is_flag=True, help="Run here even when Dagster is running (default: submit runs there).")
 @click.option("--dry-run", is_flag=True,
               help="Only show what would run: items and estimated model calls per namespace and stage.")
 @base.json_option
-def consolidate_run(namespaces: str, stage: str | None, wait: bool, dry_run: bool, as_json: bool) -> None:
+def consolidate_run(
+    namespaces: str, stage: str | None, wait: bool, inline: bool, dry_run: bool, as_json: bool
+) -> None:
     """Consolidate each namespace of the tree now (one stage or all). Exits 1 if a stage failed.
+
+    When Dagster is running (STASH_DAGSTER_URL, or the one `stash up` started) it submits
+    one run per namespace there and prints the run ids at once; otherwise, or with
+    --inline, it runs the stages in this terminal.
 
     \b
     Example:
@@ -52,6 +60,8 @@ def consolidate_run(namespaces: str, stage: str | None, wait: bool, dry_run: boo
     store = base.store()
     if dry_run:
         _dry_run(store, namespaces, stage, as_json)
+        return
+    if not inline and _submit(store, namespaces, stage, as_json):
         return
     reports: list[Any] = []
     for path in [p.strip() for p in namespaces.split(",") if p.strip()] or ["/"]:
@@ -80,6 +90,27 @@ def _dry_run(store: Any, namespaces: str, stage: str | None, as_json: bool) -> N
                    err=True)
 
 
+def _submit(store: Any, namespaces: str, stage: str | None, as_json: bool) -> bool:
+    """Submit one Dagster run per namespace if Dagster is running; False when it is not."""
+    from stash_pipeline.memory.namespaces import resolve_trees
+    from stash_pipeline.stages import STAGE_NAMES
+    from stash_serve.runs import DagsterRuns
+
+    dagster = DagsterRuns.find(store.settings)
+    if dagster is None:
+        return False
+    with store.db.transaction() as tx:
+        paths = [p.strip() for p in namespaces.split(",") if p.strip()] or ["/"]
+        slugs = sorted(set().union(*(resolve_trees(tx, path).values() for path in paths)))
+    stages = [stage] if stage else list(STAGE_NAMES)
+    runs = [{"namespace": slug, "run_id": dagster.launch(slug, stages, trigger="cli"), "stages": ",".join(stages)}
+            for slug in slugs]
+    show(runs, as_json, ("namespace", "run_id", "stages"))
+    if not as_json:
+        click.echo(f"{len(runs)} run(s) submitted to Dagster: {dagster.url}/runs", err=True)
+    return True
+
+
 @consolidate_group.command("status")
 @base.namespaces_option()
 @base.json_option
@@ -98,6 +129,32 @@ def consolidate_status(namespaces: str, as_json: bool) -> None:
     if not as_json:  # the JSON stays the per-stage list; the mode is in `stash doctor --json` too
         for line in describe_modes(store.settings, store.db):
             click.echo(line)
+
+
+@consolidate_group.command("rebuild")
+@base.namespace_option()
+@click.option("--stage", required=True, help="The stage to rebuild: facts, relationships, causal_links or patterns.")
+@base.yes_option
+@base.json_option
+def consolidate_rebuild(namespace: str, stage: str, yes: bool, as_json: bool) -> None:
+    """Withdraw what a stage derived in a namespace tree and rewind it, so its next run re-derives.
+
+    Without --yes it only shows what would be withdrawn (the stage's own rows, and
+    through lineage what later stages derived from them). With --yes it does it, one
+    transaction per namespace; the next `stash consolidate run` (or the Dagster
+    sensor) re-derives. Safe to interrupt and run again.
+
+    \b
+    Example:
+      stash consolidate rebuild -n /projects/x --stage facts
+      stash consolidate rebuild -n /projects/x --stage facts --yes
+    """
+    from stash_pipeline import rebuild
+
+    reports = rebuild.rebuild(base.store(), namespace, stage, apply=yes)
+    show([r.to_json() for r in reports], as_json, REBUILD_COLUMNS)
+    if not as_json and not yes:
+        click.echo("preview only: nothing was changed; add --yes to rebuild", err=True)
 
 
 @click.group("dead-letters")

@@ -145,14 +145,28 @@ def test_a_permanent_error_fails_without_retry_and_says_why(
     assert "not found" in failure.step_failure_data.error.message
 
 
-def test_without_a_reasoner_model_stages_report_not_configured(
+def test_without_a_reasoner_a_model_stage_fails_clearly_without_retry(
+    store: Store, instance: dg.DagsterInstance, settings: Any
+) -> None:
+    """No false green: the partition is red and says which settings are missing."""
+    seed(store, "/projects/x")
+    result = materialize(instance, resource_for(settings), "/projects/x", "facts")
+    assert not result.success
+    assert result.asset_materializations_for_node("facts") == []
+    assert not [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
+    (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    message = failure.step_failure_data.error.message
+    assert "facts failed for /projects/x" in message
+    assert "STASH_REASONER_MODEL" in message and "STASH_OPENAI_BASE_URL" in message
+    assert store.db.all("stage_backlog", **backlog_parameters())[0]["cursor"] == 0
+
+
+def test_without_a_reasoner_sql_only_stages_still_materialize(
     store: Store, instance: dg.DagsterInstance, settings: Any
 ) -> None:
     seed(store, "/projects/x")
-    result = materialize(instance, resource_for(settings), "/projects/x", "facts", "decay")
+    result = materialize(instance, resource_for(settings), "/projects/x", "decay")
     assert result.success
-    assert metadata(result, "facts")["status"] == "not_configured"
-    assert metadata(result, "facts")["cursor_to"] == 0
     assert metadata(result, "decay")["status"] in {"ok", "idle"}
 
 

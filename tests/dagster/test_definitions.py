@@ -12,12 +12,14 @@ import yaml
 
 from stash_pipeline.defs import checks
 from stash_pipeline.defs.assets import RETRY_POLICY
-from stash_pipeline.defs.definitions import defs
+from stash_pipeline.defs.definitions import build_definitions
 from stash_pipeline.defs.partitions import namespace_slug, partition_key
 from stash_pipeline.stages import STAGES
 from stash_serve.up import DAGSTER_CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]
+
+defs = build_definitions(model="scripted")
 
 EXPECTED_DEPS = {
     "episodes": set(),
@@ -109,13 +111,15 @@ def test_dagster_yaml_rejects_a_broken_key(tmp_path: Path, pg_env: None) -> None
         dagster_instance_config(str(tmp_path))
 
 
-def test_workspace_yaml_loads_the_definitions_module() -> None:
+def test_workspace_yaml_loads_the_definitions_module(instance: dg.DagsterInstance) -> None:
     workspace = yaml.safe_load((DAGSTER_CONFIG / "workspace.yaml").read_text())
     (entry,) = workspace["load_from"]
     module = entry["python_module"]["module_name"]
     assert module == "stash_pipeline.defs.definitions"
-    loaded = dg.Definitions.merge(__import__(module, fromlist=["defs"]).defs)
-    assert loaded.resolve_assets_def("facts") is not None
+    loaded = __import__(module, fromlist=["defs"])
+    # what the @definitions function `defs` returns when Dagster loads the location (calling
+    # it here would leave Dagster's global load context pointing at this test's instance)
+    assert loaded.build_definitions(model=loaded.reasoner_model()).resolve_assets_def("facts") is not None
 
 
 def test_importing_the_code_location_reads_no_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,8 +132,12 @@ def test_importing_the_code_location_reads_no_settings(monkeypatch: pytest.Monke
     importlib.reload(module)  # would raise ConfigurationError if settings were loaded here
     from stash_pipeline.errors import ConfigurationError
 
+    with pytest.warns(UserWarning, match="STASH_DB_PORT"):
+        model = module.reasoner_model()  # the location still loads, versions without a model name
+    assert model is None
+    loaded = module.build_definitions(model=model)
     with pytest.raises(ConfigurationError, match="STASH_DB_PORT"):
-        module.defs.resources["stash"].settings()  # type: ignore[union-attr]
+        loaded.resources["stash"].settings()  # type: ignore[union-attr]
 
 
 def test_dagster_yaml_storage_works_on_the_real_server(
@@ -177,3 +185,18 @@ def test_every_query_the_dagster_layer_names_exists() -> None:
     names = set(re.findall(r"\.(?:one|all|scalar|execute)\(\s*\"([a-z0-9_]+)\"", source))
     assert names >= {"stage_backlog", "dagster_namespaces_after", "dagster_namespace_slugs", "dagster_lineage_orphans"}
     assert names <= set(QUERIES)
+
+
+def test_stage_code_versions_follow_the_model_name(instance: dg.DagsterInstance) -> None:
+    """A model switch marks the model stages unsynced; SQL-only decay keeps its version.
+
+    (Resolving definitions reads Dagster's current instance: ``instance`` keeps a live one.)
+    """
+
+    def versions(model: str | None) -> dict[str, str | None]:
+        graph = build_definitions(model=model).resolve_asset_graph()
+        return {spec.name: graph.get(dg.AssetKey(spec.name)).code_version for spec in STAGES}
+
+    a, b = versions("model-a"), versions("model-b")
+    assert all(a.values())
+    assert {name for name in a if a[name] != b[name]} == {s.name for s in STAGES if s.needs_model}

@@ -1,4 +1,4 @@
-"""Schedules: decay once a day per namespace partition; the hourly sweep of every stage with work."""
+"""Schedules: decay once a day in one run over every namespace partition; the hourly sweep of every stage with work."""
 
 from __future__ import annotations
 
@@ -16,18 +16,19 @@ from stash_pipeline.store import Store
 from tests.dagster.test_sensors import add_run
 
 
-def test_decay_daily_requests_one_decay_run_per_namespace(instance: dg.DagsterInstance) -> None:
+def test_decay_daily_requests_one_decay_run_over_every_namespace(instance: dg.DagsterInstance) -> None:
     at = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
     context = dg.build_schedule_context(instance=instance, scheduled_execution_time=at)
     assert isinstance(decay_daily(context), dg.SkipReason)
 
     instance.add_dynamic_partitions("namespaces", ["/", "/a", "/b/c"])
-    requests = decay_daily(dg.build_schedule_context(instance=instance, scheduled_execution_time=at))
-    assert isinstance(requests, list)
-    assert sorted(r.partition_key for r in requests) == ["/", "/a", "/b/c"]
-    for request in requests:
-        assert [k.to_user_string() for k in request.asset_selection or []] == ["decay"]
-        assert request.run_key == f"decay:{request.partition_key}:2026-11-30"
+    request = decay_daily(dg.build_schedule_context(instance=instance, scheduled_execution_time=at))
+    assert isinstance(request, dg.RunRequest)
+    assert [k.to_user_string() for k in request.asset_selection or []] == ["decay"]
+    assert request.partition_key is None
+    assert request.tags["dagster/asset_partition_range_start"] == "/"
+    assert request.tags["dagster/asset_partition_range_end"] == "/b/c"
+    assert request.run_key == "decay:2026-11-30"
     assert decay_daily.cron_schedule == "0 3 * * *"
 
 

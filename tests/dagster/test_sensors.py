@@ -235,6 +235,19 @@ def test_watermark_skips_model_stages_without_a_reasoner(
 ) -> None:
     result = tick(watermark_sensor, instance, resource_for(settings), None)  # type: ignore[arg-type]
     assert result.run_requests == []
+    # not "caught up": the skip reason names what is blocked and what to set
+    reason = result.skip_reason.skip_message if result.skip_reason else ""
+    assert "caught up" not in reason
+    assert "facts (1 namespace(s))" in reason and "relationships (" in reason
+    assert "STASH_REASONER_MODEL" in reason and "STASH_OPENAI_BASE_URL" in reason
+
+
+def test_watermark_says_caught_up_only_when_nothing_waits(
+    store: Store, instance: dg.DagsterInstance, settings: object
+) -> None:
+    ns.create(store, "/quiet")
+    result = tick(watermark_sensor, instance, resource_for(settings), None)  # type: ignore[arg-type]
+    assert result.skip_reason is not None and result.skip_reason.skip_message == "every stage is caught up"
 
 
 def test_watermark_caps_requests_and_pages_round_robin(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -322,12 +323,21 @@ async def test_consolidate_status_and_stats(server: Any) -> None:
     async with Client(server) as client:
         await _project(client)
         await ok(client, "remember", {"content": "Alice leads the platform team", "namespace": "/p"})
-        ran = await ok(client, "consolidate", {"namespaces": "/p"})
-        reports = ran["reports"]
+        started = await ok(client, "consolidate", {"namespaces": "/p"})
+        # no Dagster here: a background job, returned at once, followed through consolidation_status
+        assert started["mode"] == "background" and started["job"]["status"] in {"queued", "running", "done"}
+        job_id = started["job"]["job_id"]
+        for _ in range(200):
+            status = await ok(client, "consolidation_status", {"namespaces": "/p"})
+            (job,) = [j for j in status["runs"] if j["job_id"] == job_id]
+            if job["status"] in {"done", "failed"}:
+                break
+            await anyio.sleep(0.05)
+        assert job["status"] == "done", job
+        reports = job["reports"]
         assert {r["stage"] for r in reports} >= {"facts", "decay"}
         # no reasoner configured: model stages say so and keep their cursors
         assert {r["status"] for r in reports if r["stage"] == "facts"} == {"not_configured"}
-        status = await ok(client, "consolidation_status", {"namespaces": "/p"})
         assert status["items"] and all(row["namespace"] == "/p" for row in status["items"])
         assert (await fails(client, "consolidate", {"stage": "nonsense"}))["error"] == "invalid_input"
         stats = await ok(client, "stats", {"namespaces": "/p"})

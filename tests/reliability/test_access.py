@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 
@@ -165,6 +166,16 @@ def _body(result: Any) -> tuple[bool, dict[str, Any], str]:
     return bool(result.is_error), body, text
 
 
+async def _job_done(session: Any, job_id: str, namespace: str) -> None:
+    """Wait for a background consolidation job, so its writes land inside its own cell."""
+    for _ in range(600):
+        _, status, _ = _body(await session.call_tool("consolidation_status", {"namespaces": namespace}))
+        if any(j["job_id"] == job_id and j["status"] in ("done", "failed") for j in status.get("runs", [])):
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError(f"background job {job_id} did not finish")
+
+
 async def test_token_scope_matrix_over_every_tool(
     settings: Any, store: Any, world: dict[str, str], tmp_path: Path
 ) -> None:
@@ -184,6 +195,8 @@ async def test_token_scope_matrix_over_every_tool(
                         arguments = CALLS[tool](store, ns)
                         before = snapshot(store)
                         failed, body, text = _body(await session.call_tool(tool, arguments))
+                        if tool == "consolidate" and not failed:
+                            await _job_done(session, body["job"]["job_id"], ns)  # it runs in the background
                         label = f"{token_name} {tool} on {ns}"
                         changed = snapshot(store) != before
                         if tool == "init":  # never an error; never writes (no token covers /self)

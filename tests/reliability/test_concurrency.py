@@ -120,7 +120,16 @@ def test_four_runners_one_namespace_one_stage(
             async with Client(build_server(wstore, auth=False)) as client:
                 result = await client.call_tool("consolidate", {"namespaces": "/race", "stage": stage})
                 assert not result.is_error, result.content[0].text
-                return result.structured_content["reports"]
+                # the tool returns a background job at once; its reports come with its status
+                job_id = result.structured_content["job"]["job_id"]
+                for _ in range(2400):
+                    status = await client.call_tool("consolidation_status", {"namespaces": "/race"})
+                    (job,) = [j for j in status.structured_content["runs"] if j["job_id"] == job_id]
+                    if job["status"] in ("done", "failed"):
+                        break
+                    await anyio.sleep(0.05)
+                assert job["status"] == "done", job
+                return job["reports"]
 
         wait_turn("mcp")
         (outcomes["mcp"],) = anyio.run(go)

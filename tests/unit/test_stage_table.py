@@ -14,11 +14,13 @@ import pytest
 
 from stash_pipeline.defs import checks
 from stash_pipeline.defs.assets import build_stage_asset
-from stash_pipeline.defs.definitions import defs
+from stash_pipeline.defs.definitions import build_definitions
 from stash_pipeline.defs.sensors import WATERMARK_STAGES, pending_work, run_requests
 from stash_pipeline.stages import STAGE_NAMES, STAGES, StageSpec, backlog_parameters
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+defs = build_definitions(model="scripted")
 
 
 def _expected_checks(spec: StageSpec) -> set[str]:
@@ -32,7 +34,9 @@ def test_every_stage_runs_the_run_function_of_its_own_module() -> None:
 
 
 def test_the_asset_graph_is_the_stage_table() -> None:
-    graph = defs.resolve_asset_graph()
+    # resolving reads Dagster's current instance: give it a live one, not a closed test's
+    with dg.instance_for_test():
+        graph = defs.resolve_asset_graph()
     assert {key.to_user_string() for key in graph.get_all_asset_keys()} == {"episodes", *STAGE_NAMES}
     for spec in STAGES:
         asset = defs.resolve_assets_def(spec.name)

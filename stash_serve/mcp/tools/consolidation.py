@@ -1,6 +1,9 @@
-"""Consolidation tools: consolidate (run the stages now), consolidation_status.
+"""Consolidation tools: consolidate (start the stages now), consolidation_status.
 
-The library side is ``stash_pipeline.consolidation`` (the stage runner).
+The library side is ``stash_pipeline.consolidation`` (the stage runner). ``consolidate``
+never waits on a model: with Dagster running it submits one run per namespace and
+returns their ids; without, it starts a background job and returns its handle
+(``stash_serve.runs``). ``consolidation_status`` shows both.
 """
 
 from __future__ import annotations
@@ -11,15 +14,18 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
 from stash_pipeline import consolidation, errors
+from stash_pipeline.memory.namespaces import resolve_trees
 from stash_pipeline.stages import STAGE_NAMES
 from stash_serve.mcp.calls import Scope, ToolCalls
 from stash_serve.mcp.params import READ, WRITE, Namespaces
+from stash_serve.runs import BackgroundJobs, DagsterRuns, Job
 
 
 def register(server: MCPServer, calls: ToolCalls) -> None:
     """Add the consolidation tools to ``server``."""
     store = calls.store
     tool = server.tool
+    jobs = BackgroundJobs()
 
     @tool(annotations=WRITE)
     async def consolidate(
@@ -29,7 +35,8 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         ] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Run consolidation now over the namespace trees: episodes become facts, links, patterns…"""
+        """Start consolidation of the namespace trees (episodes into facts, links, patterns…).
+        Returns at once: Dagster run ids, or a job handle; follow with consolidation_status."""
 
         def work(s: Scope) -> Any:
             if stage is not None and stage not in STAGE_NAMES:
@@ -43,11 +50,25 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
             roots = [
                 p for p in paths if not any(q != p and (q == "/" or p.startswith(q + "/")) for q in paths)
             ]
-            stages = {"stages": [stage]} if stage else {}
-            reports: list[Any] = []
-            for path in roots:
-                reports.extend(consolidation.run_tree(store, path, **stages))
-            return {"reports": reports}
+            with store.db.transaction() as tx:
+                slugs = sorted(set().union(*(resolve_trees(tx, path).values() for path in roots)))
+            dagster = DagsterRuns.find(store.settings)
+            if dagster is not None:
+                selected = [stage] if stage else list(STAGE_NAMES)
+                runs = [
+                    {"namespace": slug, "run_id": dagster.launch(slug, selected, trigger="mcp"), "stages": selected}
+                    for slug in slugs
+                ]
+                return {"mode": "dagster", "runs": runs, "dagster_url": dagster.url}
+
+            def background(job: Job) -> list[dict[str, Any]]:
+                reports: list[dict[str, Any]] = []
+                for path in roots:
+                    reports.extend(r.to_json() for r in consolidation.run_tree(store, path, stages=[stage] if stage else None))
+                    job.reports = list(reports)  # progress, tree by tree
+                return reports
+
+            return {"mode": "background", "job": jobs.start(roots, stage, background).view()}
 
         return await calls.run(ctx, work)
 
@@ -56,9 +77,15 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         namespaces: Namespaces = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Per namespace and stage: cursor, backlog, last run and dead letters."""
+        """Per namespace and stage: cursor, backlog, last run and dead letters; runs queued or in flight."""
 
         def work(s: Scope) -> Any:
-            return {"items": consolidation.status(store, s.read(namespaces))}
+            paths = s.read(namespaces)
+            items = consolidation.status(store, paths)
+            dagster = DagsterRuns.find(store.settings)
+            if dagster is not None:
+                slugs = sorted({row["namespace"] for row in items})
+                return {"items": items, "mode": "dagster", "runs": dagster.in_flight(slugs)}
+            return {"items": items, "mode": "background", "runs": jobs.list(paths)}
 
         return await calls.run(ctx, work)

@@ -1,0 +1,57 @@
+"""Stage code versions: a digest of everything that decides what a stage writes.
+
+``code_version(spec, model)`` hashes the stage's prompts (system text), the JSON schema
+of each answer it asks the model for, the model name and the stage's
+``logic_version`` (bumped by hand when its Python logic changes what it writes). Change
+any of them and the version changes, so Dagster marks every materialized partition of
+that stage as unsynced ("code version changed") until it is rebuilt.
+
+SQL-only stages have no prompt and no model: their version is their logic version alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+from stash_pipeline.stages import prompts
+
+if TYPE_CHECKING:
+    from stash_pipeline.stages import StageSpec
+
+#: The (system prompt, answer schema) pairs each stage sends; keep in step with the stage modules.
+STAGE_PROMPTS: dict[str, tuple[tuple[str, type[BaseModel]], ...]] = {
+    "facts": ((prompts.FACTS, prompts.FactsAnswer), (prompts.CONTRADICTIONS, prompts.ContradictionsAnswer)),
+    "relationships": ((prompts.RELATIONSHIPS, prompts.RelationshipsAnswer),),
+    "causal_links": ((prompts.CAUSAL_LINKS, prompts.CausalAnswer),),
+    "patterns": ((prompts.PATTERNS, prompts.PatternsAnswer),),
+    "goal_progress": ((prompts.GOAL_PROGRESS, prompts.GoalProgressAnswer),),
+    "failure_patterns": ((prompts.FAILURE_PATTERNS, prompts.FailurePatternsAnswer),),
+    "hypothesis_evidence": ((prompts.HYPOTHESIS_EVIDENCE, prompts.HypothesisAnswer),),
+    "decay": (),
+}
+
+#: Length of the hex digest shown in the UI: short enough to read, long enough never to collide.
+DIGEST_CHARS = 12
+
+
+def version_inputs(spec: StageSpec, model: str | None) -> dict[str, object]:
+    """What the version is a digest of (also useful to show why two versions differ)."""
+    return {
+        "stage": spec.name,
+        "logic_version": spec.logic_version,
+        "model": model if spec.needs_model else None,
+        "prompts": [
+            {"system": system, "schema": schema.model_json_schema()} for system, schema in STAGE_PROMPTS.get(spec.name, ())
+        ],
+    }
+
+
+def code_version(spec: StageSpec, model: str | None) -> str:
+    """``v<logic version>-<digest>``: changes with the prompts, schemas, model or logic version."""
+    payload = json.dumps(version_inputs(spec, model), sort_keys=True, default=str)
+    digest = hashlib.sha256(payload.encode()).hexdigest()[:DIGEST_CHARS]
+    return f"v{spec.logic_version}-{digest}"
