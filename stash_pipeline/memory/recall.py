@@ -69,6 +69,11 @@ CONTEXT_WINDOW = 2
 RELEVANCE_FLOOR = 0.3
 #: factor on an episode whose derived facts were all retired (its correction should win)
 STALE_FACTOR = 0.5
+#: supersession by recency: an episode candidate with a NEWER episode candidate in the same
+#: namespace whose embedding is at least this similar (cosine) is taken as restated or
+#: corrected and scores x SUPERSEDED_FACTOR, unless the query asks about a time
+SUPERSEDE_SIMILARITY = 0.8
+SUPERSEDED_FACTOR = 0.5
 LIMIT_DEFAULT = 10
 LIMIT_MAX = 100
 #: turns on each side of an episode hit that recall_results returns with it by default
@@ -156,6 +161,9 @@ def recall(
                 k1=BM25_K1,
                 b=BM25_B,
                 stale_factor=STALE_FACTOR,
+                supersede=use_vector and use_text and not asks_about_time(text),
+                supersede_similarity=SUPERSEDE_SIMILARITY,
+                superseded_factor=SUPERSEDED_FACTOR,
                 # neighbours lift hits in hybrid mode only: the single-signal modes are
                 # the baselines it is measured against
                 neighbour_weight=NEIGHBOUR_WEIGHT if use_vector and use_text else 0.0,
@@ -238,6 +246,29 @@ def recall_results(
         characters += added
         results.append(item)
     return {"results": results}
+
+
+_MONTHS = (
+    # bare "may" is mostly the verb: the month counts after a preposition
+    "january february march april june july august september october november december "
+    "jan feb apr jun jul aug sep sept oct nov dec"
+)
+_TIME_WORDS = re.compile(
+    r"\b(?:" + "|".join(_MONTHS.split()) + r"|(?:in|of|since|until|by|from|early|late|mid) may|(?:19|20)\d\d|\d{4}-\d\d(?:-\d\d)?|"
+    r"before|used to|did(?: \w+){1,3} use to|originally|previously|formerly|earlier|at first|initially|back then|"
+    r"last (?:week|month|year|spring|summer|autumn|fall|winter)|ago|old|history)\b",
+    re.IGNORECASE,
+)
+#: set False to measure recall without the query-side guard
+TIME_GUARD = True
+
+
+def asks_about_time(query: str) -> bool:
+    """Whether ``query`` names a date, month or year or asks about the past ("used to").
+
+    Such a query wants the value as it was then, so newer near-duplicates must not demote it.
+    """
+    return TIME_GUARD and _TIME_WORDS.search(query) is not None
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][\w.-]*(?:\d[\w.-]*|[-_][\w.-]+)")

@@ -136,7 +136,7 @@ candidates AS (
 ),
 -- MATERIALIZED: every score is computed once per candidate, however often it is used
 scored AS MATERIALIZED (
-    SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata,
+    SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata, c.embedding,
            CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> %(embedding)s::vector) END AS cosine,
            CASE WHEN %(use_text)s THEN COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
@@ -162,7 +162,14 @@ fused AS (
                            WHERE l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact'
                              AND f.withdrawn_at IS NULL AND f.valid_from <= now()
                              AND (f.valid_until IS NULL OR f.valid_until > now()))
-                  THEN %(stale_factor)s::float8 ELSE 1 END AS score
+                  THEN %(stale_factor)s::float8 ELSE 1 END
+           * CASE WHEN s.kind = 'episode' AND %(supersede)s AND %(as_of)s::timestamptz IS NULL
+                       AND NOT %(include_history)s
+                       AND EXISTS (SELECT 1 FROM scored n
+                                   WHERE n.kind = 'episode' AND n.namespace_id = s.namespace_id
+                                     AND n.occurred_at > s.occurred_at
+                                     AND 1 - (n.embedding <=> s.embedding) >= %(supersede_similarity)s)
+                  THEN %(superseded_factor)s::float8 ELSE 1 END AS score
     FROM scored s, tq
 ),
 pool AS (
