@@ -20,7 +20,9 @@ and over episodes, and full-text matches of the query's rarest words — and sco
   own: the correction outranks the old value, which otherwise keeps its place (a
   multi-session answer still finds both). The word test keeps look-alikes that differ in
   a detail the query names (another service, day or person) from demoting each other.
-  Not applied with ``as_of`` or ``include_history``, nor when the query asks about a time
+  Only the best ``limit + CONTEXT_POOL`` candidates are checked against the others (a
+  demotion only lowers a score), which bounds the pairs compared. Not applied with
+  ``as_of`` or ``include_history``, nor when the query asks about a time
   (``asks_about_time``: a month, year or date, "before", "used to", "originally" ...),
   since then the old value may be the answer;
 * ``context``: in hybrid mode, an episode within CONTEXT_WINDOW turns of one of the best
@@ -180,6 +182,8 @@ def recall(
                 supersede_similarity=SUPERSEDE_SIMILARITY,
                 superseded_factor=SUPERSEDED_FACTOR,
                 supersede_margin=SUPERSEDE_MARGIN,
+                # what can reach the results or the context pool
+                supersede_pool=limit + CONTEXT_POOL,
                 # neighbours lift hits in hybrid mode only: the single-signal modes are
                 # the baselines it is measured against
                 neighbour_weight=NEIGHBOUR_WEIGHT if use_vector and use_text else 0.0,

@@ -173,16 +173,18 @@ judged AS MATERIALIZED (
 ),
 -- supersession by recency: the best score among each episode's newer near-duplicates
 -- (same namespace, later occurred_at, cosine >= supersede_similarity, matching every
--- query lexeme the older one matches)
+-- query lexeme the older one matches). Only the best supersede_pool candidates are checked
+-- (a demotion only lowers a score, so one ranked below them cannot reach the results);
+-- that bounds the pairs compared.
 fused AS (
     SELECT j.kind, j.id, j.namespace_id, j.occurred_at, j.metadata, j.cosine, j.bm25, j.coverage,
            CASE WHEN newer.score IS NULL THEN j.score
                 ELSE GREATEST(%(superseded_factor)s::float8 * j.score,
                               LEAST(j.score, %(supersede_margin)s::float8 * newer.score)) END AS score
-    FROM judged j
+    FROM (SELECT x.*, row_number() OVER (ORDER BY x.score DESC, x.id DESC) AS place FROM judged x) j
     LEFT JOIN LATERAL (
         SELECT max(n.score) AS score FROM judged n
-        WHERE %(supersede)s AND j.kind = 'episode' AND n.kind = 'episode'
+        WHERE %(supersede)s AND j.place <= %(supersede_pool)s AND j.kind = 'episode' AND n.kind = 'episode'
           AND %(as_of)s::timestamptz IS NULL AND NOT %(include_history)s
           AND n.namespace_id = j.namespace_id AND n.occurred_at > j.occurred_at
           AND n.matched @> j.matched
