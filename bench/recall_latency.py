@@ -72,22 +72,22 @@ def hybrid_params(store: Any, query: str, vector: np.ndarray) -> dict[str, Any]:
     Capturing, rather than rebuilding them here, keeps the SQL-alone row in step with
     whatever recall.py currently sends.
     """
-    from stash_pipeline import db
+    from stash_pipeline.db.gateway import Session
     from stash_pipeline.memory import recall
 
     captured: dict[str, Any] = {}
-    original = db.Session.all
+    original = Session.all
 
     def spy(self: Any, name: str, /, **params: Any) -> list[dict[str, Any]]:
         if name == "recall_hybrid":
             captured.update(params)
         return original(self, name, **params)
 
-    db.Session.all = spy  # type: ignore[method-assign]
+    Session.all = spy  # type: ignore[method-assign]
     try:
         recall.recall(store, query, "/", limit=10)
     finally:
-        db.Session.all = original  # type: ignore[method-assign]
+        Session.all = original  # type: ignore[method-assign]
     return captured | {"embedding": vector}
 
 

@@ -12,6 +12,19 @@ and over episodes, and full-text matches of the query's rarest words — and sco
   telescope" matches nothing and covers 0);
 * fused: ``W_VECTOR * cosine + (1 - W_VECTOR) * coverage``, times STALE_FACTOR for an
   episode whose derived facts were all retired (its correction wins);
+* supersession by recency (hybrid mode): an episode candidate with a *newer* episode
+  candidate in the same namespace (later ``occurred_at``) that is a near-duplicate —
+  embedding cosine >= SUPERSEDE_SIMILARITY and matching every query word the older one
+  matches — is taken as restated or corrected by it. Its score drops to just below the
+  newer one's (SUPERSEDE_MARGIN times it), but never below SUPERSEDED_FACTOR times its
+  own: the correction outranks the old value, which otherwise keeps its place (a
+  multi-session answer still finds both). The word test keeps look-alikes that differ in
+  a detail the query names (another service, day or person) from demoting each other.
+  Only the best ``limit + CONTEXT_POOL`` candidates are checked against the others (a
+  demotion only lowers a score), which bounds the pairs compared. Not applied with
+  ``as_of`` or ``include_history``, nor when the query asks about a time
+  (``asks_about_time``: a month, year or date, "before", "used to", "originally" ...),
+  since then the old value may be the answer;
 * ``context``: in hybrid mode, an episode within CONTEXT_WINDOW turns of one of the best
   CONTEXT_POOL episodes, in the same session (same given ``occurred_at``, or the same
   ``metadata.session`` / ``metadata.thread``), gains NEIGHBOUR_WEIGHT times that hit's
@@ -69,6 +82,15 @@ CONTEXT_WINDOW = 2
 RELEVANCE_FLOOR = 0.3
 #: factor on an episode whose derived facts were all retired (its correction should win)
 STALE_FACTOR = 0.5
+#: supersession by recency: an episode candidate with a NEWER episode candidate in the same
+#: namespace at least this similar (embedding cosine) that matches every query word it
+#: matches is taken as restated or corrected (chosen on the DEV split of the agent-memory
+#: set's ``updated`` questions, with both sets' recall@10 held, bench/README.md)
+SUPERSEDE_SIMILARITY = 0.5
+#: the older one then scores SUPERSEDE_MARGIN times the newer one's score (just below it) ...
+SUPERSEDE_MARGIN = 0.99
+#: ... but never less than this factor times its own score
+SUPERSEDED_FACTOR = 0.5
 LIMIT_DEFAULT = 10
 LIMIT_MAX = 100
 #: turns on each side of an episode hit that recall_results returns with it by default
@@ -156,6 +178,12 @@ def recall(
                 k1=BM25_K1,
                 b=BM25_B,
                 stale_factor=STALE_FACTOR,
+                supersede=use_vector and use_text and not asks_about_time(text),
+                supersede_similarity=SUPERSEDE_SIMILARITY,
+                superseded_factor=SUPERSEDED_FACTOR,
+                supersede_margin=SUPERSEDE_MARGIN,
+                # what can reach the results or the context pool
+                supersede_pool=limit + CONTEXT_POOL,
                 # neighbours lift hits in hybrid mode only: the single-signal modes are
                 # the baselines it is measured against
                 neighbour_weight=NEIGHBOUR_WEIGHT if use_vector and use_text else 0.0,
@@ -242,6 +270,29 @@ def recall_results(
         characters += added
         results.append(item)
     return {"results": results}
+
+
+_MONTHS = (
+    # bare "may" is mostly the verb: the month counts after a preposition
+    "january february march april june july august september october november december "
+    "jan feb apr jun jul aug sep sept oct nov dec"
+)
+_TIME_WORDS = re.compile(
+    r"\b(?:" + "|".join(_MONTHS.split()) + r"|(?:in|of|since|until|by|from|early|late|mid) may|(?:19|20)\d\d|\d{4}-\d\d(?:-\d\d)?|"
+    r"before|used to|did(?: \w+){1,3} use to|originally|previously|formerly|earlier|at first|initially|back then|"
+    r"last (?:week|month|year|spring|summer|autumn|fall|winter)|ago|old|history)\b",
+    re.IGNORECASE,
+)
+#: set False to measure recall without the query-side guard
+TIME_GUARD = True
+
+
+def asks_about_time(query: str) -> bool:
+    """Whether ``query`` names a date, month or year or asks about the past ("used to").
+
+    Such a query wants the value as it was then, so newer near-duplicates must not demote it.
+    """
+    return TIME_GUARD and _TIME_WORDS.search(query) is not None
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][\w.-]*(?:\d[\w.-]*|[-_][\w.-]+)")

@@ -14,6 +14,7 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.memory import episodes, facts, interchange, namespaces, recall
+from stash_pipeline.models import RecallHit
 
 NS = "/chat/one"
 OTHER = "/chat/two"
@@ -253,3 +254,39 @@ def test_context_option_returns_the_turns_around_an_episode_hit(store):
     assert all(c["id"] not in near for item in near.values() for c in item.get("context", []))
     with pytest.raises(errors.InvalidInput):
         recall.recall_results(store, "beagle", NS, context=99)
+
+
+def test_an_older_episode_loses_to_its_newer_near_duplicate(make_store, monkeypatch):
+    monkeypatch.setattr(recall, "NEIGHBOUR_WEIGHT", 0.0)  # isolate the supersession rule
+    store = make_store(embedder="minilm", vector_dim=384)
+    namespaces.create(store, NS)
+    # written newest first, so neither id order nor creation time can explain the ranking
+    new = episodes.remember(store, NS, "The staging database now runs PostgreSQL 16 after the upgrade.",
+                            occurred_at="2026-05-04T17:28:00Z")["id"]
+    old = episodes.remember(store, NS, "The staging database runs PostgreSQL 14.",
+                            occurred_at="2026-01-06T07:18:00Z")["id"]
+    unrelated = episodes.remember(store, NS, "Melanie signed up for a pottery class on Thursdays.",
+                                  occurred_at="2026-02-01T09:00:00Z")["id"]
+
+    def ranked(query: str, **options) -> dict[int, RecallHit]:
+        return {h.id: h for h in recall.recall(store, query, NS, **options)}
+
+    current = ranked("Which PostgreSQL version does the staging database run?")
+    assert next(iter(current)) == new  # best first
+    plain = ranked("Which PostgreSQL version does the staging database run?", include_history=True)
+    assert next(iter(plain)) == old  # without the rule the older, shorter statement wins
+    # just below its correction, never under SUPERSEDED_FACTOR times its own score
+    expected = max(recall.SUPERSEDED_FACTOR * plain[old].score, recall.SUPERSEDE_MARGIN * plain[new].score)
+    assert current[old].score == pytest.approx(expected, rel=0.01)
+    assert current[old].score < current[new].score
+    assert current[new].score == pytest.approx(plain[new].score, rel=0.01)  # the newest is kept
+    assert current[unrelated].score == pytest.approx(plain[unrelated].score, rel=0.01)  # not a near-duplicate
+
+    # a question about the old time still finds the old value
+    then = ranked("Which PostgreSQL version did the staging database run in January?")
+    assert next(iter(then)) == old
+    assert recall.asks_about_time("What did we plan in March?")
+    assert recall.asks_about_time("which version did staging use to run")
+    assert not recall.asks_about_time("Who may approve the release?")
+    with_date = ranked("Which PostgreSQL version does the staging database run?", as_of="2026-12-01T00:00:00Z")
+    assert with_date[old].score > with_date[new].score  # as_of: no demotion either

@@ -24,6 +24,11 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
 -- (cosine alone in vector mode, coverage alone in text mode).
 -- Stale episodes: an episode whose derived facts are all retired (superseded, expired or
 -- withdrawn) has its score multiplied by stale_factor, so its correction outranks it.
+-- Supersession by recency (when supersede): an episode candidate with a newer episode
+-- candidate in its namespace (later occurred_at, cosine between the two embeddings >=
+-- supersede_similarity, matching every query lexeme the older one matches) scores
+-- supersede_margin times that newer one's score, but at least superseded_factor times its
+-- own (it drops just below its restatement and otherwise keeps its place).
 -- Context: an episode within context_window places (by id) of one of the best
 -- context_pool episodes, in the same namespace and session (the same given occurred_at,
 -- or the same metadata.session or metadata.thread), gains neighbour_weight times that
@@ -136,17 +141,18 @@ candidates AS (
 ),
 -- MATERIALIZED: every score is computed once per candidate, however often it is used
 scored AS MATERIALIZED (
-    SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata,
+    SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata, c.embedding,
            CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> %(embedding)s::vector) END AS cosine,
            CASE WHEN %(use_text)s THEN COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
                           / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(c.search) / co.average_length)))
                FROM unnest(c.search) AS u
                JOIN weights w ON w.lexeme = u.lexeme
-               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) END AS bm25
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) END AS bm25,
+           ARRAY(SELECT u.lexeme FROM unnest(c.search) AS u JOIN weights w ON w.lexeme = u.lexeme) AS matched
     FROM candidates c, corpus co
 ),
-fused AS (
+judged AS MATERIALIZED (
     SELECT s.*,
            s.bm25 / NULLIF(tq.full_match, 0) AS coverage,
            (CASE WHEN %(use_vector)s AND %(use_text)s
@@ -164,6 +170,26 @@ fused AS (
                              AND (f.valid_until IS NULL OR f.valid_until > now()))
                   THEN %(stale_factor)s::float8 ELSE 1 END AS score
     FROM scored s, tq
+),
+-- supersession by recency: the best score among each episode's newer near-duplicates
+-- (same namespace, later occurred_at, cosine >= supersede_similarity, matching every
+-- query lexeme the older one matches). Only the best supersede_pool candidates are checked
+-- (a demotion only lowers a score, so one ranked below them cannot reach the results);
+-- that bounds the pairs compared.
+fused AS (
+    SELECT j.kind, j.id, j.namespace_id, j.occurred_at, j.metadata, j.cosine, j.bm25, j.coverage,
+           CASE WHEN newer.score IS NULL THEN j.score
+                ELSE GREATEST(%(superseded_factor)s::float8 * j.score,
+                              LEAST(j.score, %(supersede_margin)s::float8 * newer.score)) END AS score
+    FROM (SELECT x.*, row_number() OVER (ORDER BY x.score DESC, x.id DESC) AS place FROM judged x) j
+    LEFT JOIN LATERAL (
+        SELECT max(n.score) AS score FROM judged n
+        WHERE %(supersede)s AND j.place <= %(supersede_pool)s AND j.kind = 'episode' AND n.kind = 'episode'
+          AND %(as_of)s::timestamptz IS NULL AND NOT %(include_history)s
+          AND n.namespace_id = j.namespace_id AND n.occurred_at > j.occurred_at
+          AND n.matched @> j.matched
+          AND 1 - (n.embedding <=> j.embedding) >= %(supersede_similarity)s
+    ) newer ON true
 ),
 pool AS (
     SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s
