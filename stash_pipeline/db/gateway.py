@@ -211,6 +211,19 @@ class Database:
         with self.transaction() as tx:
             return tx.one(name, **params)
 
+    def one_round_trip(self, name: str, /, **params: Any) -> dict[str, Any] | None:
+        """One statement in its own transaction, BEGIN, statement and COMMIT sent together.
+
+        A plain transaction waits for the server three times (BEGIN, the statement,
+        COMMIT); pipeline mode sends all three and waits once, when the transaction block
+        syncs the pipeline on exit. The row is read after the commit, from the results
+        that one wait brought back.
+        """
+        with self._checked_connection() as conn, translate_errors(), conn.cursor() as cur:
+            with conn.pipeline(), conn.transaction():
+                cur.execute(query(name), params or None)
+            return cur.fetchone()
+
     def all(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         with self.transaction() as tx:
             return tx.all(name, **params)
