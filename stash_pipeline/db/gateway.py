@@ -212,17 +212,22 @@ class Database:
             return tx.one(name, **params)
 
     def one_round_trip(self, name: str, /, **params: Any) -> dict[str, Any] | None:
-        """One statement in its own transaction, BEGIN, statement and COMMIT sent together.
+        """One statement as its own transaction, in one round trip to the server.
 
-        A plain transaction waits for the server three times (BEGIN, the statement,
-        COMMIT); pipeline mode sends all three and waits once, when the transaction block
-        syncs the pipeline on exit. The row is read after the commit, from the results
-        that one wait brought back.
+        An explicit transaction waits for the server three times (BEGIN, the statement,
+        COMMIT). A single statement is atomic on its own, so it runs in autocommit mode:
+        the server commits it before answering and the client waits once.
         """
-        with self._checked_connection() as conn, translate_errors(), conn.cursor() as cur:
-            with conn.pipeline(), conn.transaction():
-                cur.execute(query(name), params or None)
-            return cur.fetchone()
+        with self._checked_connection() as conn, translate_errors():
+            conn.autocommit = True
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(query(name), params or None)
+                    return cur.fetchone()
+            finally:
+                # a broken connection cannot switch back; the pool discards it on return
+                with contextlib.suppress(psycopg.Error):
+                    conn.autocommit = False
 
     def all(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         with self.transaction() as tx:
