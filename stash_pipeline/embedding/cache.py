@@ -171,7 +171,8 @@ class CachedEmbedder:
         if not hashes:
             return {}
         rows = tx.all("embedding_cache_lookup", model=self.name, endpoint=self.endpoint, hashes=hashes)
-        return {row["text_hash"]: as_array(row["embedding"]) for row in rows}
+        found = {row["text_hash"]: as_array(row["embedding"]) for row in rows}
+        return {h: v for h, v in found.items() if v.shape == (self.dim,)}
 
     def store_in(self, tx: Session, vectors: dict[str, np.ndarray]) -> None:
         """Cache computed vectors inside the caller's transaction, in one statement."""

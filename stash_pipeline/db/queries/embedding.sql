@@ -117,5 +117,5 @@ SELECT
 -- concurrent writer of the same key wins silently.
 INSERT INTO embedding_cache (text_hash, model, endpoint, embedding)
 SELECT hash, %(model)s, %(endpoint)s, embedding
-FROM unnest(%(hashes)s::text[], %(embeddings)s::vector[]) AS t(hash, embedding)
+FROM unnest(%(hashes)s::text[], %(embeddings)b) AS t(hash, embedding)
 ON CONFLICT DO NOTHING

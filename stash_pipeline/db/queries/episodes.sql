@@ -1,5 +1,6 @@
 -- episode_insert_many --
--- Insert a batch in one statement (parallel arrays, one element per episode, in order).
+-- Insert a batch in one statement (parallel arrays, one element per episode, in order;
+-- the vectors travel in binary: formatting them as text took about a fifth of a batch).
 -- Rows are inserted in array order, so the commit-ordered ids follow it. Returns one
 -- row per inserted episode, in array order: its id and idempotency key; a key taken by
 -- a concurrent writer inserts nothing and returns no row.
@@ -9,7 +10,7 @@ WITH ins AS (
     SELECT %(namespace_id)s, content, kind, metadata, idempotency_key,
            embedding, %(embedding_model)s, COALESCE(occurred_at, now())
     FROM unnest(%(contents)s::text[], %(kinds)s::text[], %(metadata)s::jsonb[],
-                %(idempotency_keys)s::text[], %(embeddings)s::vector[], %(occurred_at)s::timestamptz[])
+                %(idempotency_keys)s::text[], %(embeddings)b, %(occurred_at)s::timestamptz[])
          WITH ORDINALITY AS item(content, kind, metadata, idempotency_key, embedding, occurred_at, position)
     ORDER BY position
     ON CONFLICT (namespace_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
