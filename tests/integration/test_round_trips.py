@@ -89,3 +89,20 @@ def test_key_replay_is_one_round_trip_and_embeds_nothing(store, traced):
     assert again == {"id": first["id"], "namespace": "/projects/x", "created": False}
     assert round_trips(traced) == (1, 1)
     assert calls == []
+
+
+def test_the_one_statement_insert_keeps_term_statistics_current(store):
+    namespaces.create(store, "/projects/x")
+    for _ in range(3):  # the first embeds; the next two insert through the cached statement
+        episodes.remember(store, "/projects/x", "Caroline adopted a beagle from the rescue")
+    with store.db.connection() as conn:
+        kept = conn.execute(
+            "SELECT t.documents FROM recall_term_stats t JOIN namespaces n ON n.id = t.namespace_id "
+            "WHERE n.slug = '/projects/x' AND t.lexeme = 'beagl'"
+        ).fetchone()["documents"]
+        text = conn.execute(
+            "SELECT s.documents FROM recall_text_stats s JOIN namespaces n ON n.id = s.namespace_id "
+            "WHERE n.slug = '/projects/x'"
+        ).fetchone()["documents"]
+        conn.commit()
+    assert (kept, text) == (3, 3)
