@@ -211,6 +211,24 @@ class Database:
         with self.transaction() as tx:
             return tx.one(name, **params)
 
+    def one_round_trip(self, name: str, /, **params: Any) -> dict[str, Any] | None:
+        """One statement as its own transaction, in one round trip to the server.
+
+        An explicit transaction waits for the server three times (BEGIN, the statement,
+        COMMIT). A single statement is atomic on its own, so it runs in autocommit mode:
+        the server commits it before answering and the client waits once.
+        """
+        with self._checked_connection() as conn, translate_errors():
+            conn.autocommit = True
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(query(name), params or None)
+                    return cur.fetchone()
+            finally:
+                # a broken connection cannot switch back; the pool discards it on return
+                with contextlib.suppress(psycopg.Error):
+                    conn.autocommit = False
+
     def all(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         with self.transaction() as tx:
             return tx.all(name, **params)

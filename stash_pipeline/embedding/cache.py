@@ -113,7 +113,8 @@ class CachedEmbedder:
             if stored.get(LOCK_ENDPOINT_KEY) != self.endpoint:
                 tx.execute("embedding_lock_set", key=LOCK_ENDPOINT_KEY, value=self.endpoint)
 
-    def _ensure_lock(self) -> None:
+    def ensure_lock(self) -> None:
+        """Check (once per embedder) that the configured model matches the stored lock."""
         if self._lock_checked:
             return
         with self._guard:
@@ -129,32 +130,60 @@ class CachedEmbedder:
             return []
         if not all(isinstance(t, str) for t in texts):
             raise errors.InvalidInput("only strings can be embedded")
-        self._ensure_lock()
+        self.ensure_lock()
         hashes = [text_hash(t) for t in texts]
         unique: dict[str, str] = {}
         for h, t in zip(hashes, texts, strict=True):
             unique.setdefault(h, t)
 
         found = self._lookup(list(unique))
-        missing = [h for h in unique if h not in found]
+        missing = {h: unique[h] for h in unique if h not in found}
         if missing:
-            computed = self.inner.embed([unique[h] for h in missing])
-            if len(computed) != len(missing):
-                raise errors.ModelResponseInvalid(
-                    f"embedder {self.name!r} returned {len(computed)} vectors for {len(missing)} texts"
-                )
-            fresh: dict[str, np.ndarray] = {}
-            for h, vector in zip(missing, computed, strict=True):
-                vector = np.asarray(vector, dtype=np.float32)
-                if vector.shape != (self.dim,):
-                    raise errors.ConfigurationError(
-                        f"embedder {self.name!r} returned {vector.shape[-1] if vector.ndim else 0} "
-                        f"dimensions, expected {self.dim} (STASH_VECTOR_DIM)"
-                    )
-                fresh[h] = vector
+            fresh = self.compute(missing)
             self._store(fresh)
             found.update(fresh)
         return [found[h] for h in hashes]
+
+    def compute(self, texts_by_hash: dict[str, str]) -> dict[str, np.ndarray]:
+        """Vectors of ``{hash: text}`` from the inner embedder in ONE call, unchecked by the cache."""
+        if not texts_by_hash:
+            return {}
+        hashes = list(texts_by_hash)
+        computed = self.inner.embed([texts_by_hash[h] for h in hashes])
+        if len(computed) != len(hashes):
+            raise errors.ModelResponseInvalid(
+                f"embedder {self.name!r} returned {len(computed)} vectors for {len(hashes)} texts"
+            )
+        fresh: dict[str, np.ndarray] = {}
+        for h, vector in zip(hashes, computed, strict=True):
+            vector = np.asarray(vector, dtype=np.float32)
+            if vector.shape != (self.dim,):
+                raise errors.ConfigurationError(
+                    f"embedder {self.name!r} returned {vector.shape[-1] if vector.ndim else 0} "
+                    f"dimensions, expected {self.dim} (STASH_VECTOR_DIM)"
+                )
+            fresh[h] = vector
+        return fresh
+
+    def lookup_in(self, tx: Session, hashes: list[str]) -> dict[str, np.ndarray]:
+        """Cached vectors of ``hashes`` read inside the caller's transaction (a write path
+        that already holds a connection saves a pool checkout and a round trip)."""
+        if not hashes:
+            return {}
+        rows = tx.all("embedding_cache_lookup", model=self.name, endpoint=self.endpoint, hashes=hashes)
+        found = {row["text_hash"]: as_array(row["embedding"]) for row in rows}
+        return {h: v for h, v in found.items() if v.shape == (self.dim,)}
+
+    def store_in(self, tx: Session, vectors: dict[str, np.ndarray]) -> None:
+        """Cache computed vectors inside the caller's transaction, in one statement."""
+        if vectors:
+            tx.execute(
+                "embedding_cache_insert_many",
+                model=self.name,
+                endpoint=self.endpoint,
+                hashes=list(vectors),
+                embeddings=list(vectors.values()),
+            )
 
     def embed_one(self, text: str) -> np.ndarray:
         """The unit vector of one text."""

@@ -1,8 +1,12 @@
 """Episodes: what the agent witnessed. Remember (one or a batch), get, forget, purge.
 
-The write path makes no model call: ``remember`` validates, embeds
-through the cache *before* opening the write transaction (so a slow embedder never
-holds row locks), and inserts. An ``idempotency_key`` makes a retry safe: the replay
+The write path makes no model call. ``remember`` validates, then sends one statement
+that resolves the namespace, returns an idempotency-key replay, reads the text's cached
+vector and inserts with it: one round trip when the vector is cached. A new text is
+embedded outside any transaction (a slow embedder never holds row locks) and a second
+statement caches the vector and inserts. ``remember_batch`` reads keys and cached vectors
+in one transaction, embeds the new texts in one call, and writes the cache rows and all
+episodes (one multi-row statement) in a second. An ``idempotency_key`` makes a retry safe: the replay
 returns the existing id with ``created: False``; the same key with other content is a
 ``Conflict``. ``forget`` is semantic, thresholded and previewable, and withdraws what
 was derived only from the forgotten episode (``lineage.withdraw_cascade``); ``purge`` is
@@ -19,6 +23,7 @@ from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
+from stash_pipeline.embedding.cache import text_hash
 from stash_pipeline.memory import lineage, validate
 from stash_pipeline.memory.namespaces import resolve_id
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
@@ -58,19 +63,6 @@ def prepare(store: Store, item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _row_params(store: Store, namespace_id: int, item: dict[str, Any], embedding: Any) -> dict[str, Any]:
-    return {
-        "namespace_id": namespace_id,
-        "content": item["content"],
-        "kind": item["kind"],
-        "metadata": Jsonb(item["metadata"]),
-        "idempotency_key": item["idempotency_key"],
-        "embedding": embedding,
-        "embedding_model": store.settings.embedding_model_name,
-        "occurred_at": item["occurred_at"],
-    }
-
-
 def _replay(existing: dict[str, Any], item: dict[str, Any], where: str = "") -> None:
     if existing["content"] != item["content"]:
         raise errors.Conflict(
@@ -104,24 +96,46 @@ def remember(
             "idempotency_key": idempotency_key,
         },
     )
-    if item["idempotency_key"] is not None:
+    embedder = store.embedder
+    embedder.ensure_lock()
+    params = {
+        "slug": slug,
+        "content": item["content"],
+        "kind": item["kind"],
+        "metadata": Jsonb(item["metadata"]),
+        "idempotency_key": item["idempotency_key"],
+        "embedding_model": store.settings.embedding_model_name,
+        "occurred_at": item["occurred_at"],
+        "text_hash": text_hash(item["content"]),
+        "model": embedder.name,
+        "endpoint": embedder.endpoint,
+    }
+    # One round trip when the vector is cached or the key is a replay: namespace, key,
+    # cache and insert in one statement.
+    row = store.db.one_round_trip("episode_remember_cached", **params)
+    assert row is not None  # the statement always returns one row
+    if row["namespace_id"] is None:
+        raise errors.NamespaceNotFound.create_first(slug)
+    if row["existing_id"] is not None:
+        _replay({"id": row["existing_id"], "content": row["existing_content"]}, item)
+        return {"id": int(row["existing_id"]), "namespace": slug, "created": False}
+    new_id = row["id"]
+    if not row["cached"]:
+        # A new text: the model runs outside any transaction (a slow embedder never holds
+        # row locks), then the cache write and the insert go in one statement.
+        vector = embedder.compute({params["text_hash"]: item["content"]})[params["text_hash"]]
+        row = store.db.one_round_trip("episode_remember_embedded", **params, embedding=vector)
+        assert row is not None
+        if row["namespace_id"] is None:
+            raise errors.NamespaceNotFound.create_first(slug)
+        new_id = row["id"]
+    if new_id is None:  # a concurrent writer used the key between our read and insert
         with store.db.transaction() as tx:
-            namespace_id = resolve_id(tx, slug)
-            # a replay costs one indexed read and no embedding
-            found = tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=[item["idempotency_key"]])
-            if found:
-                _replay(found[0], item)
-                return {"id": int(found[0]["id"]), "namespace": slug, "created": False}
-    # Without a key the insert transaction below resolves the namespace; an unknown one
-    # fails there (after the embedding, which is cached and so not wasted on a retry).
-    embedding = store.embedder.embed_one(item["content"])
-    with store.db.transaction() as tx:
-        namespace_id = resolve_id(tx, slug)
-        new_id = tx.scalar("episode_insert", **_row_params(store, namespace_id, item, embedding))
-        if new_id is None:  # a concurrent writer used the key between our read and insert
-            found = tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=[item["idempotency_key"]])
-            _replay(found[0], item)
-            return {"id": int(found[0]["id"]), "namespace": slug, "created": False}
+            found = tx.all(
+                "episodes_by_idempotency_keys", namespace_id=row["namespace_id"], keys=[item["idempotency_key"]]
+            )
+        _replay(found[0], item)
+        return {"id": int(found[0]["id"]), "namespace": slug, "created": False}
     return {"id": int(new_id), "namespace": slug, "created": True}
 
 
@@ -153,39 +167,54 @@ def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) ->
         else:
             first_with_key[key] = index
 
+    embedder = store.embedder
+    embedder.ensure_lock()
+    hashes = [text_hash(item["content"]) for item in prepared]
+    # one transaction reads the namespace, the keys already used and the cached vectors
     with store.db.transaction() as tx:
         namespace_id = resolve_id(tx, slug)
         existing = {
             r["idempotency_key"]: r
             for r in tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=list(first_with_key))
         } if first_with_key else {}
-    for key, row in existing.items():
-        index = first_with_key[key]
-        _replay(row, prepared[index], f" (item {index})")
-
-    to_insert = [
-        i for i, item in enumerate(prepared)
-        if item["idempotency_key"] is None
-        or (item["idempotency_key"] not in existing and first_with_key[item["idempotency_key"]] == i)
-    ]
-    vectors = store.embedder.embed([prepared[i]["content"] for i in to_insert]) if to_insert else []
+        for key, row in existing.items():
+            index = first_with_key[key]
+            _replay(row, prepared[index], f" (item {index})")
+        to_insert = [
+            i for i, item in enumerate(prepared)
+            if item["idempotency_key"] is None
+            or (item["idempotency_key"] not in existing and first_with_key[item["idempotency_key"]] == i)
+        ]
+        vectors = embedder.lookup_in(tx, sorted({hashes[i] for i in to_insert}))
+    # the new texts in one forward pass, outside any transaction
+    fresh = embedder.compute({hashes[i]: prepared[i]["content"] for i in to_insert if hashes[i] not in vectors})
+    vectors.update(fresh)
 
     results: list[dict[str, Any] | None] = [None] * len(prepared)
     with store.db.transaction() as tx:
         namespace_id = resolve_id(tx, slug)
-        rows = tx.returning_many(
-            "episode_insert_batch_item",
-            [
-                {"idx": i, **_row_params(store, namespace_id, prepared[i], vec)}
-                for i, vec in zip(to_insert, vectors, strict=True)
-            ],
-        )
-        late_keys = []
+        embedder.store_in(tx, fresh)
+        rows = tx.all(
+            "episode_insert_many",
+            namespace_id=namespace_id,
+            embedding_model=store.settings.embedding_model_name,
+            contents=[prepared[i]["content"] for i in to_insert],
+            kinds=[prepared[i]["kind"] for i in to_insert],
+            metadata=[Jsonb(prepared[i]["metadata"]) for i in to_insert],
+            idempotency_keys=[prepared[i]["idempotency_key"] for i in to_insert],
+            embeddings=[vectors[hashes[i]] for i in to_insert],
+            occurred_at=[prepared[i]["occurred_at"] for i in to_insert],
+        ) if to_insert else []
+        # rows come back in input order: keyed ones are matched by key, the others in turn
+        keyless = iter(i for i in to_insert if prepared[i]["idempotency_key"] is None)
         for row in rows:
-            if row["id"] is None:
-                late_keys.append(prepared[row["idx"]]["idempotency_key"])
-            else:
-                results[row["idx"]] = {"id": int(row["id"]), "namespace": slug, "created": True}
+            key = row["idempotency_key"]
+            index = next(keyless) if key is None else first_with_key[key]
+            results[index] = {"id": int(row["id"]), "namespace": slug, "created": True}
+        late_keys = [
+            prepared[i]["idempotency_key"] for i in to_insert
+            if results[i] is None and prepared[i]["idempotency_key"] is not None
+        ]
         if late_keys:  # keys committed by a concurrent writer since our first read
             for r in tx.all("episodes_by_idempotency_keys", namespace_id=namespace_id, keys=late_keys):
                 existing[r["idempotency_key"]] = r

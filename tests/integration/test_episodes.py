@@ -151,13 +151,15 @@ def test_batch_database_failure_rolls_back_everything(store, ns):
 
 def test_batch_of_1000_in_one_embedding_call(store, ns):
     calls = []
-    inner = store.embedder.embed
+    model = store.embedder.inner
+    inner = model.embed
 
     def spy(texts):
         calls.append(len(texts))
         return inner(texts)
 
-    store.embedder.embed = spy  # type: ignore[method-assign]
+    # the spy sits on the model itself: one forward pass for the whole batch
+    model.embed = spy  # type: ignore[method-assign]
     out = episodes.remember_batch(store, ns, [{"content": f"episode number {i}"} for i in range(1000)])
     assert len(out) == 1000 and len({r["id"] for r in out}) == 1000
     assert calls == [1000]

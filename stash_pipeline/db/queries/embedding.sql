@@ -111,3 +111,11 @@ SELECT
       WHERE attrelid = 'facts'::regclass AND attname = 'embedding') AS facts_not_null,
     to_regclass('episodes_embedding_hnsw') IS NOT NULL AS episodes_index,
     to_regclass('facts_embedding_hnsw') IS NOT NULL AS facts_index
+
+-- embedding_cache_insert_many --
+-- Store computed vectors (parallel arrays of hashes and vectors) in one statement; a
+-- concurrent writer of the same key wins silently.
+INSERT INTO embedding_cache (text_hash, model, endpoint, embedding)
+SELECT hash, %(model)s, %(endpoint)s, embedding
+FROM unnest(%(hashes)s::text[], %(embeddings)b) AS t(hash, embedding)
+ON CONFLICT DO NOTHING

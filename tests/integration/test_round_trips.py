@@ -1,0 +1,108 @@
+"""How often ``remember`` waits for the server, observed in libpq's protocol trace.
+
+Every wait for the server ends a client message batch with ``Sync`` (extended protocol)
+or is a simple ``Query``; counting those frontend messages counts round trips. The
+pool's liveness probe on checkout is not traced: it happens before the connection is
+handed over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stash_pipeline.memory import episodes, namespaces
+
+
+@pytest.fixture
+def traced(store, tmp_path: Path) -> Iterator[list[Path]]:
+    """Trace the protocol of every connection the store hands out; yields the trace files."""
+    db = store.db
+    handed_out = db._checked_connection
+    files: list[Path] = []
+
+    @contextlib.contextmanager
+    def tracing() -> Iterator[Any]:
+        with handed_out() as conn:
+            path = tmp_path / f"trace-{len(files)}.txt"
+            files.append(path)
+            with path.open("w") as sink:
+                conn.pgconn.trace(sink.fileno())
+                try:
+                    yield conn
+                finally:
+                    conn.pgconn.untrace()
+
+    db._checked_connection = tracing  # type: ignore[method-assign]
+    try:
+        yield files
+    finally:
+        del db._checked_connection
+
+
+def round_trips(files: list[Path]) -> tuple[int, int]:
+    """(connections checked out, client waits) recorded in the trace files."""
+    waits = 0
+    for path in files:
+        for line in path.read_text().splitlines():
+            fields = line.split("\t")
+            if len(fields) >= 4 and fields[1] == "F" and fields[3] in ("Sync", "Query"):
+                waits += 1
+    return len(files), waits
+
+
+def test_cached_remember_is_one_checkout_and_one_round_trip(store, traced):
+    namespaces.create(store, "/projects/x")
+    first = episodes.remember(store, "/projects/x", "the deploy script needs sudo")
+    traced.clear()  # the first call embedded the text; now it is cached
+    again = episodes.remember(store, "/projects/x", "the deploy script needs sudo")
+    assert round_trips(traced) == (1, 1)
+    assert again["created"] and again["id"] > first["id"]
+
+
+def test_new_text_remember_is_two_round_trips_with_the_model_between(store, traced):
+    namespaces.create(store, "/projects/x")
+    store.embedder.ensure_lock()  # once per process: compare the model with the stored lock
+    traced.clear()
+    out = episodes.remember(store, "/projects/x", "a text never seen before")
+    # the cached read finds no vector; the model runs; cache write + insert in one statement
+    assert round_trips(traced) == (2, 2)
+    with store.db.connection() as conn:
+        cached = conn.execute("SELECT count(*) AS n FROM embedding_cache").fetchone()["n"]
+        stored = conn.execute("SELECT count(*) AS n FROM episodes WHERE id = %s", (out["id"],)).fetchone()["n"]
+    assert (cached, stored) == (1, 1)
+
+
+def test_key_replay_is_one_round_trip_and_embeds_nothing(store, traced):
+    namespaces.create(store, "/projects/x")
+    first = episodes.remember(store, "/projects/x", "retry me", idempotency_key="k1")
+    calls: list[list[str]] = []
+    model = store.embedder.inner
+    embed = model.embed
+    model.embed = lambda texts: calls.append(list(texts)) or embed(texts)  # type: ignore[method-assign]
+    traced.clear()
+    again = episodes.remember(store, "/projects/x", "retry me", idempotency_key="k1")
+    assert again == {"id": first["id"], "namespace": "/projects/x", "created": False}
+    assert round_trips(traced) == (1, 1)
+    assert calls == []
+
+
+def test_the_one_statement_insert_keeps_term_statistics_current(store):
+    namespaces.create(store, "/projects/x")
+    for _ in range(3):  # the first embeds; the next two insert through the cached statement
+        episodes.remember(store, "/projects/x", "Caroline adopted a beagle from the rescue")
+    with store.db.connection() as conn:
+        kept = conn.execute(
+            "SELECT t.documents FROM recall_term_stats t JOIN namespaces n ON n.id = t.namespace_id "
+            "WHERE n.slug = '/projects/x' AND t.lexeme = 'beagl'"
+        ).fetchone()["documents"]
+        text = conn.execute(
+            "SELECT s.documents FROM recall_text_stats s JOIN namespaces n ON n.id = s.namespace_id "
+            "WHERE n.slug = '/projects/x'"
+        ).fetchone()["documents"]
+        conn.commit()
+    assert (kept, text) == (3, 3)
