@@ -141,11 +141,12 @@ def _measure(database_url, out, *args):
 
 
 def test_a_large_export_stays_in_bounded_memory(database_url, tmp_path):
-    """20k episodes with their vectors: held in memory at once they would take several hundred
-    MB of Python objects; streamed in chunks the export's peak stays near its baseline."""
+    """20k episodes with their vectors: read in one piece the export grows by ~480 MB of
+    Python objects; streamed in chunks it grew ~110 MB here. The bound sits between the two
+    with room for allocator noise on a loaded machine (it failed at 200 MB under load)."""
     figures = _measure(database_url, tmp_path, "--fill", "20000", "--with-vectors")
     assert figures["rows"] == 20000
-    assert figures["peak_rss_mb"] - figures["baseline_rss_mb"] < 200, figures
+    assert figures["peak_rss_mb"] - figures["baseline_rss_mb"] < 300, figures
 
 
 def test_round_trip_into_an_empty_database(store, tmp_path, pg_admin_dsn, template_db):
