@@ -46,12 +46,12 @@ corpus AS (
     WHERE %(use_text)s AND (%(all_namespaces)s OR namespace_id = ANY(%(namespace_ids)s))
 ),
 terms AS (
-    SELECT q.lexeme, COALESCE(sum(t.documents), 0)::float8 AS df
+    -- one index lookup per query word (a join let the planner scan the whole table)
+    SELECT q.lexeme,
+           (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
+            WHERE t.lexeme = q.lexeme AND (%(all_namespaces)s OR t.namespace_id = ANY(%(namespace_ids)s))) AS df
     FROM query_lexemes q
-    LEFT JOIN recall_term_stats t
-      ON t.lexeme = q.lexeme AND (%(all_namespaces)s OR t.namespace_id = ANY(%(namespace_ids)s))
     WHERE %(use_text)s
-    GROUP BY q.lexeme
 ),
 weights AS (
     -- every query lexeme, seen or not: a word no row contains is information the query
