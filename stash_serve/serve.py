@@ -7,6 +7,7 @@ streamable HTTP at ``/mcp``, SSE at ``/sse``, bearer tokens, health and metrics.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import sys
@@ -94,14 +95,17 @@ def run(
         if transport == "stdio":
             server = build_server(store, auth=False)
 
-            def _terminate(signum: int, frame: Any) -> None:
-                raise KeyboardInterrupt
+            def _stop(signum: int, frame: Any) -> None:
+                # Leave at once. Every answered call committed before its answer was
+                # written, so nothing acknowledged is lost, and PostgreSQL rolls back what
+                # was in flight. Raising KeyboardInterrupt instead lands in whichever task
+                # happens to run and could surface as a traceback from asyncio's shutdown.
+                logging.shutdown()
+                os._exit(0)
 
-            signal.signal(signal.SIGTERM, _terminate)
-            try:
-                anyio.run(server.run_stdio_async)
-            except KeyboardInterrupt:
-                pass
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, _stop)
+            anyio.run(server.run_stdio_async)
         else:
             import uvicorn  # only HTTP needs it
 

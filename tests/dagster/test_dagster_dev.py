@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -23,14 +21,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict
 
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
 from stash_pipeline.stages import backlog_parameters
 from stash_pipeline.store import Store
-from stash_serve.up import DAGSTER_CONFIG
 from tests.conftest import free_port
+from tests.support.dagster_dev import dagster_env, start_dagster_dev
 from tests.support.openai_server import ScriptedOpenAI
 
 TEXTS = ["Alice lives in Paris near the river Seine", "Bob deploys Kubernetes clusters every Friday"]
@@ -78,42 +75,12 @@ def test_dagster_dev_discovers_and_consolidates_a_new_namespace(
     from tests.support.scripted_model import ScriptedModel
 
     home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(DAGSTER_CONFIG / "dagster.yaml", home / "dagster.yaml")
-    admin = conninfo_to_dict(pg_admin_dsn)
     port = free_port()
     log = tmp_path / "dagster-dev.log"
     with ScriptedOpenAI(ScriptedModel()) as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("STASH_", "DAGSTER_"))}
-        env.update(
-            {
-                "DAGSTER_HOME": str(home),
-                "STASH_DAGSTER_PG_HOST": str(admin.get("host", "127.0.0.1")),
-                "STASH_DAGSTER_PG_PORT": str(admin.get("port", "5432")),
-                "STASH_DAGSTER_PG_USER": str(admin.get("user", "postgres")),
-                "STASH_DAGSTER_PG_PASSWORD": str(admin.get("password", "")),
-                "STASH_DAGSTER_PG_DB": dagster_db,
-                "STASH_DATABASE_URL": database_url,
-                "STASH_HOME": str(tmp_path / "stash_home"),
-                "STASH_EMBEDDER": "hash",
-                "STASH_OPENAI_BASE_URL": server.base_url,
-                "STASH_OPENAI_API_KEY": "test",
-                "STASH_REASONER_MODEL": "scripted",
-                "STASH_ENV_FILE": "/nonexistent/.env",
-            }
-        )
-        dagster = str(Path(sys.executable).parent / "dagster")
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                [dagster, "dev", "-w", str(DAGSTER_CONFIG / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
-                cwd=tmp_path,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, stopped as one below
-                # `dagster dev` maps SIGTERM to SIGINT's handler; make sure that is the default one
-                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-            )
+        env = dagster_env(home=home, pg_admin_dsn=pg_admin_dsn, dagster_db=dagster_db, database_url=database_url,
+                          stash_home=tmp_path / "stash_home", model_url=server.base_url)
+        proc = start_dagster_dev(home, env, port, tmp_path, log)
         try:
             nodes = wait_for(
                 "the asset graph in the UI",

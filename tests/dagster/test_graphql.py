@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,16 +24,15 @@ from typing import Any
 import psycopg
 import pytest
 from click.testing import CliRunner
-from psycopg.conninfo import conninfo_to_dict
 
 from stash_pipeline.config import load_settings
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
 from stash_pipeline.store import Store
 from stash_serve.runs import DagsterRuns
-from stash_serve.up import DAGSTER_CONFIG
 from tests.conftest import _with_db, free_port
 from tests.dagster.test_dagster_dev import graphql
+from tests.support.dagster_dev import dagster_env, start_dagster_dev
 from tests.support.openai_server import ScriptedOpenAI
 from tests.support.scripted_model import ScriptedModel
 
@@ -105,42 +103,13 @@ def deployment(pg_admin_dsn: str, template_db: str, tmp_path_factory: pytest.Tem
         conn.execute(f'CREATE DATABASE "{dagster_db}"')
     database_url = _with_db(pg_admin_dsn, stash_db)
     home = tmp / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text((DAGSTER_CONFIG / "dagster.yaml").read_text())
-    admin = conninfo_to_dict(pg_admin_dsn)
     port = free_port()
     log = tmp / "dagster-dev.log"
     store = Store.open(load_settings(database_url=database_url, home=tmp / "stash_home", embedder="hash", vector_dim=384))
     with ScriptedOpenAI(ScriptedModel()) as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("STASH_", "DAGSTER_"))}
-        env.update(
-            {
-                "DAGSTER_HOME": str(home),
-                "STASH_DAGSTER_PG_HOST": str(admin.get("host", "127.0.0.1")),
-                "STASH_DAGSTER_PG_PORT": str(admin.get("port", "5432")),
-                "STASH_DAGSTER_PG_USER": str(admin.get("user", "postgres")),
-                "STASH_DAGSTER_PG_PASSWORD": str(admin.get("password", "")),
-                "STASH_DAGSTER_PG_DB": dagster_db,
-                "STASH_DATABASE_URL": database_url,
-                "STASH_HOME": str(tmp / "stash_home"),
-                "STASH_EMBEDDER": "hash",
-                "STASH_OPENAI_BASE_URL": server.base_url,
-                "STASH_OPENAI_API_KEY": "test",
-                "STASH_REASONER_MODEL": "scripted",
-                "STASH_ENV_FILE": "/nonexistent/.env",
-            }
-        )
-        dagster = str(Path(sys.executable).parent / "dagster")
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                [dagster, "dev", "-w", str(DAGSTER_CONFIG / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
-                cwd=tmp,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-            )
+        env = dagster_env(home=home, pg_admin_dsn=pg_admin_dsn, dagster_db=dagster_db, database_url=database_url,
+                          stash_home=tmp / "stash_home", model_url=server.base_url)
+        proc = start_dagster_dev(home, env, port, tmp, log)
         deployment = Deployment(port, store, env, log, proc)
         try:
             sensors = deployment.wait(

@@ -141,12 +141,14 @@ def _measure(database_url, out, *args):
 
 
 def test_a_large_export_stays_in_bounded_memory(database_url, tmp_path):
-    """20k episodes with their vectors: read in one piece the export grows by ~480 MB of
-    Python objects; streamed in chunks it grew ~110 MB here. The bound sits between the two
-    with room for allocator noise on a loaded machine (it failed at 200 MB under load)."""
+    """20k episodes with their vectors. Read in one piece (one 20k-row chunk) the export
+    allocates ~300 MB through Python at its peak; streamed in 5,000-row chunks ~75 MB. The
+    bound sits between the two. It is held against tracemalloc's peak during the export,
+    not the process's RSS, which also counts the warm-up and what the allocator keeps (it
+    swung between +110 and +300 MB for the same streamed export)."""
     figures = _measure(database_url, tmp_path, "--fill", "20000", "--with-vectors")
     assert figures["rows"] == 20000
-    assert figures["peak_rss_mb"] - figures["baseline_rss_mb"] < 300, figures
+    assert figures["python_peak_mb"] < 150, figures
 
 
 def test_round_trip_into_an_empty_database(store, tmp_path, pg_admin_dsn, template_db):
