@@ -65,6 +65,10 @@ class Fact(Record):
     source_episode_ids: list[int] = []
     created_at: datetime
     updated_at: datetime
+    #: system time: when Stash learned the fact, and when it stopped being its belief as
+    #: recorded (superseded, expired or withdrawn)
+    recorded_at: datetime | None = None
+    retired_at: datetime | None = None
     current: bool = True
 
 

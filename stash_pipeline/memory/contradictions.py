@@ -122,8 +122,8 @@ def resolve(
 
         tx.execute("contradiction_mark_resolved", id=contradiction_id, resolution=action, note=note)
         resolved = tx.one("contradiction_get", id=contradiction_id)
-        old_fact = tx.one("fact_get", id=old_id)
-        new_fact = tx.one("fact_get", id=new_id)
+        old_fact = tx.one("fact_get", id=old_id, as_of=None, known_at=None)
+        new_fact = tx.one("fact_get", id=new_id, as_of=None, known_at=None)
     assert resolved is not None and old_fact is not None and new_fact is not None
     return {
         "contradiction": Contradiction.from_row(resolved),

@@ -4,16 +4,29 @@ withdraw, purge.
 ``insert_fact`` is THE single way every producer creates a fact — caller assertions,
 hypothesis confirmations and every consolidation stage — so each fact gets its
 embedding, its origin and its lineage in the same transaction. ``assert_fact`` adds a
-structured conflict check without a model: a current fact on the same
-entity+property with another value either gets superseded (``supersede=True``) or
-becomes an open contradiction. Reads serve current facts only unless history or
-``as_of`` is asked for. Withdrawal and purge cascade through lineage.
+structured conflict check without a model (``structured_conflicts``). Withdrawal and
+purge cascade through lineage.
+
+Two time axes. Event time (``valid_from``, ``valid_until``): when the fact was true in
+the world; a stage takes it from its evidence, a caller may state it. System time
+(``recorded_at``, ``retired_at``): when Stash learned the fact, and when it stopped being
+Stash's belief as recorded (superseded, expired or withdrawn). Superseding closes the old
+fact's event interval where the new one's begins; ``recorded_valid_until`` keeps the end
+as first recorded, so a read "as known at" an earlier time sees the open interval Stash
+believed then.
+
+Reads take two times, both defaulting to now: ``as_of`` (event time, "what was true
+then") and ``known_at`` (system time, "according to what Stash knew then"). A fact is
+returned when it was recorded by ``known_at``, not withdrawn by then, and ``as_of`` lies
+in [valid_from, end), where end is ``valid_until`` if the fact was retired by
+``known_at`` and the end first recorded otherwise. With both at now that is exactly the
+current facts. ``include_history`` (with neither time given) returns every state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from stash_pipeline import errors
@@ -49,11 +62,15 @@ def insert_fact(
     parents: Iterable[tuple[str, int]] = (),
     rationale: str | None = None,
     embedding: Any = None,
+    valid_from: datetime | None = None,
+    valid_until: datetime | None = None,
 ) -> dict[str, Any]:
     """Insert one fact plus its lineage in the caller's transaction; returns the row (no vector).
 
     Pass ``embedding`` when you can (embed before opening the transaction); otherwise the
-    content is embedded here through the cache.
+    content is embedded here through the cache. ``valid_from``/``valid_until`` are its
+    event time (validated UTC datetimes; ``valid_from`` defaults to now, ``valid_until``
+    to open-ended).
     """
     text = validate.content(store.settings, content)
     if origin not in ORIGINS:
@@ -73,38 +90,74 @@ def insert_fact(
         embedding=embedding,
         embedding_model=store.settings.embedding_model_name,
         rationale=validate.optional_text(store.settings, rationale, "rationale"),
+        valid_from=valid_from,
+        valid_until=valid_until,
     )
     assert row is not None
     lineage.add(tx, int(namespace_id), "fact", int(row["id"]), parent_list)
     row["source_episode_ids"] = sorted(pid for kind, pid in parent_list if kind == "episode")
-    row["current"] = True
+    row["current"] = _current_now(row)
     return row
+
+
+def _current_now(row: dict[str, Any]) -> bool:
+    now = datetime.now(UTC)
+    return row["withdrawn_at"] is None and row["valid_from"] <= now and (
+        row["valid_until"] is None or row["valid_until"] > now
+    )
+
+
+def event_interval(valid_from: Any, valid_until: Any) -> tuple[datetime | None, datetime | None]:
+    """Validated event time: ISO-8601 or datetimes in the allowed bounds, end after start."""
+    start = validate.timestamp(valid_from, "valid_from")
+    end = validate.timestamp(valid_until, "valid_until")
+    if end is not None and end <= (start if start is not None else datetime.now(UTC)):
+        raise errors.InvalidInput("valid_until must be later than valid_from (which defaults to now)")
+    return start, end
 
 
 def structured_conflicts(
     tx: Session, new_fact: dict[str, Any], *, supersede: bool, confidence: float | None = None
 ) -> dict[str, Any]:
-    """Compare a new fact with current facts on the same entity+property (no model).
+    """Compare a new fact with facts on the same entity+property by event time (no model).
 
-    A different value either retires the old fact (``supersede``: valid_until, superseded_by,
-    a resolved 'replacement' contradiction) or records an open 'contradiction'.
-    Returns {"contradictions": [rows], "superseded_fact_ids": [ids]}.
+    An open-ended fact with another value that began AFTER the new one makes the new one
+    history: its interval closes where that fact's begins, nothing is superseded and no
+    contradiction is recorded. Of the rest, a fact with another value whose interval
+    overlaps the new one's either is retired (``supersede``, and only an open-ended fact
+    that began no later: valid_until = the new valid_from, superseded_by, retired_at, a
+    resolved 'replacement' contradiction) or is recorded as an open 'contradiction'.
+    Values whose intervals do not overlap do not contradict.
+    Returns {"contradictions": [rows], "superseded_fact_ids": [ids], "history": bool}.
     """
-    out: dict[str, Any] = {"contradictions": [], "superseded_fact_ids": []}
+    out: dict[str, Any] = {"contradictions": [], "superseded_fact_ids": [], "history": False}
     entity, prop, value = new_fact.get("entity"), new_fact.get("property"), new_fact.get("value")
     if not entity or not prop or value is None:
         return out
-    olds = tx.all(
-        "fact_current_same_key",
-        namespace_id=new_fact["namespace_id"],
-        entity=entity,
-        property=prop,
-        exclude_id=new_fact["id"],
-    )
+    start, end = new_fact["valid_from"], new_fact["valid_until"]
+    olds = [
+        old
+        for old in tx.all(
+            "fact_same_key_overlapping",
+            namespace_id=new_fact["namespace_id"],
+            entity=entity,
+            property=prop,
+            exclude_id=new_fact["id"],
+            valid_from=start,
+            valid_until=end,
+        )
+        if old["value"] is None or old["value"].strip().lower() != value.strip().lower()
+    ]
+    later = [old["valid_from"] for old in olds if old["valid_until"] is None and old["valid_from"] > start]
+    if later and (end is None or min(later) < end):
+        end = tx.scalar("fact_close_as_history", id=new_fact["id"], valid_until=min(later))
+        new_fact["valid_until"] = end
+        new_fact["current"] = _current_now(new_fact)
+        out["history"] = True
     for old in olds:
+        if not (old["valid_until"] is None or old["valid_until"] > start) or old["valid_from"] >= end_or_max(end):
+            continue  # no overlap (left after closing the new fact as history)
         old_value = old["value"]
-        if old_value is not None and old_value.strip().lower() == value.strip().lower():
-            continue
         common = {
             "namespace_id": new_fact["namespace_id"],
             "old_fact_id": old["id"],
@@ -115,8 +168,7 @@ def structured_conflicts(
             "new_value": value,
             "confidence": new_fact["confidence"] if confidence is None else confidence,
         }
-        if supersede:
-            tx.execute("fact_supersede", old_id=old["id"], new_id=new_fact["id"])
+        if supersede and tx.scalar("fact_supersede", old_id=old["id"], new_id=new_fact["id"]) is not None:
             out["superseded_fact_ids"].append(int(old["id"]))
             row = tx.one(
                 "contradiction_insert",
@@ -133,7 +185,8 @@ def structured_conflicts(
                 **common,
                 classification="contradiction",
                 explanation=(
-                    f"the asserted value {value!r} of {entity} {prop} differs from the current value {old_value!r}"
+                    f"the asserted value {value!r} of {entity} {prop} differs from the value {old_value!r} "
+                    "of a fact valid at the same time"
                 ),
                 method="structured",
                 resolved=False,
@@ -142,6 +195,11 @@ def structured_conflicts(
         if row is not None:
             out["contradictions"].append(row)
     return out
+
+
+def end_or_max(end: datetime | None) -> datetime:
+    """An interval end, open (None) read as the latest storable instant."""
+    return end if end is not None else validate.MAX_TIMESTAMP
 
 
 def assert_fact(
@@ -155,9 +213,17 @@ def assert_fact(
     confidence: float = 1.0,
     source_episode_ids: list[int] | None = None,
     supersede: bool = False,
+    valid_from: datetime | str | None = None,
+    valid_until: datetime | str | None = None,
 ) -> dict[str, Any]:
-    """A caller-made fact (origin 'asserted') with optional cited episodes and a conflict check."""
+    """A caller-made fact (origin 'asserted') with optional cited episodes and a conflict check.
+
+    ``valid_from``/``valid_until`` state when the fact was true in the world (event time;
+    default: from now, open-ended). A fact older than the current one on its
+    entity+property is stored as history and supersedes nothing (``structured_conflicts``).
+    """
     slug = validate.slug(namespace)
+    start, end = event_interval(valid_from, valid_until)
     text = validate.content(store.settings, content)
     entity = _short(store.settings, entity, "entity")
     property = _short(store.settings, property, "property")
@@ -191,6 +257,8 @@ def assert_fact(
             value=value,
             parents=[("episode", i) for i in cited],
             embedding=embedding,
+            valid_from=start,
+            valid_until=end,
         )
         conflicts = structured_conflicts(tx, row, supersede=supersede)
     return {
@@ -211,10 +279,14 @@ def query(
     until: datetime | str | None = None,
     include_history: bool = False,
     as_of: datetime | str | None = None,
+    known_at: datetime | str | None = None,
     limit: int | None = None,
     offset: int | None = None,
 ) -> list[Fact]:
-    """Facts in the trees, newest first; current only unless include_history or as_of."""
+    """Facts in the trees, newest first: those valid at ``as_of`` (event time) as Stash knew
+    them at ``known_at`` (system time), both now by default; every state with
+    ``include_history`` when neither time is given. ``valid_until`` and ``current`` are
+    reported as known at ``known_at``."""
     limit, offset = validate.page(limit, offset)
     if origin is not None and origin not in ORIGINS:
         raise errors.InvalidInput(f"origin must be one of {', '.join(ORIGINS)}")
@@ -225,6 +297,7 @@ def query(
         "since": validate.timestamp(since, "since"),
         "until": validate.timestamp(until, "until"),
         "as_of": validate.timestamp(as_of, "as_of"),
+        "known_at": validate.timestamp(known_at, "known_at"),
         "include_history": bool(include_history),
         "limit": limit,
         "offset": offset,
@@ -235,22 +308,52 @@ def query(
     return [Fact.from_row(r) for r in rows]
 
 
-def _load(tx: Session, fact_id: Any, namespaces: Any) -> dict[str, Any]:
+def _load(
+    tx: Session, fact_id: Any, namespaces: Any, as_of: datetime | None = None, known_at: datetime | None = None
+) -> dict[str, Any]:
     ident = validate.record_id(fact_id, "fact_id")
-    row = tx.one("fact_get", id=ident)
-    return found_in_scope(row, scope_ids(tx, namespaces), f"fact {ident}")
+    row = tx.one("fact_get", id=ident, as_of=as_of, known_at=known_at)
+    row = found_in_scope(row, scope_ids(tx, namespaces), f"fact {ident}")
+    if known_at is not None and row["recorded_at"] > known_at:
+        raise errors.RecordNotFound(f"fact {ident} was recorded after known_at")
+    return row
 
 
-def get(store: Store, fact_id: int, namespaces: Any = None) -> Fact:
-    """One fact by id, in any state (see ``current``, ``valid_until``, ``withdrawn_at``)."""
+def get(
+    store: Store,
+    fact_id: int,
+    namespaces: Any = None,
+    *,
+    as_of: datetime | str | None = None,
+    known_at: datetime | str | None = None,
+) -> Fact:
+    """One fact by id, in any state (see ``current``, ``valid_until``, ``withdrawn_at``).
+
+    ``current`` says whether it was valid at ``as_of`` (event time) as Stash knew it at
+    ``known_at`` (system time), both now by default; ``valid_until`` and
+    ``superseded_by`` are as known at ``known_at``. A fact recorded after ``known_at`` is
+    not found.
+    """
+    when = validate.timestamp(as_of, "as_of")
+    known = validate.timestamp(known_at, "known_at")
     with store.db.transaction() as tx:
-        return Fact.from_row(_load(tx, fact_id, namespaces))
+        return Fact.from_row(_load(tx, fact_id, namespaces, when, known))
 
 
-def get_with_lineage(store: Store, fact_id: int, namespaces: Any = None) -> dict[str, Any]:
-    """A fact with its parents and the rows derived from it: {"fact", "parents", "children"}."""
+def get_with_lineage(
+    store: Store,
+    fact_id: int,
+    namespaces: Any = None,
+    *,
+    as_of: datetime | str | None = None,
+    known_at: datetime | str | None = None,
+) -> dict[str, Any]:
+    """A fact (as ``get`` reads it) with its parents and the rows derived from it:
+    {"fact", "parents", "children"}."""
+    when = validate.timestamp(as_of, "as_of")
+    known = validate.timestamp(known_at, "known_at")
     with store.db.transaction() as tx:
-        row = _load(tx, fact_id, namespaces)
+        row = _load(tx, fact_id, namespaces, when, known)
         parents = lineage.parents_of(tx, "fact", int(row["id"]))
         children = lineage.children_of(tx, "fact", int(row["id"]))
     return {"fact": Fact.from_row(row), "parents": parents, "children": children}

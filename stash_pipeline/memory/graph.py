@@ -193,7 +193,7 @@ def trace_causal_chain(
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= MAX_TRACE_DEPTH:
         raise errors.InvalidInput(f"max_depth must be an integer between 1 and {MAX_TRACE_DEPTH}")
     with store.db.transaction() as tx:
-        fact = tx.one("fact_get", id=fact_id)
+        fact = tx.one("fact_get", id=fact_id, as_of=None, known_at=None)
         scope = scope_ids(tx, namespaces)
         fact = found_in_scope(fact, scope, f"fact {fact_id}")
         if scope is None:
@@ -216,7 +216,7 @@ def delete_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> di
 
 
 def _live_fact_in(tx: Session, fact_id: int, tree: set[int], slug: str, role: str) -> dict[str, Any]:
-    fact = tx.one("fact_get", id=fact_id)
+    fact = tx.one("fact_get", id=fact_id, as_of=None, known_at=None)
     if fact is None or fact["namespace_id"] not in tree:
         raise errors.RecordNotFound(f"{role} fact {fact_id} not found in namespace {slug!r} or its descendants")
     if not fact["current"]:

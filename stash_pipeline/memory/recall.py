@@ -22,7 +22,7 @@ and over episodes, and full-text matches of the query's rarest words — and sco
   a detail the query names (another service, day or person) from demoting each other.
   Only the best ``limit + CONTEXT_POOL`` candidates are checked against the others (a
   demotion only lowers a score), which bounds the pairs compared. Not applied with
-  ``as_of`` or ``include_history``, nor when the query asks about a time
+  ``as_of``, ``known_at`` or ``include_history``, nor when the query asks about a time
   (``asks_about_time``: a month, year or date, "before", "used to", "originally" ...),
   since then the old value may be the answer;
 * ``context``: in hybrid mode, an episode within CONTEXT_WINDOW turns of one of the best
@@ -37,7 +37,7 @@ probably not about the query.
 ``recall`` returns ``RecallHit`` records; ``recall_results`` returns the lean JSON shape
 for agents (no nulls, score_parts on request, neighbour turns as ``context``, max_tokens
 counted on the serialised results). Retired facts are excluded unless asked
-(``include_history``, ``as_of``). Results never carry vectors.
+(``include_history``, ``as_of``, ``known_at``). Results never carry vectors.
 """
 
 from __future__ import annotations
@@ -144,12 +144,20 @@ def recall(
     include_history: bool = False,
     max_tokens: int | None = None,
     mode: str = "hybrid",
+    known_at: datetime | str | None = None,
 ) -> list[RecallHit]:
-    """Facts and episodes most relevant to ``query``, best first (hybrid vector + full text)."""
+    """Facts and episodes most relevant to ``query``, best first (hybrid vector + full text).
+
+    Two times, both now by default: ``as_of`` (event time: facts valid then, episodes that
+    had occurred by then) and ``known_at`` (system time: what Stash had recorded and not
+    withdrawn or forgotten by then, with a fact's interval as Stash believed it then, see
+    ``memory.facts``). ``include_history`` without either time returns retired facts too.
+    """
     text = validate.content(store.settings, query, "query")
     limit = _limit(limit)
     budget = _max_tokens(max_tokens)
     when = validate.timestamp(as_of, "as_of")
+    known = validate.timestamp(known_at, "known_at")
     if mode not in MODES:
         raise errors.InvalidInput(f"mode must be one of {', '.join(MODES)}")
     use_vector = mode in ("hybrid", "vector")
@@ -170,6 +178,7 @@ def recall(
                 all_namespaces=all_ns,
                 namespace_ids=ids,
                 as_of=when,
+                known_at=known,
                 include_history=bool(include_history),
                 candidates=max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit),
                 text_candidates=TEXT_CANDIDATES,
@@ -239,6 +248,7 @@ def recall_results(
     mode: str = "hybrid",
     context: int = CONTEXT_DEFAULT,
     score_parts: bool = False,
+    known_at: datetime | str | None = None,
 ) -> dict[str, Any]:
     """Recall in the lean shape agents get: ``{"results": [compact hits]}``.
 
@@ -249,7 +259,10 @@ def recall_results(
     """
     budget = _max_tokens(max_tokens)
     window = _context_window(context)
-    hits = recall(store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history, mode=mode)
+    hits = recall(
+        store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history, mode=mode,
+        known_at=known_at,
+    )
     around: dict[int, list[dict[str, Any]]] = {}
     episode_ids = [h.id for h in hits if h.kind == "episode"]
     if window and episode_ids:

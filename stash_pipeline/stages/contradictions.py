@@ -1,13 +1,20 @@
 """The contradiction check shared by every fact producer (facts, failure_patterns, hypothesis_evidence).
 
 Input: the facts a batch is about to create (``NewFact``: a key local to the batch plus
-entity / property / value). Candidates are CURRENT facts of the namespace with the same
-lower(entity) + lower(property) and a different value, plus earlier new facts of the
-same batch. Pairs are classified by the model several per call
-(replacement | contradiction | compatible, with confidence and explanation).
+entity / property / value and the event time it will hold from, ``valid_from``).
+Event time first: when a fact of the namespace (or an earlier new fact of the batch) with
+the same lower(entity) + lower(property), another value and an open end began AFTER the
+new fact, the new fact is history: ``plan`` sets its ``valid_until`` to the earliest such
+start, and the producer inserts it closed there (a late-arriving old statement never
+supersedes the newer fact). Candidates are then the facts with the same key and another
+value whose event interval overlaps the new fact's (values at different times do not
+contradict), plus earlier new facts of the same batch. Pairs are classified by the model
+several per call (replacement | contradiction | compatible, with confidence and
+explanation).
 Output (``apply``, inside the batch transaction): a replacement at or above
-``STASH_CONTRADICTION_SUPERSEDE_THRESHOLD`` retires the old fact (``valid_until``,
-``superseded_by``) and records a resolved contradiction (method auto, resolution
+``STASH_CONTRADICTION_SUPERSEDE_THRESHOLD`` of an open-ended fact that began no later
+retires the old fact (``valid_until`` = the new fact's ``valid_from``, ``superseded_by``,
+``retired_at``) and records a resolved contradiction (method auto, resolution
 superseded); any other replacement/contradiction is recorded unresolved (method
 structured); compatible pairs write nothing. Every contradiction row gets lineage to
 both facts and keeps the model's explanation.
@@ -21,6 +28,7 @@ so no transaction is held across a model call.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from stash_pipeline import errors
@@ -42,6 +50,10 @@ class NewFact:
     entity: str | None
     property: str | None
     value: str | None
+    #: event time the fact will hold from (None: now)
+    valid_from: datetime | None = None
+    #: set by ``plan``: where the fact ends as history (None: open-ended, it may be current)
+    valid_until: datetime | None = None
 
 
 @dataclass
@@ -56,6 +68,9 @@ class Verdict:
     classification: str
     confidence: float
     explanation: str
+    #: the old fact is open-ended and began no later than the new one (only then may a
+    #: replacement retire it)
+    can_supersede: bool = True
 
 
 def _norm(value: str | None) -> str:
@@ -68,26 +83,38 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
     A pair chunk whose answer stays invalid marks its new facts as failed (the producer
     dead-letters their sources); ModelUnavailable propagates (run-level).
     """
-    pairs: list[tuple[NewFact, int | None, int | None, str]] = []
+    pairs: list[tuple[NewFact, int | None, int | None, str, bool]] = []
     seen: list[NewFact] = []
+    now = datetime.now(UTC)
     for fact in new_facts:
         if not (fact.entity and fact.property and fact.value):
             continue
-        for row in ctx.read(
-            "stage_contradiction_candidates",
-            namespace_id=ctx.namespace_id,
-            entity=fact.entity,
-            property=fact.property,
-        ):
-            if _norm(row["value"]) != _norm(fact.value):
-                pairs.append((fact, int(row["id"]), None, row["value"] or ""))
-        for earlier in seen:
-            if (
-                _norm(earlier.entity) == _norm(fact.entity)
-                and _norm(earlier.property) == _norm(fact.property)
-                and _norm(earlier.value) != _norm(fact.value)
-            ):
-                pairs.append((fact, None, earlier.key, earlier.value or ""))
+        start = fact.valid_from or now
+        # (other facts on the key: id or batch key, value, interval)
+        others: list[tuple[int | None, int | None, str, datetime, datetime | None]] = [
+            (int(row["id"]), None, row["value"] or "", row["valid_from"], row["valid_until"])
+            for row in ctx.read(
+                "stage_contradiction_candidates",
+                namespace_id=ctx.namespace_id,
+                entity=fact.entity,
+                property=fact.property,
+                valid_from=start,
+            )
+            if _norm(row["value"]) != _norm(fact.value)
+        ]
+        others += [
+            (None, earlier.key, earlier.value or "", earlier.valid_from or now, earlier.valid_until)
+            for earlier in seen
+            if _norm(earlier.entity) == _norm(fact.entity)
+            and _norm(earlier.property) == _norm(fact.property)
+            and _norm(earlier.value) != _norm(fact.value)
+        ]
+        later = [begins for *_, begins, ends in others if ends is None and begins > start]
+        fact.valid_until = min(later) if later else None
+        for old_id, old_key, old_value, begins, ends in others:
+            overlaps = (ends is None or ends > start) and (fact.valid_until is None or begins < fact.valid_until)
+            if overlaps:
+                pairs.append((fact, old_id, old_key, old_value, ends is None and begins <= start))
         seen.append(fact)
 
     verdicts: list[Verdict] = []
@@ -98,7 +125,7 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
         chunk = pairs[start : start + PAIRS_PER_CALL]
         lines = [
             f"[{n}] entity: {fact.entity} | property: {fact.property} | OLD value: {old_value} | NEW value: {fact.value}"
-            for n, (fact, _old_id, _old_key, old_value) in enumerate(chunk, 1)
+            for n, (fact, _old_id, _old_key, old_value, _can) in enumerate(chunk, 1)
         ]
         ctx.report.details["contradiction_calls"] = ctx.report.details.get("contradiction_calls", 0) + 1
         try:
@@ -107,7 +134,7 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
             failed.update(fact.key for fact, *_ in chunk)
             continue
         by_pair = {v.pair: v for v in answer.pairs}
-        for n, (fact, old_id, old_key, old_value) in enumerate(chunk, 1):
+        for n, (fact, old_id, old_key, old_value, can_supersede) in enumerate(chunk, 1):
             verdict = by_pair.get(n)
             if verdict is None or verdict.classification == "compatible":
                 continue
@@ -123,6 +150,7 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
                     classification=verdict.classification,
                     confidence=prompts.clamp(verdict.confidence, 0.0, 1.0, 0.5),
                     explanation=verdict.explanation[:2000],
+                    can_supersede=can_supersede,
                 )
             )
     return verdicts, failed
@@ -137,7 +165,9 @@ def apply(ctx: StageContext, batch: Batch, verdicts: list[Verdict], fact_ids: di
         old_id = verdict.old_fact_id if verdict.old_fact_id is not None else fact_ids.get(verdict.old_key or -1)
         if new_id is None or old_id is None or new_id == old_id:
             continue  # the new fact was not created (failed, deduplicated) — nothing to relate
-        supersede = verdict.classification == "replacement" and verdict.confidence >= threshold
+        supersede = (
+            verdict.classification == "replacement" and verdict.confidence >= threshold and verdict.can_supersede
+        )
         try:
             # A savepoint per pair: a constraint on one pair must not sink the batch
             # (its facts are already written); the failure is counted, not hidden.

@@ -15,7 +15,11 @@ capitalised word / proper noun and every number in summary, entity and value mus
 in the sources, and most content words too ("Alice uses Python" cannot become "Bob owns
 elephants").
 Output: a fact (origin synthesis, confidence n/(n+2) + structure boost) through
-``memory.facts.insert_fact`` with lineage to every source episode; or, when the nearest
+``memory.facts.insert_fact`` with lineage to every source episode. Its event time starts
+at its evidence: the date the model says the sources state (``valid_from``), else the
+earliest ``occurred_at`` of the cluster, never later than now (a plan is not yet a
+fact); it ends where a newer fact on its key begins when it arrives late (history, see
+``stages.contradictions``). Or, when the nearest
 current fact is at least ``STASH_CONSOLIDATION_DEDUP_THRESHOLD`` similar, that fact is
 REINFORCED (confidence toward 1, reinforcements + 1, updated_at) and gains lineage to the
 new episodes. New facts then go through the shared contradiction check.
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,6 +41,7 @@ from stash_pipeline import errors
 from stash_pipeline.embedding.vectors import unit_vector
 from stash_pipeline.memory import lineage
 from stash_pipeline.memory.facts import insert_fact
+from stash_pipeline.memory.validate import MAX_TIMESTAMP, MIN_TIMESTAMP
 from stash_pipeline.stages import contradictions, prompts
 
 if TYPE_CHECKING:
@@ -170,6 +176,29 @@ class _Proposal:
     embedding: Any = None
     reinforce_id: int | None = None
     reinforce_key: int | None = None
+    valid_from: datetime | None = None
+
+
+def event_start(draft: prompts.FactDraft, members: list[dict[str, Any]]) -> datetime:
+    """When a drafted fact began to hold: the date the sources state (as the model read
+    it), else the earliest source's occurred_at; never later than now."""
+    now = datetime.now(UTC)
+    stated = _stated_date(draft.valid_from)
+    if stated is not None:
+        return min(stated, now)
+    return min([now, *(r["occurred_at"] for r in members if r.get("occurred_at") is not None)])
+
+
+def _stated_date(text: str | None) -> datetime | None:
+    """An ISO-8601 date or time from the model (UTC when it names no zone); None when unreadable."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    when = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return when if MIN_TIMESTAMP <= when < MAX_TIMESTAMP else None
 
 
 def run(ctx: StageContext) -> None:
@@ -247,6 +276,7 @@ def process_episodes(
             draft=draft,
             episodes=[int(r["id"]) for r in clusters[c]],
             confidence=base_confidence(len(clusters[c]), structured),
+            valid_from=event_start(draft, clusters[c]),
         )
 
     ordered = [proposals[c] for c in sorted(proposals)]
@@ -266,10 +296,11 @@ def process_episodes(
             continue
         created.append(proposal)
 
-    verdicts, failed_keys = contradictions.plan(
-        ctx,
-        [contradictions.NewFact(p.key, p.draft.entity, p.draft.property, p.draft.value) for p in created],
-    )
+    checked = {
+        p.key: contradictions.NewFact(p.key, p.draft.entity, p.draft.property, p.draft.value, p.valid_from)
+        for p in created
+    }
+    verdicts, failed_keys = contradictions.plan(ctx, list(checked.values()))
     for key in failed_keys:
         failures[key] = "ModelResponseInvalid: the contradiction check got no valid answer"
         proposals.pop(key, None)
@@ -306,6 +337,8 @@ def process_episodes(
                     value=(draft.value or "").strip() or None,
                     parents=[("episode", i) for i in proposal.episodes],
                     embedding=proposal.embedding,
+                    valid_from=proposal.valid_from,
+                    valid_until=checked[c].valid_until if c in checked else None,
                 )
                 batch.wrote(1)
                 ctx.report.details["facts_created"] = ctx.report.details.get("facts_created", 0) + 1

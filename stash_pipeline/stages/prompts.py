@@ -40,9 +40,12 @@ synthesises what its observations state together:
 - "property": a short lowercase attribute name such as "uses", "location", "version" (null if none);
 - "value": the attribute's value, copied from the observations (null if none);
 - "summary": one sentence in the third person. Do not copy any single observation verbatim;
-  strip first-person wording; keep proper nouns, versions, paths and numbers exactly.
+  strip first-person wording; keep proper nouns, versions, paths and numbers exactly;
+- "valid_from": only when the observations state the date from which the fact holds, that
+  date in ISO 8601 ("2024-03-01"); otherwise null.
 Use an empty summary when the cluster states nothing worth keeping.
-Schema: {"facts": [{"cluster": 1, "entity": "...", "property": "...", "value": "...", "summary": "..."}]}""",
+Schema: {"facts": [{"cluster": 1, "entity": "...", "property": "...", "value": "...", "summary": "...",
+"valid_from": null}]}""",
 )
 
 
@@ -52,6 +55,8 @@ class FactDraft(BaseModel):
     property: str | None = None
     value: str | None = None
     summary: str | None = None
+    #: the date the sources state the fact holds from (ISO 8601), when they state one
+    valid_from: str | None = None
 
 
 class FactsAnswer(BaseModel):

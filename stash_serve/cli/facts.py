@@ -25,15 +25,17 @@ def _times(**values: str | None) -> dict[str, Any]:
 @click.option("--since", default=None, help="Created at or after (ISO 8601).")
 @click.option("--until", default=None, help="Created before (ISO 8601).")
 @click.option("--include-history", is_flag=True, help="Include superseded, expired and withdrawn facts.")
-@click.option("--as-of", default=None, help="Facts that were valid at this time (ISO 8601).")
+@click.option("--as-of", default=None, help="Facts true at this time (event time, ISO 8601; default now).")
+@click.option("--known-at", default=None, help="As Stash knew them at this time (system time, ISO 8601; default now).")
 @base.limit_option()
 @base.offset_option
 @base.json_option
 def facts_command(
     namespaces: str, entity: str | None, property_: str | None, origin: str | None, since: str | None,
-    until: str | None, include_history: bool, as_of: str | None, limit: int, offset: int, as_json: bool,
+    until: str | None, include_history: bool, as_of: str | None, known_at: str | None, limit: int, offset: int,
+    as_json: bool,
 ) -> None:
-    """List facts, newest first (current ones only unless --include-history or --as-of).
+    """List facts, newest first (current ones only unless --include-history, --as-of or --known-at).
 
     \b
     Example:
@@ -41,7 +43,7 @@ def facts_command(
     """
     from stash_pipeline.memory import facts
 
-    times = _times(since=since, until=until, as_of=as_of)
+    times = _times(since=since, until=until, as_of=as_of, known_at=known_at)
     rows = facts.query(
         base.store(), namespaces, entity=entity, property=property_, origin=origin,
         include_history=include_history, limit=limit, offset=offset, **times,
@@ -62,8 +64,10 @@ def fact_group() -> None:
 @fact_group.command("show")
 @click.argument("fact_id", type=int)
 @click.option("--lineage", is_flag=True, help="Also list where it came from and what was derived from it.")
+@click.option("--as-of", default=None, help="Whether it was true at this time (event time, ISO 8601).")
+@click.option("--known-at", default=None, help="As Stash knew it at this time (system time, ISO 8601).")
 @base.json_option
-def fact_show(fact_id: int, lineage: bool, as_json: bool) -> None:
+def fact_show(fact_id: int, lineage: bool, as_of: str | None, known_at: str | None, as_json: bool) -> None:
     """Show one fact in any state (current, superseded, withdrawn).
 
     \b
@@ -72,11 +76,12 @@ def fact_show(fact_id: int, lineage: bool, as_json: bool) -> None:
     """
     from stash_pipeline.memory import facts
 
+    times = _times(as_of=as_of, known_at=known_at)
     store = base.store()
     if not lineage:
-        show(facts.get(store, fact_id), as_json)
+        show(facts.get(store, fact_id, **times), as_json)
         return
-    result = facts.get_with_lineage(store, fact_id)
+    result = facts.get_with_lineage(store, fact_id, **times)
     if as_json:
         emit_json(result)
         return
@@ -99,10 +104,13 @@ def fact_show(fact_id: int, lineage: bool, as_json: bool) -> None:
 @click.option("--confidence", type=float, default=1.0, show_default=True, help="0-1.")
 @click.option("--source-episode-ids", default=None, help="Comma-separated episode ids this fact comes from.")
 @click.option("--supersede", is_flag=True, help="Retire current facts with the same entity/property and another value.")
+@click.option("--valid-from", default=None, help="True in the world since (ISO 8601; default now).")
+@click.option("--valid-until", default=None, help="True in the world until (ISO 8601; default open-ended).")
 @base.json_option
 def fact_assert(
     content: str, namespace: str, entity: str | None, property_: str | None, value: str | None,
-    confidence: float, source_episode_ids: str | None, supersede: bool, as_json: bool,
+    confidence: float, source_episode_ids: str | None, supersede: bool, valid_from: str | None,
+    valid_until: str | None, as_json: bool,
 ) -> None:
     """Add a fact yourself (origin "asserted"), optionally citing its source episodes.
 
@@ -114,9 +122,10 @@ def fact_assert(
     from stash_pipeline.memory.validate import record_ids
 
     cited = record_ids(source_episode_ids, "--source-episode-ids")
+    times = _times(valid_from=valid_from, valid_until=valid_until)
     result = facts.assert_fact(
         base.store(), namespace, base.read_content(content), entity=entity, property=property_, value=value,
-        confidence=confidence, source_episode_ids=cited, supersede=supersede,
+        confidence=confidence, source_episode_ids=cited, supersede=supersede, **times,
     )
     if as_json:
         emit_json(result)

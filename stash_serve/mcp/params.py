@@ -40,8 +40,8 @@ DESTRUCTIVE_IDEMPOTENT = ToolAnnotations(
 #   id                the record the tool acts on; <role>_id another record it refers to
 #                     (fact_id, goal_id, parent_id, cause_id…); <kind>_ids a list of them
 #   limit, offset     paging of list tools (answer: items, next_offset)
-#   since, until, as_of, <event>_at
-#                     times, ISO 8601 text
+#   since, until, as_of, <event>_at, valid_from, valid_until
+#                     times, ISO 8601 text (as_of: event time, known_at: system time)
 #   include_<what>    a switch that adds records or fields to a read
 #   note              free text appended to a record's history
 # Shared conventions are explained once, in the server instructions, so the descriptions
@@ -59,6 +59,9 @@ Offset = Annotated[int, Field(description="Items to skip.", ge=0)]
 RecordId = Annotated[int, Field(description="Record id.", ge=1)]
 Confidence = Annotated[float, Field(description="0 to 1.", ge=0, le=1)]
 Timestamp = Annotated[str | None, Field(description="ISO 8601 time (UTC if no offset).")]
+#: the two read times of facts (see stash_pipeline.memory.facts): event and system time
+AsOf = Annotated[str | None, Field(description="ISO 8601: what was true then (default now).")]
+KnownAt = Annotated[str | None, Field(description="ISO 8601: as Stash knew it then (default now).")]
 Metadata = Annotated[dict[str, Any] | None, Field(description="JSON object stored with it.")]
 IdList = Annotated[list[int] | str | None, Field(description="Ids (list or comma string).")]
 
@@ -97,8 +100,10 @@ __all__ = [
     "READ",
     "WRITE",
     "WRITE_IDEMPOTENT",
+    "AsOf",
     "Confidence",
     "IdList",
+    "KnownAt",
     "Limit",
     "Metadata",
     "Namespace",

@@ -120,7 +120,7 @@ def test_retired_facts_history_and_as_of(store):
     assert then == [("fact", old.id)]
 
 
-def test_as_of_sees_episodes_forgotten_later_but_not_later_ones(store):
+def test_known_at_sees_episodes_forgotten_later_but_not_later_ones(store):
     namespaces.create(store, NS)
     first = episodes.remember(store, NS, "The VPN password rotates monthly")["id"]
     time.sleep(0.05)
@@ -130,8 +130,12 @@ def test_as_of_sees_episodes_forgotten_later_but_not_later_ones(store):
     episodes.forget(store, "The VPN password rotates monthly", NS, threshold=0.9)
     now_ids = {h.id for h in recall.recall(store, "VPN", NS)}
     assert now_ids == {later}
-    then_ids = {h.id for h in recall.recall(store, "VPN", NS, as_of=between)}
+    # what Stash held then (system time): the forgotten episode, not the later one
+    then_ids = {h.id for h in recall.recall(store, "VPN", NS, as_of=between, known_at=between)}
     assert then_ids == {first}
+    assert {h.id for h in recall.recall(store, "VPN", NS, known_at=between)} == {first}
+    # what had happened by then, as known now: the forgotten episode is no longer known
+    assert {h.id for h in recall.recall(store, "VPN", NS, as_of=between)} == set()
 
 
 def test_limit_and_token_budget(store):

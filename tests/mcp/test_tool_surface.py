@@ -6,7 +6,7 @@ The naming rule (also in ``stash_serve.mcp.params``):
   namespaces       the trees a read covers (a list or a comma string)
   id               the record the tool acts on; ``<role>_id`` another record; ``<kind>_ids`` a list
   limit, offset    paging (both, on every tool whose answer has next_offset)
-  since, until, as_of, ``<event>_at``   times, ISO 8601 text
+  since, until, as_of, ``<event>_at``, valid_from, valid_until   times, ISO 8601 text
   include_<what>   a boolean that adds records or fields to a read
   note             free text appended to a record
 """
@@ -66,7 +66,7 @@ SWITCHES = {
     "supersede": "retire current facts that the new one replaces",
     "top_level_only": "only records without a parent",
 }
-TIME_NAMES = {"since", "until", "as_of"}
+TIME_NAMES = {"since", "until", "as_of", "valid_from", "valid_until"}
 
 
 def _types(prop: dict[str, Any]) -> set[str]:

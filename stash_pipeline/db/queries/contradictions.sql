@@ -39,20 +39,23 @@ UPDATE facts
        superseded_by = CASE WHEN valid_until IS NOT NULL AND valid_until <= now()
                             THEN COALESCE(superseded_by, %(superseded_by)s)
                             ELSE %(superseded_by)s END,
+       retired_at = CASE WHEN valid_until IS NOT NULL AND valid_until <= now() THEN retired_at ELSE now() END,
        updated_at = now()
  WHERE id = %(id)s
 
 -- contradiction_restore_fact --
 -- Undo a supersession by the other fact of the pair (auto-resolution or keep_new).
--- Only a supersession by exactly that fact is undone; decay expiry is left alone.
+-- Only a supersession by exactly that fact is undone; decay expiry is left alone. The
+-- interval goes back to its end as first recorded and the fact is Stash's belief again.
 UPDATE facts
-   SET valid_until = NULL, superseded_by = NULL, updated_at = now()
+   SET valid_until = recorded_valid_until, superseded_by = NULL, retired_at = NULL, updated_at = now()
  WHERE id = %(id)s AND superseded_by = %(other_id)s AND withdrawn_at IS NULL
 
 -- contradiction_withdraw_facts --
 -- Withdraw both facts of a pair (action 'neither'); the lineage cascade follows.
 UPDATE facts
-   SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at = now()
+   SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at = now(),
+       retired_at = COALESCE(retired_at, now())
  WHERE id = ANY(%(ids)s) AND withdrawn_at IS NULL
 RETURNING id
 

@@ -1,27 +1,42 @@
 -- fact_insert --
--- Insert one fact and return it (no vector) with its namespace slug.
+-- Insert one fact and return it (no vector) with its namespace slug. Event time: the
+-- given valid_from (now when null) and valid_until, which is also the interval end as
+-- first recorded.
 WITH ins AS (
     INSERT INTO facts (namespace_id, content, entity, property, value, confidence, origin,
-                       embedding, embedding_model, rationale)
+                       embedding, embedding_model, rationale, valid_from, valid_until, recorded_valid_until)
     VALUES (%(namespace_id)s, %(content)s, %(entity)s, %(property)s, %(value)s, %(confidence)s,
-            %(origin)s, %(embedding)s, %(embedding_model)s, %(rationale)s)
+            %(origin)s, %(embedding)s, %(embedding_model)s, %(rationale)s,
+            COALESCE(%(valid_from)s::timestamptz, now()), %(valid_until)s, %(valid_until)s)
     RETURNING id, namespace_id, content, entity, property, value, confidence, origin, valid_from,
               valid_until, superseded_by, withdrawn_at, withdrawn_reason, needs_recheck,
-              reinforcements, rationale, created_at, updated_at
+              reinforcements, rationale, created_at, updated_at, recorded_at, retired_at,
+              recorded_valid_until
 )
 SELECT ins.*, n.slug AS namespace
 FROM ins JOIN namespaces n ON n.id = ins.namespace_id
 
 -- fact_get --
--- One fact by id (any state) with its namespace, source episodes and current flag.
+-- One fact by id (any state) with its namespace, source episodes and current flag:
+-- current = valid at as_of as known at known_at (both default to now).
 SELECT f.id, f.namespace_id, n.slug AS namespace, f.content, f.entity, f.property, f.value,
-       f.confidence, f.origin, f.valid_from, f.valid_until, f.superseded_by, f.withdrawn_at,
+       f.confidence, f.origin, f.valid_from,
+       -- the interval end (and replacement) as Stash believed them at known_at: the end
+       -- first recorded, and no replacement, before the fact was retired
+       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
+            ELSE f.valid_until END AS valid_until,
+       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
+            ELSE f.superseded_by END AS superseded_by, f.withdrawn_at,
        f.withdrawn_reason, f.needs_recheck, f.reinforcements, f.rationale, f.created_at, f.updated_at,
+       f.recorded_at, f.retired_at, f.recorded_valid_until,
        ARRAY(SELECT l.parent_id FROM lineage l
              WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
              ORDER BY l.parent_id) AS source_episode_ids,
-       (f.withdrawn_at IS NULL AND f.valid_from <= now()
-        AND (f.valid_until IS NULL OR f.valid_until > now())) AS current
+       (f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+        AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+        AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+        AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
+                          ELSE f.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now())) AS current
 FROM facts f JOIN namespaces n ON n.id = f.namespace_id
 WHERE f.id = %(id)s
 
@@ -30,25 +45,49 @@ WHERE f.id = %(id)s
 SELECT id FROM episodes
 WHERE id = ANY(%(ids)s) AND namespace_id = ANY(%(namespace_ids)s) AND deleted_at IS NULL
 
--- fact_current_same_key --
--- Current facts of a namespace about the same entity and property (structured conflict check).
-SELECT id, entity, property, value, confidence
+-- fact_supersede --
+-- Retire an old fact in favour of a new one of the same namespace, if it is still
+-- current (not withdrawn, open-ended) and began no later than the new one: its event
+-- interval closes where the new fact's begins, retired_at records when Stash changed its
+-- mind, and relationships drawn from it close with it. Used by assert_fact and the
+-- contradiction check.
+WITH old AS (
+    UPDATE facts o
+       SET valid_until = n.valid_from, superseded_by = n.id, retired_at = now(), updated_at = now()
+      FROM facts n
+     WHERE o.id = %(old_id)s AND n.id = %(new_id)s AND n.namespace_id = o.namespace_id
+       AND o.withdrawn_at IS NULL AND o.valid_until IS NULL AND o.valid_from <= n.valid_from
+    RETURNING o.id, o.valid_until
+), closed AS (
+    UPDATE relationships r
+       SET valid_until = GREATEST(r.valid_from, old.valid_until), retired_at = now()
+      FROM old
+     WHERE r.source_fact_id = old.id AND r.valid_until IS NULL AND r.withdrawn_at IS NULL
+    RETURNING r.id
+)
+SELECT id FROM old
+
+-- fact_same_key_overlapping --
+-- Facts of a namespace about the same entity and property whose event interval overlaps
+-- [valid_from, valid_until) (an open end is unbounded), not withdrawn: the candidates of
+-- the structured conflict check. Locked, oldest first.
+SELECT id, entity, property, value, confidence, valid_from, valid_until
 FROM facts
 WHERE namespace_id = %(namespace_id)s
   AND entity IS NOT NULL AND lower(entity) = lower(%(entity)s) AND lower(property) = lower(%(property)s)
-  AND withdrawn_at IS NULL AND valid_until IS NULL AND valid_from <= now()
-  AND id <> %(exclude_id)s
+  AND withdrawn_at IS NULL AND id <> %(exclude_id)s
+  AND (valid_until IS NULL OR valid_until > %(valid_from)s)
+  AND (%(valid_until)s::timestamptz IS NULL OR valid_from < %(valid_until)s::timestamptz)
 ORDER BY id
 FOR UPDATE
 
--- fact_supersede --
--- Retire an old fact in favour of a new one of the same namespace, if it is still
--- current (not withdrawn, not retired). Used by assert_fact and the contradiction check.
+-- fact_close_as_history --
+-- Store a fact as history: its interval (and the end as first recorded) closes where a
+-- newer current fact on the same key begins.
 UPDATE facts
-   SET valid_until = GREATEST(now(), valid_from), superseded_by = %(new_id)s, updated_at = now()
- WHERE id = %(old_id)s AND withdrawn_at IS NULL AND valid_until IS NULL
-   AND namespace_id = (SELECT n.namespace_id FROM facts n WHERE n.id = %(new_id)s)
-RETURNING id
+   SET valid_until = %(valid_until)s, recorded_valid_until = %(valid_until)s, updated_at = now()
+ WHERE id = %(id)s
+RETURNING valid_until
 
 -- contradiction_insert --
 -- Record a contradiction between two facts (duplicates of the same pair are ignored).
@@ -66,15 +105,25 @@ WITH ins AS (
 SELECT ins.*, n.slug AS namespace FROM ins JOIN namespaces n ON n.id = ins.namespace_id
 
 -- facts_query --
--- Facts in namespaces with optional filters; current only unless history/as_of is asked.
+-- Facts in namespaces with optional filters; current only unless history, as_of or known_at is asked.
 SELECT f.id, f.namespace_id, n.slug AS namespace, f.content, f.entity, f.property, f.value,
-       f.confidence, f.origin, f.valid_from, f.valid_until, f.superseded_by, f.withdrawn_at,
+       f.confidence, f.origin, f.valid_from,
+       -- the interval end (and replacement) as Stash believed them at known_at: the end
+       -- first recorded, and no replacement, before the fact was retired
+       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
+            ELSE f.valid_until END AS valid_until,
+       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
+            ELSE f.superseded_by END AS superseded_by, f.withdrawn_at,
        f.withdrawn_reason, f.needs_recheck, f.reinforcements, f.rationale, f.created_at, f.updated_at,
+       f.recorded_at, f.retired_at, f.recorded_valid_until,
        ARRAY(SELECT l.parent_id FROM lineage l
              WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
              ORDER BY l.parent_id) AS source_episode_ids,
-       (f.withdrawn_at IS NULL AND f.valid_from <= now()
-        AND (f.valid_until IS NULL OR f.valid_until > now())) AS current
+       (f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+        AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+        AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+        AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
+                          ELSE f.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now())) AS current
 FROM facts f JOIN namespaces n ON n.id = f.namespace_id
 WHERE (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
   AND (%(entity)s::text IS NULL OR lower(f.entity) = lower(%(entity)s::text))
@@ -82,18 +131,22 @@ WHERE (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
   AND (%(origin)s::text IS NULL OR f.origin = %(origin)s::text)
   AND (%(since)s::timestamptz IS NULL OR f.valid_from >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR f.valid_from < %(until)s::timestamptz)
-  AND (%(include_history)s OR %(as_of)s::timestamptz IS NOT NULL
-       OR (f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())))
-  AND (%(as_of)s::timestamptz IS NULL
-       OR (f.created_at <= %(as_of)s::timestamptz AND f.valid_from <= %(as_of)s::timestamptz
-           AND (f.valid_until IS NULL OR f.valid_until > %(as_of)s::timestamptz)
-           AND (f.withdrawn_at IS NULL OR f.withdrawn_at > %(as_of)s::timestamptz)))
+  -- valid at as_of (event time) as Stash knew it at known_at (system time), both now by
+  -- default: recorded by known_at, not withdrawn by then, and as_of inside the interval
+  -- Stash believed then (the end as first recorded when the fact was retired later)
+  AND ((%(include_history)s AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL)
+       OR (f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+           AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+           AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+           AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
+                             ELSE f.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now())))
 ORDER BY f.id DESC
 LIMIT %(limit)s OFFSET %(offset)s
 
 -- fact_withdraw --
 -- Withdraw one fact by hand.
-UPDATE facts SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at = now()
+UPDATE facts SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at = now(),
+                 retired_at = COALESCE(retired_at, now())
 WHERE id = %(id)s AND withdrawn_at IS NULL
 RETURNING id
 

@@ -45,11 +45,15 @@ FROM failures fl JOIN namespaces n ON n.id = fl.namespace_id
 WHERE fl.id = %(id)s
 
 -- graph_insert_causal_link --
--- A caller-asserted causal link; a live duplicate makes this return no row.
+-- A caller-asserted causal link; a live duplicate makes this return no row. Event time:
+-- from when both ends held (the later of the facts' valid_from, the failure's creation).
 INSERT INTO causal_links (namespace_id, cause_fact_id, effect_fact_id, effect_failure_id,
-                          confidence, method, rationale)
-VALUES (%(namespace_id)s, %(cause_fact_id)s, %(effect_fact_id)s, %(effect_failure_id)s,
-        %(confidence)s, 'asserted', %(rationale)s)
+                          confidence, method, rationale, valid_from)
+SELECT %(namespace_id)s, %(cause_fact_id)s, %(effect_fact_id)s, %(effect_failure_id)s,
+       %(confidence)s, 'asserted', %(rationale)s,
+       GREATEST((SELECT f.valid_from FROM facts f WHERE f.id = %(cause_fact_id)s),
+                (SELECT f.valid_from FROM facts f WHERE f.id = %(effect_fact_id)s),
+                (SELECT fl.created_at FROM failures fl WHERE fl.id = %(effect_failure_id)s))
 ON CONFLICT (cause_fact_id, COALESCE(effect_fact_id, 0), COALESCE(effect_failure_id, 0))
    WHERE deleted_at IS NULL
 DO NOTHING

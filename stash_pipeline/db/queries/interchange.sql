@@ -73,12 +73,16 @@ RETURNING id
 
 -- interchange_import_fact --
 -- Insert one imported fact (superseded_by is set afterwards, once every fact has its new id).
+-- A file written before facts had system time gets it as the schema migration derived it:
+-- recorded when created, retired when its interval was closed or it was withdrawn.
 INSERT INTO facts (namespace_id, content, entity, property, value, confidence, origin, embedding, embedding_model,
                    valid_from, valid_until, withdrawn_at, withdrawn_reason, needs_recheck, reinforcements,
-                   rationale, created_at, updated_at)
+                   rationale, created_at, updated_at, recorded_at, retired_at, recorded_valid_until)
 SELECT r.namespace_id, r.content, r.entity, r.property, r.value, r.confidence, r.origin, %(embedding)s,
        %(embedding_model)s, r.valid_from, r.valid_until, r.withdrawn_at, r.withdrawn_reason, r.needs_recheck,
-       r.reinforcements, r.rationale, r.created_at, r.updated_at
+       r.reinforcements, r.rationale, r.created_at, r.updated_at, COALESCE(r.recorded_at, r.created_at),
+       CASE WHEN %(row)s ? 'retired_at' THEN r.retired_at ELSE COALESCE(r.withdrawn_at, r.valid_until) END,
+       r.recorded_valid_until
 FROM jsonb_populate_record(NULL::facts, %(row)s) r
 RETURNING id
 
@@ -88,20 +92,28 @@ UPDATE facts SET superseded_by = %(superseded_by)s WHERE id = %(id)s
 
 -- interchange_import_relationship --
 -- Insert one imported relationship.
+-- (event time from the source fact when the file has none)
 INSERT INTO relationships (namespace_id, from_entity, relation_type, to_entity, confidence, source_fact_id,
-                           withdrawn_at, created_at)
+                           withdrawn_at, created_at, valid_from, valid_until, recorded_at, retired_at)
 SELECT r.namespace_id, r.from_entity, r.relation_type, r.to_entity, r.confidence, r.source_fact_id,
-       r.withdrawn_at, r.created_at
-FROM jsonb_populate_record(NULL::relationships, %(row)s) r
+       r.withdrawn_at, r.created_at, COALESCE(r.valid_from, f.valid_from),
+       CASE WHEN %(row)s ? 'valid_until' THEN r.valid_until ELSE f.valid_until END,
+       COALESCE(r.recorded_at, r.created_at),
+       CASE WHEN %(row)s ? 'retired_at' THEN r.retired_at ELSE r.withdrawn_at END
+FROM jsonb_populate_record(NULL::relationships, %(row)s) r JOIN facts f ON f.id = r.source_fact_id
 RETURNING id
 
 -- interchange_import_causal_link --
 -- Insert one imported causal link.
+-- (event time from the cause fact when the file has none)
 INSERT INTO causal_links (namespace_id, cause_fact_id, effect_fact_id, effect_failure_id, confidence, method,
-                          rationale, withdrawn_at, created_at, deleted_at)
+                          rationale, withdrawn_at, created_at, deleted_at, valid_from, valid_until, recorded_at,
+                          retired_at)
 SELECT r.namespace_id, r.cause_fact_id, r.effect_fact_id, r.effect_failure_id, r.confidence, r.method,
-       r.rationale, r.withdrawn_at, r.created_at, r.deleted_at
-FROM jsonb_populate_record(NULL::causal_links, %(row)s) r
+       r.rationale, r.withdrawn_at, r.created_at, r.deleted_at, COALESCE(r.valid_from, f.valid_from), r.valid_until,
+       COALESCE(r.recorded_at, r.created_at),
+       CASE WHEN %(row)s ? 'retired_at' THEN r.retired_at ELSE r.withdrawn_at END
+FROM jsonb_populate_record(NULL::causal_links, %(row)s) r JOIN facts f ON f.id = r.cause_fact_id
 RETURNING id
 
 -- interchange_import_pattern --

@@ -68,7 +68,8 @@ FROM children c
 -- lineage_withdraw_facts --
 -- Withdraw facts (those not withdrawn yet); returns the ids actually changed.
 UPDATE facts
-   SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at = now()
+   SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at = now(),
+       retired_at = COALESCE(retired_at, now())
  WHERE id = ANY(%(ids)s) AND withdrawn_at IS NULL
 RETURNING id
 
@@ -82,7 +83,7 @@ RETURNING id
 -- lineage_withdraw_relationships --
 -- Withdraw relationships named by lineage or whose source fact is gone/withdrawn.
 UPDATE relationships
-   SET withdrawn_at = now()
+   SET withdrawn_at = now(), retired_at = COALESCE(retired_at, now())
  WHERE withdrawn_at IS NULL
    AND (id = ANY(%(ids)s) OR source_fact_id = ANY(%(fact_ids)s))
 RETURNING id
@@ -90,7 +91,7 @@ RETURNING id
 -- lineage_withdraw_causal_links --
 -- Withdraw causal links named by lineage or whose cause/effect fact is gone/withdrawn.
 UPDATE causal_links
-   SET withdrawn_at = now()
+   SET withdrawn_at = now(), retired_at = COALESCE(retired_at, now())
  WHERE withdrawn_at IS NULL AND deleted_at IS NULL
    AND (id = ANY(%(ids)s) OR cause_fact_id = ANY(%(fact_ids)s) OR effect_fact_id = ANY(%(fact_ids)s))
 RETURNING id

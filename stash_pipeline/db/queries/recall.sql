@@ -33,8 +33,10 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
 -- context_pool episodes, in the same namespace and session (the same given occurred_at,
 -- or the same metadata.session or metadata.thread), gains neighbour_weight times that
 -- hit's score.
--- Facts: current only by default; valid at as_of when given; everything with
--- include_history. Episodes: not forgotten (as_of: created by then, not forgotten then).
+-- Facts: current only by default; valid at as_of (event time) as known at known_at
+-- (system time) when either is given (the other is now); everything with
+-- include_history. Episodes: not forgotten; with as_of/known_at: stored by known_at, not
+-- forgotten then, occurred by as_of.
 WITH
 query_lexemes AS (
     SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
@@ -73,12 +75,15 @@ fact_vec AS (
     SELECT f.id FROM facts f
     WHERE %(use_vector)s
       AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
-      AND (%(include_history)s OR %(as_of)s::timestamptz IS NOT NULL
-           OR (f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())))
-      AND (%(as_of)s::timestamptz IS NULL
-           OR (f.created_at <= %(as_of)s::timestamptz AND f.valid_from <= %(as_of)s::timestamptz
-               AND (f.valid_until IS NULL OR f.valid_until > %(as_of)s::timestamptz)
-               AND (f.withdrawn_at IS NULL OR f.withdrawn_at > %(as_of)s::timestamptz)))
+      -- fact validity (bitemporal, as facts_query): valid at as_of as known at known_at
+      AND ((%(include_history)s AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL)
+           OR (f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+               AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+               AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+               AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now())
+                                 THEN f.recorded_valid_until ELSE f.valid_until END, 'infinity')
+                   > COALESCE(%(as_of)s::timestamptz, now())))
+      -- end of fact validity
     ORDER BY f.embedding <=> %(embedding)s::vector
     LIMIT %(candidates)s
 ),
@@ -86,9 +91,11 @@ episode_vec AS (
     SELECT e.id FROM episodes e
     WHERE %(use_vector)s
       AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
-      AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
-                ELSE e.created_at <= %(as_of)s::timestamptz
-                     AND (e.deleted_at IS NULL OR e.deleted_at > %(as_of)s::timestamptz) END)
+      -- episode validity: stored by known_at and not forgotten then, occurred by as_of
+      AND (CASE WHEN %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL THEN e.deleted_at IS NULL
+                ELSE e.created_at <= COALESCE(%(known_at)s::timestamptz, now())
+                     AND (e.deleted_at IS NULL OR e.deleted_at > COALESCE(%(known_at)s::timestamptz, now()))
+                     AND e.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()) END)
     ORDER BY e.embedding <=> %(embedding)s::vector
     LIMIT %(candidates)s
 ),
@@ -96,12 +103,15 @@ fact_text AS (
     SELECT f.id, f.search FROM facts f, tq
     WHERE %(use_text)s AND f.search @@ tq.q_rare
       AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
-      AND (%(include_history)s OR %(as_of)s::timestamptz IS NOT NULL
-           OR (f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())))
-      AND (%(as_of)s::timestamptz IS NULL
-           OR (f.created_at <= %(as_of)s::timestamptz AND f.valid_from <= %(as_of)s::timestamptz
-               AND (f.valid_until IS NULL OR f.valid_until > %(as_of)s::timestamptz)
-               AND (f.withdrawn_at IS NULL OR f.withdrawn_at > %(as_of)s::timestamptz)))
+      -- fact validity (bitemporal, as facts_query): valid at as_of as known at known_at
+      AND ((%(include_history)s AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL)
+           OR (f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+               AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+               AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+               AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now())
+                                 THEN f.recorded_valid_until ELSE f.valid_until END, 'infinity')
+                   > COALESCE(%(as_of)s::timestamptz, now())))
+      -- end of fact validity
     ORDER BY f.id DESC
     LIMIT %(text_scan_limit)s
 ),
@@ -109,9 +119,11 @@ episode_text AS (
     SELECT e.id, e.search FROM episodes e, tq
     WHERE %(use_text)s AND e.search @@ tq.q_rare
       AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
-      AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
-                ELSE e.created_at <= %(as_of)s::timestamptz
-                     AND (e.deleted_at IS NULL OR e.deleted_at > %(as_of)s::timestamptz) END)
+      -- episode validity: stored by known_at and not forgotten then, occurred by as_of
+      AND (CASE WHEN %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL THEN e.deleted_at IS NULL
+                ELSE e.created_at <= COALESCE(%(known_at)s::timestamptz, now())
+                     AND (e.deleted_at IS NULL OR e.deleted_at > COALESCE(%(known_at)s::timestamptz, now()))
+                     AND e.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()) END)
     ORDER BY e.id DESC
     LIMIT %(text_scan_limit)s
 ),
@@ -160,7 +172,8 @@ judged AS MATERIALIZED (
                       + (1 - %(w_vector)s) * LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1)
                  WHEN %(use_vector)s THEN GREATEST(s.cosine, 0)
                  ELSE LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1) END)
-           * CASE WHEN s.kind = 'episode' AND %(as_of)s::timestamptz IS NULL AND NOT %(include_history)s
+           * CASE WHEN s.kind = 'episode' AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+                       AND NOT %(include_history)s
                        AND EXISTS (SELECT 1 FROM lineage l
                                    WHERE l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact')
                        AND NOT EXISTS (
@@ -185,7 +198,7 @@ fused AS (
     LEFT JOIN LATERAL (
         SELECT max(n.score) AS score FROM judged n
         WHERE %(supersede)s AND j.place <= %(supersede_pool)s AND j.kind = 'episode' AND n.kind = 'episode'
-          AND %(as_of)s::timestamptz IS NULL AND NOT %(include_history)s
+          AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL AND NOT %(include_history)s
           AND n.namespace_id = j.namespace_id AND n.occurred_at > j.occurred_at
           AND n.matched @> j.matched
           AND 1 - (n.embedding <=> j.embedding) >= %(supersede_similarity)s
@@ -206,7 +219,7 @@ neighbours AS (
          WHERE e.namespace_id = p.namespace_id AND e.id > p.id AND e.deleted_at IS NULL
          ORDER BY e.id LIMIT %(context_window)s)
     ) n
-    WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL
+    WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
       -- a shared occurred_at marks a session only when it was given: episodes written
       -- without one in the same transaction share now() and are no session
       AND ((n.occurred_at = p.occurred_at AND n.occurred_at <> n.created_at)

@@ -11,7 +11,7 @@ UPDATE facts
 -- decay_expire_facts --
 -- Current facts whose confidence fell below the threshold expire now (valid_until).
 UPDATE facts
-   SET valid_until = GREATEST(now(), valid_from), updated_at = now()
+   SET valid_until = GREATEST(now(), valid_from), retired_at = now(), updated_at = now()
  WHERE namespace_id = %(namespace_id)s
    AND withdrawn_at IS NULL AND valid_until IS NULL
    AND confidence < %(threshold)s

@@ -1,15 +1,16 @@
 -- Facts stage and the shared contradiction check.
 
 -- stage_facts_episodes_after --
--- The next batch of live episodes after the facts cursor (with vectors for clustering).
-SELECT id, content, embedding FROM episodes
+-- The next batch of live episodes after the facts cursor (with vectors for clustering,
+-- and occurred_at: a fact's event time starts at its evidence).
+SELECT id, content, embedding, occurred_at FROM episodes
  WHERE namespace_id = %(namespace_id)s AND id > %(cursor)s AND deleted_at IS NULL
  ORDER BY id
  LIMIT %(limit)s
 
 -- stage_facts_episodes_by_ids --
 -- Live episodes by id (dead-letter retries).
-SELECT id, content, embedding FROM episodes
+SELECT id, content, embedding, occurred_at FROM episodes
  WHERE namespace_id = %(namespace_id)s AND id = ANY(%(ids)s::bigint[]) AND deleted_at IS NULL
  ORDER BY id
 
@@ -32,11 +33,13 @@ UPDATE facts
 RETURNING id, confidence
 
 -- stage_contradiction_candidates --
--- Current facts of one namespace with the same entity and property (case-insensitive).
-SELECT id, entity, property, value, content FROM facts
+-- Facts of one namespace with the same entity and property (case-insensitive), not
+-- withdrawn, whose event interval reaches past %(valid_from)s (the new fact's start):
+-- the only ones a fact valid from then can contradict or be history before.
+SELECT id, entity, property, value, content, valid_from, valid_until FROM facts
  WHERE namespace_id = %(namespace_id)s
    AND entity IS NOT NULL AND lower(entity) = lower(%(entity)s) AND lower(property) = lower(%(property)s)
-   AND withdrawn_at IS NULL AND valid_until IS NULL AND valid_from <= now()
+   AND withdrawn_at IS NULL AND (valid_until IS NULL OR valid_until > %(valid_from)s)
  ORDER BY id
  LIMIT 20
 

@@ -16,8 +16,10 @@ from stash_serve.mcp.params import (
     DESTRUCTIVE_IDEMPOTENT,
     READ,
     WRITE,
+    AsOf,
     Confidence,
     IdList,
+    KnownAt,
     Limit,
     Namespace,
     Namespaces,
@@ -48,12 +50,13 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         since: Timestamp = None,
         until: Timestamp = None,
         include_history: Annotated[bool, Field(description="Include retired facts.")] = False,
-        as_of: Timestamp = None,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
     ) -> Page:
-        """Consolidated facts, newest first; current ones only unless include_history or as_of."""
+        """Consolidated facts, newest first: those true at as_of as Stash knew them at known_at (default: current)."""
 
         def work(s: Scope) -> Any:
             rows = facts.query(
@@ -66,6 +69,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
                 until=until,
                 include_history=include_history,
                 as_of=as_of,
+                known_at=known_at,
                 limit=limit,
                 offset=offset,
             )
@@ -79,15 +83,17 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         include_lineage: Annotated[
             bool, Field(description="Also return its sources and what was derived from it.")
         ] = False,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """One fact by id, in any state (see current, valid_until, withdrawn_at)."""
+        """One fact by id, in any state (see current, valid_until, withdrawn_at), as of as_of/known_at."""
 
         def work(s: Scope) -> Any:
             scope = s.by_id("read")
             if include_lineage:
-                return facts.get_with_lineage(store, id, scope)
-            return facts.get(store, id, scope)
+                return facts.get_with_lineage(store, id, scope, as_of=as_of, known_at=known_at)
+            return facts.get(store, id, scope, as_of=as_of, known_at=known_at)
 
         return await calls.run(ctx, work)
 
@@ -106,6 +112,8 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
             bool,
             Field(description="True: retire current facts with the same entity+property and another value."),
         ] = False,
+        valid_from: Annotated[str | None, Field(description="ISO 8601: true since (default now).")] = None,
+        valid_until: Annotated[str | None, Field(description="ISO 8601: true until (default open).")] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Record a fact you know directly (origin 'asserted'), checked against current facts on the same entity/property."""
@@ -122,6 +130,8 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
                 # the field name in errors stays "id", as clients have always seen it
                 source_episode_ids=validate.record_ids(source_episode_ids, "id"),
                 supersede=supersede,
+                valid_from=valid_from,
+                valid_until=valid_until,
             )
 
         return await calls.run(ctx, work)

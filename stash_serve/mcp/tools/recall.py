@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 import stash_pipeline.memory.recall
 from stash_serve.mcp.calls import Scope, ToolCalls
-from stash_serve.mcp.params import READ, Namespaces, Timestamp
+from stash_serve.mcp.params import READ, AsOf, KnownAt, Namespaces
 
 
 class ContextTurn(BaseModel):
@@ -65,7 +65,8 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         query: Annotated[str, Field(description="What you want to know, in natural language.")],
         namespaces: Namespaces = None,
         limit: Annotated[int, Field(description="Results to return.", ge=1, le=100)] = 10,
-        as_of: Timestamp = None,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
         include_history: Annotated[
             bool, Field(description="Also return retired (superseded, expired, withdrawn) facts.")
         ] = False,
@@ -96,6 +97,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
                 s.read(namespaces),
                 limit=limit,
                 as_of=as_of,
+                known_at=known_at,
                 include_history=include_history,
                 max_tokens=max_tokens,
                 context=context,
