@@ -60,8 +60,8 @@ RecordId = Annotated[int, Field(description="Record id.", ge=1)]
 Confidence = Annotated[float, Field(description="0 to 1.", ge=0, le=1)]
 Timestamp = Annotated[str | None, Field(description="ISO 8601 time (UTC if no offset).")]
 #: the two read times of facts (see stash_pipeline.memory.facts): event and system time
-AsOf = Annotated[str | None, Field(description="ISO 8601: what was true then (default now).")]
-KnownAt = Annotated[str | None, Field(description="ISO 8601: as Stash knew it then (default now).")]
+AsOf = Annotated[str | None, Field(description="ISO 8601 event time.")]
+KnownAt = Annotated[str | None, Field(description="ISO 8601 system time.")]
 Metadata = Annotated[dict[str, Any] | None, Field(description="JSON object stored with it.")]
 IdList = Annotated[list[int] | str | None, Field(description="Ids (list or comma string).")]
 

@@ -79,7 +79,8 @@ Namespaces are paths such as /users/alice or /projects/x/backend; `create_namesp
 description) before writing there. Arguments mean the same in every tool: `namespace` is one exact \
 namespace (writes, context); `namespaces` are the trees a read covers (list or comma string, \
 descendants included, "/" = all; default: all you may read); `id` is the record the tool acts on, \
-`<role>_id` another record; times are ISO 8601. List tools page: pass `next_offset` as `offset` \
+`<role>_id` another record; times are ISO 8601: as_of = when it was true, known_at = when Stash \
+knew it (default now). List tools page: pass `next_offset` as `offset` \
 (null = last page).
 
 /self/capabilities, /self/limits and /self/preferences are your self-model: write there as soon as \

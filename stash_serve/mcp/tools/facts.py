@@ -56,7 +56,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         offset: Offset = 0,
         ctx: Context | None = None,
     ) -> Page:
-        """Consolidated facts, newest first: those true at as_of as Stash knew them at known_at (default: current)."""
+        """Consolidated facts, newest first; current ones only unless include_history, as_of or known_at."""
 
         def work(s: Scope) -> Any:
             rows = facts.query(
@@ -87,7 +87,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         known_at: KnownAt = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """One fact by id, in any state (see current, valid_until, withdrawn_at), as of as_of/known_at."""
+        """One fact by id, in any state (see current, valid_until, withdrawn_at)."""
 
         def work(s: Scope) -> Any:
             scope = s.by_id("read")
@@ -112,8 +112,8 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
             bool,
             Field(description="True: retire current facts with the same entity+property and another value."),
         ] = False,
-        valid_from: Annotated[str | None, Field(description="ISO 8601: true since (default now).")] = None,
-        valid_until: Annotated[str | None, Field(description="ISO 8601: true until (default open).")] = None,
+        valid_from: Annotated[str | None, Field(description="ISO 8601, default now.")] = None,
+        valid_until: Annotated[str | None, Field(description="ISO 8601, default none.")] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Record a fact you know directly (origin 'asserted'), checked against current facts on the same entity/property."""
