@@ -35,6 +35,8 @@ _STOP = frozenset(
     "has have had after before when while not no".split()
 )
 _NEGATIONS = ("not ", "never ", "no longer", "failed to")
+#: "as of 2026-05-01" / "since 2026-05-01" in an observation: the date the fact holds from
+_STATED_DATE = re.compile(r"\b(?:as of|since|from|on) (\d{4}-\d{2}-\d{2})\b")
 
 
 def _items(text: str) -> list[tuple[int, str]]:
@@ -151,7 +153,11 @@ class ScriptedModel:
             entity, prop, value = _entity_triple(texts[0]) if texts else (None, None, None)
             excerpts = [" ".join(t.rstrip(".").split()[:8]) for t in texts[:3]]
             summary = f"{entity or 'it'} is noted as: " + " / ".join(excerpts)
-            out.append({"cluster": int(number), "entity": entity, "property": prop, "value": value, "summary": summary})
+            draft = {"cluster": int(number), "entity": entity, "property": prop, "value": value, "summary": summary}
+            stated = _STATED_DATE.search(" ".join(texts))
+            if stated:  # a date the observations state: the fact holds from then
+                draft["valid_from"] = stated.group(1)
+            out.append(draft)
         return {"facts": out}
 
     def _contradictions(self, user: str, fault: str | None) -> dict[str, Any]:
