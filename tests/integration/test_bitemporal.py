@@ -131,6 +131,20 @@ def test_values_only_contradict_when_their_intervals_overlap(store):
     assert overlapping["contradictions"][0].classification == "contradiction"
 
 
+def test_resolving_keep_new_closes_the_old_interval_where_the_new_begins(store):
+    from stash_pipeline.memory import contradictions
+
+    namespaces.create(store, NS)
+    old = _engine(store, "The database runs MySQL 8", "mysql 8", valid_from=DAY[0])["fact"]
+    [open_one] = _engine(store, "The database runs Postgres 16", "postgres 16", valid_from=DAY[3])["contradictions"]
+    assert open_one.old_fact_id == old.id and not open_one.resolved
+    contradictions.resolve(store, open_one.id, "keep_new")
+    retired = facts.get(store, old.id)
+    assert (retired.valid_until, retired.superseded_by) == (DAY[3], open_one.new_fact_id)
+    assert retired.retired_at is not None
+    assert _ids(facts.query(store, NS, as_of=DAY[2])) == [old.id]
+
+
 def test_stage_facts_take_event_time_from_their_evidence(cstore, server, model):  # noqa: F811 (fixtures)
     paris_at = datetime(2026, 3, 1, 9, tzinfo=UTC)
     seed(cstore, "/t", ["Alice lives in Paris near the river Seine"], occurred_at=paris_at)

@@ -31,11 +31,14 @@ ORDER BY id
 FOR UPDATE
 
 -- contradiction_retire_fact --
--- Retire a fact in favour of another: valid until now, superseded by the kept fact.
+-- Retire a fact in favour of another: superseded by the kept fact, its event interval
+-- closed where the kept fact's begins (as a supersession does; at its own start when the
+-- kept fact began earlier, at most now), retired_at now.
 -- A fact already retired keeps its earlier valid_until (history stays truthful).
 UPDATE facts
    SET valid_until = CASE WHEN valid_until IS NOT NULL AND valid_until <= now() THEN valid_until
-                          ELSE GREATEST(now(), valid_from) END,
+                          ELSE GREATEST(valid_from, LEAST(now(), (SELECT k.valid_from FROM facts k
+                                                                  WHERE k.id = %(superseded_by)s))) END,
        superseded_by = CASE WHEN valid_until IS NOT NULL AND valid_until <= now()
                             THEN COALESCE(superseded_by, %(superseded_by)s)
                             ELSE %(superseded_by)s END,
