@@ -82,6 +82,11 @@ class Relationship(Record):
     source_fact_id: int
     withdrawn_at: datetime | None = None
     created_at: datetime
+    #: event time (its source fact's interval) and system time, as on facts
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    recorded_at: datetime | None = None
+    retired_at: datetime | None = None
 
 
 class Pattern(Record):
@@ -129,6 +134,11 @@ class CausalLink(Record):
     rationale: str | None = None
     withdrawn_at: datetime | None = None
     created_at: datetime
+    #: event time (from when both ends held) and system time, as on facts
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    recorded_at: datetime | None = None
+    retired_at: datetime | None = None
 
 
 class CausalStep(Record):
