@@ -100,7 +100,9 @@ def facts(run: GoImport, rows: list[Row]) -> None:
                 "confidence": mapping.clamp(row.get("confidence"), 1.0), "origin": "synthesis",
                 "valid_from": valid_from, "valid_until": valid_until, "withdrawn_at": deleted,
                 "withdrawn_reason": mapping.DELETED if deleted else None,
-                "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}, parents
+                "created_at": row.get("created_at"), "updated_at": row.get("updated_at"),
+                # system time: learned when created; no longer believed once closed or deleted
+                "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until}, parents
 
     _embedded(run, "facts", "facts", "fact", rows, build)
 

@@ -9,21 +9,22 @@ SELECT EXISTS (SELECT 1 FROM stage_rebuilds
 -- Withdraw the facts the facts stage synthesised (asserted facts and facts from
 -- hypotheses or failure patterns stay); returns the ids changed.
 UPDATE facts
-   SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at = now()
+   SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at = now(),
+       retired_at = COALESCE(retired_at, now())
  WHERE namespace_id = %(namespace_id)s AND origin = 'synthesis' AND withdrawn_at IS NULL
 RETURNING id
 
 -- rebuild_withdraw_relationships --
 -- Withdraw every live relationship of the namespace (all are extracted by the stage).
 UPDATE relationships
-   SET withdrawn_at = now()
+   SET withdrawn_at = now(), retired_at = COALESCE(retired_at, now())
  WHERE namespace_id = %(namespace_id)s AND withdrawn_at IS NULL
 RETURNING id
 
 -- rebuild_withdraw_causal_links --
 -- Withdraw the extracted causal links (asserted links stay).
 UPDATE causal_links
-   SET withdrawn_at = now()
+   SET withdrawn_at = now(), retired_at = COALESCE(retired_at, now())
  WHERE namespace_id = %(namespace_id)s AND method = 'extracted'
    AND withdrawn_at IS NULL AND deleted_at IS NULL
 RETURNING id
