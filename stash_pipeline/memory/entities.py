@@ -60,6 +60,54 @@ def normalise(name: str) -> str:
     return _words(name)
 
 
+def find_or_create(
+    tx: Session, namespace_id: int, name: str, key: str, *, embedding: Any, embedding_model: str
+) -> tuple[int, bool]:
+    """(entity id, created): the entity whose alias ``key`` is, else a new one named ``name``.
+
+    Safe against a concurrent writer recording the same alias: the loser's new row is
+    dropped and the winner's entity returned.
+    """
+    existing = tx.one("entity_alias_lookup", namespace_id=namespace_id, normalised=[key])
+    if existing is not None:
+        return int(existing["entity_id"]), False
+    first = " ".join(name.split()) or key
+    row = tx.one(
+        "entity_create", namespace_id=namespace_id, name=first, kind=None, normalised=key,
+        embedding=embedding, embedding_model=embedding_model,
+    )
+    assert row is not None
+    entity_id = int(row["id"])
+    if tx.one("entity_alias_add", entity_id=entity_id, namespace_id=namespace_id, alias=first, normalised=key) is None:
+        tx.execute("entity_delete_unused", id=entity_id)
+        winner = tx.one("entity_alias_lookup", namespace_id=namespace_id, normalised=[key])
+        assert winner is not None
+        return int(winner["entity_id"]), False
+    return entity_id, True
+
+
+def name_embedding(store: Store, name: str | None) -> Any:
+    """The vector an entity name is compared by (of its normalised form), or None for no name."""
+    key = normalise(name or "")
+    return store.embedder.embed_one(key) if key else None
+
+
+def link_asserted_fact(tx: Session, store: Store, fact: dict[str, Any], embedding: Any) -> None:
+    """Point a caller's new fact at its entity: the one its name is an alias of, else a new one.
+
+    A caller's write calls no model, so only the exact (normalised) name is matched here;
+    ``embedding`` is ``name_embedding`` of the fact's entity, computed before the transaction.
+    """
+    key = normalise(fact.get("entity") or "")
+    if not key or all(word in PRONOUNS for word in key.split()):
+        return
+    entity_id, _ = find_or_create(
+        tx, int(fact["namespace_id"]), fact["entity"], key,
+        embedding=embedding, embedding_model=store.settings.embedding_model_name,
+    )
+    tx.execute("entity_link_fact", id=int(fact["id"]), entity_id=entity_id)
+
+
 # --- reads -------------------------------------------------------------------------------
 
 #: rows per section of ``get_entity`` (facts, timeline, relationships, causal links)

@@ -35,7 +35,7 @@ import numpy as np
 
 from stash_pipeline import errors
 from stash_pipeline.embedding.vectors import unit_vector
-from stash_pipeline.memory.entities import PRONOUNS, normalise
+from stash_pipeline.memory.entities import PRONOUNS, find_or_create, normalise
 from stash_pipeline.stages import common, prompts
 
 if TYPE_CHECKING:
@@ -224,31 +224,13 @@ class Resolver:
 
     def _create(self, tx: Session, key: str, name: str) -> int:
         # Looked up each time rather than remembered: a rolled-back item takes its new entity with it.
-        namespace_id = self.ctx.namespace_id
-        existing = tx.one("entity_alias_lookup", namespace_id=namespace_id, normalised=[key])
-        if existing is not None:
-            return int(existing["entity_id"])
         new = self._new.get(key) or _NewEntity(name=name, key=key, embedding=self._embedding_of(key))
-        first = " ".join(new.name.split()) or key
-        row = tx.one(
-            "entity_create",
-            namespace_id=namespace_id,
-            name=first,
-            kind=None,
-            normalised=key,
-            embedding=new.embedding,
-            embedding_model=self.ctx.settings.embedding_model_name,
+        entity_id, created = find_or_create(
+            tx, self.ctx.namespace_id, new.name, key,
+            embedding=new.embedding, embedding_model=self.ctx.settings.embedding_model_name,
         )
-        assert row is not None
-        entity_id = int(row["id"])
-        added = tx.one("entity_alias_add", entity_id=entity_id, namespace_id=namespace_id, alias=first, normalised=key)
-        if added is None:
-            # Another stage recorded this name first: use its entity.
-            tx.execute("entity_delete_unused", id=entity_id)
-            winner = tx.one("entity_alias_lookup", namespace_id=namespace_id, normalised=[key])
-            assert winner is not None
-            return int(winner["entity_id"])
-        common.bump(self.ctx, "entities_created")
+        if created:
+            common.bump(self.ctx, "entities_created")
         return entity_id
 
     def link_fact(self, tx: Session, fact_id: int, name: str | None) -> None:
