@@ -1,11 +1,12 @@
 """``stash reembed``: switch the embedding model (and dimension) of an existing database.
 
 Input: every episode and fact (deleted, withdrawn and retired ones too — every stored
-vector must come from one model). Output: their ``embedding`` / ``embedding_model``
-rewritten with the configured embedder, and the lock in ``settings`` updated to it.
+vector must come from one model) and every entity's name. Output: their ``embedding`` /
+``embedding_model`` rewritten with the configured embedder, and the lock in ``settings``
+updated to it. ``rows_written`` counts episodes and facts; ``entities`` the names.
 
 When the dimension changes, the HNSW indexes are dropped, the vector columns of
-``episodes``, ``facts`` and ``embedding_cache`` are retyped to ``vector(n)`` with
+``episodes``, ``facts``, ``entities`` and ``embedding_cache`` are retyped to ``vector(n)`` with
 ``USING NULL`` (the cache is emptied), the rows are refilled, then NOT NULL and the
 indexes (same names as in 0001_initial.sql) come back.
 
@@ -46,8 +47,11 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]
 
 #: vector columns reembed knows how to refill; any other one is refused, not left stale
-KNOWN_VECTOR_COLUMNS = frozenset({"episodes.embedding", "facts.embedding", "embedding_cache.embedding"})
-_TABLES = ("episodes", "facts")
+KNOWN_VECTOR_COLUMNS = frozenset(
+    {"episodes.embedding", "facts.embedding", "entities.embedding", "embedding_cache.embedding"}
+)
+#: table -> the query that stores one row's new vector (entities: of the normalised name)
+_TABLES = {"episodes": "reembed_set_episode", "facts": "reembed_set_fact", "entities": "reembed_set_entity"}
 _MAX_PASSES = 3  # a second pass picks up rows written by old-config writers during the first
 
 
@@ -113,7 +117,7 @@ def _run(
                 vectors = embedder.embed([row["content"] for row in rows])
                 with db.transaction() as tx:
                     tx.executemany(
-                        f"reembed_set_{table[:-1]}",
+                        _TABLES[table],
                         [
                             {"id": row["id"], "embedding": vector, "model": embedder.name}
                             for row, vector in zip(rows, vectors, strict=True)
@@ -151,6 +155,7 @@ def _run(
         "dims_changed": dims_changed,
         "episodes": counts["episodes"],
         "facts": counts["facts"],
+        "entities": counts["entities"],
         "rows_written": counts["episodes"] + counts["facts"],
         "duration_s": round(time.monotonic() - started, 3),
     }

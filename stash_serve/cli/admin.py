@@ -237,7 +237,7 @@ def stats_command(namespaces: str, as_json: bool) -> None:
 @click.option("--batch-size", type=int, default=None, help="Rows embedded and committed at a time (default STASH_EMBEDDING_BATCH_SIZE).")
 @base.json_option
 def reembed_command(yes: bool, batch_size: int | None, as_json: bool) -> None:
-    """Re-embed every episode and fact with the configured embedder (after a model switch).
+    """Re-embed every episode, fact and entity name with the configured embedder (after a model switch).
 
     \b
     Example:

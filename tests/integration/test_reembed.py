@@ -55,6 +55,7 @@ def test_reembed_changes_dimension_and_model(store: Store, make_store: Any) -> N
     seed(store)
     assert column_dims(store.db) == {
         "embedding_cache.embedding": 384,
+        "entities.embedding": 384,
         "episodes.embedding": 384,
         "facts.embedding": 384,
     }
@@ -73,6 +74,7 @@ def test_reembed_changes_dimension_and_model(store: Store, make_store: Any) -> N
 
     assert column_dims(new.db) == {
         "embedding_cache.embedding": 256,
+        "entities.embedding": 256,
         "episodes.embedding": 256,
         "facts.embedding": 256,
     }
@@ -89,6 +91,7 @@ def test_reembed_changes_dimension_and_model(store: Store, make_store: Any) -> N
         "facts_not_null": True,
         "episodes_index": True,
         "facts_index": True,
+        "entities_index": True,
     }
     assert read_lock(new.db) == {
         "embedding_model": "hash-256",
@@ -186,3 +189,15 @@ def test_a_write_in_flight_in_any_namespace_does_not_look_like_a_reembed(store: 
         report = reembed(store)  # before the keys were separated: StageBusy while namespace 3 wrote
         writer.rollback()
     assert report["model"] == store.embedder.name
+
+
+def test_reembed_refills_entity_names_in_the_new_dimension(store: Store, make_store: Any) -> None:
+    from stash_pipeline.memory import facts
+
+    facts.assert_fact(store, "/", "Alice owns the billing runbook", entity="Alice", property="owns", value="runbook")
+    new = make_store(embedder="hash", vector_dim=256)
+    report = reembed(new)
+    assert report["entities"] == 1 and report["dims_changed"] is True
+    with new.db.transaction() as tx:
+        row = tx.conn.execute("SELECT embedding_model, vector_dims(embedding) AS dim FROM entities").fetchone()
+    assert (row["embedding_model"], row["dim"]) == ("hash-256", 256)

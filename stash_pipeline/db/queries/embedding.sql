@@ -72,6 +72,20 @@ SELECT id, content FROM facts
 WHERE id > %(after)s AND (embedding IS NULL OR embedding_model <> %(model)s)
 ORDER BY id LIMIT %(limit)s
 
+-- reembed_count_entities --
+-- Entities whose name vector is missing or made by another model.
+SELECT count(*) AS n FROM entities WHERE embedding IS NULL OR embedding_model IS DISTINCT FROM %(model)s
+
+-- reembed_next_entities --
+-- The next batch of entities to re-embed (their normalised name), in id order, after a cursor.
+SELECT id, normalised AS content FROM entities
+WHERE id > %(after)s AND (embedding IS NULL OR embedding_model IS DISTINCT FROM %(model)s)
+ORDER BY id LIMIT %(limit)s
+
+-- reembed_set_entity --
+-- Store one entity's new name vector and the model that made it.
+UPDATE entities SET embedding = %(embedding)s, embedding_model = %(model)s WHERE id = %(id)s
+
 -- reembed_set_episode --
 -- Store one episode's new vector and the model that made it.
 UPDATE episodes SET embedding = %(embedding)s, embedding_model = %(model)s WHERE id = %(id)s
@@ -83,7 +97,8 @@ UPDATE facts SET embedding = %(embedding)s, embedding_model = %(model)s WHERE id
 -- reembed_drop_indexes --
 -- Drop the HNSW indexes before the vector columns change type.
 DROP INDEX IF EXISTS episodes_embedding_hnsw;
-DROP INDEX IF EXISTS facts_embedding_hnsw
+DROP INDEX IF EXISTS facts_embedding_hnsw;
+DROP INDEX IF EXISTS entities_embedding_hnsw
 
 -- reembed_alter_dims --
 -- Retype every vector column to {dim} dimensions; old vectors are unusable, so NULL.
@@ -92,15 +107,18 @@ ALTER TABLE episodes ALTER COLUMN embedding DROP NOT NULL;
 ALTER TABLE episodes ALTER COLUMN embedding TYPE vector({dim}) USING NULL;
 ALTER TABLE facts ALTER COLUMN embedding DROP NOT NULL;
 ALTER TABLE facts ALTER COLUMN embedding TYPE vector({dim}) USING NULL;
+ALTER TABLE entities ALTER COLUMN embedding TYPE vector({dim}) USING NULL;
 TRUNCATE embedding_cache;
 ALTER TABLE embedding_cache ALTER COLUMN embedding TYPE vector({dim}) USING NULL
 
 -- reembed_restore_constraints --
--- Every row has a vector again: restore NOT NULL and rebuild the HNSW indexes (names as in 0001).
+-- Every row has a vector again: restore NOT NULL and rebuild the HNSW indexes (names as in 0001
+-- and 0009; an entity's vector stays nullable).
 ALTER TABLE episodes ALTER COLUMN embedding SET NOT NULL;
 ALTER TABLE facts ALTER COLUMN embedding SET NOT NULL;
 CREATE INDEX IF NOT EXISTS episodes_embedding_hnsw ON episodes USING hnsw (embedding vector_cosine_ops);
-CREATE INDEX IF NOT EXISTS facts_embedding_hnsw ON facts USING hnsw (embedding vector_cosine_ops)
+CREATE INDEX IF NOT EXISTS facts_embedding_hnsw ON facts USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX IF NOT EXISTS entities_embedding_hnsw ON entities USING hnsw (embedding vector_cosine_ops)
 
 -- reembed_schema_state --
 -- Whether the vector columns are NOT NULL and their HNSW indexes exist (false = repair needed).
@@ -110,7 +128,8 @@ SELECT
     (SELECT attnotnull FROM pg_attribute
       WHERE attrelid = 'facts'::regclass AND attname = 'embedding') AS facts_not_null,
     to_regclass('episodes_embedding_hnsw') IS NOT NULL AS episodes_index,
-    to_regclass('facts_embedding_hnsw') IS NOT NULL AS facts_index
+    to_regclass('facts_embedding_hnsw') IS NOT NULL AS facts_index,
+    to_regclass('entities_embedding_hnsw') IS NOT NULL AS entities_index
 
 -- embedding_cache_insert_many --
 -- Store computed vectors (parallel arrays of hashes and vectors) in one statement; a
