@@ -17,7 +17,7 @@ from alembic import context, op
 from sqlalchemy import text
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
