@@ -35,8 +35,8 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         ] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Start consolidation of the namespace trees (episodes into facts, links, patterns…).
-        Returns at once: Dagster run ids, or a job handle; follow with consolidation_status."""
+        """Consolidate the namespace trees (episodes into facts, links, patterns…).
+        Returns at once: Dagster run ids or a job handle; then consolidation_status."""
 
         def work(s: Scope) -> Any:
             if stage is not None and stage not in STAGE_NAMES:

@@ -26,7 +26,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         namespace: Namespace,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Set a namespace's current focus (replaces the previous one; expires after STASH_CONTEXT_TTL)."""
+        """Set a namespace's current focus (replaces the last; expires after STASH_CONTEXT_TTL)."""
 
         def work(s: Scope) -> Any:
             return context.set_(store, s.write(namespace), focus)

@@ -116,7 +116,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         valid_until: Annotated[str | None, Field(description="ISO 8601, default none.")] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Record a fact you know directly (origin 'asserted'), checked against current facts on the same entity/property."""
+        """Record a fact you know directly (origin 'asserted'); checked against current facts on its entity/property."""
 
         def work(s: Scope) -> Any:
             return facts.assert_fact(
@@ -142,7 +142,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         reason: Annotated[str, Field(description="Why it is wrong or no longer true.")],
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Withdraw a fact (kept as history, never served as current); what was derived only from it is withdrawn too."""
+        """Withdraw a fact (kept as history, never served as current) and what was derived only from it."""
 
         def work(s: Scope) -> Any:
             return facts.withdraw(store, id, reason, s.by_id("write"))

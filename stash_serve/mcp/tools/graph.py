@@ -111,7 +111,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         rationale: Annotated[str | None, Field(description="Why you believe it.")] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Assert that one fact causes another fact or a failure; both must be current and in the namespace's tree."""
+        """Assert that a fact causes another fact or a failure; both current, in the namespace's tree."""
 
         def work(s: Scope) -> Any:
             return graph.create_causal_link(

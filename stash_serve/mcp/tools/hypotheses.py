@@ -64,7 +64,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         source_fact_ids: IdList = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Propose a hypothesis (status proposed). Then test_hypothesis → confirm_hypothesis or reject_hypothesis."""
+        """Propose a hypothesis; then test_hypothesis → confirm_hypothesis or reject_hypothesis."""
 
         def work(s: Scope) -> Any:
             return hypotheses.create(

@@ -88,7 +88,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         ctx: Context | None = None,
     ) -> RecallResult:
         """Search memory: current facts and episodes ranked together (semantic + full text).
-        Each result has a relevance in [0, 1]; below 0.3 it is probably not about the query."""
+        Each result has a relevance in [0, 1]; below 0.3 it is probably off topic."""
 
         def work(s: Scope) -> Any:
             return stash_pipeline.memory.recall.recall_results(
