@@ -157,3 +157,31 @@ def test_auto_defers_only_for_a_slow_embedder(make_store: Any) -> None:
 def test_batch_with_nothing_waiting_claims_nothing(make_store: Any) -> None:
     store = _async_store(make_store)
     assert embed_pending_batch(store) == 0
+
+
+def test_export_carries_a_waiting_row_without_vector_and_restore_embeds_it(make_store: Any, tmp_path: Any) -> None:
+    import pyarrow.parquet as pq
+
+    from stash_pipeline.memory import export, restore
+
+    store = _async_store(make_store)
+    sync = make_store(embed_on_write="sync")
+    embedded = episodes.remember(sync, "/p", "already embedded")["id"]
+    waiting = episodes.remember(store, "/p", "still waiting for its vector")["id"]
+    export.export_tables(store, "/p", tmp_path / "out", with_vectors=True)
+    rows = {r["id"]: r for r in pq.read_table(tmp_path / "out" / "episodes.parquet").to_pylist()}
+    assert len(rows[embedded]["embedding"]) == 384 and rows[waiting]["embedding"] is None
+    assert _vector(store, waiting) is None  # exporting does not wait for (or compute) the vector
+
+    result = restore.import_tables(sync, tmp_path / "out", into="/copy", with_vectors=True)
+    assert result["namespace"] == "/copy"
+    with sync.db.connection() as conn:
+        copied = conn.execute(
+            "SELECT e.content, e.embedding IS NOT NULL AS has_vector FROM episodes e "
+            "JOIN namespaces n ON n.id = e.namespace_id WHERE n.slug = '/copy' ORDER BY e.id"
+        ).fetchall()
+        conn.commit()
+    assert [(r["content"], r["has_vector"]) for r in copied] == [
+        ("already embedded", True),
+        ("still waiting for its vector", True),
+    ]
