@@ -185,3 +185,13 @@ def test_export_carries_a_waiting_row_without_vector_and_restore_embeds_it(make_
         ("already embedded", True),
         ("still waiting for its vector", True),
     ]
+
+
+def test_forget_skips_a_waiting_row_until_its_vector_exists(make_store: Any) -> None:
+    store = _async_store(make_store)
+    waiting = episodes.remember(store, "/p", "the staging password rotates monthly")["id"]
+    early = episodes.forget(store, "the staging password rotates monthly", "/p")
+    assert (early.episode_id, early.applied) == (None, False)  # nothing with a vector to match yet
+    embed_pending(store)
+    late = episodes.forget(store, "the staging password rotates monthly", "/p")
+    assert (late.episode_id, late.applied) == (waiting, True)

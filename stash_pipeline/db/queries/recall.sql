@@ -280,7 +280,8 @@ LIMIT %(limit)s
 SELECT 'episode'::text AS kind, e.id, n.slug AS namespace, e.content, e.metadata, e.occurred_at,
        e.created_at, 1 - (e.embedding <=> %(embedding)s::vector) AS similarity
 FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
-WHERE e.deleted_at IS NULL AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
+WHERE e.deleted_at IS NULL AND e.embedding IS NOT NULL
+  AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
 ORDER BY e.embedding <=> %(embedding)s::vector
 LIMIT %(limit)s
 
