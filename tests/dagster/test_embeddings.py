@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import dagster as dg
+from dagster._core.test_utils import create_run_for_test
 
 from stash_pipeline.defs import embeddings
 from stash_pipeline.defs.embeddings import episode_embeddings, pending_vectors_sensor
@@ -30,6 +31,12 @@ def test_sensor_waits_for_the_grace_then_the_asset_embeds_everything(
     monkeypatch.setattr(embeddings, "GRACE_S", 0)  # as if they had waited past the grace
     request = _tick(instance, stash)
     assert isinstance(request, dg.RunRequest) and request.run_key
+
+    # one run at a time: while one runs, the sensor asks for no other
+    queued = create_run_for_test(instance, job_name="embed_pending_episodes", status=dg.DagsterRunStatus.STARTED)
+    busy = _tick(instance, stash)
+    assert isinstance(busy, dg.SkipReason) and "already queued or running" in (busy.skip_message or "")
+    instance.delete_run(queued.run_id)
 
     result = dg.materialize([episode_embeddings], instance=instance, resources={"stash": stash})
     assert result.success
