@@ -16,6 +16,10 @@ RETURNING id
 -- Rows in model_calls (must stay 0 on the write path).
 SELECT count(*) AS n FROM model_calls
 
+-- bench_vectors_present --
+-- Which of the given episodes have their vector (the async write path's lag watcher).
+SELECT id FROM episodes WHERE id = ANY(%(ids)s::bigint[]) AND embedding IS NOT NULL
+
 -- bench_vector_only --
 -- Baseline read: nearest current facts and episodes by cosine alone, ranked together.
 WITH f AS (

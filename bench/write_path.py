@@ -18,11 +18,26 @@ unless a row says otherwise.
 * baseline (the reference's path): the raw embedder called per episode (no cache), then a
   plain single-row INSERT in its own transaction.
 * model calls on write: rows in ``model_calls`` before and after (must be 0).
+
+Sync vs async (STASH_EMBED_ON_WRITE), same run, same store: the pending-vector worker
+(``stash_pipeline.embedding.pending.PendingVectorWorker``, the thread the MCP service
+runs) embeds in the background on the same 2 cores while ``Store.defer_vectors`` is
+toggled per call. A watcher thread polls the rows still without a vector (one
+primary-key query every 5 ms) and records when each vector appears: the lag is from
+``remember`` returning to the vector being committed (resolution about 5 ms).
+
+* steady: one new text at a time, sync and async interleaved; after an async call the
+  next sample waits until its vector is present (an agent writing now and then).
+* burst: the async texts back to back, the worker embedding behind them; the lag then
+  includes the queue.
+* batches: ``remember_batch`` with deferred vectors (commit rate), and the rate until
+  every vector is present (the worker's forward passes).
 """
 
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -62,6 +77,137 @@ def fill(store: Any, size: int, base_texts: list[str], base_vectors: np.ndarray)
     return seconds
 
 
+class VectorWatcher:
+    """Polls watched episode ids and records when each one's vector is committed."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.returned: dict[int, float] = {}
+        self.present: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def watch(self, episode_id: int, returned_at: float) -> None:
+        with self._lock:
+            self.returned[episode_id] = returned_at
+
+    def _run(self) -> None:
+        with self.store.db.connection() as conn:
+            conn.autocommit = True
+            while not self._stop.is_set():
+                with self._lock:
+                    waiting = [i for i in self.returned if i not in self.present]
+                if waiting:
+                    found = conn.execute(common.sql("bench_vectors_present"), {"ids": waiting}).fetchall()
+                    now = time.perf_counter()
+                    with self._lock:
+                        for row in found:
+                            self.present[row["id"]] = now
+                time.sleep(0.005)
+
+    def wait_for(self, ids: list[int], timeout: float = 600.0) -> None:
+        deadline = time.perf_counter() + timeout
+        # the watcher's timestamps are the measurement; this only waits, and sleeps long
+        # enough not to take the interpreter lock from the worker's forward pass
+        while any(i not in self.present for i in ids):
+            if time.perf_counter() > deadline:
+                raise TimeoutError("vectors did not appear")
+            time.sleep(0.02)
+
+    def lags_ms(self, ids: list[int]) -> list[float]:
+        return [(self.present[i] - self.returned[i]) * 1000.0 for i in ids]
+
+    def __enter__(self) -> VectorWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def measure_async(store: Any, base_texts: list[str], bare_insert: Any) -> dict[str, Any]:
+    """Sync vs async remember of new texts (and a bare INSERT transaction, interleaved),
+    the vector lag, and deferred batch throughput."""
+    from stash_pipeline.embedding.pending import PendingVectorWorker, forward_pass_ms
+    from stash_pipeline.memory import episodes
+
+    out: dict[str, Any] = {"forward_pass_ms": forward_pass_ms(store)}
+    worker = PendingVectorWorker(store).start()
+    try:
+        with VectorWatcher(store) as watcher:
+            sync_ms, async_ms, insert_ms, steady_ids = [], [], [], []
+            for sync_text, async_text in zip(fresh_texts(base_texts, LATENCY_SAMPLES, "sync"),
+                                             fresh_texts(base_texts, LATENCY_SAMPLES, "async"), strict=True):
+                insert_ms.append(common.timed(lambda t=async_text: bare_insert(t))[0])
+                store.defer_vectors = False
+                sync_ms.append(common.timed(lambda t=sync_text: episodes.remember(store, NAMESPACE, t))[0])
+                store.defer_vectors = True
+                elapsed, stored = common.timed(lambda t=async_text: episodes.remember(store, NAMESPACE, t))
+                watcher.watch(stored["id"], time.perf_counter())
+                async_ms.append(elapsed)
+                steady_ids.append(stored["id"])
+                watcher.wait_for([stored["id"]])
+            out["sync"], out["async"] = common.summarize(sync_ms), common.summarize(async_ms)
+            out["insert"] = common.summarize(insert_ms)
+            out["steady_lag"] = common.summarize(watcher.lags_ms(steady_ids))
+
+            burst_ms, burst_ids = [], []
+            for text in fresh_texts(base_texts, LATENCY_SAMPLES, "burst"):
+                elapsed, stored = common.timed(lambda t=text: episodes.remember(store, NAMESPACE, t))
+                watcher.watch(stored["id"], time.perf_counter())
+                burst_ms.append(elapsed)
+                burst_ids.append(stored["id"])
+            watcher.wait_for(burst_ids)
+            out["burst"], out["burst_lag"] = common.summarize(burst_ms), common.summarize(watcher.lags_ms(burst_ids))
+
+            commit_s, batch_ids = 0.0, []
+            started = time.perf_counter()
+            for b in range(BATCHES):
+                texts = fresh_texts(base_texts, BATCH_SIZE, f"async-batch{b}")
+                t0 = time.perf_counter()
+                results = episodes.remember_batch(store, NAMESPACE, [{"content": t} for t in texts])
+                commit_s += time.perf_counter() - t0
+                for r in results:
+                    watcher.watch(r["id"], time.perf_counter())
+                    batch_ids.append(r["id"])
+            watcher.wait_for(batch_ids)
+            total = BATCH_SIZE * BATCHES
+            out["batch_commit"] = total / commit_s
+            out["batch_embedded"] = total / (max(watcher.present[i] for i in batch_ids) - started)
+            out["batch_lag"] = common.summarize(watcher.lags_ms(batch_ids))
+    finally:
+        worker.stop()
+        store.defer_vectors = False
+    return out
+
+
+def async_rows(embedder: str, found: dict[str, Any]) -> list[list[Any]]:
+    sync, deferred = found["sync"], found["async"]
+    return [
+        ["remember, new text (p50 ms)", sync["p50"], deferred["p50"], common.ratio(deferred["p50"], sync["p50"])],
+        ["remember, new text (p95 ms)", sync["p95"], deferred["p95"], common.ratio(deferred["p95"], sync["p95"])],
+        ["a bare INSERT transaction, interleaved (p50 / p95 ms; ratio = async remember p50 / this p50)", "-",
+         f"{found['insert']['p50']:.2f} / {found['insert']['p95']:.2f}",
+         common.ratio(deferred["p50"], found["insert"]["p50"])],
+        ["steady: remember return → vector committed (p50 / p95 ms)", "-",
+         f"{found['steady_lag']['p50']:.1f} / {found['steady_lag']['p95']:.1f}", "-"],
+        [f"burst of {LATENCY_SAMPLES}: remember (p50 / p95 ms)", "-",
+         f"{found['burst']['p50']:.2f} / {found['burst']['p95']:.2f}", "-"],
+        [f"burst of {LATENCY_SAMPLES}: return → vector (p50 / p95 ms)", "-",
+         f"{found['burst_lag']['p50']:.1f} / {found['burst_lag']['p95']:.1f}", "-"],
+        [f"remember_batch {BATCHES}x{BATCH_SIZE} new texts: committed (episodes/s)", "-",
+         found["batch_commit"], "-"],
+        [f"remember_batch {BATCHES}x{BATCH_SIZE}: every vector present (episodes/s)", "-",
+         found["batch_embedded"], "-"],
+        [f"remember_batch {BATCHES}x{BATCH_SIZE}: return → vector (p50 / p95 ms)", "-",
+         f"{found['batch_lag']['p50']:.0f} / {found['batch_lag']['p95']:.0f}", "-"],
+        [f"{embedder} forward pass of one short text, warm (ms; auto defers above "
+         "STASH_EMBED_SYNC_BUDGET_MS = 3)", found["forward_pass_ms"], found["forward_pass_ms"], "-"],
+    ]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=1_000, help="existing episodes (default 1000)")
@@ -77,7 +223,8 @@ def main(argv: list[str] | None = None) -> None:
     base_texts = [e["content"] for e in data["episodes"]]
     base_vectors = common.dataset_vectors(base_texts)
     results: dict[str, Any] = {}
-    with common.fresh_store(args.embedder) as store:
+    # sync unless measure_async defers a call: the worker must not decide by itself here
+    with common.fresh_store(args.embedder, embed_on_write="sync") as store:
         seconds = fill(store, size, base_texts, base_vectors)
         common.log(f"filled {size} existing episodes in {seconds:.1f}s")
         with store.db.transaction() as tx:
@@ -148,6 +295,16 @@ def main(argv: list[str] | None = None) -> None:
         cached_s = time.perf_counter() - t0
         total = BATCH_SIZE * BATCHES
         results["throughput"] = (total / ours_s, total / ref_s, total / cached_s)
+        common.log("measuring sync vs async writes")
+        precomputed = raw.embed(["a precomputed vector for the bare INSERT"])[0]
+
+        def bare_insert(text: str) -> None:
+            with store.db.transaction() as tx:
+                tx.conn.execute(common.sql("bench_reference_insert"), {
+                    "namespace_id": namespace_id, "content": text + " (bare)", "embedding": precomputed,
+                    "embedding_model": model_name})
+
+        results["async"] = measure_async(store, base_texts, bare_insert)
         with store.db.transaction() as tx:
             calls_after = tx.conn.execute(common.sql("bench_model_calls")).fetchone()["n"]
         results["model_calls"] = calls_after - calls_before
@@ -181,6 +338,11 @@ def main(argv: list[str] | None = None) -> None:
         f"Write path, {args.embedder}, {size:,} existing episodes, {LATENCY_SAMPLES} samples per latency row "
         "— ratio = ours / baseline (latency: lower is better; throughput: higher is better)",
         ["measure", "ours", "baseline (reference path)", "ratio"], rows)
+
+    common.print_table(
+        f"Write path, sync vs async vectors (STASH_EMBED_ON_WRITE), {args.embedder}, {LATENCY_SAMPLES} samples "
+        "per latency row — ratio = async / sync",
+        ["measure", "sync", "async", "ratio"], async_rows(args.embedder, results["async"]))
 
     common.save_paired_bars(
         "write_path",

@@ -40,6 +40,26 @@ class Settings(BaseSettings):
     embedding_model: str | None = Field(None, description="model name for the openai embedder")
     vector_dim: int = Field(384, ge=1, le=2000, description="embedding dimension (HNSW allows at most 2000)")
     embedding_batch_size: int = Field(64, ge=1, le=2048)
+    embed_on_write: Literal["auto", "sync", "async"] = Field(
+        "auto",
+        description="when a new text's vector is computed: sync = before remember commits; async = after, by "
+        "the service's pending-vector worker; auto = async in the service when the embedder's forward pass "
+        "exceeds STASH_EMBED_SYNC_BUDGET_MS, sync elsewhere",
+    )
+    embed_sync_budget_ms: float = Field(
+        3.0, ge=0, le=60_000,
+        description="auto: the longest warm forward pass of one short text that remember may wait for",
+    )
+    embed_pending_interval_s: float = Field(
+        5.0, gt=0, le=3600,
+        description="seconds between the pending-vector worker's sweeps for rows no write announced "
+        "(left by another or a dead process)",
+    )
+    embed_pending_delay_s: float = Field(
+        0.0, ge=0, le=3600,
+        description="seconds the pending-vector worker waits after a wake-up before embedding "
+        "(gathers a bigger batch; 0 = at once)",
+    )
 
     # --- model endpoint (OpenAI-compatible) ----------------------------------------
     openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")

@@ -27,6 +27,12 @@ class Store:
     db: Database
     _embedder: CachedEmbedder | None = field(default=None, repr=False)
     _embedder_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: whether a write commits a new text's row before its vector exists (the
+    #: pending-vector worker, ``embedding/pending.py``, fills it in). True for
+    #: STASH_EMBED_ON_WRITE=async; in auto mode the worker sets it when it starts.
+    defer_vectors: bool = False
+    #: set by a write that left rows waiting for a vector; the worker wakes on it
+    vectors_pending: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @classmethod
     def open(
@@ -44,7 +50,11 @@ class Store:
         server if it is the database and not running; ``timeout`` is how long a caller
         waits for a connection (default 15 s).
         """
-        return cls(settings=settings, db=db or Database.from_settings(settings, max_size=pool_max, timeout=timeout))
+        return cls(
+            settings=settings,
+            db=db or Database.from_settings(settings, max_size=pool_max, timeout=timeout),
+            defer_vectors=settings.embed_on_write == "async",
+        )
 
     @property
     def embedder(self) -> CachedEmbedder:

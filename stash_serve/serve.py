@@ -1,7 +1,8 @@
 """Serving Stash over MCP: stdio (local, trusted, no token) or HTTP until Ctrl-C / SIGTERM.
 
 ``stash serve mcp`` (and so ``stash up``) calls ``run``. HTTP is ``stash_serve.http``:
-streamable HTTP at ``/mcp``, SSE at ``/sse``, bearer tokens, health and metrics.
+streamable HTTP at ``/mcp``, SSE at ``/sse``, bearer tokens, health and metrics. Either
+way the process also runs the pending-vector worker (``stash_pipeline.embedding.pending``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import anyio
 
 from stash_pipeline import errors
 from stash_pipeline.config import Settings
+from stash_pipeline.embedding.pending import start_worker
 from stash_pipeline.store import Store
 from stash_serve.http import build_app, is_loopback
 from stash_serve.mcp.server import build_server
@@ -91,6 +93,8 @@ def run(
         )
     _configure_logging(settings)
     store = Store.open(settings)
+    # embeds episodes committed before their vector (this process's and any other's)
+    worker = start_worker(store)
     try:
         if transport == "stdio":
             server = build_server(store, auth=False)
@@ -135,6 +139,7 @@ def run(
                 signal.signal(signum, lambda *_: None)
             uvicorn.Server(config).run()
     finally:
+        worker.stop()
         store.close()
 
 

@@ -22,6 +22,7 @@ import dagster as dg
 from stash_pipeline import errors
 from stash_pipeline.config import load_settings
 from stash_pipeline.defs.assets import build_stage_assets, episodes
+from stash_pipeline.defs.embeddings import embed_pending_job, episode_embeddings, pending_vectors_sensor
 from stash_pipeline.defs.jobs import rebuild_jobs
 from stash_pipeline.defs.resources import StashResource
 from stash_pipeline.defs.schedules import consolidation_sweep, decay_daily
@@ -44,10 +45,10 @@ def build_definitions(*, model: str | None, stash: StashResource | None = None) 
     ``stash`` replaces the default resource (which reads ``STASH_*`` when a run starts).
     """
     return dg.Definitions(
-        assets=[episodes, *build_stage_assets(model=model)],
-        sensors=[namespace_discovery_sensor, watermark_sensor],
+        assets=[episodes, *build_stage_assets(model=model), episode_embeddings],
+        sensors=[namespace_discovery_sensor, watermark_sensor, pending_vectors_sensor],
         schedules=[decay_daily, consolidation_sweep],
-        jobs=rebuild_jobs,
+        jobs=[*rebuild_jobs, embed_pending_job],
         resources={"stash": stash or StashResource()},
         executor=dg.in_process_executor,
     )

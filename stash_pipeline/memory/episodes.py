@@ -6,9 +6,12 @@ vector and inserts with it: one round trip when the vector is cached. A new text
 embedded outside any transaction (a slow embedder never holds row locks) and a second
 statement caches the vector and inserts. ``remember_batch`` reads keys and cached vectors
 in one transaction, embeds the new texts in one call, and writes the cache rows and all
-episodes (one multi-row statement) in a second. An ``idempotency_key`` makes a retry safe: the replay
-returns the existing id with ``created: False``; the same key with other content is a
-``Conflict``. ``forget`` is semantic, thresholded and previewable, and withdraws what
+episodes (one multi-row statement) in a second. When the store defers vectors
+(``Store.defer_vectors``, STASH_EMBED_ON_WRITE), a new text is not embedded on the write
+path at all: its row commits with a NULL vector in the same single statement and the
+pending-vector worker (``embedding/pending.py``) embeds it shortly after. An
+``idempotency_key`` makes a retry safe: the replay returns the existing id with
+``created: False``; the same key with other content is a ``Conflict``. ``forget`` is semantic, thresholded and previewable, and withdraws what
 was derived only from the forgotten episode (``lineage.withdraw_cascade``); ``purge`` is
 erasure: the row, its lineage edges and its cached embedding go.
 """
@@ -110,9 +113,10 @@ def remember(
         "model": embedder.name,
         "endpoint": embedder.endpoint,
     }
-    # One round trip when the vector is cached or the key is a replay: namespace, key,
-    # cache and insert in one statement.
-    row = store.db.one_round_trip("episode_remember_cached", **params)
+    defer = store.defer_vectors
+    # One round trip when the vector is cached, the key is a replay, or the vector is
+    # deferred: namespace, key, cache and insert in one statement.
+    row = store.db.one_round_trip("episode_remember_cached", **params, defer_vector=defer)
     assert row is not None  # the statement always returns one row
     if row["namespace_id"] is None:
         raise errors.NamespaceNotFound.create_first(slug)
@@ -120,7 +124,10 @@ def remember(
         _replay({"id": row["existing_id"], "content": row["existing_content"]}, item)
         return {"id": int(row["existing_id"]), "namespace": slug, "created": False}
     new_id = row["id"]
-    if not row["cached"]:
+    if not row["cached"] and defer:
+        if new_id is not None:
+            store.vectors_pending.set()  # committed without its vector: wake the worker
+    elif not row["cached"]:
         # A new text: the model runs outside any transaction (a slow embedder never holds
         # row locks), then the cache write and the insert go in one statement.
         vector = embedder.compute({params["text_hash"]: item["content"]})[params["text_hash"]]
@@ -186,8 +193,11 @@ def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) ->
             or (item["idempotency_key"] not in existing and first_with_key[item["idempotency_key"]] == i)
         ]
         vectors = embedder.lookup_in(tx, sorted({hashes[i] for i in to_insert}))
-    # the new texts in one forward pass, outside any transaction
-    fresh = embedder.compute({hashes[i]: prepared[i]["content"] for i in to_insert if hashes[i] not in vectors})
+    # the new texts in one forward pass, outside any transaction; deferred, they go in
+    # without a vector and the pending-vector worker embeds them after the commit
+    missing = {hashes[i]: prepared[i]["content"] for i in to_insert if hashes[i] not in vectors}
+    defer = store.defer_vectors and bool(missing)
+    fresh = {} if defer else embedder.compute(missing)
     vectors.update(fresh)
 
     results: list[dict[str, Any] | None] = [None] * len(prepared)
@@ -202,7 +212,7 @@ def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) ->
             kinds=[prepared[i]["kind"] for i in to_insert],
             metadata=[Jsonb(prepared[i]["metadata"]) for i in to_insert],
             idempotency_keys=[prepared[i]["idempotency_key"] for i in to_insert],
-            embeddings=[vectors[hashes[i]] for i in to_insert],
+            embeddings=[vectors.get(hashes[i]) for i in to_insert],
             occurred_at=[prepared[i]["occurred_at"] for i in to_insert],
         ) if to_insert else []
         # rows come back in input order: keyed ones are matched by key, the others in turn
@@ -220,6 +230,8 @@ def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) ->
                 existing[r["idempotency_key"]] = r
                 index = first_with_key[r["idempotency_key"]]
                 _replay(r, prepared[index], f" (item {index})")
+    if defer and rows:
+        store.vectors_pending.set()  # committed without vectors: wake the worker
     for index, item in enumerate(prepared):
         if results[index] is not None:
             continue

@@ -1,4 +1,4 @@
-"""``stash version``, ``config``, ``doctor``, ``stats`` and ``reembed``.
+"""``stash version``, ``config``, ``doctor``, ``stats``, ``reembed`` and ``embed-pending``.
 
 ``version`` and ``config`` never open the database; ``doctor`` opens it only to check it.
 """
@@ -262,4 +262,35 @@ def reembed_command(yes: bool, batch_size: int | None, as_json: bool) -> None:
         fields(result)
 
 
-COMMANDS = (version_command, config_command, doctor_command, stats_command, reembed_command)
+@click.command("embed-pending")
+@click.option("--batch-size", type=int, default=None, help="Episodes per forward pass (default STASH_EMBEDDING_BATCH_SIZE).")
+@click.option("--status", "status_only", is_flag=True, help="Only show how many episodes wait and for how long.")
+@base.json_option
+def embed_pending_command(batch_size: int | None, status_only: bool, as_json: bool) -> None:
+    """Embed the episodes still waiting for their vector, then show what is left.
+
+    With STASH_EMBED_ON_WRITE=async (or auto with a slow embedder) remember commits a
+    new text before its vector exists; the running service embeds it within about a
+    second. Use this when no service runs, or to clear a backlog at once. Safe next to
+    running services: each waiting row is embedded by exactly one of them.
+
+    \b
+    Example:
+      stash embed-pending
+      stash embed-pending --status --json
+    """
+    from stash_pipeline.embedding.pending import backlog, embed_pending
+
+    if batch_size is not None and batch_size < 1:
+        raise click.BadParameter("must be at least 1", param_hint="--batch-size")
+    store = base.store()
+    embedded = 0 if status_only else embed_pending(store, batch_size=batch_size)
+    left = backlog(store)
+    result = {"embedded": embedded, "still_pending": left["pending"], "oldest_age_s": left["oldest_age_s"]}
+    if as_json:
+        emit_json(result)
+    else:
+        fields(result)
+
+
+COMMANDS = (version_command, config_command, doctor_command, stats_command, reembed_command, embed_pending_command)

@@ -31,12 +31,17 @@ EXPECTED_DEPS = {
     "hypothesis_evidence": {"facts"},
     "failure_patterns": {"episodes"},
     "decay": {"facts"},
+    "episode_embeddings": set(),
 }
 
 
 def test_definitions_load(instance: dg.DagsterInstance) -> None:
     dg.Definitions.validate_loadable(defs)
-    assert {s.name for s in defs.sensors or []} == {"namespace_discovery_sensor", "watermark_sensor"}
+    assert {s.name for s in defs.sensors or []} == {
+        "namespace_discovery_sensor",
+        "watermark_sensor",
+        "pending_vectors_sensor",
+    }
     assert {s.name for s in defs.schedules or []} == {"decay_daily", "consolidation_sweep"}
     for definition in [*(defs.sensors or []), *(defs.schedules or [])]:
         assert definition.default_status.value == "RUNNING", definition.name

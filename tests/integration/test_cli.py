@@ -450,6 +450,20 @@ def test_model_switch_needs_reembed(run: Run) -> None:
     assert [h["content"] for h in hits] == ["The deploy uses blue-green on Fridays"]
 
 
+def test_embed_pending_clears_what_async_writes_left(run: Run) -> None:
+    run("namespace", "create", "/p")
+    # a CLI process runs no worker: with async writes its rows wait for one
+    run("remember", "The cache warms up after each deploy", "-n", "/p", STASH_EMBED_ON_WRITE="async")
+    run("remember", "Backups rotate weekly", "-n", "/p", STASH_EMBED_ON_WRITE="async")
+    status = as_json(run("embed-pending", "--status", "--json"))
+    assert (status["embedded"], status["still_pending"]) == (0, 2) and status["oldest_age_s"] >= 0
+    hits = as_json(run("recall", "cache warms", "-n", "/p", "--json"))  # found by its text meanwhile
+    assert hits[0]["content"] == "The cache warms up after each deploy"
+    done = as_json(run("embed-pending", "--json", "--batch-size", "1"))
+    assert done == {"embedded": 2, "still_pending": 0, "oldest_age_s": None}
+    assert "still_pending: 0" in run("embed-pending").output
+
+
 def test_db_commands_with_an_external_database(run: Run) -> None:
     for sub in ("start", "stop", "status", "url"):
         result = run("db", sub)

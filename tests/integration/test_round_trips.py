@@ -77,6 +77,23 @@ def test_new_text_remember_is_two_round_trips_with_the_model_between(store, trac
     assert (cached, stored) == (1, 1)
 
 
+def test_new_text_with_deferred_vector_is_one_round_trip_and_no_model_call(store, traced):
+    namespaces.create(store, "/projects/x")
+    store.embedder.ensure_lock()
+    store.defer_vectors = True  # STASH_EMBED_ON_WRITE=async
+    calls: list[list[str]] = []
+    model = store.embedder.inner
+    embed = model.embed
+    model.embed = lambda texts: calls.append(list(texts)) or embed(texts)  # type: ignore[method-assign]
+    traced.clear()
+    out = episodes.remember(store, "/projects/x", "a text the worker embeds later")
+    assert round_trips(traced) == (1, 1)
+    assert calls == []
+    with store.db.connection() as conn:
+        row = conn.execute("SELECT embedding IS NULL AS waiting FROM episodes WHERE id = %s", (out["id"],)).fetchone()
+    assert row["waiting"] is True
+
+
 def test_key_replay_is_one_round_trip_and_embeds_nothing(store, traced):
     namespaces.create(store, "/projects/x")
     first = episodes.remember(store, "/projects/x", "retry me", idempotency_key="k1")

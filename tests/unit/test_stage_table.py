@@ -37,7 +37,12 @@ def test_the_asset_graph_is_the_stage_table() -> None:
     # resolving reads Dagster's current instance: give it a live one, not a closed test's
     with dg.instance_for_test():
         graph = defs.resolve_asset_graph()
-    assert {key.to_user_string() for key in graph.get_all_asset_keys()} == {"episodes", *STAGE_NAMES}
+    # the stages, the external episodes and the backlog asset of waiting vectors
+    assert {key.to_user_string() for key in graph.get_all_asset_keys()} == {
+        "episodes",
+        "episode_embeddings",
+        *STAGE_NAMES,
+    }
     for spec in STAGES:
         asset = defs.resolve_assets_def(spec.name)
         assert {key.to_user_string() for key in graph.get(dg.AssetKey(spec.name)).parent_keys} == set(spec.deps)

@@ -14,8 +14,12 @@ WITH ns AS (
     WHERE %(namespace_ids)s::bigint[] IS NULL OR n.id = ANY(%(namespace_ids)s::bigint[])
 ), heads AS (
     SELECT ns.id, ns.slug,
+           -- the episode head stops before the first live episode waiting for its vector
            COALESCE((SELECT max(e.id) FROM episodes e
-                     WHERE e.namespace_id = ns.id AND e.deleted_at IS NULL), 0) AS episode_head,
+                     WHERE e.namespace_id = ns.id AND e.deleted_at IS NULL
+                       AND e.id < COALESCE((SELECT min(p.id) FROM episodes p
+                                            WHERE p.namespace_id = ns.id AND p.embedding IS NULL
+                                              AND p.deleted_at IS NULL), 9223372036854775807)), 0) AS episode_head,
            COALESCE((SELECT max(f.id) FROM facts f WHERE f.namespace_id = ns.id), 0) AS fact_head,
            COALESCE((SELECT max(x.id) FROM failures x
                      WHERE x.namespace_id = ns.id AND x.deleted_at IS NULL), 0) AS failure_head,

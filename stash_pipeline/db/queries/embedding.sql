@@ -112,19 +112,17 @@ TRUNCATE embedding_cache;
 ALTER TABLE embedding_cache ALTER COLUMN embedding TYPE vector({dim}) USING NULL
 
 -- reembed_restore_constraints --
--- Every row has a vector again: restore NOT NULL and rebuild the HNSW indexes (names as in 0001
--- and 0009; an entity's vector stays nullable).
-ALTER TABLE episodes ALTER COLUMN embedding SET NOT NULL;
+-- Every row has a vector again: restore NOT NULL on facts and rebuild the HNSW indexes
+-- (names as in 0001 and 0009). episodes.embedding stays nullable: an episode may wait for
+-- its vector (0010_pending_embeddings); an entity's vector is nullable too.
 ALTER TABLE facts ALTER COLUMN embedding SET NOT NULL;
 CREATE INDEX IF NOT EXISTS episodes_embedding_hnsw ON episodes USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX IF NOT EXISTS facts_embedding_hnsw ON facts USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX IF NOT EXISTS entities_embedding_hnsw ON entities USING hnsw (embedding vector_cosine_ops)
 
 -- reembed_schema_state --
--- Whether the vector columns are NOT NULL and their HNSW indexes exist (false = repair needed).
+-- Whether facts.embedding is NOT NULL and the HNSW indexes exist (false = repair needed).
 SELECT
-    (SELECT attnotnull FROM pg_attribute
-      WHERE attrelid = 'episodes'::regclass AND attname = 'embedding') AS episodes_not_null,
     (SELECT attnotnull FROM pg_attribute
       WHERE attrelid = 'facts'::regclass AND attname = 'embedding') AS facts_not_null,
     to_regclass('episodes_embedding_hnsw') IS NOT NULL AS episodes_index,

@@ -10,7 +10,7 @@ WITH ins AS (
     SELECT %(namespace_id)s, content, kind, metadata, idempotency_key,
            embedding, %(embedding_model)s, COALESCE(occurred_at, now())
     FROM unnest(%(contents)s::text[], %(kinds)s::text[], %(metadata)s::jsonb[],
-                %(idempotency_keys)s::text[], %(embeddings)b, %(occurred_at)s::timestamptz[])
+                %(idempotency_keys)s::text[], %(embeddings)b::vector[], %(occurred_at)s::timestamptz[])
          WITH ORDINALITY AS item(content, kind, metadata, idempotency_key, embedding, occurred_at, position)
     ORDER BY position
     ON CONFLICT (namespace_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -32,12 +32,14 @@ FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
 WHERE e.id = %(id)s
 
 -- episode_nearest --
--- The non-deleted episode nearest to a vector within the given namespaces (forget).
+-- The non-deleted episode nearest to a vector within the given namespaces (forget); an
+-- episode still waiting for its vector has no distance yet and is not considered.
 SELECT e.id, n.slug AS namespace, e.content, 1 - (e.embedding <=> %(embedding)s) AS similarity
 FROM (
     SELECT id, namespace_id, content, embedding
     FROM episodes
-    WHERE deleted_at IS NULL AND (%(all_namespaces)s OR namespace_id = ANY(%(namespace_ids)s))
+    WHERE deleted_at IS NULL AND embedding IS NOT NULL
+      AND (%(all_namespaces)s OR namespace_id = ANY(%(namespace_ids)s))
     ORDER BY embedding <=> %(embedding)s
     LIMIT 1
 ) e JOIN namespaces n ON n.id = e.namespace_id
@@ -56,8 +58,10 @@ DELETE FROM episodes WHERE id = %(id)s RETURNING id, content
 -- remember in one statement: resolve the namespace, return an idempotency-key replay,
 -- otherwise read the cached vector of the text and insert with it. Always one row:
 -- namespace_id null = no such namespace; existing_id set = a replay (nothing inserted);
--- cached false = the vector is not cached (nothing inserted: embed, then
--- episode_remember_embedded); id null with cached true = a concurrent writer took the key.
+-- cached false = the vector is not cached: with defer_vector the row is inserted without
+-- it (the pending-vector worker fills it in), otherwise nothing is inserted (embed, then
+-- episode_remember_embedded); id null with cached true (or defer_vector) = a concurrent
+-- writer took the key.
 WITH ns AS (
     SELECT id FROM namespaces WHERE slug = %(slug)s
 ), existing AS (
@@ -71,9 +75,10 @@ WITH ns AS (
     INSERT INTO episodes (namespace_id, content, kind, metadata, idempotency_key,
                           embedding, embedding_model, occurred_at)
     SELECT ns.id, %(content)s, %(kind)s, %(metadata)s, %(idempotency_key)s,
-           cached.embedding, %(embedding_model)s, COALESCE(%(occurred_at)s::timestamptz, now())
-    FROM ns, cached
+           (SELECT embedding FROM cached), %(embedding_model)s, COALESCE(%(occurred_at)s::timestamptz, now())
+    FROM ns
     WHERE NOT EXISTS (SELECT 1 FROM existing)
+      AND (%(defer_vector)s OR EXISTS (SELECT 1 FROM cached))
     ON CONFLICT (namespace_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id
 )

@@ -22,6 +22,8 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
 -- matches, comparable across queries.
 -- Fused score = w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1)
 -- (cosine alone in vector mode, coverage alone in text mode).
+-- An episode still waiting for its vector (embedding NULL) is no vector candidate; found
+-- by text, its NULL cosine counts as 0 (GREATEST ignores NULL): it ranks by text alone.
 -- Stale episodes: an episode whose derived facts are all retired (superseded, expired or
 -- withdrawn) has its score multiplied by stale_factor, so its correction outranks it.
 -- Supersession by recency (when supersede): an episode candidate with a newer episode
@@ -89,7 +91,7 @@ fact_vec AS (
 ),
 episode_vec AS (
     SELECT e.id FROM episodes e
-    WHERE %(use_vector)s
+    WHERE %(use_vector)s AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
       AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
       -- episode validity: stored by known_at and not forgotten then, occurred by as_of
       AND (CASE WHEN %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL THEN e.deleted_at IS NULL
@@ -291,7 +293,8 @@ LIMIT %(limit)s
 SELECT 'episode'::text AS kind, e.id, n.slug AS namespace, e.content, e.metadata, e.occurred_at,
        e.created_at, 1 - (e.embedding <=> %(embedding)s::vector) AS similarity
 FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
-WHERE e.deleted_at IS NULL AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
+WHERE e.deleted_at IS NULL AND e.embedding IS NOT NULL
+  AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
 ORDER BY e.embedding <=> %(embedding)s::vector
 LIMIT %(limit)s
 

@@ -1,10 +1,15 @@
 -- Facts stage and the shared contradiction check.
 
 -- stage_facts_episodes_after --
--- The next batch of live episodes after the facts cursor (with vectors for clustering,
--- and occurred_at: a fact's event time starts at its evidence).
+-- The next batch of live episodes after the facts cursor (with vectors for clustering, and
+-- occurred_at: a fact's event time starts at its evidence), stopping before the namespace's
+-- first live episode still waiting for its vector: the cursor never passes an episode the
+-- stage could not cluster yet.
 SELECT id, content, embedding, occurred_at FROM episodes
  WHERE namespace_id = %(namespace_id)s AND id > %(cursor)s AND deleted_at IS NULL
+   AND id < COALESCE((SELECT min(p.id) FROM episodes p
+                      WHERE p.namespace_id = %(namespace_id)s AND p.embedding IS NULL AND p.deleted_at IS NULL),
+                     9223372036854775807)
  ORDER BY id
  LIMIT %(limit)s
 

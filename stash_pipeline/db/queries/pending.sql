@@ -1,0 +1,27 @@
+-- Episodes waiting for their vector (committed by remember before the embedding ran):
+-- the pending-vector worker, `stash embed-pending` and the Dagster episode_embeddings asset.
+
+-- pending_vectors_claim --
+-- The oldest episodes still without a vector, locked for this transaction; rows another
+-- worker holds are skipped (SKIP LOCKED), so two workers never embed the same row.
+-- NO KEY UPDATE: the worker changes no key, so inserts referencing these rows are not blocked.
+SELECT id, content FROM episodes
+WHERE embedding IS NULL
+ORDER BY id
+LIMIT %(limit)s
+FOR NO KEY UPDATE SKIP LOCKED
+
+-- pending_vectors_set --
+-- Store the vectors of claimed episodes (parallel arrays; the vectors travel in binary),
+-- with the model that made them.
+UPDATE episodes e
+   SET embedding = v.embedding, embedding_model = %(model)s
+  FROM unnest(%(ids)s::bigint[], %(embeddings)b) AS v(id, embedding)
+ WHERE e.id = v.id AND e.embedding IS NULL
+
+-- pending_vectors_backlog --
+-- How many episodes wait for a vector, and since when the oldest waits.
+SELECT count(*) AS pending, min(created_at) AS oldest_created_at,
+       EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_age_s
+FROM episodes
+WHERE embedding IS NULL

@@ -1,0 +1,176 @@
+"""Episodes committed before their vector: the batch that embeds them and the service's worker.
+
+When the store defers vectors (``Store.defer_vectors``), ``remember`` and
+``remember_batch`` commit a new text's row with ``embedding`` NULL and set
+``Store.vectors_pending``. Something must then fill the vector in:
+
+* ``embed_pending_batch(store)`` claims the oldest waiting rows with ``FOR NO KEY UPDATE
+  SKIP LOCKED`` (two workers, in one process or several, never take the same row),
+  computes their vectors in ONE forward pass (cached texts come from the cache), writes
+  them and the new cache rows, and commits. The row locks are held during the forward
+  pass: only a forget, purge or namespace deletion of one of those fresh rows waits for it.
+* ``embed_pending(store)`` repeats batches until none is left (``stash embed-pending``,
+  the Dagster ``episode_embeddings`` asset).
+* ``PendingVectorWorker`` is the thread the MCP service runs (``stash serve mcp``, so
+  also ``stash up``): woken by a write in the same process, and every
+  STASH_EMBED_PENDING_INTERVAL_S by its own sweep, which picks up rows written by other
+  processes or left by one that died between its commit and the embedding. A row is
+  committed before it is announced, so nothing is lost when a process dies: the row
+  waits in the database until any worker's next sweep.
+
+Deciding (``decide_deferral``): STASH_EMBED_ON_WRITE=async defers, sync never does.
+``auto`` defers only in a process that runs the worker, and only when the embedder's
+warm forward pass of one short text takes longer than STASH_EMBED_SYNC_BUDGET_MS: a
+fast embedder keeps the vector in the write's own statement (nothing waits, nothing is
+written twice), a slow one (MiniLM on a small CPU, any network embedder) leaves the
+write path.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from stash_pipeline.embedding.cache import text_hash
+
+if TYPE_CHECKING:
+    from stash_pipeline.store import Store
+
+log = logging.getLogger(__name__)
+
+#: texts timed by ``decide_deferral`` (short, distinct: a typical agent observation)
+PROBE_TEXTS = (
+    "The deploy pipeline runs the integration tests before every release.",
+    "Alice prefers short status updates in the morning stand-up.",
+    "The staging database was migrated to the new region last week.",
+)
+
+
+def embed_pending_batch(store: Store, limit: int | None = None) -> int:
+    """Embed up to ``limit`` waiting episodes (default STASH_EMBEDDING_BATCH_SIZE) in one
+    forward pass and one transaction; returns how many got their vector (0 = none left
+    that another worker does not hold)."""
+    size = store.settings.embedding_batch_size if limit is None else limit
+    embedder = store.embedder
+    embedder.ensure_lock()
+    with store.db.transaction() as tx:
+        rows = tx.all("pending_vectors_claim", limit=size)
+        if not rows:
+            return 0
+        hashes = [text_hash(row["content"]) for row in rows]
+        vectors = embedder.lookup_in(tx, sorted(set(hashes)))
+        fresh = embedder.compute({h: row["content"] for h, row in zip(hashes, rows, strict=True) if h not in vectors})
+        vectors.update(fresh)
+        embedder.store_in(tx, fresh)
+        tx.execute(
+            "pending_vectors_set",
+            model=embedder.name,
+            ids=[int(row["id"]) for row in rows],
+            embeddings=[vectors[h] for h in hashes],
+        )
+    return len(rows)
+
+
+def embed_pending(store: Store, *, batch_size: int | None = None, max_rows: int | None = None) -> int:
+    """Embed waiting episodes batch by batch until none is left (or ``max_rows`` are done)."""
+    done = 0
+    while max_rows is None or done < max_rows:
+        size = store.settings.embedding_batch_size if batch_size is None else batch_size
+        if max_rows is not None:
+            size = min(size, max_rows - done)
+        count = embed_pending_batch(store, size)
+        if count == 0:
+            break
+        done += count
+    return done
+
+
+def backlog(store: Store) -> dict[str, Any]:
+    """{"pending": rows waiting for a vector, "oldest_age_s": seconds the oldest has waited or None}."""
+    row = store.db.one("pending_vectors_backlog")
+    assert row is not None
+    age = row["oldest_age_s"]
+    return {"pending": int(row["pending"]), "oldest_age_s": None if age is None else round(float(age), 3)}
+
+
+def forward_pass_ms(store: Store) -> float:
+    """The fastest of a few warm forward passes of one short text, in milliseconds."""
+    inner = store.embedder.inner
+    inner.embed([PROBE_TEXTS[0]])  # loads the model, warms caches
+    best = float("inf")
+    for text in PROBE_TEXTS:
+        started = time.perf_counter()
+        inner.embed([text])
+        best = min(best, (time.perf_counter() - started) * 1000)
+    return best
+
+
+def decide_deferral(store: Store) -> bool:
+    """Whether writes in a process running the worker should defer vectors (see the module doc)."""
+    mode = store.settings.embed_on_write
+    if mode != "auto":
+        return mode == "async"
+    try:
+        elapsed = forward_pass_ms(store)
+    except Exception as exc:  # an unreachable embedding endpoint is slow by definition
+        log.warning("could not time the embedder (%s); remember will not wait for vectors", exc)
+        return True
+    defer = elapsed > store.settings.embed_sync_budget_ms
+    log.info(
+        "embedder %s: %.2f ms per short text (budget %.2f ms): remember %s",
+        store.embedder.name,
+        elapsed,
+        store.settings.embed_sync_budget_ms,
+        "commits first and embeds after" if defer else "embeds before it commits",
+    )
+    return defer
+
+
+class PendingVectorWorker:
+    """A daemon thread that embeds waiting episodes: on a write's wake-up and on a periodic sweep."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.interval_s = store.settings.embed_pending_interval_s
+        self.delay_s = store.settings.embed_pending_delay_s
+        self.embedded = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stash-pending-vectors", daemon=True)
+
+    def start(self) -> PendingVectorWorker:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask the thread to finish its current batch and end; wait up to ``timeout`` seconds."""
+        self._stop.set()
+        self.store.vectors_pending.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        store = self.store
+        if store.settings.embed_on_write == "auto":
+            store.defer_vectors = decide_deferral(store)
+        woken = False
+        while not self._stop.is_set():
+            if woken and self.delay_s:
+                self._stop.wait(self.delay_s)  # let a burst of writes gather into one batch
+            try:
+                while not self._stop.is_set():
+                    count = embed_pending_batch(store)
+                    if count == 0:
+                        break
+                    self.embedded += count
+            except Exception:  # the database or the embedder is down: try again at the next sweep
+                log.exception("embedding waiting episodes failed; retrying in %.1f s", self.interval_s)
+            woken = store.vectors_pending.wait(self.interval_s)
+            # cleared before the next drain: a write after this point sets it again
+            store.vectors_pending.clear()
+
+
+def start_worker(store: Store) -> PendingVectorWorker:
+    """Start the service's pending-vector worker (it runs for every setting: with sync
+    writes it still picks up rows other processes left waiting)."""
+    return PendingVectorWorker(store).start()
