@@ -236,3 +236,22 @@ WHERE e.deleted_at IS NULL
 -- The lexemes (with counts) of a text, tokenised like the stored rows.
 SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1) AS n
 FROM unnest(to_tsvector('english', %(text)s)) AS u
+
+-- bench_relation_sizes --
+-- Sizes of the episodes and facts tables (heap + TOAST) and of each of their indexes.
+SELECT c.relname AS name,
+       CASE WHEN c.relkind = 'i' THEN pg_relation_size(c.oid) ELSE pg_table_size(c.oid) END AS bytes
+FROM pg_class c
+WHERE c.oid IN ('episodes'::regclass, 'facts'::regclass)
+   OR c.oid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid IN ('episodes'::regclass, 'facts'::regclass))
+ORDER BY bytes DESC, name
+
+-- bench_memory_count --
+-- Episodes and facts already in the bench namespace (a kept database is filled once).
+SELECT (SELECT count(*) FROM episodes e WHERE e.namespace_id = %(namespace_id)s) AS episodes,
+       (SELECT count(*) FROM facts f WHERE f.namespace_id = %(namespace_id)s) AS facts
+
+-- bench_previous_search_params --
+-- The settings the previous recall query ran with (HNSW beam and iterative scans only).
+SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
+       set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan
