@@ -9,6 +9,11 @@
 * ``save_plot`` — writes ``bench/out/<name>.png`` with the Agg backend.
 * ``dataset_vectors`` — MiniLM vectors of the committed dataset texts, computed once and
   kept in ``bench/out/`` (ignored by git) so reruns and the large fillers do not re-embed.
+* ``bulk_fill`` — COPY (binary) with precomputed vectors, then the HNSW and GIN indexes
+  built once, each build timed (``BUILD_MEMORY`` of maintenance_work_mem, one parallel
+  maintenance worker: the reference machine has 2 cores).
+* ``ServerMemory`` — peak memory of the PostgreSQL server's processes, sampled in a
+  thread; ``bench_peak_rss_mb`` — the bench process's own peak; ``relation_sizes``.
 * Bench-only SQL lives in ``bench/queries.sql`` as named blocks, like the library's.
 """
 
@@ -16,10 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import socket
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -55,9 +62,15 @@ def _with_db(dsn: str, dbname: str) -> str:
 
 
 @contextlib.contextmanager
-def fresh_store(embedder: str = "minilm", **overrides: Any) -> Iterator[Any]:
-    """A Store on a new migrated database (dropped / server stopped on exit)."""
+def fresh_store(embedder: str = "minilm", *, keep: str | None = None, **overrides: Any) -> Iterator[Any]:
+    """A Store on a new migrated database (dropped / server stopped on exit).
+
+    ``keep`` names a database on ``STASH_DATABASE_URL``'s server that is created when
+    missing, migrated, and kept afterwards: a 1M fill (an hour on 2 cores) is then paid
+    once and later runs measure the current code on it.
+    """
     import psycopg
+    import psycopg.sql
 
     from stash_pipeline.config import load_settings
     from stash_pipeline.db.embedded import EmbeddedServer
@@ -74,9 +87,13 @@ def fresh_store(embedder: str = "minilm", **overrides: Any) -> Iterator[Any]:
             server = EmbeddedServer(load_settings(home=home, db_port=_free_port(), embedder="hash"))
             server.start()
             admin = server.url("postgres")
-        name = f"stash_bench_{uuid.uuid4().hex[:10]}"
+        if keep is not None and not external:
+            raise SystemExit("--keep needs STASH_DATABASE_URL (a server that outlives the run)")
+        name = keep or f"stash_bench_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')  # generated name, not user input
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            if not exists:
+                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
         dsn = _with_db(admin, name)
         settings = load_settings(database_url=dsn, home=home, embedder=embedder, vector_dim=384, **overrides)
         migrate(settings, dsn)
@@ -85,8 +102,9 @@ def fresh_store(embedder: str = "minilm", **overrides: Any) -> Iterator[Any]:
             yield store
         finally:
             store.close()
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            if keep is None:
+                with psycopg.connect(admin, autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         if server is not None:
             server.stop()
@@ -227,38 +245,136 @@ def noisy_copies(base: np.ndarray, count: int, rng: np.random.Generator, noise: 
     return out.astype(np.float32)
 
 
+#: maintenance_work_mem for the index builds after a bulk fill: an HNSW graph that does
+#: not fit is built far more slowly (1M x 384 dims needs about 2 GB; the machine has 24 GiB)
+BUILD_MEMORY = "4GB"
+#: parallel workers for those builds (the leader works too: 2 processes on 2 cores)
+BUILD_WORKERS = 1
+
+
 def bulk_fill(
     store: Any,
     table: str,
     namespace_id: int,
     chunks: Iterable[tuple[Sequence[str], np.ndarray]],
+    builds: dict[str, float] | None = None,
 ) -> float:
     """COPY rows into ``episodes`` or ``facts`` with precomputed vectors; returns seconds.
 
-    ``chunks`` yields (contents, vectors) pairs, so 100k vectors need not sit in memory at
-    once. The HNSW and GIN indexes are dropped first and rebuilt after the last chunk (much
-    faster than incremental inserts), from their own stored definitions.
+    ``chunks`` yields (contents, vectors) pairs, so 1M vectors need not sit in memory at
+    once. The COPY is binary (vectors go as float4 arrays, not 384 formatted decimals per
+    row). The HNSW and GIN indexes are dropped first and rebuilt after the last chunk (much
+    faster than incremental inserts), from their own stored definitions; ``builds``, when
+    given, receives each index's build seconds (and ``"<table> copy"``).
     """
     assert table in ("episodes", "facts")
     start = time.perf_counter()
     model = store.settings.embedding_model_name
     extra = ["asserted"] if table == "facts" else []
     columns = "namespace_id, content, embedding, embedding_model" + (", origin" if extra else "")
+    types = ["int8", "text", "vector", "text"] + (["text"] if extra else [])
     with store.db.connection() as conn:
         rows = conn.execute(sql("bench_search_indexes"), {"table": table}).fetchall()
         for r in rows:
             conn.execute(f'DROP INDEX "{r["indexname"]}"')  # names read from pg_indexes
         conn.commit()
         for contents, vectors in chunks:
-            with conn.cursor() as cur, cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            with conn.cursor() as cur, cur.copy(f"COPY {table} ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
+                copy.set_types(types)
                 for content, vector in zip(contents, vectors, strict=True):
-                    literal = "[" + ",".join(f"{x:.6f}" for x in vector.tolist()) + "]"
-                    copy.write_row([namespace_id, content, literal, model, *extra])
+                    copy.write_row([namespace_id, content, vector, model, *extra])
             conn.commit()
-        conn.execute("SET maintenance_work_mem = '256MB'")
+        if builds is not None:
+            builds[f"{table} copy"] = time.perf_counter() - start
+        conn.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")  # module constants
+        conn.execute(f"SET max_parallel_maintenance_workers = {BUILD_WORKERS}")
         for r in rows:
+            began = time.perf_counter()
             conn.execute(r["indexdef"])
-        conn.commit()
+            conn.commit()
+            if builds is not None:
+                builds[r["indexname"]] = time.perf_counter() - began
         conn.execute(f"ANALYZE {table}")
         conn.commit()
     return time.perf_counter() - start
+
+
+# --- memory and sizes ---------------------------------------------------------------------
+
+
+def server_cpu_ms(conn: Any) -> float | None:
+    """CPU time the connection's server process has used so far, ms (None: not a local server).
+
+    On a machine shared with other work, wall time includes waiting for a core; the
+    difference of this before and after a statement is the work the statement itself cost
+    the server, which is what an idle machine's latency is made of.
+    """
+    try:
+        return int(Path(f"/proc/{conn.info.backend_pid}/schedstat").read_text().split()[0]) / 1e6
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def bench_peak_rss_mb() -> float:
+    """Peak resident memory of this (bench) process so far, MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class ServerMemory:
+    """Peak memory of the PostgreSQL server (postmaster and every child), sampled in a thread.
+
+    ``peak_pss_mb`` is the peak of the summed proportional set size (shared buffers and a
+    parallel build's shared graph counted once), ``peak_process_rss_mb`` the largest
+    resident size of one process (an index build's backend, a query's backend). Only for a
+    server on this machine that this user may inspect; otherwise both stay 0.
+    """
+
+    def __init__(self, store: Any, interval: float = 0.5) -> None:
+        import psutil
+
+        self.interval = interval
+        self.peak_pss_mb = 0.0
+        self.peak_process_rss_mb = 0.0
+        self._stop = threading.Event()
+        self._postmaster: Any = None
+        try:
+            with store.db.transaction() as tx:
+                backend = tx.conn.info.backend_pid
+            self._postmaster = psutil.Process(int(backend)).parent()
+        except (psutil.Error, OSError):
+            self._postmaster = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ServerMemory:
+        if self._postmaster is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.wait(self.interval):
+            pss = 0.0
+            try:
+                processes = [self._postmaster, *self._postmaster.children(recursive=True)]
+            except psutil.Error:
+                return
+            for process in processes:
+                try:
+                    info = process.memory_full_info()
+                except psutil.Error:
+                    continue  # a backend that ended between listing and reading
+                pss += info.pss
+                self.peak_process_rss_mb = max(self.peak_process_rss_mb, info.rss / 2**20)
+            self.peak_pss_mb = max(self.peak_pss_mb, pss / 2**20)
+
+
+def relation_sizes(store: Any) -> list[list[Any]]:
+    """[name, MB] of the episodes and facts tables (with TOAST) and each of their indexes."""
+    with store.db.transaction() as tx:
+        return [[r["name"], r["bytes"] / 2**20] for r in tx.conn.execute(sql("bench_relation_sizes")).fetchall()]

@@ -128,7 +128,8 @@ def previous_rows(store: Any, query: str, namespace: Any) -> list[dict[str, Any]
         "w_vector": 1.0, "w_text": 1.5, "w_text_partial": 0.75, "rrf_k": 5,
     }
     with store.db.transaction() as tx:
-        tx.one("recall_search_params", ef_search="100")
+        # its own settings: recall's (no sorts, no sequential scans) would mis-plan it
+        tx.conn.execute(common.sql("bench_previous_search_params"), {"ef_search": "100"})
         return tx.conn.execute(common.sql("bench_recall_previous"), params).fetchall()
 
 

@@ -240,3 +240,285 @@ WHERE e.deleted_at IS NULL
 -- The lexemes (with counts) of a text, tokenised like the stored rows.
 SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1) AS n
 FROM unnest(to_tsvector('english', %(text)s)) AS u
+
+-- bench_relation_sizes --
+-- Sizes of the episodes and facts tables (heap + TOAST) and of each of their indexes.
+SELECT c.relname AS name,
+       CASE WHEN c.relkind = 'i' THEN pg_relation_size(c.oid) ELSE pg_table_size(c.oid) END AS bytes
+FROM pg_class c
+WHERE c.oid IN ('episodes'::regclass, 'facts'::regclass)
+   OR c.oid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid IN ('episodes'::regclass, 'facts'::regclass))
+ORDER BY bytes DESC, name
+
+-- bench_memory_count --
+-- Episodes and facts already in the bench namespace (a kept database is filled once).
+SELECT (SELECT count(*) FROM episodes e WHERE e.namespace_id = %(namespace_id)s) AS episodes,
+       (SELECT count(*) FROM facts f WHERE f.namespace_id = %(namespace_id)s) AS facts
+
+-- bench_previous_search_params --
+-- The settings the previous recall query ran with (HNSW beam and iterative scans only).
+SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
+       set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan
+
+-- bench_recall_first_bm25 --
+-- recall_hybrid as first shipped with BM25 (commit 2de2e02), kept to time the current one
+-- against on the same data: a subquery per text match unnesting its whole tsvector, no
+-- materialized term lookups, planned at every call (its settings: bench_previous_search_params).
+--
+-- One statement: candidates, their scores, context neighbours, the top %(limit)s.
+--
+-- Candidates: HNSW cosine over facts and over episodes (%(candidates)s each), and
+-- full-text matches of the query's RAREST lexemes: lexemes are taken in ascending
+-- document frequency while their summed frequency fits %(text_scan_limit)s, so the rows
+-- matched are bounded by construction (latency stays flat as the store grows) and no
+-- older row is dropped for a newer one; when even the rarest lexeme is that common, its
+-- newest %(text_scan_limit)s matches are taken.
+-- The best %(text_candidates)s of those matches by BM25 join the vector candidates.
+-- Scores, for every candidate: cosine similarity, and Okapi BM25 over the namespaces in
+-- scope (document frequencies and lengths from recall_term_stats / recall_text_stats;
+-- term frequency and length, in distinct lexemes, from the row's tsvector).
+-- coverage = BM25 / the sum of the query lexemes' idf (what a row holding every query
+-- lexeme once at average length scores): the share of the query's information the row
+-- matches, comparable across queries.
+-- Fused score = w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1)
+-- (cosine alone in vector mode, coverage alone in text mode).
+-- Stale episodes: an episode whose derived facts are all retired (superseded, expired or
+-- withdrawn) has its score multiplied by stale_factor, so its correction outranks it.
+-- Supersession by recency (when supersede): an episode candidate with a newer episode
+-- candidate in its namespace (later occurred_at, cosine between the two embeddings >=
+-- supersede_similarity, matching every query lexeme the older one matches) scores
+-- supersede_margin times that newer one's score, but at least superseded_factor times its
+-- own (it drops just below its restatement and otherwise keeps its place).
+-- Context: an episode within context_window places (by id) of one of the best
+-- context_pool episodes, in the same namespace and session (the same given occurred_at,
+-- or the same metadata.session or metadata.thread), gains neighbour_weight times that
+-- hit's score.
+-- Facts: current only by default; valid at as_of when given; everything with
+-- include_history. Episodes: not forgotten (as_of: created by then, not forgotten then).
+WITH
+query_lexemes AS (
+    SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
+),
+corpus AS (
+    SELECT COALESCE(sum(documents), 0)::float8 AS documents,
+           GREATEST(COALESCE(sum(total_length), 0)::float8 / NULLIF(sum(documents), 0), 1) AS average_length
+    FROM recall_text_stats
+    WHERE %(use_text)s AND (%(all_namespaces)s OR namespace_id = ANY(%(namespace_ids)s))
+),
+terms AS (
+    -- one index lookup per query word (a join let the planner scan the whole table)
+    SELECT q.lexeme,
+           (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
+            WHERE t.lexeme = q.lexeme AND (%(all_namespaces)s OR t.namespace_id = ANY(%(namespace_ids)s))) AS df
+    FROM query_lexemes q
+    WHERE %(use_text)s
+),
+weights AS (
+    -- every query lexeme, seen or not: a word no row contains is information the query
+    -- asks for and no row has (it counts in full_match, so coverage stays low)
+    SELECT t.lexeme, t.df, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf,
+           sum(t.df) OVER (ORDER BY t.df, t.lexeme) AS cumulative_df,
+           row_number() OVER (PARTITION BY t.df > 0 ORDER BY t.df, t.lexeme) AS rarity
+    FROM terms t, corpus c
+),
+tq AS (
+    SELECT (SELECT NULLIF(array_to_string(ARRAY(
+                SELECT '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
+                FROM weights w
+                WHERE w.df > 0 AND (w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1)), ' | '), '')
+           )::tsquery AS q_rare,
+           (SELECT sum(w.idf) FROM weights w) AS full_match
+),
+fact_vec AS (
+    SELECT f.id FROM facts f
+    WHERE %(use_vector)s
+      AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
+      AND (%(include_history)s OR %(as_of)s::timestamptz IS NOT NULL
+           OR (f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())))
+      AND (%(as_of)s::timestamptz IS NULL
+           OR (f.created_at <= %(as_of)s::timestamptz AND f.valid_from <= %(as_of)s::timestamptz
+               AND (f.valid_until IS NULL OR f.valid_until > %(as_of)s::timestamptz)
+               AND (f.withdrawn_at IS NULL OR f.withdrawn_at > %(as_of)s::timestamptz)))
+    ORDER BY f.embedding <=> %(embedding)s::vector
+    LIMIT %(candidates)s
+),
+episode_vec AS (
+    SELECT e.id FROM episodes e
+    WHERE %(use_vector)s
+      AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
+      AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
+                ELSE e.created_at <= %(as_of)s::timestamptz
+                     AND (e.deleted_at IS NULL OR e.deleted_at > %(as_of)s::timestamptz) END)
+    ORDER BY e.embedding <=> %(embedding)s::vector
+    LIMIT %(candidates)s
+),
+fact_text AS (
+    SELECT f.id, f.search FROM facts f, tq
+    WHERE %(use_text)s AND f.search @@ tq.q_rare
+      AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
+      AND (%(include_history)s OR %(as_of)s::timestamptz IS NOT NULL
+           OR (f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())))
+      AND (%(as_of)s::timestamptz IS NULL
+           OR (f.created_at <= %(as_of)s::timestamptz AND f.valid_from <= %(as_of)s::timestamptz
+               AND (f.valid_until IS NULL OR f.valid_until > %(as_of)s::timestamptz)
+               AND (f.withdrawn_at IS NULL OR f.withdrawn_at > %(as_of)s::timestamptz)))
+    ORDER BY f.id DESC
+    LIMIT %(text_scan_limit)s
+),
+episode_text AS (
+    SELECT e.id, e.search FROM episodes e, tq
+    WHERE %(use_text)s AND e.search @@ tq.q_rare
+      AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
+      AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
+                ELSE e.created_at <= %(as_of)s::timestamptz
+                     AND (e.deleted_at IS NULL OR e.deleted_at > %(as_of)s::timestamptz) END)
+    ORDER BY e.id DESC
+    LIMIT %(text_scan_limit)s
+),
+-- the best text matches by BM25 join the vector candidates (cosine is computed only for
+-- this short list, not for every match)
+text_top AS (
+    SELECT m.kind, m.id
+    FROM (SELECT 'fact'::text AS kind, id, search FROM fact_text
+          UNION ALL SELECT 'episode'::text, id, search FROM episode_text) m, corpus co
+    ORDER BY COALESCE((
+                 SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                            / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(m.search) / co.average_length)))
+                 FROM unnest(m.search) AS u
+                 JOIN weights w ON w.lexeme = u.lexeme
+                 CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) DESC, m.id DESC
+    LIMIT %(text_candidates)s
+),
+candidates AS (
+    SELECT 'fact'::text AS kind, f.id, f.namespace_id, f.search, f.embedding,
+           NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
+    FROM facts f
+    WHERE f.id IN (SELECT id FROM fact_vec UNION SELECT id FROM text_top WHERE kind = 'fact')
+    UNION ALL
+    SELECT 'episode'::text, e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
+    FROM episodes e
+    WHERE e.id IN (SELECT id FROM episode_vec UNION SELECT id FROM text_top WHERE kind = 'episode')
+),
+-- MATERIALIZED: every score is computed once per candidate, however often it is used
+scored AS MATERIALIZED (
+    SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata, c.embedding,
+           CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> %(embedding)s::vector) END AS cosine,
+           CASE WHEN %(use_text)s THEN COALESCE((
+               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(c.search) / co.average_length)))
+               FROM unnest(c.search) AS u
+               JOIN weights w ON w.lexeme = u.lexeme
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) END AS bm25,
+           ARRAY(SELECT u.lexeme FROM unnest(c.search) AS u JOIN weights w ON w.lexeme = u.lexeme) AS matched
+    FROM candidates c, corpus co
+),
+judged AS MATERIALIZED (
+    SELECT s.*,
+           s.bm25 / NULLIF(tq.full_match, 0) AS coverage,
+           (CASE WHEN %(use_vector)s AND %(use_text)s
+                 THEN %(w_vector)s * GREATEST(s.cosine, 0)
+                      + (1 - %(w_vector)s) * LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1)
+                 WHEN %(use_vector)s THEN GREATEST(s.cosine, 0)
+                 ELSE LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1) END)
+           * CASE WHEN s.kind = 'episode' AND %(as_of)s::timestamptz IS NULL AND NOT %(include_history)s
+                       AND EXISTS (SELECT 1 FROM lineage l
+                                   WHERE l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact')
+                       AND NOT EXISTS (
+                           SELECT 1 FROM lineage l JOIN facts f ON f.id = l.child_id
+                           WHERE l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact'
+                             AND f.withdrawn_at IS NULL AND f.valid_from <= now()
+                             AND (f.valid_until IS NULL OR f.valid_until > now()))
+                  THEN %(stale_factor)s::float8 ELSE 1 END AS score
+    FROM scored s, tq
+),
+-- supersession by recency: the best score among each episode's newer near-duplicates
+-- (same namespace, later occurred_at, cosine >= supersede_similarity, matching every
+-- query lexeme the older one matches). Only the best supersede_pool candidates are checked
+-- (a demotion only lowers a score, so one ranked below them cannot reach the results);
+-- that bounds the pairs compared.
+fused AS (
+    SELECT j.kind, j.id, j.namespace_id, j.occurred_at, j.metadata, j.cosine, j.bm25, j.coverage,
+           CASE WHEN newer.score IS NULL THEN j.score
+                ELSE GREATEST(%(superseded_factor)s::float8 * j.score,
+                              LEAST(j.score, %(supersede_margin)s::float8 * newer.score)) END AS score
+    FROM (SELECT x.*, row_number() OVER (ORDER BY x.score DESC, x.id DESC) AS place FROM judged x) j
+    LEFT JOIN LATERAL (
+        SELECT max(n.score) AS score FROM judged n
+        WHERE %(supersede)s AND j.place <= %(supersede_pool)s AND j.kind = 'episode' AND n.kind = 'episode'
+          AND %(as_of)s::timestamptz IS NULL AND NOT %(include_history)s
+          AND n.namespace_id = j.namespace_id AND n.occurred_at > j.occurred_at
+          AND n.matched @> j.matched
+          AND 1 - (n.embedding <=> j.embedding) >= %(supersede_similarity)s
+    ) newer ON true
+),
+pool AS (
+    SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s
+),
+neighbours AS (
+    SELECT n.id, max(p.score) AS score
+    FROM pool p
+    CROSS JOIN LATERAL (
+        (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
+         WHERE e.namespace_id = p.namespace_id AND e.id < p.id AND e.deleted_at IS NULL
+         ORDER BY e.id DESC LIMIT %(context_window)s)
+        UNION ALL
+        (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
+         WHERE e.namespace_id = p.namespace_id AND e.id > p.id AND e.deleted_at IS NULL
+         ORDER BY e.id LIMIT %(context_window)s)
+    ) n
+    WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL
+      -- a shared occurred_at marks a session only when it was given: episodes written
+      -- without one in the same transaction share now() and are no session
+      AND ((n.occurred_at = p.occurred_at AND n.occurred_at <> n.created_at)
+           OR n.metadata ->> 'session' = p.metadata ->> 'session'
+           OR n.metadata ->> 'thread' = p.metadata ->> 'thread')
+    GROUP BY n.id
+),
+-- neighbours that were no candidate get their own scores too (a handful of rows), so a
+-- reply that shares a little with the query and follows a strong hit can rank
+extra AS MATERIALIZED (
+    SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> %(embedding)s::vector) AS cosine,
+           COALESCE((
+               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(e.search) / co.average_length)))
+               FROM unnest(e.search) AS u
+               JOIN weights w ON w.lexeme = u.lexeme
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25
+    FROM episodes e, corpus co
+    WHERE e.id IN (SELECT n.id FROM neighbours n)
+      AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
+),
+own AS (
+    SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score FROM fused f
+    UNION ALL
+    -- (neighbours exist in hybrid mode only, so this is the hybrid formula)
+    SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0),
+           %(w_vector)s * GREATEST(x.cosine, 0)
+           + (1 - %(w_vector)s) * LEAST(COALESCE(x.bm25 / NULLIF(tq.full_match, 0), 0), 1)
+    FROM extra x, tq
+),
+ranked AS (
+    SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
+           %(neighbour_weight)s::float8 * nb.score AS context_score,
+           o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score
+    FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id
+    ORDER BY score DESC, kind, id DESC
+    LIMIT %(limit)s
+)
+SELECT r.kind, r.id, r.score, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score,
+       n.slug AS namespace, COALESCE(f.content, e.content) AS content,
+       f.confidence, f.valid_from, f.valid_until, f.withdrawn_at,
+       CASE WHEN r.kind = 'fact' THEN
+           (f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now()))
+       END AS current,
+       CASE WHEN r.kind = 'fact' THEN
+           ARRAY(SELECT l.parent_id FROM lineage l
+                 WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
+                 ORDER BY l.parent_id)
+       END AS source_episode_ids,
+       e.metadata, e.occurred_at
+FROM ranked r
+LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id
+LEFT JOIN episodes e ON r.kind = 'episode' AND e.id = r.id
+JOIN namespaces n ON n.id = COALESCE(f.namespace_id, e.namespace_id)
+ORDER BY r.score DESC, r.kind, r.id DESC

@@ -3,6 +3,7 @@
     python -m bench.recall_latency            # 10,000 memories (8,000 episodes + 2,000 facts)
     python -m bench.recall_latency --large    # 100,000 memories (80,000 + 20,000)
     python -m bench.recall_latency --size N
+    STASH_DATABASE_URL=... nice -n 10 python -m bench.recall_latency --size 1000000 --keep stash_bench_1m
 
 Data: episodes and current facts filled by COPY (then HNSW and GIN built), texts from the
 committed dataset with a distinct suffix, vectors = the texts' MiniLM vectors plus small
@@ -17,15 +18,30 @@ reference's read: cosine over facts and episodes, default HNSW settings):
 * end to end, embedding cached — the same queries again; ``recall`` has no hook for a
   precomputed vector, so its embedding is a cache hit (one indexed lookup);
 * SQL alone — the ``recall_hybrid`` named query executed directly with the precomputed
-  vector, exactly as ``recall`` runs it, vs the vector-only SQL.
+  vector, exactly as ``recall`` runs it, vs the vector-only SQL;
+* SQL alone, the first BM25 recall statement — ``recall_hybrid`` as first shipped with
+  BM25 (``bench_recall_first_bm25``), same parameters, interleaved query by query;
+* SQL alone, server CPU time — the CPU the server process spent on each of those
+  statements (from /proc, local server only): on a machine shared with other work it is
+  what the statement costs, without the time spent waiting for a core.
 
-Then EXPLAIN (ANALYZE) excerpts show the HNSW and GIN indexes at work.
+Then EXPLAIN (ANALYZE) excerpts show the HNSW and GIN indexes at work, and a table gives
+the fill and index build times, table and index sizes, and the peak memory of the
+PostgreSQL server and of this process.
+
+At 1M the vectors are the same perturbations of the ~2,400 real MiniLM vectors of the
+dataset texts (about 400 noisy copies around each, cosine ~0.97 to their source), so the
+HNSW graph indexes real MiniLM neighbourhoods with many near-duplicates (a hard case for
+a graph index) and nothing is embedded during the fill. ``--keep NAME`` fills the
+database NAME on STASH_DATABASE_URL's server once and keeps it; later runs with the same
+name skip the fill (after migrating it to the current schema) and measure the current code.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,7 +54,8 @@ NAMESPACE = "/bench/recall"
 FACT_SHARE = 0.2
 
 
-def fill(store: Any, size: int) -> tuple[list[str], np.ndarray]:
+def fill(store: Any, size: int, builds: dict[str, float]) -> tuple[list[str], np.ndarray]:
+    """Fill ``size`` memories (unless a kept database already holds them); the questions and their vectors."""
     from stash_pipeline.memory import namespaces
 
     data = generate.load()
@@ -46,13 +63,21 @@ def fill(store: Any, size: int) -> tuple[list[str], np.ndarray]:
     base_vectors = common.dataset_vectors(base_texts)
     questions = [q["query"] for q in data["questions"]]
     question_vectors = common.dataset_vectors(questions)
-    namespaces.create(store, NAMESPACE)
+    namespaces.create(store, NAMESPACE)  # like mkdir -p: a kept database has it already
     store.embedder.check_lock()
     with store.db.transaction() as tx:
         namespace_id = namespaces.resolve_id(tx, NAMESPACE)
     rng = np.random.default_rng(11)
     n_facts = int(size * FACT_SHARE)
     n_episodes = size - n_facts
+    with store.db.transaction() as tx:
+        present = tx.conn.execute(common.sql("bench_memory_count"), {"namespace_id": namespace_id}).fetchone()
+    if (present["episodes"], present["facts"]) == (n_episodes, n_facts):
+        common.log(f"kept database already holds {n_episodes:,} episodes + {n_facts:,} facts: no fill")
+        return questions, question_vectors
+    if present["episodes"] or present["facts"]:
+        raise SystemExit(f"the kept database holds {present['episodes']} episodes + {present['facts']} facts, "
+                         f"not {n_episodes} + {n_facts}: use another --keep name")
     seconds = 0.0
     for table, count in (("episodes", n_episodes), ("facts", n_facts)):
         def chunks(table: str = table, count: int = count) -> Iterator[tuple[list[str], np.ndarray]]:
@@ -61,7 +86,7 @@ def fill(store: Any, size: int) -> tuple[list[str], np.ndarray]:
                 contents = [f"{base_texts[i % len(base_texts)]} [{table} {i}]" for i in range(start, stop)]
                 yield contents, common.noisy_copies(base_vectors, stop - start, rng)
 
-        seconds += common.bulk_fill(store, table, namespace_id, chunks())
+        seconds += common.bulk_fill(store, table, namespace_id, chunks(), builds)
     common.log(f"filled {n_episodes:,} episodes + {n_facts:,} facts in {seconds:.1f}s")
     return questions, question_vectors
 
@@ -91,12 +116,19 @@ def hybrid_params(store: Any, query: str, vector: np.ndarray) -> dict[str, Any]:
     return captured | {"embedding": vector}
 
 
-def hybrid_sql(store: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
+def hybrid_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = None) -> list[dict[str, Any]]:
+    """recall_hybrid as recall runs it; ``cpu`` receives the server CPU time it took (ms)."""
     from stash_pipeline.memory import recall
 
-    with store.db.transaction() as tx, tx.conn.pipeline():
-        tx.one("recall_search_params", ef_search=str(recall.EF_SEARCH))
-        return tx.all("recall_hybrid", **params)
+    with store.db.transaction() as tx:
+        before = common.server_cpu_ms(tx.conn)
+        with tx.conn.pipeline():
+            tx.one("recall_search_params", ef_search=str(recall.EF_SEARCH))
+            rows = tx.all("recall_hybrid", **params)
+        after = common.server_cpu_ms(tx.conn)
+    if cpu is not None and before is not None and after is not None:
+        cpu.append(after - before)
+    return rows
 
 
 def previous_sql(store: Any, query: str, vector: np.ndarray) -> list[dict[str, Any]]:
@@ -110,13 +142,38 @@ def previous_sql(store: Any, query: str, vector: np.ndarray) -> list[dict[str, A
         "limit": 10, "w_vector": 1.0, "w_text": 1.5, "w_text_partial": 0.75, "rrf_k": 5,
     }
     with store.db.transaction() as tx, tx.conn.pipeline():
-        tx.one("recall_search_params", ef_search="100")
+        # its own settings: recall's (no sorts, no sequential scans) would mis-plan it
+        tx.conn.execute(common.sql("bench_previous_search_params"), {"ef_search": "100"})
         return tx.conn.execute(common.sql("bench_recall_previous"), params).fetchall()
 
 
-def vector_sql(store: Any, vector: np.ndarray) -> list[dict[str, Any]]:
+def first_bm25_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = None) -> list[dict[str, Any]]:
+    """The first BM25 recall statement (bench/queries.sql) with the same parameters, as it ran then."""
     with store.db.transaction() as tx:
-        return tx.conn.execute(common.sql("bench_vector_only"), {"embedding": vector, "limit": 10}).fetchall()
+        before = common.server_cpu_ms(tx.conn)
+        with tx.conn.pipeline():
+            tx.conn.execute(common.sql("bench_previous_search_params"), {"ef_search": str(params_ef_search())})
+            rows = tx.conn.execute(common.sql("bench_recall_first_bm25"), params).fetchall()
+        after = common.server_cpu_ms(tx.conn)
+    if cpu is not None and before is not None and after is not None:
+        cpu.append(after - before)
+    return rows
+
+
+def params_ef_search() -> int:
+    from stash_pipeline.memory import recall
+
+    return recall.EF_SEARCH
+
+
+def vector_sql(store: Any, vector: np.ndarray, cpu: list[float] | None = None) -> list[dict[str, Any]]:
+    with store.db.transaction() as tx:
+        before = common.server_cpu_ms(tx.conn)
+        rows = tx.conn.execute(common.sql("bench_vector_only"), {"embedding": vector, "limit": 10}).fetchall()
+        after = common.server_cpu_ms(tx.conn)
+    if cpu is not None and before is not None and after is not None:
+        cpu.append(after - before)
+    return rows
 
 
 def explain(store: Any, params: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -137,13 +194,19 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10_000, help="memories (default 10000)")
     parser.add_argument("--large", action="store_true", help="100,000 memories")
+    parser.add_argument("--keep", metavar="NAME", help="fill database NAME on STASH_DATABASE_URL's server once, keep it")
     args = parser.parse_args(argv)
     size = 100_000 if args.large else args.size
 
     from stash_pipeline.memory import recall
 
-    with common.fresh_store("minilm") as store:
-        questions, vectors = fill(store, size)
+    builds: dict[str, float] = {}
+    with common.fresh_store("minilm", keep=args.keep) as store, common.ServerMemory(store) as server_memory:
+        began = time.perf_counter()
+        questions, vectors = fill(store, size, builds)
+        fill_seconds = time.perf_counter() - began
+        fill_server_pss = server_memory.peak_pss_mb
+        fill_bench_rss = common.bench_peak_rss_mb()
         raw = store.embedder.inner
         raw.embed(["warm up"])
         for i, v in enumerate(vectors[:20]):  # warm the buffer cache and the plans
@@ -151,14 +214,18 @@ def main(argv: list[str] | None = None) -> None:
             recall.recall(store, f"warm-up query number {i} about deploys", "/", limit=10)
 
         e2e, e2e_ref, cached, cached_ref, sql_ours, sql_ref, sql_previous = [], [], [], [], [], [], []
+        cpu_ours: list[float] = []
+        cpu_ref: list[float] = []
+        sql_first, cpu_first = [], []
         for q in questions:  # first sight of each query: MiniLM runs inside recall
             e2e.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
             e2e_ref.append(common.timed(lambda q=q: vector_sql(store, raw.embed([q])[0]))[0])
         prepared = [hybrid_params(store, q, v) for q, v in zip(questions, vectors, strict=True)]
         for q, v, params in zip(questions, vectors, prepared, strict=True):
             cached.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
-            sql_ours.append(common.timed(lambda p=params: hybrid_sql(store, p))[0])
-            sql_ref.append(common.timed(lambda v=v: vector_sql(store, v))[0])
+            sql_ours.append(common.timed(lambda p=params: hybrid_sql(store, p, cpu_ours))[0])
+            sql_ref.append(common.timed(lambda v=v: vector_sql(store, v, cpu_ref))[0])
+            sql_first.append(common.timed(lambda p=params: first_bm25_sql(store, p, cpu_first))[0])
             sql_previous.append(common.timed(lambda q=q, v=v: previous_sql(store, q, v))[0])
         # the reference caches query embeddings too: its "cached" read is a lookup + the SQL
         for q in questions:
@@ -166,10 +233,22 @@ def main(argv: list[str] | None = None) -> None:
         embed_ms = [common.timed(lambda q=q: raw.embed([q + " (timing)"]))[0] for q in questions[:100]]
         probe = next(i for i, q in enumerate(questions) if q.startswith("What was the root cause of INC-"))
         plan, base_plan = explain(store, prepared[probe])
+        sizes = common.relation_sizes(store)
+    resources = [["fill + index builds (s)" if builds else "no fill: the kept database was filled earlier (s)",
+                  fill_seconds]]
+    resources += [[f"{name} (s)", seconds] for name, seconds in builds.items()]
+    resources += [[f"{name} (MB)", mb] for name, mb in sizes]
+    resources += [
+        ["server peak memory during the fill and builds, summed PSS (MB)", fill_server_pss],
+        ["server peak memory over the whole run, summed PSS (MB)", server_memory.peak_pss_mb],
+        ["server peak RSS of one process (MB)", server_memory.peak_process_rss_mb],
+        ["bench process peak RSS after the fill (MB)", fill_bench_rss],
+        ["bench process peak RSS (MB)", common.bench_peak_rss_mb()],
+    ]
 
     s = {name: common.summarize(values) for name, values in (
         ("e2e", e2e), ("e2e_ref", e2e_ref), ("cached", cached), ("cached_ref", cached_ref),
-        ("sql", sql_ours), ("sql_ref", sql_ref), ("sql_previous", sql_previous))}
+        ("sql", sql_ours), ("sql_ref", sql_ref), ("sql_previous", sql_previous), ("sql_first", sql_first))}
     rows = []
     for label, ours, ref in (("end to end, embedding computed", "e2e", "e2e_ref"),
                              ("end to end, embedding cached", "cached", "cached_ref"),
@@ -179,12 +258,25 @@ def main(argv: list[str] | None = None) -> None:
     for p in ("p50", "p95"):  # same load, same data: the cost of the new ranking
         rows.append([f"SQL alone, the previous recall query ({p} ms)", s["sql_previous"][p], s["sql_ref"][p],
                      common.ratio(s["sql_previous"][p], s["sql_ref"][p])])
+    for p in ("p50", "p95"):
+        rows.append([f"SQL alone, the first BM25 recall statement ({p} ms)", s["sql_first"][p], s["sql_ref"][p],
+                     common.ratio(s["sql_first"][p], s["sql_ref"][p])])
+    if cpu_ours and cpu_ref:  # what the SQL costs the server, whatever else loads the machine
+        for label, cpu in (("SQL alone, server CPU time", cpu_ours),
+                           ("SQL alone, the first BM25 recall statement, server CPU time", cpu_first)):
+            for p in ("p50", "p95"):
+                ours_cpu, ref_cpu = common.percentile(cpu, int(p[1:])), common.percentile(cpu_ref, int(p[1:]))
+                rows.append([f"{label} ({p} ms)", ours_cpu, ref_cpu, common.ratio(ours_cpu, ref_cpu)])
     rows.append(["MiniLM embedding of the query alone (p50 ms)", common.percentile(embed_ms, 50),
                  common.percentile(embed_ms, 50), "1.00x"])
     common.print_table(
         f"Recall latency, {size:,} memories ({int(size * (1 - FACT_SHARE)):,} episodes + "
         f"{int(size * FACT_SHARE):,} facts), {len(questions)} queries, limit 10 — ratio = ours / baseline",
         ["measure", "ours (hybrid recall)", "baseline (vector-only)", "ratio"], rows)
+
+    common.print_table(f"Fill, index builds, sizes and memory, {size:,} memories "
+                       f"(maintenance_work_mem {common.BUILD_MEMORY}, {common.BUILD_WORKERS} parallel worker)",
+                       ["measure", "value"], resources)
 
     for title, lines in (("recall_hybrid (ours)", plan), ("vector-only baseline", base_plan)):
         print(f"EXPLAIN (ANALYZE) of {title} for {questions[probe]!r}, scan lines:")

@@ -3,6 +3,7 @@
     python -m bench.write_path            # 1,000 existing episodes
     python -m bench.write_path --large    # 100,000 existing episodes
     python -m bench.write_path --size N   # N existing episodes
+    nice -n 10 python -m bench.write_path --size 1000000   # 1M: about 15 minutes of fill and HNSW build here
     python -m bench.write_path --embedder hash   # the hash embedder: the database path alone
 
 Embedder: MiniLM (offline, numpy) by default, for ours and the baseline alike.
@@ -58,7 +59,8 @@ def fresh_texts(base: list[str], count: int, tag: str) -> list[str]:
     return [f"{base[i % len(base)]} (note {tag}-{i})" for i in range(count)]
 
 
-def fill(store: Any, size: int, base_texts: list[str], base_vectors: np.ndarray) -> float:
+def fill(store: Any, size: int, base_texts: list[str], base_vectors: np.ndarray,
+         builds: dict[str, float] | None = None) -> float:
     from stash_pipeline.memory import namespaces
 
     namespaces.create(store, NAMESPACE)
@@ -73,7 +75,7 @@ def fill(store: Any, size: int, base_texts: list[str], base_vectors: np.ndarray)
             contents = [f"{base_texts[i % len(base_texts)]} [existing {i}]" for i in range(start, stop)]
             yield contents, common.noisy_copies(base_vectors, stop - start, rng)
 
-    seconds = common.bulk_fill(store, "episodes", namespace_id, chunks())
+    seconds = common.bulk_fill(store, "episodes", namespace_id, chunks(), builds)
     return seconds
 
 
@@ -223,9 +225,11 @@ def main(argv: list[str] | None = None) -> None:
     base_texts = [e["content"] for e in data["episodes"]]
     base_vectors = common.dataset_vectors(base_texts)
     results: dict[str, Any] = {}
+    builds: dict[str, float] = {}
     # sync unless measure_async defers a call: the worker must not decide by itself here
-    with common.fresh_store(args.embedder, embed_on_write="sync") as store:
-        seconds = fill(store, size, base_texts, base_vectors)
+    with (common.fresh_store(args.embedder, embed_on_write="sync") as store,
+          common.ServerMemory(store) as server_memory):
+        seconds = fill(store, size, base_texts, base_vectors, builds)
         common.log(f"filled {size} existing episodes in {seconds:.1f}s")
         with store.db.transaction() as tx:
             namespace_id = namespaces.resolve_id(tx, NAMESPACE)
@@ -308,6 +312,7 @@ def main(argv: list[str] | None = None) -> None:
         with store.db.transaction() as tx:
             calls_after = tx.conn.execute(common.sql("bench_model_calls")).fetchone()["n"]
         results["model_calls"] = calls_after - calls_before
+        sizes = common.relation_sizes(store)
 
     single_ours, single_ref = results["single"]
     repeat_ours, repeat_ref = results["repeat"]
@@ -334,10 +339,19 @@ def main(argv: list[str] | None = None) -> None:
          common.ratio(results["throughput"][2], results["throughput"][1])],
         ["model calls during all writes", results["model_calls"], 0, "-"],
     ]
+    resources = [["fill + index builds (s)", seconds]]
+    resources += [[f"{name} (s)", value] for name, value in builds.items()]
+    resources += [[f"{name} (MB)", mb] for name, mb in sizes if name.startswith("episodes")]
+    resources += [["server peak memory, summed PSS (MB)", server_memory.peak_pss_mb],
+                  ["server peak RSS of one process (MB)", server_memory.peak_process_rss_mb],
+                  ["bench process peak RSS (MB)", common.bench_peak_rss_mb()]]
     common.print_table(
         f"Write path, {args.embedder}, {size:,} existing episodes, {LATENCY_SAMPLES} samples per latency row "
         "— ratio = ours / baseline (latency: lower is better; throughput: higher is better)",
         ["measure", "ours", "baseline (reference path)", "ratio"], rows)
+    common.print_table(f"Fill, index builds, sizes and memory, {size:,} existing episodes "
+                       f"(maintenance_work_mem {common.BUILD_MEMORY}, {common.BUILD_WORKERS} parallel worker)",
+                       ["measure", "value"], resources)
 
     common.print_table(
         f"Write path, sync vs async vectors (STASH_EMBED_ON_WRITE), {args.embedder}, {LATENCY_SAMPLES} samples "

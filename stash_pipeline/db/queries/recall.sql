@@ -1,8 +1,19 @@
 -- recall_search_params --
--- Per-transaction HNSW settings: a wider beam and iterative scans, so namespace and
--- validity filters applied during the index scan still yield enough candidates.
+-- Per-transaction settings for recall_hybrid: a wider HNSW beam and iterative scans, so
+-- namespace and validity filters applied during the index scan still yield enough
+-- candidates; a generic plan once the statement is prepared (the client prepares a query
+-- run 5 times on a connection), since planning this statement costs about as much as
+-- running it and its best plan does not depend on the values; and no read of a whole
+-- facts or episodes table at any size: at a few thousand rows the planner would otherwise
+-- read every row (a sequential scan, or a bitmap scan of a partial index) and sort it by
+-- distance instead of asking the HNSW index. With sorts off, a plan that needs no sort
+-- for the nearest rows wins; the sorts every plan needs (text matches, the final order)
+-- are still made.
 SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
-       set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan
+       set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
+       set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
+       set_config('enable_seqscan', 'off', true) AS enable_seqscan,
+       set_config('enable_sort', 'off', true) AS enable_sort
 
 -- recall_hybrid --
 -- One statement: candidates, their scores, context neighbours, the top %(limit)s.
@@ -16,7 +27,10 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
 -- The best %(text_candidates)s of those matches by BM25 join the vector candidates.
 -- Scores, for every candidate: cosine similarity, and Okapi BM25 over the namespaces in
 -- scope (document frequencies and lengths from recall_term_stats / recall_text_stats;
--- term frequency and length, in distinct lexemes, from the row's tsvector).
+-- term frequency and length, in distinct lexemes, from the row's tsvector). The query's
+-- lexemes are picked out of a row's tsvector in C (setweight marks them 'A', ts_filter
+-- keeps those: to_tsvector gives every lexeme weight D), so only the one to three
+-- matched lexemes are unnested, not the row's every word.
 -- coverage = BM25 / the sum of the query lexemes' idf (what a row holding every query
 -- lexeme once at average length scores): the share of the query's information the row
 -- matches, comparable across queries.
@@ -49,8 +63,9 @@ corpus AS (
     FROM recall_text_stats
     WHERE %(use_text)s AND (%(all_namespaces)s OR namespace_id = ANY(%(namespace_ids)s))
 ),
-terms AS (
-    -- one index lookup per query word (a join let the planner scan the whole table)
+terms AS MATERIALIZED (
+    -- one index lookup per query word (a join let the planner scan the whole table);
+    -- MATERIALIZED: weights reads df five times, each would repeat the lookups
     SELECT q.lexeme,
            (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
             WHERE t.lexeme = q.lexeme AND (%(all_namespaces)s OR t.namespace_id = ANY(%(namespace_ids)s))) AS df
@@ -71,7 +86,8 @@ tq AS (
                 FROM weights w
                 WHERE w.df > 0 AND (w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1)), ' | '), '')
            )::tsquery AS q_rare,
-           (SELECT sum(w.idf) FROM weights w) AS full_match
+           (SELECT sum(w.idf) FROM weights w) AS full_match,
+           ARRAY(SELECT w.lexeme FROM weights w) AS lexemes
 ),
 fact_vec AS (
     SELECT f.id FROM facts f
@@ -114,8 +130,8 @@ fact_text AS (
                                  THEN f.recorded_valid_until ELSE f.valid_until END, 'infinity')
                    > COALESCE(%(as_of)s::timestamptz, now())))
       -- end of fact validity
-    ORDER BY f.id DESC
-    LIMIT %(text_scan_limit)s
+    ORDER BY f.id + 0 DESC  -- "+ 0": sort the matches; walking the primary key backwards
+    LIMIT %(text_scan_limit)s    -- and testing each row for the words reads thousands of rows
 ),
 episode_text AS (
     SELECT e.id, e.search FROM episodes e, tq
@@ -126,21 +142,24 @@ episode_text AS (
                 ELSE e.created_at <= COALESCE(%(known_at)s::timestamptz, now())
                      AND (e.deleted_at IS NULL OR e.deleted_at > COALESCE(%(known_at)s::timestamptz, now()))
                      AND e.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()) END)
-    ORDER BY e.id DESC
+    ORDER BY e.id + 0 DESC  -- (as in fact_text)
     LIMIT %(text_scan_limit)s
 ),
 -- the best text matches by BM25 join the vector candidates (cosine is computed only for
--- this short list, not for every match)
+-- this short list, not for every match); one join and one aggregate over (match, matched
+-- lexeme) pairs, not a subquery per match
 text_top AS (
     SELECT m.kind, m.id
-    FROM (SELECT 'fact'::text AS kind, id, search FROM fact_text
-          UNION ALL SELECT 'episode'::text, id, search FROM episode_text) m, corpus co
-    ORDER BY COALESCE((
-                 SELECT sum(w.idf * tf.n * (%(k1)s + 1)
-                            / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(m.search) / co.average_length)))
-                 FROM unnest(m.search) AS u
-                 JOIN weights w ON w.lexeme = u.lexeme
-                 CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) DESC, m.id DESC
+    FROM (SELECT 'fact'::text AS kind, id, search, length(search) AS doc_length FROM fact_text
+          UNION ALL SELECT 'episode'::text, id, search, length(search) FROM episode_text) m
+    CROSS JOIN corpus co
+    CROSS JOIN tq
+    CROSS JOIN LATERAL unnest(ts_filter(setweight(m.search, 'A', tq.lexemes), '{a}')) AS u
+    JOIN weights w ON w.lexeme = u.lexeme
+    GROUP BY m.kind, m.id, m.doc_length, co.average_length
+    ORDER BY sum(w.idf * COALESCE(array_length(u.positions, 1), 1) * (%(k1)s + 1)
+                 / (COALESCE(array_length(u.positions, 1), 1)
+                    + %(k1)s * (1 - %(b)s + %(b)s * m.doc_length / co.average_length))) DESC, m.id DESC
     LIMIT %(text_candidates)s
 ),
 candidates AS (
@@ -160,11 +179,11 @@ scored AS MATERIALIZED (
            CASE WHEN %(use_text)s THEN COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
                           / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(c.search) / co.average_length)))
-               FROM unnest(c.search) AS u
+               FROM unnest(ts_filter(setweight(c.search, 'A', tq.lexemes), '{a}')) AS u
                JOIN weights w ON w.lexeme = u.lexeme
                CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) END AS bm25,
-           ARRAY(SELECT u.lexeme FROM unnest(c.search) AS u JOIN weights w ON w.lexeme = u.lexeme) AS matched
-    FROM candidates c, corpus co
+           tsvector_to_array(ts_filter(setweight(c.search, 'A', tq.lexemes), '{a}')) AS matched
+    FROM candidates c, corpus co, tq
 ),
 judged AS MATERIALIZED (
     SELECT s.*,
@@ -236,10 +255,10 @@ extra AS MATERIALIZED (
            COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
                           / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(e.search) / co.average_length)))
-               FROM unnest(e.search) AS u
+               FROM unnest(ts_filter(setweight(e.search, 'A', tq.lexemes), '{a}')) AS u
                JOIN weights w ON w.lexeme = u.lexeme
                CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25
-    FROM episodes e, corpus co
+    FROM episodes e, corpus co, tq
     WHERE e.id IN (SELECT n.id FROM neighbours n)
       AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
 ),
