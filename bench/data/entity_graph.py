@@ -8,8 +8,7 @@ the way people ask them: by first name, sharing few words with the fact that ans
 * **people** (24): canonical name "First Last", aliases the first name and a handle
   ("achen"). Facts name a person by the full name or by the handle, so a question by
   first name often shares no word with its answer.
-* **projects** (16): canonical name ("loyalty platform"), aliases a code name ("Kestrel")
-  and a slug ("loyalty-platform"). Each has three attribute facts (its datastore, its
+* **projects** (16): canonical name ("loyalty platform") and a code name ("Kestrel"). Each has three attribute facts (its datastore, its
   language, where it runs), named by canonical name or code name.
 * per person: the project they work on now (a ``works_on`` fact and relationship); for
   half of them an earlier project, asserted first and superseded by the current one
@@ -128,7 +127,7 @@ def build(seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
                       "aliases": [full.split()[0], short]})
     for name, code, *_ in PROJECTS:
         graph.append({"record": "entity", "namespace": NAMESPACE, "name": name, "kind": "project",
-                      "aliases": [code, name.replace(" ", "-")]})
+                      "aliases": [code]})
     facts = 0
 
     def fact(content: str, entity: str, prop: str, value: str, mentions: list[str]) -> str:

@@ -48,7 +48,7 @@ from datetime import datetime
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import validate
+from stash_pipeline.memory import entity_recall, validate
 from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
@@ -157,6 +157,9 @@ def recall(
     with store.db.transaction() as tx:
         all_ns, ids = read_scope(tx, namespaces)
     embedding = store.embedder.embed_one(text) if use_vector else None
+    # entity leg (memory/entity_recall.py): current facts of the entities the query names
+    entity_leg = entity_recall.ENABLED and use_vector and use_text and when is None and not include_history
+    phrases = entity_recall.query_phrases(text) if entity_leg else []
     with store.db.transaction() as tx:
         with tx.conn.pipeline():  # the settings and the search share one round trip
             tx.one("recall_search_params", ef_search=str(EF_SEARCH))
@@ -190,6 +193,9 @@ def recall(
                 context_pool=CONTEXT_POOL,
                 context_window=CONTEXT_WINDOW,
             )
+            if phrases:
+                named = tx.all("recall_entity_facts", **entity_recall.parameters(phrases, embedding, all_ns, ids, W_VECTOR))
+                rows = entity_recall.fuse(rows, named, limit)
     return _within_budget([_hit(r) for r in rows], budget)
 
 
@@ -321,6 +327,7 @@ def _hit(row: dict[str, Any]) -> RecallHit:
             "text": _optional(row["bm25"]),
             "coverage": _optional(row["coverage"]),
             "context": _optional(row["context_score"]),
+            "entity": _optional(row.get("entity_score")),
         },
         confidence=float(row["confidence"]) if is_fact else None,
         occurred_at=None if is_fact else row["occurred_at"],

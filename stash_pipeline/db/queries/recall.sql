@@ -302,3 +302,81 @@ WHERE h.id = ANY(%(ids)s)
        OR n.metadata ->> 'session' = h.metadata ->> 'session'
        OR n.metadata ->> 'thread' = h.metadata ->> 'thread')
 ORDER BY h.id, n.id
+
+-- recall_entity_facts --
+-- The entity leg of hybrid recall (stash_pipeline.memory.entity_recall): current facts
+-- about the entities the query names, and about their neighbours one current relationship
+-- away. Named = an alias whose normalised form is one of the query's %(phrases)s, in the
+-- namespaces in scope (entity_aliases' unique (namespace_id, normalised) index), at most
+-- %(max_named)s. Neighbours: at most %(links_per_entity)s newest current relationships per
+-- named entity (live, source fact current), at most %(max_neighbours)s entities. Facts: at
+-- most %(facts_per_entity)s newest current facts per entity; the best %(max_facts)s by
+-- score = w_vector * cosine + (1 - w_vector) * entity_match * hop_factor^hop (hop 0 for a
+-- named entity, 1 for a neighbour). Same columns as recall_hybrid.
+WITH named AS (
+    SELECT DISTINCT COALESCE(e.merged_into, e.id) AS entity_id
+    FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
+    WHERE a.normalised = ANY(%(phrases)s::text[])
+      AND (%(all_namespaces)s OR a.namespace_id = ANY(%(namespace_ids)s))
+    LIMIT %(max_named)s
+),
+links AS (
+    SELECT l.id, l.entity_id
+    FROM named m
+    CROSS JOIN LATERAL (
+        (SELECT r.id, r.to_entity_id AS entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
+         WHERE r.from_entity_id = m.entity_id AND r.to_entity_id IS NOT NULL AND r.withdrawn_at IS NULL
+           AND s.withdrawn_at IS NULL AND s.valid_from <= now() AND (s.valid_until IS NULL OR s.valid_until > now())
+         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
+        UNION ALL
+        (SELECT r.id, r.from_entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
+         WHERE r.to_entity_id = m.entity_id AND r.from_entity_id IS NOT NULL AND r.withdrawn_at IS NULL
+           AND s.withdrawn_at IS NULL AND s.valid_from <= now() AND (s.valid_until IS NULL OR s.valid_until > now())
+         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
+    ) l
+),
+neighbours AS (
+    SELECT COALESCE(e.merged_into, e.id) AS entity_id
+    FROM links l JOIN entities e ON e.id = l.entity_id
+    WHERE COALESCE(e.merged_into, e.id) NOT IN (SELECT entity_id FROM named)
+    GROUP BY 1
+    ORDER BY max(l.id) DESC
+    LIMIT %(max_neighbours)s
+),
+reached AS (
+    SELECT x.hop, f.id
+    FROM (SELECT entity_id, 0 AS hop FROM named UNION ALL SELECT entity_id, 1 FROM neighbours) x
+    CROSS JOIN LATERAL (
+        SELECT f.id FROM facts f
+        WHERE f.entity_id = x.entity_id
+          AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
+          AND f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())
+        ORDER BY f.valid_from DESC, f.id DESC
+        LIMIT %(facts_per_entity)s
+    ) f
+),
+scored AS (
+    SELECT f.id, min(r.hop) AS hop, 1 - (f.embedding <=> %(embedding)s::vector) AS cosine
+    FROM reached r JOIN facts f ON f.id = r.id
+    GROUP BY f.id
+),
+ranked AS (
+    SELECT s.id, s.hop, s.cosine,
+           %(w_vector)s * GREATEST(s.cosine, 0)
+           + (1 - %(w_vector)s) * %(entity_match)s::float8 * power(%(hop_factor)s::float8, s.hop) AS score
+    FROM scored s
+    ORDER BY score DESC, s.id DESC
+    LIMIT %(max_facts)s
+)
+SELECT 'fact'::text AS kind, r.id, r.score, r.cosine, NULL::float8 AS bm25, NULL::float8 AS coverage,
+       r.score AS own_score, NULL::float8 AS context_score, r.hop,
+       n.slug AS namespace, f.content, f.confidence, f.valid_from, f.valid_until, f.withdrawn_at,
+       true AS current,
+       ARRAY(SELECT l.parent_id FROM lineage l
+             WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
+             ORDER BY l.parent_id) AS source_episode_ids,
+       NULL::jsonb AS metadata, NULL::timestamptz AS occurred_at
+FROM ranked r
+JOIN facts f ON f.id = r.id
+JOIN namespaces n ON n.id = f.namespace_id
+ORDER BY r.score DESC, r.id DESC
