@@ -15,11 +15,15 @@ Postgres 16". Both are found through resolved entities (``memory/entities.py``):
   reports stays whole; a hub (a project everyone works on) is cut to its newest links, so
   the leg costs a few index lookups and at most (MAX_NAMED + MAX_NEIGHBOURS) *
   FACTS_PER_ENTITY cosines whatever the graph's size.
-* **scoring**: ``W_VECTOR * cosine + (1 - W_VECTOR) * ENTITY_MATCH * HOP_FACTOR ** hop``.
-  The entity link stands in for the word coverage the fact lacks: naming the entity is
-  ENTITY_MATCH of a full text match, a neighbour's fact HOP_FACTOR of that. A fact that
-  spells the query's words out fully (coverage near 1) still outranks any entity
-  candidate, and cosine orders the entity's facts among themselves.
+* **scoring**: as ``recall_hybrid`` scores a fact (``W_VECTOR * cosine + (1 - W_VECTOR) *
+  coverage``, the same BM25), except when the fact lacks query words of the alias that
+  named its entity ("achen moved to the Kestrel team" for "what does Alice work on"):
+  the entity link stands for them, so they count as matched — ENTITY_CREDIT times their
+  idf, but at least ENTITY_MATCH of the query (the name is the subject the question is
+  about, however common the word) — times HOP_FACTOR for a neighbour's fact. A fact
+  that spells the name ("Alice Chen is a staff engineer", "checkout-api stores its state
+  in Cassandra") scores exactly as without the leg, so the leg lifts only what text
+  search cannot see and never reorders text hits among themselves.
 * **fusion** (``fuse``): the leg's rows join the ``recall_hybrid`` rows; a fact found by
   both keeps the higher score; then the best ``limit``. Only current facts, only in
   hybrid mode, never with ``as_of`` or ``include_history``: history is not what an
@@ -44,10 +48,13 @@ LINKS_PER_ENTITY = 20
 MAX_NEIGHBOURS = 10
 FACTS_PER_ENTITY = 20
 MAX_FACTS = 20
-#: naming the fact's entity counts as this share of a full text match ...
-ENTITY_MATCH = 0.5
-#: ... and naming an entity one relationship away as this factor of that
-HOP_FACTOR = 0.7
+#: a fact lacking the alias words that named its entity counts them as matched: this factor
+#: of their idf ...
+ENTITY_CREDIT = 1.0
+#: ... but at least this share of the query's (coverage) ...
+ENTITY_MATCH = 0.6
+#: ... and a neighbour's fact (one relationship away) this factor of that
+HOP_FACTOR = 0.8
 
 _WORD = re.compile(r"[^\W_](?:[\w.+#&-]*[\w+#])?")
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
@@ -69,10 +76,11 @@ def query_phrases(text: str) -> list[str]:
     return list(seen)[:MAX_PHRASES]
 
 
-def parameters(phrases: list[str], embedding: Any, all_namespaces: bool, namespace_ids: list[int],
-               w_vector: float) -> dict[str, Any]:
-    """The ``recall_entity_facts`` parameters for one query."""
+def parameters(text: str, phrases: list[str], embedding: Any, all_namespaces: bool, namespace_ids: list[int],
+               *, w_vector: float, k1: float, b: float) -> dict[str, Any]:
+    """The ``recall_entity_facts`` parameters for one query (BM25 and fusion as recall's)."""
     return {
+        "query": text,
         "phrases": phrases,
         "embedding": embedding,
         "all_namespaces": all_namespaces,
@@ -83,6 +91,9 @@ def parameters(phrases: list[str], embedding: Any, all_namespaces: bool, namespa
         "facts_per_entity": FACTS_PER_ENTITY,
         "max_facts": MAX_FACTS,
         "w_vector": w_vector,
+        "k1": k1,
+        "b": b,
+        "entity_credit": ENTITY_CREDIT,
         "entity_match": ENTITY_MATCH,
         "hop_factor": HOP_FACTOR,
     }

@@ -194,7 +194,8 @@ def recall(
                 context_window=CONTEXT_WINDOW,
             )
             if phrases:
-                named = tx.all("recall_entity_facts", **entity_recall.parameters(phrases, embedding, all_ns, ids, W_VECTOR))
+                named = tx.all("recall_entity_facts", **entity_recall.parameters(
+                    text, phrases, embedding, all_ns, ids, w_vector=W_VECTOR, k1=BM25_K1, b=BM25_B))
                 rows = entity_recall.fuse(rows, named, limit)
     return _within_budget([_hit(r) for r in rows], budget)
 

@@ -116,10 +116,11 @@ def test_one_hop_reaches_the_current_project_not_the_old_one(store, graph, monke
     assert graph["old_database"] not in found  # its relationship's source fact is superseded
     hop = next(h for h in hits if h.id == graph["database"] and h.kind == "fact")
     direct = next(h for h in hits if h.id == graph["work"] and h.kind == "fact")
-    link = (1 - recall.W_VECTOR) * entity_recall.ENTITY_MATCH
-    assert direct.score_parts["entity"] == pytest.approx(recall.W_VECTOR * max(direct.score_parts["vector"], 0) + link)
-    assert hop.score_parts["entity"] == pytest.approx(
-        recall.W_VECTOR * max(hop.score_parts["vector"], 0) + link * entity_recall.HOP_FACTOR)
+    # the hop fact gets HOP_FACTOR of the credit for "Alice" that the direct fact gets
+    assert hop.score_parts["coverage"] < direct.score_parts["coverage"]
+    assert direct.score_parts["entity"] == pytest.approx(
+        recall.W_VECTOR * max(direct.score_parts["vector"], 0)
+        + (1 - recall.W_VECTOR) * min(direct.score_parts["coverage"], 1))
 
     monkeypatch.setattr(entity_recall, "ENABLED", False)
     assert graph["database"] not in _ids(recall.recall(store, "Which database does Alice's project use?", NS))

@@ -310,18 +310,48 @@ ORDER BY h.id, n.id
 -- namespaces in scope (entity_aliases' unique (namespace_id, normalised) index), at most
 -- %(max_named)s. Neighbours: at most %(links_per_entity)s newest current relationships per
 -- named entity (live, source fact current), at most %(max_neighbours)s entities. Facts: at
--- most %(facts_per_entity)s newest current facts per entity; the best %(max_facts)s by
--- score = w_vector * cosine + (1 - w_vector) * entity_match * hop_factor^hop (hop 0 for a
--- named entity, 1 for a neighbour). Same columns as recall_hybrid.
-WITH named AS (
-    SELECT DISTINCT COALESCE(e.merged_into, e.id) AS entity_id
+-- most %(facts_per_entity)s newest current facts per entity, the best %(max_facts)s by score.
+-- Scored as recall_hybrid scores a fact (w_vector * cosine + (1 - w_vector) * coverage,
+-- same BM25), except when the fact lacks a query word of the alias that named its entity
+-- ("achen moved to Kestrel" for "what does Alice do"): then the missing words count as
+-- matched, as entity_credit times their idf but at least entity_match of the query, times
+-- hop_factor one hop away. A fact that spells the name scores exactly as in recall_hybrid.
+-- Same columns as recall_hybrid, plus hop.
+WITH
+query_lexemes AS (
+    SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
+),
+corpus AS (
+    SELECT COALESCE(sum(documents), 0)::float8 AS documents,
+           GREATEST(COALESCE(sum(total_length), 0)::float8 / NULLIF(sum(documents), 0), 1) AS average_length
+    FROM recall_text_stats
+    WHERE %(all_namespaces)s OR namespace_id = ANY(%(namespace_ids)s)
+),
+weights AS (
+    SELECT q.lexeme, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf
+    FROM query_lexemes q, corpus c,
+         LATERAL (SELECT COALESCE(sum(s.documents), 0)::float8 AS df FROM recall_term_stats s
+                  WHERE s.lexeme = q.lexeme AND (%(all_namespaces)s OR s.namespace_id = ANY(%(namespace_ids)s))) t
+),
+full_match AS (
+    SELECT sum(idf) AS idf FROM weights
+),
+named AS (
+    SELECT COALESCE(e.merged_into, e.id) AS entity_id,
+           -- the query words the matched aliases account for
+           ARRAY(SELECT DISTINCT w.lexeme
+                 FROM unnest(array_agg(a.alias)) AS al,
+                      unnest(tsvector_to_array(to_tsvector('english', al))) AS x(lexeme)
+                 JOIN weights w ON w.lexeme = x.lexeme) AS words
     FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
     WHERE a.normalised = ANY(%(phrases)s::text[])
       AND (%(all_namespaces)s OR a.namespace_id = ANY(%(namespace_ids)s))
+    GROUP BY 1
+    ORDER BY 1
     LIMIT %(max_named)s
 ),
 links AS (
-    SELECT l.id, l.entity_id
+    SELECT l.id, l.entity_id, m.entity_id AS named_id
     FROM named m
     CROSS JOIN LATERAL (
         (SELECT r.id, r.to_entity_id AS entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
@@ -336,7 +366,8 @@ links AS (
     ) l
 ),
 neighbours AS (
-    SELECT COALESCE(e.merged_into, e.id) AS entity_id
+    -- (named_id: the named entity it was reached from, by its newest link)
+    SELECT COALESCE(e.merged_into, e.id) AS entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
     FROM links l JOIN entities e ON e.id = l.entity_id
     WHERE COALESCE(e.merged_into, e.id) NOT IN (SELECT entity_id FROM named)
     GROUP BY 1
@@ -344,8 +375,10 @@ neighbours AS (
     LIMIT %(max_neighbours)s
 ),
 reached AS (
-    SELECT x.hop, f.id
-    FROM (SELECT entity_id, 0 AS hop FROM named UNION ALL SELECT entity_id, 1 FROM neighbours) x
+    SELECT x.hop, x.words, f.id
+    FROM (SELECT entity_id, 0 AS hop, words FROM named
+          UNION ALL
+          SELECT nb.entity_id, 1, m.words FROM neighbours nb JOIN named m ON m.entity_id = nb.named_id) x
     CROSS JOIN LATERAL (
         SELECT f.id FROM facts f
         WHERE f.entity_id = x.entity_id
@@ -356,19 +389,34 @@ reached AS (
     ) f
 ),
 scored AS (
-    SELECT f.id, min(r.hop) AS hop, 1 - (f.embedding <=> %(embedding)s::vector) AS cosine
-    FROM reached r JOIN facts f ON f.id = r.id
-    GROUP BY f.id
+    SELECT DISTINCT ON (r.id) r.id, r.hop, 1 - (f.embedding <=> %(embedding)s::vector) AS cosine,
+           COALESCE((
+               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(f.search) / co.average_length)))
+               FROM unnest(f.search) AS u
+               JOIN weights w ON w.lexeme = u.lexeme
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25,
+           COALESCE((SELECT sum(w.idf) FROM weights w
+                     WHERE w.lexeme = ANY(r.words) AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
+    FROM reached r JOIN facts f ON f.id = r.id, corpus co
+    ORDER BY r.id, r.hop
+),
+credited AS (
+    SELECT s.id, s.hop, s.cosine, s.bm25,
+           (s.bm25 + CASE WHEN s.missing > 0
+                          THEN power(%(hop_factor)s::float8, s.hop)
+                               * GREATEST(%(entity_credit)s::float8 * s.missing, %(entity_match)s::float8 * fm.idf)
+                          ELSE 0 END) / NULLIF(fm.idf, 0) AS coverage
+    FROM scored s, full_match fm
 ),
 ranked AS (
-    SELECT s.id, s.hop, s.cosine,
-           %(w_vector)s * GREATEST(s.cosine, 0)
-           + (1 - %(w_vector)s) * %(entity_match)s::float8 * power(%(hop_factor)s::float8, s.hop) AS score
-    FROM scored s
-    ORDER BY score DESC, s.id DESC
+    SELECT c.id, c.hop, c.cosine, c.bm25, c.coverage,
+           %(w_vector)s * GREATEST(c.cosine, 0) + (1 - %(w_vector)s) * LEAST(COALESCE(c.coverage, 0), 1) AS score
+    FROM credited c
+    ORDER BY score DESC, c.id DESC
     LIMIT %(max_facts)s
 )
-SELECT 'fact'::text AS kind, r.id, r.score, r.cosine, NULL::float8 AS bm25, NULL::float8 AS coverage,
+SELECT 'fact'::text AS kind, r.id, r.score, r.cosine, r.bm25, r.coverage,
        r.score AS own_score, NULL::float8 AS context_score, r.hop,
        n.slug AS namespace, f.content, f.confidence, f.valid_from, f.valid_until, f.withdrawn_at,
        true AS current,
