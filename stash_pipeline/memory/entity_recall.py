@@ -7,7 +7,9 @@ Postgres 16". Both are found through resolved entities (``memory/entities.py``):
 * **matching**: the query's word n-grams (1 to MAX_ALIAS_WORDS words, a possessive "'s"
   dropped), each normalised as aliases are (``entities.normalise``), are looked up in
   ``entity_aliases`` by its unique (namespace_id, normalised) index, in the namespaces in
-  scope. Exact alias match only: no fuzzy matching on the hot path.
+  scope (``recall_entity_names``, a small statement). Exact alias match only: no fuzzy
+  matching on the hot path. Only when an alias matched does ``recall_entity_facts`` run,
+  so a query naming no entity pays one index probe.
 * **bounds**: at most MAX_NAMED named entities; per named entity its LINKS_PER_ENTITY
   newest current relationships (live, source fact current), reaching at most
   MAX_NEIGHBOURS other entities; per entity its FACTS_PER_ENTITY newest current facts;
@@ -76,16 +78,22 @@ def query_phrases(text: str) -> list[str]:
     return list(seen)[:MAX_PHRASES]
 
 
-def parameters(text: str, phrases: list[str], embedding: Any, all_namespaces: bool, namespace_ids: list[int],
-               *, w_vector: float, k1: float, b: float) -> dict[str, Any]:
+def named_parameters(phrases: list[str], all_namespaces: bool, namespace_ids: list[int]) -> dict[str, Any]:
+    """The ``recall_entity_names`` parameters for one query's phrases."""
+    return {"phrases": phrases, "all_namespaces": all_namespaces, "namespace_ids": namespace_ids,
+            "max_named": MAX_NAMED}
+
+
+def parameters(text: str, named: list[dict[str, Any]], embedding: Any, all_namespaces: bool,
+               namespace_ids: list[int], *, w_vector: float, k1: float, b: float) -> dict[str, Any]:
     """The ``recall_entity_facts`` parameters for one query (BM25 and fusion as recall's)."""
     return {
         "query": text,
-        "phrases": phrases,
+        "entity_ids": [int(r["entity_id"]) for r in named],
+        "aliases": [r["aliases"] for r in named],
         "embedding": embedding,
         "all_namespaces": all_namespaces,
         "namespace_ids": namespace_ids,
-        "max_named": MAX_NAMED,
         "links_per_entity": LINKS_PER_ENTITY,
         "max_neighbours": MAX_NEIGHBOURS,
         "facts_per_entity": FACTS_PER_ENTITY,

@@ -193,10 +193,11 @@ def recall(
                 context_pool=CONTEXT_POOL,
                 context_window=CONTEXT_WINDOW,
             )
-            if phrases:
-                named = tx.all("recall_entity_facts", **entity_recall.parameters(
-                    text, phrases, embedding, all_ns, ids, w_vector=W_VECTOR, k1=BM25_K1, b=BM25_B))
-                rows = entity_recall.fuse(rows, named, limit)
+            named = tx.all("recall_entity_names", **entity_recall.named_parameters(phrases, all_ns, ids)) if phrases else []
+            if named:
+                found = tx.all("recall_entity_facts", **entity_recall.parameters(
+                    text, named, embedding, all_ns, ids, w_vector=W_VECTOR, k1=BM25_K1, b=BM25_B))
+                rows = entity_recall.fuse(rows, found, limit)
     return _within_budget([_hit(r) for r in rows], budget)
 
 

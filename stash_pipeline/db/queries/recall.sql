@@ -303,12 +303,31 @@ WHERE h.id = ANY(%(ids)s)
        OR n.metadata ->> 'thread' = h.metadata ->> 'thread')
 ORDER BY h.id, n.id
 
+-- recall_entity_names --
+-- The entities a query names (entity leg of hybrid recall, stash_pipeline.memory.
+-- entity_recall): aliases whose normalised form is one of the query's %(phrases)s, in the
+-- namespaces in scope, found by entity_aliases' unique (namespace_id, normalised) index;
+-- at most %(max_named)s entities, each with the aliases that matched. An entity merged into
+-- another has moved its aliases, facts and relationship ends to the kept one, so these
+-- rows name live entities only.
+WITH matched AS MATERIALIZED (
+    -- (MATERIALIZED: found by the (namespace_id, normalised) index, never by walking an
+    -- entity_id index in order for the LIMIT)
+    SELECT a.entity_id, a.alias
+    FROM entity_aliases a
+    WHERE a.normalised = ANY(%(phrases)s::text[])
+      AND (%(all_namespaces)s OR a.namespace_id = ANY(%(namespace_ids)s))
+)
+SELECT m.entity_id, string_agg(m.alias, ' ' ORDER BY m.alias) AS aliases
+FROM matched m
+GROUP BY m.entity_id
+ORDER BY m.entity_id
+LIMIT %(max_named)s
+
 -- recall_entity_facts --
--- The entity leg of hybrid recall (stash_pipeline.memory.entity_recall): current facts
--- about the entities the query names, and about their neighbours one current relationship
--- away. Named = an alias whose normalised form is one of the query's %(phrases)s, in the
--- namespaces in scope (entity_aliases' unique (namespace_id, normalised) index), at most
--- %(max_named)s. Neighbours: at most %(links_per_entity)s newest current relationships per
+-- The entity leg's candidates: current facts about the named entities (%(entity_ids)s, with
+-- the %(aliases)s that named each, from recall_entity_names) and about their neighbours one
+-- current relationship away: at most %(links_per_entity)s newest current relationships per
 -- named entity (live, source fact current), at most %(max_neighbours)s entities. Facts: at
 -- most %(facts_per_entity)s newest current facts per entity, the best %(max_facts)s by score.
 -- Scored as recall_hybrid scores a fact (w_vector * cosine + (1 - w_vector) * coverage,
@@ -318,6 +337,10 @@ ORDER BY h.id, n.id
 -- hop_factor one hop away. A fact that spells the name scores exactly as in recall_hybrid.
 -- Same columns as recall_hybrid, plus hop.
 WITH
+named AS (
+    SELECT n.entity_id, n.aliases
+    FROM unnest(%(entity_ids)s::bigint[], %(aliases)s::text[]) AS n(entity_id, aliases)
+),
 query_lexemes AS (
     SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
 ),
@@ -336,19 +359,12 @@ weights AS (
 full_match AS (
     SELECT sum(idf) AS idf FROM weights
 ),
-named AS (
-    SELECT COALESCE(e.merged_into, e.id) AS entity_id,
-           -- the query words the matched aliases account for
-           ARRAY(SELECT DISTINCT w.lexeme
-                 FROM unnest(array_agg(a.alias)) AS al,
-                      unnest(tsvector_to_array(to_tsvector('english', al))) AS x(lexeme)
-                 JOIN weights w ON w.lexeme = x.lexeme) AS words
-    FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
-    WHERE a.normalised = ANY(%(phrases)s::text[])
-      AND (%(all_namespaces)s OR a.namespace_id = ANY(%(namespace_ids)s))
-    GROUP BY 1
-    ORDER BY 1
-    LIMIT %(max_named)s
+-- the query words each named entity's matched aliases account for
+named_words AS (
+    SELECT m.entity_id,
+           ARRAY(SELECT w.lexeme FROM weights w
+                 WHERE w.lexeme = ANY(tsvector_to_array(to_tsvector('english', m.aliases)))) AS words
+    FROM named m
 ),
 links AS (
     SELECT l.id, l.entity_id, m.entity_id AS named_id
@@ -365,20 +381,20 @@ links AS (
          ORDER BY r.id DESC LIMIT %(links_per_entity)s)
     ) l
 ),
+-- (named_id: the named entity it was reached from, by its newest link)
 neighbours AS (
-    -- (named_id: the named entity it was reached from, by its newest link)
-    SELECT COALESCE(e.merged_into, e.id) AS entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
-    FROM links l JOIN entities e ON e.id = l.entity_id
-    WHERE COALESCE(e.merged_into, e.id) NOT IN (SELECT entity_id FROM named)
-    GROUP BY 1
+    SELECT l.entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
+    FROM links l
+    WHERE l.entity_id NOT IN (SELECT entity_id FROM named)
+    GROUP BY l.entity_id
     ORDER BY max(l.id) DESC
     LIMIT %(max_neighbours)s
 ),
 reached AS (
     SELECT x.hop, x.words, f.id
-    FROM (SELECT entity_id, 0 AS hop, words FROM named
+    FROM (SELECT entity_id, 0 AS hop, words FROM named_words
           UNION ALL
-          SELECT nb.entity_id, 1, m.words FROM neighbours nb JOIN named m ON m.entity_id = nb.named_id) x
+          SELECT nb.entity_id, 1, m.words FROM neighbours nb JOIN named_words m ON m.entity_id = nb.named_id) x
     CROSS JOIN LATERAL (
         SELECT f.id FROM facts f
         WHERE f.entity_id = x.entity_id
