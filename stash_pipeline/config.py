@@ -72,6 +72,12 @@ class Settings(BaseSettings):
     consolidation_batch_size: int = Field(100, ge=1, le=10_000, description="episodes per facts batch")
     consolidation_similarity_threshold: float = Field(0.85, gt=0, le=1, description="episode clustering")
     consolidation_dedup_threshold: float = Field(0.95, gt=0, le=1, description="fact dedup similarity")
+    entity_same_threshold: float = Field(
+        0.90, gt=0, le=1, description="name similarity at which a new name is a known entity without asking"
+    )
+    entity_check_threshold: float = Field(
+        0.75, gt=0, le=1, description="name similarity from which the model is asked whether two names are one entity"
+    )
     consolidation_window: timedelta = Field(timedelta(hours=168), description="decay window")
     decay_factor: float = Field(0.95, gt=0, lt=1)
     expiry_threshold: float = Field(0.1, ge=0, lt=1)
@@ -116,6 +122,8 @@ class Settings(BaseSettings):
             raise ValueError(
                 "STASH_CONSOLIDATION_SIMILARITY_THRESHOLD must not exceed STASH_CONSOLIDATION_DEDUP_THRESHOLD"
             )
+        if self.entity_check_threshold > self.entity_same_threshold:
+            raise ValueError("STASH_ENTITY_CHECK_THRESHOLD must not exceed STASH_ENTITY_SAME_THRESHOLD")
         if self.embedder == "openai" and not (self.embedding_model and self.openai_base_url):
             raise ValueError("STASH_EMBEDDER=openai needs STASH_EMBEDDING_MODEL and STASH_OPENAI_BASE_URL")
         return self

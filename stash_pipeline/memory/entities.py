@@ -12,6 +12,15 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from stash_pipeline import errors
+from stash_pipeline.db.gateway import Session
+from stash_pipeline.memory import lineage, validate
+from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
+from stash_pipeline.store import Store
 
 #: words that stand for a name rather than being one: "she (Alice)" is Alice
 PRONOUNS = frozenset(
@@ -49,3 +58,237 @@ def normalise(name: str) -> str:
         if outside:
             return outside
     return _words(name)
+
+
+def find_or_create(
+    tx: Session, namespace_id: int, name: str, key: str, *, embedding: Any, embedding_model: str
+) -> tuple[int, bool]:
+    """(entity id, created): the entity whose alias ``key`` is, else a new one named ``name``.
+
+    Safe against a concurrent writer recording the same alias: the loser's new row is
+    dropped and the winner's entity returned.
+    """
+    existing = tx.one("entity_alias_lookup", namespace_id=namespace_id, normalised=[key])
+    if existing is not None:
+        return int(existing["entity_id"]), False
+    first = " ".join(name.split()) or key
+    row = tx.one(
+        "entity_create", namespace_id=namespace_id, name=first, kind=None, normalised=key,
+        embedding=embedding, embedding_model=embedding_model,
+    )
+    assert row is not None
+    entity_id = int(row["id"])
+    if tx.one("entity_alias_add", entity_id=entity_id, namespace_id=namespace_id, alias=first, normalised=key) is None:
+        tx.execute("entity_delete_unused", id=entity_id)
+        winner = tx.one("entity_alias_lookup", namespace_id=namespace_id, normalised=[key])
+        assert winner is not None
+        return int(winner["entity_id"]), False
+    return entity_id, True
+
+
+def name_embedding(store: Store, name: str | None) -> Any:
+    """The vector an entity name is compared by (of its normalised form), or None for no name."""
+    key = normalise(name or "")
+    return store.embedder.embed_one(key) if key else None
+
+
+def link_asserted_fact(tx: Session, store: Store, fact: dict[str, Any], embedding: Any) -> None:
+    """Point a caller's new fact at its entity: the one its name is an alias of, else a new one.
+
+    A caller's write calls no model, so only the exact (normalised) name is matched here;
+    ``embedding`` is ``name_embedding`` of the fact's entity, computed before the transaction.
+    """
+    key = normalise(fact.get("entity") or "")
+    if not key or all(word in PRONOUNS for word in key.split()):
+        return
+    entity_id, _ = find_or_create(
+        tx, int(fact["namespace_id"]), fact["entity"], key,
+        embedding=embedding, embedding_model=store.settings.embedding_model_name,
+    )
+    tx.execute("entity_link_fact", id=int(fact["id"]), entity_id=entity_id)
+
+
+# --- reads -------------------------------------------------------------------------------
+
+#: rows per section of ``get_entity`` (facts, timeline, relationships, causal links)
+MAX_ITEMS = 500
+
+
+def _entity_id(tx: Session, entity_id: Any, name: Any, namespaces: Any) -> int:
+    """The entity a by-id or by-name call means (RecordNotFound outside the scope)."""
+    if entity_id is not None:
+        return validate.record_id(entity_id, "id")
+    if not isinstance(name, str) or not normalise(name):
+        raise errors.InvalidInput("give an entity id or a name")
+    everywhere, ns_ids = read_scope(tx, "/" if namespaces is None else namespaces)
+    found = tx.all("entity_find_by_alias", normalised=normalise(name), all_namespaces=everywhere, ns_ids=ns_ids)
+    if not found:
+        raise errors.RecordNotFound(f"no entity is named {name!r} in these namespaces")
+    if len(found) > 1:
+        where = ", ".join(f"{r['namespace']} (id {r['entity_id']})" for r in found)
+        raise errors.InvalidInput(f"{name!r} names an entity in several namespaces: {where}; give the id")
+    return int(found[0]["entity_id"])
+
+
+def _live(tx: Session, entity_id: int, scope: set[int] | None) -> dict[str, Any]:
+    """The entity row, following merges to the entity it now is part of."""
+    row = found_in_scope(tx.one("entity_get", id=entity_id), scope, f"entity {entity_id}")
+    for _ in range(MAX_MERGE_STEPS):
+        if row["merged_into"] is None:
+            return row
+        row = found_in_scope(tx.one("entity_get", id=int(row["merged_into"])), scope, f"entity {entity_id}")
+    raise errors.Conflict(f"entity {entity_id} is merged in a loop; split it to repair")
+
+
+def get_entity(store: Store, entity_id: Any = None, *, name: Any = None, namespaces: Any = None) -> dict[str, Any]:
+    """Everything known about one entity, by id or by any of its names.
+
+    Returns the entity with its aliases, the entities merged into it, its current facts,
+    its relationships (either end), the causal links of its facts, a timeline of its facts
+    (superseded ones included, by valid_from) and its corrections. A merged entity's id
+    answers with the entity it was merged into (``requested_id`` keeps the one asked for).
+    """
+    with store.db.transaction() as tx:
+        wanted = _entity_id(tx, entity_id, name, namespaces)
+        row = _live(tx, wanted, scope_ids(tx, namespaces))
+        eid = int(row["id"])
+        timeline = tx.all("entity_facts", id=eid, limit=MAX_ITEMS)
+        entity = {key: row[key] for key in ("id", "namespace", "name", "kind", "created_at", "updated_at")}
+        return {
+            "entity": entity,
+            "requested_id": wanted,
+            "aliases": tx.all("entity_aliases_of", id=eid),
+            "merged_from": tx.all("entity_merged_from", id=eid),
+            "facts": [f for f in timeline if f["current"]],
+            "relationships": tx.all("entity_relationships", id=eid, limit=MAX_ITEMS),
+            "causal_links": tx.all("entity_causal_links", id=eid, limit=MAX_ITEMS),
+            "timeline": timeline,
+            "corrections": tx.all("entity_corrections_of", id=eid),
+        }
+
+
+# --- corrections -------------------------------------------------------------------------
+
+#: a merge chain longer than this is a loop (merges keep chains one step long)
+MAX_MERGE_STEPS = 20
+
+
+def _lock_pair(tx: Session, first: int, second: int, scope: set[int] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    rows = {int(r["id"]): r for r in tx.all("entity_lock", ids=[first, second])}
+    for entity_id in (first, second):
+        found_in_scope(rows.get(entity_id), scope, f"entity {entity_id}")
+    return rows[first], rows[second]
+
+
+def _record(tx: Session, row: dict[str, Any], action: str, other: int, moved: dict[str, Any], note: Any) -> int:
+    correction = tx.one(
+        "entity_correction_add",
+        namespace_id=int(row["namespace_id"]),
+        action=action,
+        entity_id=int(row["id"]),
+        other_entity_id=other,
+        moved=Jsonb(moved),
+        reason=note,
+    )
+    assert correction is not None
+    correction_id = int(correction["id"])
+    lineage.add(tx, int(row["namespace_id"]), "entity_correction", correction_id,
+                [("entity", int(row["id"])), ("entity", other)])
+    return correction_id
+
+
+def merge_entities(
+    store: Store, keep_id: Any, merge_id: Any, *, note: Any = None, namespaces: Any = None
+) -> dict[str, Any]:
+    """Merge entity ``merge_id`` into ``keep_id``: its aliases, facts and relationship ends move.
+
+    The merged entity keeps its row (``merged_into``), the correction is recorded with
+    what it moved, and ``split_entity(keep_id, <the moved aliases>)`` undoes it.
+    """
+    keep_id = validate.record_id(keep_id, "id")
+    merge_id = validate.record_id(merge_id, "merge_id")
+    if keep_id == merge_id:
+        raise errors.InvalidInput("an entity cannot be merged into itself")
+    note = validate.optional_text(store.settings, note, "note")
+    with store.db.transaction() as tx:
+        keep, merge = _lock_pair(tx, keep_id, merge_id, scope_ids(tx, namespaces))
+        if keep["namespace_id"] != merge["namespace_id"]:
+            raise errors.InvalidInput("entities of different namespaces cannot be merged")
+        for row in (keep, merge):
+            if row["merged_into"] is not None:
+                raise errors.InvalidTransition(
+                    f"entity {row['id']} is already merged into entity {row['merged_into']}; use that one"
+                )
+        aliases = tx.all("entity_move_aliases", source=merge_id, target=keep_id, normalised=None)
+        facts = tx.all("entity_move_facts", source=merge_id, target=keep_id, ids=None)
+        ends = tx.one("entity_move_relationship_ends", source=merge_id, target=keep_id, from_ids=None, to_ids=None)
+        tx.all("entity_repoint_merged", source=merge_id, target=keep_id)
+        tx.execute("entity_set_merged_into", id=merge_id, into=keep_id)
+        tx.execute("entity_set_merged_into", id=keep_id, into=None)
+        moved = _moved([a["normalised"] for a in aliases], len(facts), ends)
+        correction_id = _record(tx, keep, "merge", merge_id, moved, note)
+    return {"id": keep_id, "merged_id": merge_id, "correction_id": correction_id, "moved": moved}
+
+
+def _moved(aliases: list[str], facts: int, ends: dict[str, Any] | None) -> dict[str, Any]:
+    ends = ends or {}
+    return {
+        "aliases": sorted(aliases),
+        "facts": facts,
+        "relationship_ends": int(ends.get("from_ends", 0)) + int(ends.get("to_ends", 0)),
+    }
+
+
+def split_entity(
+    store: Store, entity_id: Any, aliases: Any, *, note: Any = None, namespaces: Any = None
+) -> dict[str, Any]:
+    """Move some aliases of an entity, with the facts and relationship ends written with them, to another.
+
+    When the aliases are exactly those an earlier merge brought in, the merged entity comes
+    back (the merge is undone); otherwise a new entity is created, named by the first alias.
+    """
+    entity_id = validate.record_id(entity_id, "id")
+    names = [aliases] if isinstance(aliases, str) else aliases
+    if not isinstance(names, list) or not names or not all(isinstance(a, str) and normalise(a) for a in names):
+        raise errors.InvalidInput("aliases must be a non-empty list of names")
+    keys = sorted({normalise(a) for a in names})
+    note = validate.optional_text(store.settings, note, "note")
+    embedding = store.embedder.embed_one(keys[0])  # before the transaction, for a new entity
+    with store.db.transaction() as tx:
+        source = found_in_scope(
+            next(iter(tx.all("entity_lock", ids=[entity_id])), None), scope_ids(tx, namespaces), f"entity {entity_id}"
+        )
+        if source["merged_into"] is not None:
+            raise errors.InvalidTransition(f"entity {entity_id} is merged into entity {source['merged_into']}")
+        known = {a["normalised"]: a["alias"] for a in tx.all("entity_aliases_of", id=entity_id)}
+        unknown = [k for k in keys if k not in known]
+        if unknown:
+            raise errors.InvalidInput(f"entity {entity_id} has no alias {', '.join(unknown)}; its aliases: "
+                                      f"{', '.join(sorted(known))}")
+        if len(keys) == len(known):
+            raise errors.InvalidInput("a split must leave the entity at least one alias")
+        revived = next((int(m["other_entity_id"]) for m in tx.all("entity_merges_into", id=entity_id)
+                        if sorted(m["moved"].get("aliases", [])) == keys), None)
+        if revived is not None:
+            target = revived
+            tx.execute("entity_set_merged_into", id=target, into=None)
+        else:
+            created = tx.one(
+                "entity_create", namespace_id=int(source["namespace_id"]), name=known[keys[0]], kind=source["kind"],
+                normalised=keys[0], embedding=embedding, embedding_model=store.settings.embedding_model_name,
+            )
+            assert created is not None
+            target = int(created["id"])
+        moved_aliases = tx.all("entity_move_aliases", source=entity_id, target=target, normalised=keys)
+        wanted = set(keys)
+        fact_ids = [int(f["id"]) for f in tx.all("entity_fact_names", id=entity_id) if normalise(f["entity"]) in wanted]
+        facts = tx.all("entity_move_facts", source=entity_id, target=target, ids=fact_ids)
+        ends = tx.all("entity_relationship_names", id=entity_id)
+        from_ids = [int(r["id"]) for r in ends if r["from_entity_id"] == entity_id and normalise(r["from_entity"]) in wanted]
+        to_ids = [int(r["id"]) for r in ends if r["to_entity_id"] == entity_id and normalise(r["to_entity"]) in wanted]
+        moved_ends = tx.one("entity_move_relationship_ends", source=entity_id, target=target,
+                            from_ids=from_ids, to_ids=to_ids)
+        moved = _moved([a["normalised"] for a in moved_aliases], len(facts), moved_ends)
+        correction_id = _record(tx, source, "split", target, moved, note)
+    return {"id": entity_id, "new_id": target, "revived": revived is not None,
+            "correction_id": correction_id, "moved": moved}

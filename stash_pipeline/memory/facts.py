@@ -18,7 +18,7 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.memory import lineage, validate
+from stash_pipeline.memory import entities, lineage, validate
 from stash_pipeline.memory.namespaces import resolve_id, resolve_trees
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.models import Contradiction, Fact
@@ -169,6 +169,7 @@ def assert_fact(
     with store.db.transaction() as tx:
         resolve_id(tx, slug)  # fail before embedding on an unknown namespace
     embedding = store.embedder.embed_one(text)
+    entity_embedding = entities.name_embedding(store, entity)  # its entity: exact name or a new one
     with store.db.transaction() as tx:
         namespace_id = resolve_id(tx, slug)
         if cited:
@@ -192,6 +193,7 @@ def assert_fact(
             parents=[("episode", i) for i in cited],
             embedding=embedding,
         )
+        entities.link_asserted_fact(tx, store, row, entity_embedding)
         conflicts = structured_conflicts(tx, row, supersede=supersede)
     return {
         "fact": Fact.from_row(row),

@@ -30,6 +30,8 @@ KINDS = frozenset(
         "goal_note",
         "hypothesis",
         "hypothesis_evidence",
+        "entity",
+        "entity_correction",
     }
 )
 #: kinds the cascade can withdraw (they have a withdrawn_at column)

@@ -18,7 +18,8 @@ Output: a fact (origin synthesis, confidence n/(n+2) + structure boost) through
 ``memory.facts.insert_fact`` with lineage to every source episode; or, when the nearest
 current fact is at least ``STASH_CONSOLIDATION_DEDUP_THRESHOLD`` similar, that fact is
 REINFORCED (confidence toward 1, reinforcements + 1, updated_at) and gains lineage to the
-new episodes. New facts then go through the shared contradiction check.
+new episodes. New facts then go through the shared contradiction check, and each new
+fact's ``entity`` is resolved to an entity of the namespace (``entity_resolution``).
 Cursor: max episode id of the batch, committed with the outputs in one transaction.
 Idempotency: a committed batch is never selected again (cursor); a rolled-back batch
 wrote nothing; a cluster that fails is dead-lettered per episode and the cursor moves on.
@@ -37,6 +38,7 @@ from stash_pipeline.embedding.vectors import unit_vector
 from stash_pipeline.memory import lineage
 from stash_pipeline.memory.facts import insert_fact
 from stash_pipeline.stages import contradictions, prompts
+from stash_pipeline.stages.entity_resolution import Resolver
 
 if TYPE_CHECKING:
     from stash_pipeline.stages.context import StageContext
@@ -274,6 +276,10 @@ def process_episodes(
         failures[key] = "ModelResponseInvalid: the contradiction check got no valid answer"
         proposals.pop(key, None)
 
+    # entity resolution: decided before the transaction (it may ask the model)
+    resolver = Resolver(ctx)
+    resolver.plan(p.draft.entity for p in created if p.key in proposals)
+
     with ctx.batch(cursor=cursor) as batch:
         if resolved:
             batch.done("episode", resolved)
@@ -307,6 +313,7 @@ def process_episodes(
                     parents=[("episode", i) for i in proposal.episodes],
                     embedding=proposal.embedding,
                 )
+                resolver.link_fact(batch.tx, int(row["id"]), draft.entity)  # entity resolution
                 batch.wrote(1)
                 ctx.report.details["facts_created"] = ctx.report.details.get("facts_created", 0) + 1
                 fact_ids[c] = int(row["id"])

@@ -81,6 +81,25 @@ class ContradictionsAnswer(BaseModel):
     pairs: list[PairVerdict]
 
 
+# -- entities ------------------------------------------------------------------------------
+ENTITIES = system(
+    "entities",
+    """Each numbered pair gives a NAME as just written and a KNOWN entity with the names it goes by.
+Decide for each pair whether NAME refers to the same real-world person, thing or place as KNOWN.
+Answer "same": true only when they are clearly one and the same; when unsure, answer false.
+Schema: {"pairs": [{"pair": 1, "same": false}]}""",
+)
+
+
+class EntityPairVerdict(BaseModel):
+    pair: int
+    same: bool
+
+
+class EntitiesAnswer(BaseModel):
+    pairs: list[EntityPairVerdict]
+
+
 # -- relationships --------------------------------------------------------------------------
 RELATIONSHIPS = system(
     "relationships",

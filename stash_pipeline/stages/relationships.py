@@ -5,7 +5,8 @@ per batch, ``STASH_RELATIONSHIPS_FACTS_PER_CALL`` per model call; dead-lettered 
 Validation: every cited fact id must be in the listing (else the answer is retried);
 ``from``/``to`` must occur in THEIR fact's text (case-insensitive) and the relation type
 must be a lowercase identifier — relationships failing that are dropped and counted.
-Output: ``relationships`` rows (confidence clamped to [0.7, 1]) with lineage to the fact.
+Output: ``relationships`` rows (confidence clamped to [0.7, 1]) with lineage to the fact;
+both ends point at their entities (``entity_resolution``).
 Cursor: max fact id of the batch (retired facts are passed, never fed to the model).
 Idempotency: ON CONFLICT DO NOTHING on (namespace, from, type, to, source fact).
 """
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from stash_pipeline import errors
 from stash_pipeline.memory import lineage
 from stash_pipeline.stages import common, prompts
+from stash_pipeline.stages.entity_resolution import Resolver
 
 if TYPE_CHECKING:
     from stash_pipeline.stages.context import StageContext
@@ -63,6 +65,9 @@ def process(ctx: StageContext, facts: list[dict[str, Any]], *, cursor: int | Non
         for rel in answer.relationships:
             found.setdefault(rel.fact_id, []).append(rel)
 
+    resolver = Resolver(ctx)  # both ends of every relationship, before the transaction
+    resolver.plan(name for rels in found.values() for rel in rels for name in (rel.from_, rel.to))
+
     with ctx.batch(cursor=cursor) as batch:
         if resolved:
             batch.done("fact", resolved)
@@ -90,5 +95,6 @@ def process(ctx: StageContext, facts: list[dict[str, Any]], *, cursor: int | Non
                         fact_id=fact_id,
                     )
                     if row is not None:
+                        resolver.link_relationship(batch.tx, int(row["id"]), source, target)
                         lineage.add(batch.tx, ctx.namespace_id, "relationship", int(row["id"]), [("fact", fact_id)])
                         batch.wrote(1)

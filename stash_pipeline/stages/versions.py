@@ -24,8 +24,12 @@ if TYPE_CHECKING:
 
 #: The (system prompt, answer schema) pairs each stage sends; keep in step with the stage modules.
 STAGE_PROMPTS: dict[str, tuple[tuple[str, type[BaseModel]], ...]] = {
-    "facts": ((prompts.FACTS, prompts.FactsAnswer), (prompts.CONTRADICTIONS, prompts.ContradictionsAnswer)),
-    "relationships": ((prompts.RELATIONSHIPS, prompts.RelationshipsAnswer),),
+    "facts": (
+        (prompts.FACTS, prompts.FactsAnswer),
+        (prompts.CONTRADICTIONS, prompts.ContradictionsAnswer),
+        (prompts.ENTITIES, prompts.EntitiesAnswer),
+    ),
+    "relationships": ((prompts.RELATIONSHIPS, prompts.RelationshipsAnswer), (prompts.ENTITIES, prompts.EntitiesAnswer)),
     "causal_links": ((prompts.CAUSAL_LINKS, prompts.CausalAnswer),),
     "patterns": ((prompts.PATTERNS, prompts.PatternsAnswer),),
     "goal_progress": ((prompts.GOAL_PROGRESS, prompts.GoalProgressAnswer),),

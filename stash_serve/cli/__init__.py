@@ -1,7 +1,7 @@
 """The ``stash`` command line.
 
 One module per subject, mirroring ``stash_pipeline.memory`` (``namespaces``,
-``episodes``, ``interchange``, ``recall``, ``context``, ``facts``, ``graph``,
+``episodes``, ``interchange``, ``recall``, ``context``, ``facts``, ``entities``, ``graph``,
 ``contradictions``, ``hypotheses``, ``goals``, ``failures``), plus ``admin``, ``db``,
 ``consolidation`` and ``service``; each exports ``COMMANDS``, registered here on the root
 group. Command modules import only click at module level and the library inside each
@@ -20,6 +20,7 @@ from stash_serve.cli import (
     context,
     contradictions,
     db,
+    entities,
     episodes,
     facts,
     failures,
@@ -61,8 +62,8 @@ def cli() -> None:
 
 
 for _module in (
-    admin, db, namespaces, episodes, interchange, recall, context, facts, graph, contradictions, hypotheses, goals,
-    failures, consolidation, service, go_import,
+    admin, db, namespaces, episodes, interchange, recall, context, facts, entities, graph, contradictions, hypotheses,
+    goals, failures, consolidation, service, go_import,
 ):
     for _command in _module.COMMANDS:
         cli.add_command(_command)

@@ -398,6 +398,9 @@ async def test_every_tool_has_a_clear_error_path(server: Any) -> None:
         "consolidate": (missing, "namespace_not_found"),
         "consolidation_status": (missing, "namespace_not_found"),
         "stats": (missing, "namespace_not_found"),
+        "get_entity": ({"id": 424242}, "record_not_found"),
+        "merge_entities": ({"id": 424242, "merge_id": 424243}, "record_not_found"),
+        "split_entity": ({"id": 424242, "aliases": ["x"]}, "record_not_found"),
     }
     async with Client(server) as client:
         tools = {t.name for t in (await client.list_tools()).tools}

@@ -114,6 +114,7 @@ READ_ONLY = {
     "show_failure",
     "consolidation_status",
     "stats",
+    "get_entity",
 }
 DESTRUCTIVE = {
     "forget",

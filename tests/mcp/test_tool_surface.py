@@ -150,7 +150,7 @@ def _description_chars(value: Any) -> int:
 async def test_every_tool_names_one_concept_one_way(server: Any) -> None:
     async with Client(server) as client:
         tools = (await client.list_tools()).tools
-    assert len(tools) == 48
+    assert len(tools) == 51
     problems = [problem for tool in tools for problem in _rule_violations(tool.name, tool)]
     assert problems == []
 

@@ -29,7 +29,7 @@ import httpx2
 import pytest
 
 from stash_pipeline import auth
-from stash_pipeline.memory import episodes, facts, failures, goals, graph, hypotheses
+from stash_pipeline.memory import entities, episodes, facts, failures, goals, graph, hypotheses
 from stash_pipeline.memory import namespaces as ns_ops
 from tests.mcp.test_transports import INITIALIZE, MCP_HEADERS, _serve_http, _session
 from tests.reliability.conftest import FIGURES, snapshot
@@ -73,6 +73,19 @@ def _goal(s: Any, ns: str) -> int:
 
 def _failure(s: Any, ns: str) -> int:
     return failures.create(s, ns, f"{ns[1:].upper()} failure {_n()}", "why", "lesson").id
+
+
+def _entity(s: Any, ns: str) -> int:
+    name = f"{ns[1:].upper()} person {_n()}"
+    facts.assert_fact(s, ns, f"{name} joined the team", entity=name, property="role", value="member")
+    return entities.get_entity(s, name=name, namespaces=ns)["entity"]["id"]
+
+
+def _merged(s: Any, ns: str) -> tuple[int, str]:
+    """An entity with a second alias (merged in), and that alias."""
+    keep, other = _entity(s, ns), _entity(s, ns)
+    entities.merge_entities(s, keep, other)
+    return keep, entities.get_entity(s, keep)["aliases"][-1]["alias"]
 
 
 def _episode(s: Any, ns: str) -> int:
@@ -128,6 +141,9 @@ CALLS: dict[str, Args] = {
     "create_failure": lambda s, ns: {"content": f"failure {_n()}", "reason": "r", "lesson": "l", "namespace": ns},
     "show_failure": lambda s, ns: {"id": _failure(s, ns)},
     "delete_failure": lambda s, ns: {"id": _failure(s, ns)},
+    "get_entity": lambda s, ns: {"id": _entity(s, ns)},
+    "merge_entities": lambda s, ns: {"id": _entity(s, ns), "merge_id": _entity(s, ns)},
+    "split_entity": lambda s, ns: dict(zip(("id", "aliases"), (lambda m: (m[0], [m[1]]))(_merged(s, ns)), strict=True)),
     "consolidate": lambda s, ns: {"namespaces": ns, "stage": "decay"},
     "consolidation_status": lambda s, ns: {"namespaces": ns},
     "stats": lambda s, ns: {"namespaces": ns},

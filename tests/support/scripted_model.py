@@ -82,6 +82,8 @@ class ScriptedModel:
     contradiction_class: str = "replacement"
     contradiction_confidence: float = 0.95
     calls: Counter = field(default_factory=Counter)
+    #: a word in a cluster's first observation → the entity the facts answer names for it
+    entity_names: dict[str, str] = field(default_factory=dict)
     _faults: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     def __post_init__(self) -> None:
@@ -149,6 +151,7 @@ class ScriptedModel:
                             "value": "42 elephants", "summary": "Bob owns 42 elephants"})
                 continue
             entity, prop, value = _entity_triple(texts[0]) if texts else (None, None, None)
+            entity = next((name for word, name in self.entity_names.items() if texts and word in texts[0]), entity)
             excerpts = [" ".join(t.rstrip(".").split()[:8]) for t in texts[:3]]
             summary = f"{entity or 'it'} is noted as: " + " / ".join(excerpts)
             out.append({"cluster": int(number), "entity": entity, "property": prop, "value": value, "summary": summary})
@@ -160,6 +163,17 @@ class ScriptedModel:
             pairs.append({"pair": pair_id, "classification": self.contradiction_class,
                           "confidence": self.contradiction_confidence,
                           "explanation": f"the newer statement replaces the older one ({text[:60]})"})
+        return {"pairs": pairs}
+
+    def _entities(self, user: str, fault: str | None) -> dict[str, Any]:
+        """Same entity when the words of one name (titles aside) are all among the other's."""
+        pairs = []
+        for pair_id, text in _items(user):
+            match = re.match(r"NAME: (.*?) \| KNOWN: (.*?) \(also:", text)
+            if not match:
+                continue
+            name, known = ({w.lower() for w in _WORD.findall(part)} - {"dr", "mr", "ms", "mrs"} for part in match.groups())
+            pairs.append({"pair": pair_id, "same": bool(name and known and (name <= known or known <= name))})
         return {"pairs": pairs}
 
     def _relationships(self, user: str, fault: str | None) -> dict[str, Any]:

@@ -41,6 +41,30 @@ SELECT count(*) FROM failures t WHERE t.namespace_id = ANY(%(ids)s)
 -- Every failures row of the tree (read through a server-side cursor).
 SELECT t.* FROM failures t WHERE t.namespace_id = ANY(%(ids)s) ORDER BY t.id
 
+-- interchange_count_entities --
+-- How many entities rows the tree holds.
+SELECT count(*) FROM entities t WHERE t.namespace_id = ANY(%(ids)s)
+
+-- interchange_rows_entities --
+-- Every entities row of the tree (read through a server-side cursor).
+SELECT t.* FROM entities t WHERE t.namespace_id = ANY(%(ids)s) ORDER BY t.id
+
+-- interchange_count_entity_aliases --
+-- How many entity_aliases rows the tree holds.
+SELECT count(*) FROM entity_aliases t WHERE t.namespace_id = ANY(%(ids)s)
+
+-- interchange_rows_entity_aliases --
+-- Every entity_aliases row of the tree (read through a server-side cursor).
+SELECT t.* FROM entity_aliases t WHERE t.namespace_id = ANY(%(ids)s) ORDER BY t.entity_id, t.normalised
+
+-- interchange_count_entity_corrections --
+-- How many entity_corrections rows the tree holds.
+SELECT count(*) FROM entity_corrections t WHERE t.namespace_id = ANY(%(ids)s)
+
+-- interchange_rows_entity_corrections --
+-- Every entity_corrections row of the tree (read through a server-side cursor).
+SELECT t.* FROM entity_corrections t WHERE t.namespace_id = ANY(%(ids)s) ORDER BY t.id
+
 -- interchange_count_facts --
 -- How many facts rows the tree holds.
 SELECT count(*) FROM facts t WHERE t.namespace_id = ANY(%(ids)s)

@@ -17,3 +17,9 @@ UPDATE goals g SET parent_id = p.ref
 UPDATE facts f SET superseded_by = p.ref
   FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
  WHERE f.id = p.id
+
+-- interchange_defer_entities_merged_into --
+-- Point imported merged entities at the (imported) entities they were merged into.
+UPDATE entities e SET merged_into = p.ref
+  FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
+ WHERE e.id = p.id

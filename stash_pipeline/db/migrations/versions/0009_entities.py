@@ -23,11 +23,11 @@ depends_on = None
 
 # The statements here are fixed text with bound values; none is built from data.
 _SPELLINGS = text(
-    "SELECT namespace_id, entity AS spelling, min(id) AS first FROM facts WHERE entity IS NOT NULL "
+    "SELECT namespace_id, entity AS spelling, 0 AS source, min(id) AS first FROM facts WHERE entity IS NOT NULL "
     "GROUP BY namespace_id, entity "
-    "UNION ALL SELECT namespace_id, from_entity, min(id) FROM relationships GROUP BY namespace_id, from_entity "
-    "UNION ALL SELECT namespace_id, to_entity, min(id) FROM relationships GROUP BY namespace_id, to_entity "
-    "ORDER BY 1, 3, 2"
+    "UNION ALL SELECT namespace_id, from_entity, 1, min(id) FROM relationships GROUP BY namespace_id, from_entity "
+    "UNION ALL SELECT namespace_id, to_entity, 2, min(id) FROM relationships GROUP BY namespace_id, to_entity "
+    "ORDER BY 1, 3, 4, 2"
 )
 _NEW_ENTITY = text(
     "INSERT INTO entities (namespace_id, name, normalised) VALUES (:namespace_id, :name, :normalised) RETURNING id"
@@ -55,7 +55,8 @@ def upgrade() -> None:
     connection = op.get_bind()
     # (namespace, normalised) -> the spellings that normalise to it, first seen first
     groups: dict[tuple[int, str], list[str]] = {}
-    for namespace_id, spelling, _first in connection.execute(_SPELLINGS):
+    # facts first, then relationship ends; within each, the spelling first written first
+    for namespace_id, spelling, _source, _first in connection.execute(_SPELLINGS):
         key = normalise(spelling)
         if key:
             spellings = groups.setdefault((int(namespace_id), key), [])

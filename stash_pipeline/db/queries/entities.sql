@@ -1,0 +1,180 @@
+-- Entities and their aliases (stash_pipeline.memory.entities, stash_pipeline.stages.
+-- entity_resolution): alias lookup, creation, links from facts and relationship ends,
+-- merge and split, and the reads of get_entity.
+
+-- entity_alias_lookup --
+-- The entities the given normalised names are aliases of in one namespace.
+SELECT a.normalised, a.entity_id
+  FROM entity_aliases a
+ WHERE a.namespace_id = %(namespace_id)s AND a.normalised = ANY(%(normalised)s::text[])
+
+-- entity_alias_word_matches --
+-- Aliases of one namespace that have the given word as their first or last word, or are
+-- the first or last word of the given name (the candidates of the token-subset rule).
+SELECT a.entity_id, a.normalised
+  FROM entity_aliases a
+ WHERE a.namespace_id = %(namespace_id)s
+   AND (a.normalised = ANY(%(words)s::text[])
+        OR split_part(a.normalised, ' ', 1) = ANY(%(words)s::text[])
+        OR reverse(split_part(reverse(a.normalised), ' ', 1)) = ANY(%(words)s::text[]))
+
+-- entity_nearest --
+-- The live entities of one namespace whose name embeddings are nearest to the given vector.
+SELECT e.id, e.name, 1 - (e.embedding <=> %(embedding)s) AS similarity,
+       ARRAY(SELECT a.alias FROM entity_aliases a WHERE a.entity_id = e.id ORDER BY a.created_at, a.alias
+             LIMIT 8) AS aliases
+  FROM entities e
+ WHERE e.namespace_id = %(namespace_id)s AND e.merged_into IS NULL AND e.embedding IS NOT NULL
+ ORDER BY e.embedding <=> %(embedding)s
+ LIMIT %(limit)s
+
+-- entity_create --
+-- A new entity of one namespace, named as first written.
+INSERT INTO entities (namespace_id, name, kind, normalised, embedding, embedding_model)
+VALUES (%(namespace_id)s, %(name)s, %(kind)s, %(normalised)s, %(embedding)s, %(embedding_model)s)
+RETURNING id
+
+-- entity_alias_add --
+-- Record a spelling as an alias of an entity; no row when the namespace already has it.
+INSERT INTO entity_aliases (entity_id, namespace_id, alias, normalised)
+VALUES (%(entity_id)s, %(namespace_id)s, %(alias)s, %(normalised)s)
+ON CONFLICT (namespace_id, normalised) DO NOTHING
+RETURNING entity_id
+
+-- entity_delete_unused --
+-- Drop an entity created in this transaction that lost the race for its first alias.
+DELETE FROM entities e
+ WHERE e.id = %(id)s
+   AND NOT EXISTS (SELECT 1 FROM entity_aliases a WHERE a.entity_id = e.id)
+
+-- entity_link_fact --
+-- Point one fact at its entity.
+UPDATE facts SET entity_id = %(entity_id)s WHERE id = %(id)s
+
+-- entity_link_relationship --
+-- Point one relationship's two ends at their entities.
+UPDATE relationships SET from_entity_id = %(from_entity_id)s, to_entity_id = %(to_entity_id)s
+ WHERE id = %(id)s
+
+-- entity_get --
+-- One entity (any state, no vector) with its namespace.
+SELECT e.id, e.namespace_id, n.slug AS namespace, e.name, e.kind, e.normalised, e.merged_into,
+       e.created_at, e.updated_at
+  FROM entities e JOIN namespaces n ON n.id = e.namespace_id
+ WHERE e.id = %(id)s
+
+-- entity_lock --
+-- Lock entities for a correction; returns them (no vectors).
+SELECT e.id, e.namespace_id, e.name, e.kind, e.normalised, e.merged_into, e.embedding IS NOT NULL AS embedded
+  FROM entities e
+ WHERE e.id = ANY(%(ids)s::bigint[])
+ ORDER BY e.id
+   FOR UPDATE
+
+-- entity_find_by_alias --
+-- The entities a normalised name is an alias of, in the given namespaces (all when all_namespaces).
+SELECT a.entity_id, n.slug AS namespace
+  FROM entity_aliases a JOIN namespaces n ON n.id = a.namespace_id
+ WHERE a.normalised = %(normalised)s AND (%(all_namespaces)s OR a.namespace_id = ANY(%(ns_ids)s::bigint[]))
+ ORDER BY n.slug
+
+-- entity_aliases_of --
+-- The aliases of one entity, first recorded first.
+SELECT alias, normalised, created_at FROM entity_aliases WHERE entity_id = %(id)s ORDER BY created_at, normalised
+
+-- entity_merged_from --
+-- Entities merged into one entity.
+SELECT id, name FROM entities WHERE merged_into = %(id)s ORDER BY id
+
+-- entity_facts --
+-- Every fact of one entity that was not withdrawn (current and superseded), by valid_from.
+SELECT f.id, f.content, f.entity, f.property, f.value, f.confidence, f.origin, f.valid_from, f.valid_until,
+       f.superseded_by, f.created_at,
+       (f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())) AS current
+  FROM facts f
+ WHERE f.entity_id = %(id)s AND f.withdrawn_at IS NULL
+ ORDER BY f.valid_from, f.id
+ LIMIT %(limit)s
+
+-- entity_relationships --
+-- Live relationships with the entity at either end.
+SELECT r.id, r.from_entity, r.from_entity_id, r.relation_type, r.to_entity, r.to_entity_id, r.confidence,
+       r.source_fact_id, r.created_at
+  FROM relationships r
+ WHERE (r.from_entity_id = %(id)s OR r.to_entity_id = %(id)s) AND r.withdrawn_at IS NULL
+ ORDER BY r.id
+ LIMIT %(limit)s
+
+-- entity_causal_links --
+-- Live causal links whose cause or effect is a (not withdrawn) fact of the entity.
+SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidence, c.method, c.rationale,
+       c.created_at
+  FROM causal_links c
+ WHERE c.deleted_at IS NULL AND c.withdrawn_at IS NULL
+   AND EXISTS (SELECT 1 FROM facts f
+                WHERE f.entity_id = %(id)s AND f.withdrawn_at IS NULL
+                  AND (f.id = c.cause_fact_id OR f.id = c.effect_fact_id))
+ ORDER BY c.id
+ LIMIT %(limit)s
+
+-- entity_corrections_of --
+-- The merges and splits an entity took part in, oldest first.
+SELECT id, action, entity_id, other_entity_id, moved, reason, created_at
+  FROM entity_corrections
+ WHERE entity_id = %(id)s OR other_entity_id = %(id)s
+ ORDER BY id
+
+-- entity_merges_into --
+-- Merges into one entity whose merged entity is still merged into it, newest first.
+SELECT c.id, c.other_entity_id, c.moved
+  FROM entity_corrections c JOIN entities e ON e.id = c.other_entity_id
+ WHERE c.action = 'merge' AND c.entity_id = %(id)s AND e.merged_into = %(id)s
+ ORDER BY c.id DESC
+
+-- entity_move_aliases --
+-- Move aliases of one entity (all, or those with the given normalised forms) to another.
+UPDATE entity_aliases SET entity_id = %(target)s
+ WHERE entity_id = %(source)s AND (%(normalised)s::text[] IS NULL OR normalised = ANY(%(normalised)s::text[]))
+RETURNING alias, normalised
+
+-- entity_move_facts --
+-- Point facts of one entity (all, or the given ids) at another.
+UPDATE facts SET entity_id = %(target)s
+ WHERE entity_id = %(source)s AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+RETURNING id
+
+-- entity_move_relationship_ends --
+-- Point relationship ends at one entity (all, or of the given relationship ids) at another.
+WITH moved_from AS (
+    UPDATE relationships SET from_entity_id = %(target)s
+     WHERE from_entity_id = %(source)s AND (%(from_ids)s::bigint[] IS NULL OR id = ANY(%(from_ids)s::bigint[]))
+    RETURNING id
+), moved_to AS (
+    UPDATE relationships SET to_entity_id = %(target)s
+     WHERE to_entity_id = %(source)s AND (%(to_ids)s::bigint[] IS NULL OR id = ANY(%(to_ids)s::bigint[]))
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM moved_from) AS from_ends, (SELECT count(*) FROM moved_to) AS to_ends
+
+-- entity_fact_names --
+-- The facts of one entity with the name each was written with.
+SELECT id, entity FROM facts WHERE entity_id = %(id)s
+
+-- entity_relationship_names --
+-- The relationships with an end at one entity, with the names both ends were written with.
+SELECT id, from_entity, from_entity_id, to_entity, to_entity_id
+  FROM relationships WHERE from_entity_id = %(id)s OR to_entity_id = %(id)s
+
+-- entity_set_merged_into --
+-- Mark an entity merged into another (or, with NULL, a live entity again).
+UPDATE entities SET merged_into = %(into)s, updated_at = now() WHERE id = %(id)s
+
+-- entity_repoint_merged --
+-- Entities once merged into one entity now count as merged into another (chains stay one step).
+UPDATE entities SET merged_into = %(target)s, updated_at = now() WHERE merged_into = %(source)s RETURNING id
+
+-- entity_correction_add --
+-- Record one merge or split.
+INSERT INTO entity_corrections (namespace_id, action, entity_id, other_entity_id, moved, reason)
+VALUES (%(namespace_id)s, %(action)s, %(entity_id)s, %(other_entity_id)s, %(moved)s, %(reason)s)
+RETURNING id, created_at
