@@ -3,16 +3,16 @@
 
 The entity set (bench/data/entity_graph.py: 24 people, 16 projects, their aliases,
 facts, relationships and chatter; 72 questions of two types, ``alias`` and ``one_hop``)
-is loaded into the agent-memory database, next to the agent-memory set, whose facts'
-subjects are resolved to entities too (one entity per namespace and normalised spelling,
-the spelling as alias: what the entity backfill does), so the entity leg also fires on
-the agent-memory questions that name a service. The conversational set's speakers become
-entities of their conversation (first name as alias); its turns have no facts, so there
-the leg only costs its lookup.
+is loaded into the agent-memory database, next to the agent-memory set. Every asserted
+fact gets its entity from ``assert_fact`` (exact name, else a new entity), so the
+agent-memory facts' subjects are entities too and the leg fires on the agent-memory
+questions that name a service. The conversational set's speakers become entities of
+their conversation; its turns have no facts, so there the leg only costs its lookup.
 
-Entities, aliases, entity links and relationships are written with bench SQL that
-mirrors what entity resolution writes (bench/queries.sql); episodes and facts go in
-through the library (``remember_batch``, ``assert_fact`` with ``supersede``).
+Through the library: entities (``entities.find_or_create``), aliases (an alias entity
+merged into the named one, ``entities.merge_entities``), episodes (``remember_batch``)
+and facts (``assert_fact`` with ``supersede``). Relationships are written with bench SQL
+(bench/queries.sql), as only the relationships stage writes them.
 
 ``recall`` = recall as shipped, ``recall_no_entities`` = the same call with the leg off
 (``entity_recall.ENABLED = False``), in the same run. ENTITY_MATCH x HOP_FACTOR is swept
@@ -54,34 +54,45 @@ def entity_leg(enabled: bool, **constants: float) -> Iterator[None]:
             setattr(entity_recall, key, value)
 
 
-def _entity(tx: Any, namespace: str, name: str, kind: str | None, aliases: list[str]) -> tuple[int, int]:
-    from stash_pipeline.memory.entities import normalise
+def resolve(store: Any, namespace: str, name: str, aliases: list[str]) -> int:
+    """The entity ``name`` is (found or created), with ``aliases`` merged into it; its id.
 
-    row = tx.conn.execute(common.sql("bench_entity_insert"),
-                          {"namespace": namespace, "name": name, "kind": kind, "normalised": normalise(name)}).fetchone()
-    for alias in [name, *aliases]:
-        tx.conn.execute(common.sql("bench_entity_alias_insert"),
-                        {"entity_id": row["id"], "namespace_id": row["namespace_id"], "alias": alias,
-                         "normalised": normalise(alias)})
-    return int(row["id"]), int(row["namespace_id"])
+    Through the library: ``find_or_create`` is what an asserted fact's entity goes through,
+    and an alias becomes the entity's by ``merge_entities``, as a caller's correction would.
+    """
+    from stash_pipeline.memory import entities
+    from stash_pipeline.memory.namespaces import resolve_id
+
+    ids = []
+    for spelling in [name, *aliases]:
+        vector = entities.name_embedding(store, spelling)
+        with store.db.transaction() as tx:
+            ids.append(entities.find_or_create(tx, resolve_id(tx, namespace), spelling, entities.normalise(spelling),
+                                               embedding=vector,
+                                               embedding_model=store.settings.embedding_model_name)[0])
+    for other in dict.fromkeys(ids[1:]):
+        if other != ids[0]:
+            entities.merge_entities(store, ids[0], other)
+    return ids[0]
 
 
-def load(store: Any, graph: list[dict[str, Any]], agent_facts: list[dict[str, Any]],
-         refs: dict[str, Ref]) -> dict[str, Ref]:
-    """Load the entity set and resolve the agent-memory facts' subjects; key -> (kind, id)."""
+def load(store: Any, graph: list[dict[str, Any]]) -> dict[str, Ref]:
+    """Load the entity set; key -> (kind, id). Facts get their entity as ``assert_fact`` gives it
+    (exact name); relationships are written with bench SQL (only the stages write them)."""
     from stash_pipeline.memory import episodes, facts, namespaces
     from stash_pipeline.memory.entities import normalise
 
     texts = [r["content"] for r in graph if r["record"] in ("fact", "episode")]
+    texts += [n for r in graph if r["record"] == "entity" for n in [r["name"], *r["aliases"]]]
+    texts = list(dict.fromkeys(texts + [normalise(t) for t in texts]))
     common.prime_embedding_cache(store, texts, common.dataset_vectors(texts))
     out: dict[str, Ref] = {}
     entity_ids: dict[tuple[str, str], int] = {}
     for record in (r for r in graph if r["record"] == "namespace"):
         namespaces.create(store, record["namespace"])
-    with store.db.transaction() as tx:
-        for record in (r for r in graph if r["record"] == "entity"):
-            entity_id, _ = _entity(tx, record["namespace"], record["name"], record["kind"], record["aliases"])
-            entity_ids[(record["namespace"], normalise(record["name"]))] = entity_id
+    for record in (r for r in graph if r["record"] == "entity"):
+        entity_ids[(record["namespace"], normalise(record["name"]))] = resolve(
+            store, record["namespace"], record["name"], record["aliases"])
     by_namespace: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in (r for r in graph if r["record"] == "episode"):
         by_namespace[record["namespace"]].append(record)
@@ -94,18 +105,6 @@ def load(store: Any, graph: list[dict[str, Any]], agent_facts: list[dict[str, An
                                  property=record["property"], value=record["value"], supersede=True)
         out[record["key"]] = ("fact", int(made["fact"].id))
     with store.db.transaction() as tx:
-        linked: dict[int, list[int]] = defaultdict(list)
-        for record in (r for r in graph if r["record"] == "fact"):
-            linked[entity_ids[(record["namespace"], normalise(record["entity"]))]].append(out[record["key"]][1])
-        # the agent-memory facts' subjects: one entity per namespace and normalised spelling
-        subjects: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-        for fact in agent_facts:
-            subjects[(fact["namespace"], normalise(fact["entity"]))].append(fact)
-        for (namespace, _), stated in sorted(subjects.items()):
-            entity_id, _ = _entity(tx, namespace, stated[0]["entity"], None, [])
-            linked[entity_id] += [refs[f["key"]][1] for f in stated]
-        for entity_id, fact_ids in linked.items():
-            tx.conn.execute(common.sql("bench_fact_entity_link"), {"entity_id": entity_id, "fact_ids": fact_ids})
         for record in (r for r in graph if r["record"] == "relationship"):
             tx.conn.execute(common.sql("bench_entity_relationship_insert"), {
                 "namespace": record["namespace"], "from_entity": record["from"], "relation_type": record["relation"],
@@ -118,9 +117,8 @@ def load(store: Any, graph: list[dict[str, Any]], agent_facts: list[dict[str, An
 def load_speakers(store: Any, turns: list[dict[str, Any]]) -> int:
     """Each conversation's two speakers as entities of its namespace (first name alias)."""
     speakers = sorted({(t["namespace"], t["speaker"]) for t in turns})
-    with store.db.transaction() as tx:
-        for namespace, speaker in speakers:
-            _entity(tx, namespace, speaker, "person", [])
+    for namespace, speaker in speakers:
+        resolve(store, namespace, speaker, [])
     return len(speakers)
 
 

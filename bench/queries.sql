@@ -237,23 +237,6 @@ WHERE e.deleted_at IS NULL
 SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1) AS n
 FROM unnest(to_tsvector('english', %(text)s)) AS u
 
--- bench_entity_insert --
--- One resolved entity (the entity set and the agent-memory facts' subjects), as the
--- entity resolution writes it.
-INSERT INTO entities (namespace_id, name, kind, normalised)
-SELECT id, %(name)s, %(kind)s, %(normalised)s FROM namespaces WHERE slug = %(namespace)s
-RETURNING id, namespace_id
-
--- bench_entity_alias_insert --
--- One alias of an entity (its normalised form is unique per namespace).
-INSERT INTO entity_aliases (entity_id, namespace_id, alias, normalised)
-VALUES (%(entity_id)s, %(namespace_id)s, %(alias)s, %(normalised)s)
-ON CONFLICT (namespace_id, normalised) DO NOTHING
-
--- bench_fact_entity_link --
--- Point facts at their resolved entity.
-UPDATE facts SET entity_id = %(entity_id)s WHERE id = ANY(%(fact_ids)s::bigint[])
-
 -- bench_entity_relationship_insert --
 -- One relationship between two resolved entities, extracted from a fact.
 INSERT INTO relationships (namespace_id, from_entity, relation_type, to_entity, confidence, source_fact_id,

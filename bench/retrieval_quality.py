@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
         refs = load_dataset(store, data, extra)
         entities = entity_graph.load()
         common.log(f"entity set: {len(entities['graph'])} records, {len(entities['questions'])} questions")
-        refs |= entity_quality.load(store, entities["graph"], data["facts"], refs)
+        refs |= entity_quality.load(store, entities["graph"])
         entity_quality.sweep(store, [q for q in entities["questions"] if q["split"] == "dev"],
                              [q for q in data["questions"] if q["split"] == "dev"], refs, evaluate, overall)
         entity_quality.report(store, entities["questions"], refs, evaluate, aggregate)

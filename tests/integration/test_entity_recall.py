@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from stash_pipeline.memory import entity_recall, episodes, facts, namespaces, recall
+from stash_pipeline.memory import entities, entity_recall, episodes, facts, namespaces, recall
 from stash_pipeline.memory.entities import normalise
 
 NS = "/org"
@@ -35,21 +35,19 @@ CHATTER = [
 ]
 
 
-def _entity(tx: Any, namespace_id: int, name: str, kind: str, aliases: list[str]) -> int:
-    row = tx.conn.execute(
-        "INSERT INTO entities (namespace_id, name, kind, normalised) VALUES (%s, %s, %s, %s) RETURNING id",
-        (namespace_id, name, kind, normalise(name)),
-    ).fetchone()
-    seen: set[str] = set()
-    for alias in [name, *aliases]:
-        if normalise(alias) in seen:
-            continue  # "loyalty-platform" is the alias "loyalty platform" already is
-        seen.add(normalise(alias))
-        tx.conn.execute(
-            "INSERT INTO entity_aliases (entity_id, namespace_id, alias, normalised) VALUES (%s, %s, %s, %s)",
-            (row["id"], namespace_id, alias, normalise(alias)),
-        )
-    return int(row["id"])
+def _entity(store: Any, name: str, aliases: list[str]) -> int:
+    """The entity ``name`` (as an asserted fact's entity resolves), its aliases merged into it."""
+    ids = []
+    for spelling in [name, *aliases]:
+        vector = entities.name_embedding(store, spelling)
+        with store.db.transaction() as tx:
+            ids.append(entities.find_or_create(tx, namespaces.resolve_id(tx, NS), spelling, normalise(spelling),
+                                               embedding=vector,
+                                               embedding_model=store.settings.embedding_model_name)[0])
+    for other in ids[1:]:
+        if other != ids[0]:
+            entities.merge_entities(store, ids[0], other)
+    return ids[0]
 
 
 def _fact(store: Any, content: str, entity: str, prop: str, value: str) -> int:
@@ -72,21 +70,23 @@ def graph(store: Any) -> dict[str, int]:
         "old_database": _fact(store, "The courier tracker keeps its records in DynamoDB.", "courier tracker",
                               "datastore", "DynamoDB"),
     }
+    alice = _entity(store, "Alice Chen", ["Alice", "achen"])  # the facts above already named "Alice Chen"
+    loyalty = _entity(store, "loyalty platform", ["Kestrel", "loyalty-platform"])
+    courier = _entity(store, "courier tracker", [])
     with store.db.transaction() as tx:
-        namespace_id = int(tx.conn.execute("SELECT id FROM namespaces WHERE slug = %s", (NS,)).fetchone()["id"])
-        alice = _entity(tx, namespace_id, "Alice Chen", "person", ["Alice", "achen"])
-        loyalty = _entity(tx, namespace_id, "loyalty platform", "project", ["Kestrel", "loyalty-platform"])
-        courier = _entity(tx, namespace_id, "courier tracker", "project", [])
-        for key, entity_id in (("old_work", alice), ("role", alice), ("work", alice),
-                               ("database", loyalty), ("old_database", courier)):
-            tx.conn.execute("UPDATE facts SET entity_id = %s WHERE id = %s", (entity_id, ids[key]))
-        for source, target, target_id, fact_key in (("Alice Chen", "courier tracker", courier, "old_work"),
-                                                    ("Alice Chen", "loyalty platform", loyalty, "work")):
+        namespace_id = namespaces.resolve_id(tx, NS)
+        # only the relationships stage writes relationships: the row it would write
+        for target, target_id, fact_key in (("courier tracker", courier, "old_work"),
+                                             ("loyalty platform", loyalty, "work")):
             tx.conn.execute(
                 "INSERT INTO relationships (namespace_id, from_entity, relation_type, to_entity, source_fact_id,"
-                " from_entity_id, to_entity_id) VALUES (%s, %s, 'works_on', %s, %s, %s, %s)",
-                (namespace_id, source, target, ids[fact_key], alice, target_id),
+                " from_entity_id, to_entity_id) VALUES (%s, 'Alice Chen', 'works_on', %s, %s, %s, %s)",
+                (namespace_id, target, ids[fact_key], alice, target_id),
             )
+        linked = {r["id"]: r["entity_id"] for r in tx.conn.execute(
+            "SELECT id, entity_id FROM facts WHERE id = ANY(%s)", (list(ids.values()),)).fetchall()}
+    assert linked[ids["work"]] == linked[ids["role"]] == alice  # assert_fact linked them by name
+    assert linked[ids["database"]] == loyalty
     return ids
 
 
