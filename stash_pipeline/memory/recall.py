@@ -30,6 +30,12 @@ and over episodes, and full-text matches of the query's rarest words — and sco
   ``metadata.session`` / ``metadata.thread``), gains NEIGHBOUR_WEIGHT times that hit's
   score: in a conversation the answer is often the reply after the turn naming the topic.
 
+* ``entity`` (hybrid mode, current facts only): when the query names a known entity by an
+  alias, that entity's current facts and its neighbours' (one current relationship
+  away, bounded) join the candidates, scored as above with the name's words counted as
+  matched in the facts that lack them (``memory/entity_recall.py``). A query naming no
+  entity ranks exactly as without it.
+
 ``relevance`` is the score clipped to [0, 1]. It is absolute (cosine and coverage do not
 depend on the other results), so an agent can threshold it: below RELEVANCE_FLOOR a hit is
 probably not about the query.
@@ -329,8 +335,9 @@ def _hit(row: dict[str, Any]) -> RecallHit:
             "text": _optional(row["bm25"]),
             "coverage": _optional(row["coverage"]),
             "context": _optional(row["context_score"]),
-            "entity": _optional(row.get("entity_score")),
-        },
+        }
+        # the entity leg's score, on the facts it reached (memory/entity_recall.py)
+        | ({"entity": float(row["entity_score"])} if row.get("entity_score") is not None else {}),
         confidence=float(row["confidence"]) if is_fact else None,
         occurred_at=None if is_fact else row["occurred_at"],
         valid_from=row["valid_from"] if is_fact else None,
