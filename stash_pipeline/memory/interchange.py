@@ -9,12 +9,13 @@ offending line numbers and nothing is written. Valid files go in batches of
 embedding call). Rows with an ``idempotency_key`` make a re-import after a crash safe:
 already-imported rows are reported as replays, not duplicated.
 
-``export_tree`` writes every row of a namespace tree (namespaces, episodes, facts,
-lineage, relationships, causal links, patterns, contradictions, hypotheses and their
+``export_tree`` writes every row of a namespace tree (namespaces, episodes, entities with
+their aliases and corrections, facts, lineage, relationships, causal links, patterns, contradictions, hypotheses and their
 evidence, goals and notes, failures, contexts) as one JSON object per line, without
 vectors. ``import_tree`` reads such a file in ONE transaction, optionally re-rooted under
 another namespace: rows get fresh ids, every reference (lineage, superseded_by, source
-fact, …) is remapped, and episodes and facts are re-embedded with the configured model.
+fact, the entity of a fact or relationship end, …) is remapped, and episodes, facts and
+entity names are re-embedded with the configured model.
 Importing the same file twice duplicates rows (or hits idempotency keys → Conflict).
 """
 
@@ -226,7 +227,10 @@ REFERENCES: dict[str, dict[str, str]] = {
     "episode": {},
     "goal": {"parent_id": "goal"},
     "failure": {"goal_id": "goal"},
-    "fact": {},  # superseded_by is set after all facts exist
+    "entity": {},  # merged_into is set after all entities exist
+    "entity_alias": {"entity_id": "entity"},
+    "entity_correction": {"entity_id": "entity", "other_entity_id": "entity"},
+    "fact": {},  # superseded_by is set after all facts exist; entity_id once the fact is in (ENTITY_LINKS)
     "relationship": {"source_fact_id": "fact"},
     "causal_link": {"cause_fact_id": "fact", "effect_fact_id": "fact", "effect_failure_id": "failure"},
     "pattern": {},
@@ -240,6 +244,9 @@ IMPORT_QUERIES = {
     "episode": "interchange_import_episode",
     "goal": "interchange_import_goal",
     "failure": "interchange_import_failure",
+    "entity": "interchange_import_entity",
+    "entity_alias": "interchange_import_entity_alias",
+    "entity_correction": "interchange_import_entity_correction",
     "fact": "interchange_import_fact",
     "relationship": "interchange_import_relationship",
     "causal_link": "interchange_import_causal_link",
@@ -251,6 +258,10 @@ IMPORT_QUERIES = {
     "context": "interchange_import_context",
     "lineage": "interchange_import_lineage",
 }
+#: entity references of facts and relationship ends, written after the row with the link queries
+ENTITY_LINKS = {"fact": ("entity_id",), "relationship": ("from_entity_id", "to_entity_id")}
+#: rows with a text whose vector is recomputed on import, and that text
+EMBEDDED = {"episode": "content", "fact": "content", "entity": "normalised"}
 #: references that may point outside the exported tree and then become null
 NULLABLE = {
     ("goal", "parent_id"), ("failure", "goal_id"), ("hypothesis", "confirmed_fact_id"),
@@ -317,12 +328,13 @@ def import_tree(store: Store, path: str | Path, *, into: str | None = None) -> d
     if bad:
         raise errors.InvalidInput(f"unknown row type(s) in {file.name}: {bad}")
     # embed outside the transaction, in one batched call
-    texts = [r["row"]["content"] for r in records if r["type"] in ("episode", "fact")]
+    texts = [r["row"][EMBEDDED[r["type"]]] for r in records if r["type"] in EMBEDDED]
     vectors = iter(store.embedder.embed(texts) if texts else [])
     ids: dict[str, dict[int, int]] = {kind: {} for kind in kinds}
     counts: dict[str, int] = {}
     skipped: dict[str, int] = {}
     superseded: list[tuple[int, int]] = []
+    merged: list[tuple[int, int]] = []
     with store.db.transaction() as tx:
         parts = target.strip("/").split("/") if target != "/" else []
         for i in range(1, len(parts)):
@@ -339,17 +351,38 @@ def import_tree(store: Store, path: str | Path, *, into: str | None = None) -> d
                 skipped[kind] = skipped.get(kind, 0) + 1
                 continue
             params: dict[str, Any] = {"row": Jsonb(row)}
-            if kind in ("episode", "fact"):
+            if kind in EMBEDDED:
                 params.update(embedding=next(vectors), embedding_model=store.settings.embedding_model_name)
             new_id = tx.scalar(IMPORT_QUERIES[kind], **params)
+            if new_id is None and kind == "entity_alias":  # an alias the namespace already has
+                skipped[kind] = skipped.get(kind, 0) + 1
+                continue
             if kind == "fact" and record["row"].get("superseded_by") is not None:
                 superseded.append((int(new_id), int(record["row"]["superseded_by"])))
-            if kind not in ("lineage", "context"):
+            if kind == "entity" and record["row"].get("merged_into") is not None:
+                merged.append((int(new_id), int(record["row"]["merged_into"])))
+            if kind in ENTITY_LINKS:
+                _link_entities(tx, kind, int(new_id), record["row"], ids["entity"])
+            if kind not in ("lineage", "context", "entity_alias"):
                 ids[kind][int(record["row"]["id"])] = int(new_id)
             counts[kind] = counts.get(kind, 0) + 1
         for new_id, old_target in superseded:
             tx.execute("interchange_set_superseded_by", id=new_id, superseded_by=ids["fact"].get(old_target))
+        for new_id, old_target in merged:
+            tx.execute("interchange_set_merged_into", id=new_id, merged_into=ids["entity"].get(old_target))
     return {"namespace": target, "rows": counts, "skipped": skipped}
+
+
+def _link_entities(tx: Any, kind: str, new_id: int, row: dict[str, Any], entity_ids: dict[int, int]) -> None:
+    """Point an imported fact or relationship at its imported entities (outside the tree: none)."""
+    linked = {field: entity_ids.get(int(row[field])) if row.get(field) is not None else None
+              for field in ENTITY_LINKS[kind]}
+    if not any(linked.values()):
+        return
+    if kind == "fact":
+        tx.execute("entity_link_fact", id=new_id, entity_id=linked["entity_id"])
+    else:
+        tx.execute("entity_link_relationship", id=new_id, **linked)
 
 
 def _remap(kind: str, row: dict[str, Any], ids: dict[str, dict[int, int]]) -> bool:

@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 
 #: a full name in the token-subset rule has this many words
 FULL_NAME_WORDS = (2, 3)
-#: how many nearest entities the embedding rule looks at
-NEAREST = 3
+#: the embedding rule compares a name with the one nearest entity of the namespace
+NEAREST = 1
 
 
 def resolvable_key(name: str | None) -> str | None:

@@ -30,6 +30,7 @@ from stash_pipeline.embedding.vectors import unit_vector
 from stash_pipeline.memory import lineage
 from stash_pipeline.memory.facts import insert_fact
 from stash_pipeline.stages import common, contradictions, prompts
+from stash_pipeline.stages.entity_resolution import Resolver
 from stash_pipeline.stages.facts import grounding_errors
 
 if TYPE_CHECKING:
@@ -148,6 +149,9 @@ def process(
         ],
     )
 
+    resolver = Resolver(ctx)  # the pattern facts' entities, before the transaction
+    resolver.plan(p.finding.entity for p in unique if p.reinforce_id is None)
+
     with ctx.batch(cursor=cursor, aux_cursor=aux_cursor) as batch:
         if resolved:
             batch.done("episode", resolved)
@@ -164,7 +168,7 @@ def process(
                 batch.fail("episode", [pattern.finding.evidence_id or 0], "contradiction check: invalid answer")
                 continue
             with batch.item("episode", [pattern.finding.evidence_id or 0]):
-                created.update(_pattern_fact(ctx, batch, pattern))
+                created.update(_pattern_fact(ctx, batch, pattern, resolver))
         contradictions.apply(ctx, batch, planned, created)
 
 
@@ -189,7 +193,7 @@ def _repeat(ctx: StageContext, batch: Batch, finding: prompts.FailureFinding, te
     common.bump(ctx, "repeat_failures")
 
 
-def _pattern_fact(ctx: StageContext, batch: Batch, pattern: _Pattern) -> dict[int, int]:
+def _pattern_fact(ctx: StageContext, batch: Batch, pattern: _Pattern, resolver: Resolver) -> dict[int, int]:
     finding = pattern.finding
     parents = [("failure", finding.failure_id)]
     if finding.evidence_id is not None:
@@ -213,6 +217,7 @@ def _pattern_fact(ctx: StageContext, batch: Batch, pattern: _Pattern) -> dict[in
         parents=parents,
         embedding=pattern.embedding,
     )
+    resolver.link_fact(batch.tx, int(row["id"]), finding.entity)
     batch.wrote(1)
     common.bump(ctx, "pattern_facts")
     return {pattern.key: int(row["id"])}

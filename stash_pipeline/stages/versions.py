@@ -33,7 +33,7 @@ STAGE_PROMPTS: dict[str, tuple[tuple[str, type[BaseModel]], ...]] = {
     "causal_links": ((prompts.CAUSAL_LINKS, prompts.CausalAnswer),),
     "patterns": ((prompts.PATTERNS, prompts.PatternsAnswer),),
     "goal_progress": ((prompts.GOAL_PROGRESS, prompts.GoalProgressAnswer),),
-    "failure_patterns": ((prompts.FAILURE_PATTERNS, prompts.FailurePatternsAnswer),),
+    "failure_patterns": ((prompts.FAILURE_PATTERNS, prompts.FailurePatternsAnswer), (prompts.ENTITIES, prompts.EntitiesAnswer)),
     "hypothesis_evidence": ((prompts.HYPOTHESIS_EVIDENCE, prompts.HypothesisAnswer),),
     "decay": (),
 }

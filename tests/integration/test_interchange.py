@@ -190,6 +190,8 @@ ID_FIELDS = {
     "parent_id": "goal", "goal_id": "goal", "source_fact_id": "fact", "cause_fact_id": "fact",
     "effect_fact_id": "fact", "effect_failure_id": "failure", "old_fact_id": "fact", "new_fact_id": "fact",
     "confirmed_fact_id": "fact", "hypothesis_id": "hypothesis", "fact_id": "fact", "superseded_by": "fact",
+    "entity_id": "entity", "merged_into": "entity", "other_entity_id": "entity", "from_entity_id": "entity",
+    "to_entity_id": "entity",
 }
 
 

@@ -11,26 +11,33 @@ SELECT type, row FROM (
     UNION ALL
     SELECT 3, 'failure', to_jsonb(t), '', t.id FROM failures t WHERE t.namespace_id = ANY(%(ids)s)
     UNION ALL
-    SELECT 4, 'fact', to_jsonb(t) - 'embedding' - 'search', '', t.id FROM facts t WHERE t.namespace_id = ANY(%(ids)s)
+    SELECT 4, 'entity', to_jsonb(t) - 'embedding', '', t.id FROM entities t WHERE t.namespace_id = ANY(%(ids)s)
     UNION ALL
-    SELECT 5, 'relationship', to_jsonb(t), '', t.id FROM relationships t WHERE t.namespace_id = ANY(%(ids)s)
-    UNION ALL
-    SELECT 6, 'causal_link', to_jsonb(t), '', t.id FROM causal_links t WHERE t.namespace_id = ANY(%(ids)s)
-    UNION ALL
-    SELECT 7, 'pattern', to_jsonb(t), '', t.id FROM patterns t WHERE t.namespace_id = ANY(%(ids)s)
-    UNION ALL
-    SELECT 8, 'contradiction', to_jsonb(t), '', t.id FROM contradictions t WHERE t.namespace_id = ANY(%(ids)s)
-    UNION ALL
-    SELECT 9, 'hypothesis', to_jsonb(t), '', t.id FROM hypotheses t WHERE t.namespace_id = ANY(%(ids)s)
-    UNION ALL
-    SELECT 10, 'hypothesis_evidence', to_jsonb(t), '', t.id FROM hypothesis_evidence t
+    SELECT 5, 'entity_alias', to_jsonb(t), t.normalised, t.entity_id FROM entity_aliases t
      WHERE t.namespace_id = ANY(%(ids)s)
     UNION ALL
-    SELECT 11, 'goal_note', to_jsonb(t), '', t.id FROM goal_notes t WHERE t.namespace_id = ANY(%(ids)s)
+    SELECT 6, 'entity_correction', to_jsonb(t), '', t.id FROM entity_corrections t WHERE t.namespace_id = ANY(%(ids)s)
     UNION ALL
-    SELECT 12, 'context', to_jsonb(t), '', t.namespace_id FROM contexts t WHERE t.namespace_id = ANY(%(ids)s)
+    SELECT 7, 'fact', to_jsonb(t) - 'embedding' - 'search', '', t.id FROM facts t WHERE t.namespace_id = ANY(%(ids)s)
     UNION ALL
-    SELECT 13, 'lineage', to_jsonb(t), t.child_kind || '/' || t.parent_kind, t.child_id FROM lineage t
+    SELECT 8, 'relationship', to_jsonb(t), '', t.id FROM relationships t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 9, 'causal_link', to_jsonb(t), '', t.id FROM causal_links t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 10, 'pattern', to_jsonb(t), '', t.id FROM patterns t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 11, 'contradiction', to_jsonb(t), '', t.id FROM contradictions t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 12, 'hypothesis', to_jsonb(t), '', t.id FROM hypotheses t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 13, 'hypothesis_evidence', to_jsonb(t), '', t.id FROM hypothesis_evidence t
+     WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 14, 'goal_note', to_jsonb(t), '', t.id FROM goal_notes t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 15, 'context', to_jsonb(t), '', t.namespace_id FROM contexts t WHERE t.namespace_id = ANY(%(ids)s)
+    UNION ALL
+    SELECT 16, 'lineage', to_jsonb(t), t.child_kind || '/' || t.parent_kind, t.child_id FROM lineage t
      WHERE t.namespace_id = ANY(%(ids)s)
 ) x
 ORDER BY ord, sort_text, sort_id
@@ -85,6 +92,32 @@ RETURNING id
 -- interchange_set_superseded_by --
 -- Point an imported fact at its (imported) replacement.
 UPDATE facts SET superseded_by = %(superseded_by)s WHERE id = %(id)s
+
+-- interchange_import_entity --
+-- Insert one imported entity (merged_into is set afterwards, once every entity has its new id).
+INSERT INTO entities (namespace_id, name, kind, normalised, embedding, embedding_model, created_at, updated_at)
+SELECT r.namespace_id, r.name, r.kind, r.normalised, %(embedding)s, %(embedding_model)s, r.created_at, r.updated_at
+FROM jsonb_populate_record(NULL::entities, %(row)s) r
+RETURNING id
+
+-- interchange_set_merged_into --
+-- Point an imported merged entity at the (imported) entity it was merged into.
+UPDATE entities SET merged_into = %(merged_into)s WHERE id = %(id)s
+
+-- interchange_import_entity_alias --
+-- Insert one imported alias (no row when the namespace already has that alias).
+INSERT INTO entity_aliases (entity_id, namespace_id, alias, normalised, created_at)
+SELECT r.entity_id, r.namespace_id, r.alias, r.normalised, r.created_at
+FROM jsonb_populate_record(NULL::entity_aliases, %(row)s) r
+ON CONFLICT (namespace_id, normalised) DO NOTHING
+RETURNING entity_id
+
+-- interchange_import_entity_correction --
+-- Insert one imported merge or split record.
+INSERT INTO entity_corrections (namespace_id, action, entity_id, other_entity_id, moved, reason, created_at)
+SELECT r.namespace_id, r.action, r.entity_id, r.other_entity_id, r.moved, r.reason, r.created_at
+FROM jsonb_populate_record(NULL::entity_corrections, %(row)s) r
+RETURNING id
 
 -- interchange_import_relationship --
 -- Insert one imported relationship.

@@ -152,3 +152,32 @@ def test_export_then_import_keeps_entities(cstore, server, model, tmp_path, file
     assert [c["action"] for c in copy["corrections"]] == ["merge"]
     # the copy's entity has a name vector again, so resolution by similarity works there too
     assert rows(cstore, "SELECT count(*) AS n FROM entities WHERE embedding IS NULL")[0]["n"] == 0
+
+
+def test_tree_export_then_import_keeps_entities(cstore, server, model, tmp_path):
+    from stash_pipeline.memory import interchange
+
+    model.entity_names.update(SPELLINGS)
+    alice = _alice(cstore)
+    seed(cstore, "/t", ["Alice mentors Bob on the Atlas project"])
+    consolidation.run_stage(cstore, "/t", "facts")
+    consolidation.run_stage(cstore, "/t", "relationships")
+    bob = entities.get_entity(cstore, name="Bob")["entity"]["id"]
+    entities.split_entity(cstore, alice, ["Alice Chen"])
+    exported = interchange.export_tree(cstore, "/t", tmp_path / "tree.jsonl")
+    # Alice, Alice Chen (split off), and the relationship ends Bob, Monday and Porto
+    assert exported["rows"]["entity"] == 5 and exported["rows"]["entity_correction"] == 1
+
+    result = interchange.import_tree(cstore, tmp_path / "tree.jsonl", into="/copy")
+    assert result["skipped"] == {}
+    for name in ("Alice", "Alice Chen", "Bob", "Porto"):
+        original = entities.get_entity(cstore, name=name, namespaces="/t")
+        copy = entities.get_entity(cstore, name=name, namespaces="/copy")
+        assert copy["entity"]["id"] != original["entity"]["id"], name
+        assert [f["content"] for f in copy["timeline"]] == [f["content"] for f in original["timeline"]], name
+        assert [a["alias"] for a in copy["aliases"]] == [a["alias"] for a in original["aliases"]], name
+        assert [(r["from_entity"], r["to_entity"]) for r in copy["relationships"]] == [
+            (r["from_entity"], r["to_entity"]) for r in original["relationships"]], name
+    assert entities.get_entity(cstore, name="Bob", namespaces="/copy")["entity"]["id"] != bob
+    assert [c["action"] for c in entities.get_entity(cstore, name="Alice Chen", namespaces="/copy")["corrections"]] == [
+        "split"]

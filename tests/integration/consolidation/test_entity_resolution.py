@@ -118,3 +118,18 @@ def test_token_subset_rule(name, aliases, expected):
 def test_pronouns_and_punctuation_alone_name_nothing():
     assert resolvable_key("she") is None and resolvable_key(" ()! ") is None and resolvable_key(None) is None
     assert resolvable_key("she (Alice)") == "alice"
+
+
+def test_a_failure_pattern_fact_resolves_its_entity(cstore, server, model):
+    from stash_pipeline.memory import failures
+
+    seed(cstore, "/f", ["Deploy script failed on Friday with Postgres timeout"])
+    failures.create(cstore, "/f", "Deploy script failed with Postgres timeout", "pool too small", "raise the pool")
+    consolidation.run_stage(cstore, "/f", "failure_patterns")
+    seed(cstore, "/f", ["Deploy script failed again with Postgres timeout at noon",
+                        "Nightly deploy script failed with Postgres timeout"])
+    report = consolidation.run_stage(cstore, "/f", "failure_patterns")
+    assert report.details["pattern_facts"] == 1
+    [fact] = rows(cstore, "SELECT f.entity, e.normalised FROM facts f JOIN entities e ON e.id = f.entity_id "
+                          "WHERE f.origin = 'failure_pattern'")
+    assert fact["normalised"] == fact["entity"].lower()
