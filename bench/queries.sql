@@ -522,3 +522,59 @@ LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id
 LEFT JOIN episodes e ON r.kind = 'episode' AND e.id = r.id
 JOIN namespaces n ON n.id = COALESCE(f.namespace_id, e.namespace_id)
 ORDER BY r.score DESC, r.kind, r.id DESC
+
+-- bench_entity_relationship_insert --
+-- One relationship between two resolved entities, extracted from a fact.
+INSERT INTO relationships (namespace_id, from_entity, relation_type, to_entity, confidence, source_fact_id,
+                           from_entity_id, to_entity_id)
+SELECT n.id, %(from_entity)s, %(relation_type)s, %(to_entity)s, 0.9, %(fact_id)s, %(from_entity_id)s, %(to_entity_id)s
+FROM namespaces n WHERE n.slug = %(namespace)s
+
+-- bench_entity_fill_aliases --
+-- Latency fill: each entity of the namespace gets two more aliases ("e<id>", "<name> team").
+INSERT INTO entity_aliases (entity_id, namespace_id, alias, normalised)
+SELECT e.id, e.namespace_id, a.alias, a.normalised
+FROM entities e
+CROSS JOIN LATERAL (VALUES ('e' || e.id, 'e' || e.id), (e.name || ' team', e.normalised || ' team')) AS a(alias, normalised)
+WHERE e.namespace_id = %(namespace_id)s
+ON CONFLICT (namespace_id, normalised) DO NOTHING
+
+-- bench_entity_fill_facts --
+-- Latency fill: every fact of the namespace is about one of its entities (round robin).
+UPDATE facts f SET entity_id = e.id
+FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS k, count(*) OVER () AS n
+      FROM entities WHERE namespace_id = %(namespace_id)s) e
+WHERE f.namespace_id = %(namespace_id)s AND f.id %% e.n = e.k
+
+-- bench_entity_fill_relationships --
+-- Latency fill: each entity links to three others (k+1, k+7, k+31), from one of its facts.
+INSERT INTO relationships (namespace_id, from_entity, relation_type, to_entity, confidence, source_fact_id,
+                           from_entity_id, to_entity_id)
+SELECT a.namespace_id, a.name, 'related_to', b.name, 0.9, a.fact_id, a.id, b.id
+FROM (SELECT e.id, e.namespace_id, e.name, row_number() OVER (ORDER BY e.id) - 1 AS k, count(*) OVER () AS n,
+             (SELECT min(f.id) FROM facts f WHERE f.entity_id = e.id) AS fact_id
+      FROM entities e WHERE e.namespace_id = %(namespace_id)s) a
+CROSS JOIN (VALUES (1), (7), (31)) AS step(s)
+JOIN (SELECT e.id, e.name, row_number() OVER (ORDER BY e.id) - 1 AS k FROM entities e
+      WHERE e.namespace_id = %(namespace_id)s) b ON b.k = (a.k + step.s) %% a.n
+WHERE a.fact_id IS NOT NULL
+
+-- bench_entity_fill_names --
+-- Latency fill: entities by name (with their normalised forms), each its own first alias.
+WITH made AS (
+    INSERT INTO entities (namespace_id, name, normalised)
+    SELECT %(namespace_id)s, n.name, n.normalised
+    FROM unnest(%(names)s::text[], %(normalised)s::text[]) AS n(name, normalised)
+    RETURNING id, namespace_id, name, normalised
+)
+INSERT INTO entity_aliases (entity_id, namespace_id, alias, normalised)
+SELECT id, namespace_id, name, normalised FROM made
+ON CONFLICT (namespace_id, normalised) DO NOTHING
+
+-- bench_entity_analyze --
+-- Fresh planner statistics after the entity fill.
+ANALYZE entities, entity_aliases, relationships, facts
+
+-- bench_entity_count --
+-- Entities already in the bench namespace (a kept database is filled once).
+SELECT count(*) AS entities FROM entities WHERE namespace_id = %(namespace_id)s

@@ -35,6 +35,12 @@ HNSW graph indexes real MiniLM neighbourhoods with many near-duplicates (a hard 
 a graph index) and nothing is embedded during the fill. ``--keep NAME`` fills the
 database NAME on STASH_DATABASE_URL's server once and keeps it; later runs with the same
 name skip the fill (after migrating it to the current schema) and measure the current code.
+
+Entity leg: one entity per ten memories (the agent-memory facts' subjects first, so the
+questions that name a service match one; then "entity <i>"), three aliases each, every
+fact about one of them, three relationships each. Measured on the same queries: recall
+with the entity leg vs without it (embedding cached, interleaved), and the
+``recall_entity_facts`` query alone.
 """
 
 from __future__ import annotations
@@ -91,6 +97,27 @@ def fill(store: Any, size: int, builds: dict[str, float]) -> tuple[list[str], np
     return questions, question_vectors
 
 
+def fill_entities(store: Any, size: int) -> int:
+    """Entities, aliases, fact links and relationships for the entity leg; returns the entity count."""
+    from stash_pipeline.memory import namespaces
+    from stash_pipeline.memory.entities import normalise
+
+    subjects = list(dict.fromkeys(f["entity"] for f in generate.load()["facts"]))
+    count = max(len(subjects), size // 10)
+    names = subjects + [f"entity {i}" for i in range(count - len(subjects))]
+    with store.db.transaction() as tx:
+        namespace_id = namespaces.resolve_id(tx, NAMESPACE)
+        existing = tx.conn.execute(common.sql("bench_entity_count"), {"namespace_id": namespace_id}).fetchone()
+        if existing["entities"]:  # a kept database: its entities were filled with it
+            return int(existing["entities"])
+        tx.conn.execute(common.sql("bench_entity_fill_names"), {
+            "namespace_id": namespace_id, "names": names, "normalised": [normalise(n) for n in names]})
+        for name in ("bench_entity_fill_aliases", "bench_entity_fill_facts", "bench_entity_fill_relationships"):
+            tx.conn.execute(common.sql(name), {"namespace_id": namespace_id})
+        tx.conn.execute(common.sql("bench_entity_analyze"))
+    return count
+
+
 def hybrid_params(store: Any, query: str, vector: np.ndarray) -> dict[str, Any]:
     """The exact parameters ``recall`` passes to ``recall_hybrid`` for this query (captured by a spy).
 
@@ -114,6 +141,58 @@ def hybrid_params(store: Any, query: str, vector: np.ndarray) -> dict[str, Any]:
     finally:
         Session.all = original  # type: ignore[method-assign]
     return captured | {"embedding": vector}
+
+
+def entity_params(store: Any, query: str) -> dict[str, dict[str, Any]]:
+    """The parameters ``recall`` passes to the entity leg's statements, by query name."""
+    from stash_pipeline.db.gateway import Session
+    from stash_pipeline.memory import recall
+
+    captured: dict[str, dict[str, Any]] = {}
+    original = Session.all
+
+    def spy(self: Any, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        if name in ("recall_entity_names", "recall_entity_facts"):
+            captured[name] = params
+        return original(self, name, **params)
+
+    Session.all = spy  # type: ignore[method-assign]
+    try:
+        recall.recall(store, query, "/", limit=10)
+    finally:
+        Session.all = original  # type: ignore[method-assign]
+    return captured
+
+
+def entity_leg_table(store: Any, questions: list[str], entities: int) -> None:
+    """Cached recall with and without the entity leg (interleaved), and the leg's statements alone."""
+    from stash_pipeline.memory import entity_recall, recall
+
+    with_leg, without, leg_sql, named = [], [], [], 0
+    for q in questions:
+        params = entity_params(store, q)
+        with_leg.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
+        entity_recall.ENABLED = False
+        try:
+            without.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
+        finally:
+            entity_recall.ENABLED = True
+
+        def leg(params: dict[str, dict[str, Any]] = params) -> None:
+            with store.db.transaction() as tx:
+                for name, values in params.items():
+                    tx.all(name, **values)
+
+        leg_sql.append(common.timed(leg)[0])
+        named += "recall_entity_facts" in params
+    a, b, c = common.summarize(with_leg), common.summarize(without), common.summarize(leg_sql)
+    common.print_table(
+        f"Entity leg cost: {entities:,} entities (3 aliases, 3 relationships each), {len(questions)} queries, "
+        f"{named} of them name an entity; embedding cached",
+        ["measure", "p50 ms", "p95 ms"],
+        [["recall, entity leg on", a["p50"], a["p95"]], ["recall, entity leg off", b["p50"], b["p95"]],
+         ["difference", a["p50"] - b["p50"], a["p95"] - b["p95"]],
+         ["the leg's statements alone (own transaction)", c["p50"], c["p95"]]])
 
 
 def hybrid_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = None) -> list[dict[str, Any]]:
@@ -207,6 +286,7 @@ def main(argv: list[str] | None = None) -> None:
         fill_seconds = time.perf_counter() - began
         fill_server_pss = server_memory.peak_pss_mb
         fill_bench_rss = common.bench_peak_rss_mb()
+        entities = fill_entities(store, size)
         raw = store.embedder.inner
         raw.embed(["warm up"])
         for i, v in enumerate(vectors[:20]):  # warm the buffer cache and the plans
@@ -233,6 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         embed_ms = [common.timed(lambda q=q: raw.embed([q + " (timing)"]))[0] for q in questions[:100]]
         probe = next(i for i, q in enumerate(questions) if q.startswith("What was the root cause of INC-"))
         plan, base_plan = explain(store, prepared[probe])
+        entity_leg_table(store, questions, entities)
         sizes = common.relation_sizes(store)
     resources = [["fill + index builds (s)" if builds else "no fill: the kept database was filled earlier (s)",
                   fill_seconds]]

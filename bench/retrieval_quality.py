@@ -30,12 +30,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from bench import common, conversation_quality
-from bench.data import conversations, generate
+from bench import common, conversation_quality, entity_quality
+from bench.data import conversations, entity_graph, generate
 
 K_VALUES = (5, 10)
 LIMIT = 10
-SYSTEMS = ("recall", "previous", "vector", "text", "facts_first")
+SYSTEMS = ("recall", "recall_no_entities", "previous", "vector", "text", "facts_first")
 TYPES = ("paraphrase", "identifier", "temporal", "updated", "distractor")
 GRID_W_VECTOR = (0.3, 0.4, 0.5)
 GRID_NEIGHBOUR = (0.0, 0.2, 0.35, 0.5)
@@ -119,6 +119,9 @@ def run_system(store: Any, system: str, question: dict[str, Any], limit: int = L
         return recall.facts_first_recall(store, question["query"], question["namespaces"], limit=limit)
     if system == "previous":
         return previous_hits(store, question["query"], question["namespaces"])
+    if system == "recall_no_entities":  # the same recall with its entity leg off
+        with entity_quality.entity_leg(False):
+            return recall.recall(store, question["query"], question["namespaces"], limit=limit)
     if system == "recall":
         system = "hybrid"
     return recall.recall(store, question["query"], question["namespaces"], limit=limit, mode=system)
@@ -164,6 +167,7 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]]) -> di
 
     cq = conversation_quality
     keys = cq.load(store, data)
+    common.log(f"conversational set: {entity_quality.load_speakers(store, data['turns'])} speakers as entities")
     baselines = cq.PythonBaselines(store, data, keys)
     dev = [q for q in data["questions"] if q["split"] == "dev"]
     test = [q for q in data["questions"] if q["split"] == "test"]
@@ -187,6 +191,8 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]]) -> di
     results: dict[str, dict[str, Any]] = {}
     for split, questions in (("dev", dev), ("test", test)):
         per = {s: cq.evaluate(store, questions, keys, baselines, s) for s in cq.SYSTEMS}
+        with entity_quality.entity_leg(False):
+            per["recall_no_entities"] = cq.evaluate(store, questions, keys, baselines, "recall")
         if best != shipped:
             try:
                 recall.W_VECTOR, recall.NEIGHBOUR_WEIGHT = best["W_VECTOR"], best["NEIGHBOUR_WEIGHT"]
@@ -230,6 +236,12 @@ def main(argv: list[str] | None = None) -> None:
             conversation_tables(store, conversations.load())
         common.log(f"agent-memory set: {len(data['episodes'])} episodes + {len(extra)} distractors")
         refs = load_dataset(store, data, extra)
+        entities = entity_graph.load()
+        common.log(f"entity set: {len(entities['graph'])} records, {len(entities['questions'])} questions")
+        refs |= entity_quality.load(store, entities["graph"])
+        entity_quality.sweep(store, [q for q in entities["questions"] if q["split"] == "dev"],
+                             [q for q in data["questions"] if q["split"] == "dev"], refs, evaluate, overall)
+        entity_quality.report(store, entities["questions"], refs, evaluate, aggregate)
         per_system = {s: evaluate(store, test, refs, s) for s in SYSTEMS}
         # the updated questions of the DEV split too: the supersession constants are tuned there
         dev_updated = [q for q in data["questions"] if q["split"] == "dev" and q["type"] == "updated"]
@@ -268,14 +280,14 @@ def main(argv: list[str] | None = None) -> None:
                        stale_rows)
 
     def draw(ax: Any) -> None:
-        width = 0.15
+        width = 0.8 / len(systems)
         for i, s in enumerate(systems):
             values = [aggregate(per_system[s][t])["r@10"] for t in TYPES] + [overall(per_system[s])["r@10"]]
             ax.bar([x + i * width for x in range(len(TYPES) + 1)], values, width, label=s)
-        ax.set_xticks([x + 2 * width for x in range(len(TYPES) + 1)], [*TYPES, "overall"])
+        ax.set_xticks([x + (len(systems) - 1) * width / 2 for x in range(len(TYPES) + 1)], [*TYPES, "overall"])
         ax.set_ylabel("recall@10 (test split)")
         ax.set_ylim(0, 1.3)
-        ax.legend(fontsize=8, ncol=5, loc="upper center")
+        ax.legend(fontsize=8, ncol=len(systems), loc="upper center")
         ax.set_title("Retrieval quality by question type (agent-memory set)")
 
     common.save_plot("retrieval_quality" + ("_large" if extra else ""), draw, size=(10, 4.5))

@@ -30,6 +30,12 @@ and over episodes, and full-text matches of the query's rarest words — and sco
   ``metadata.session`` / ``metadata.thread``), gains NEIGHBOUR_WEIGHT times that hit's
   score: in a conversation the answer is often the reply after the turn naming the topic.
 
+* ``entity`` (hybrid mode, current facts only): when the query names a known entity by an
+  alias, that entity's current facts and its neighbours' (one current relationship
+  away, bounded) join the candidates, scored as above with the name's words counted as
+  matched in the facts that lack them (``memory/entity_recall.py``). A query naming no
+  entity ranks exactly as without it.
+
 ``relevance`` is the score clipped to [0, 1]. It is absolute (cosine and coverage do not
 depend on the other results), so an agent can threshold it: below RELEVANCE_FLOOR a hit is
 probably not about the query.
@@ -48,7 +54,7 @@ from datetime import datetime
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import validate
+from stash_pipeline.memory import entity_recall, validate
 from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
@@ -165,6 +171,10 @@ def recall(
     with store.db.transaction() as tx:
         all_ns, ids = read_scope(tx, namespaces)
     embedding = store.embedder.embed_one(text) if use_vector else None
+    # entity leg (memory/entity_recall.py): current facts of the entities the query names
+    entity_leg = (entity_recall.ENABLED and use_vector and use_text
+                  and when is None and known is None and not include_history)
+    phrases = entity_recall.query_phrases(text) if entity_leg else []
     with store.db.transaction() as tx:
         with tx.conn.pipeline():  # the settings and the search share one round trip
             tx.one("recall_search_params", ef_search=str(EF_SEARCH))
@@ -199,6 +209,11 @@ def recall(
                 context_pool=CONTEXT_POOL,
                 context_window=CONTEXT_WINDOW,
             )
+            named = tx.all("recall_entity_names", **entity_recall.named_parameters(phrases, all_ns, ids)) if phrases else []
+            if named:
+                found = tx.all("recall_entity_facts", **entity_recall.parameters(
+                    text, named, embedding, all_ns, ids, w_vector=W_VECTOR, k1=BM25_K1, b=BM25_B))
+                rows = entity_recall.fuse(rows, found, limit)
     return _within_budget([_hit(r) for r in rows], budget)
 
 
@@ -334,7 +349,9 @@ def _hit(row: dict[str, Any]) -> RecallHit:
             "text": _optional(row["bm25"]),
             "coverage": _optional(row["coverage"]),
             "context": _optional(row["context_score"]),
-        },
+        }
+        # the entity leg's score, on the facts it reached (memory/entity_recall.py)
+        | ({"entity": float(row["entity_score"])} if row.get("entity_score") is not None else {}),
         confidence=float(row["confidence"]) if is_fact else None,
         occurred_at=None if is_fact else row["occurred_at"],
         valid_from=row["valid_from"] if is_fact else None,

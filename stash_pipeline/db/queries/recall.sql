@@ -337,3 +337,145 @@ WHERE h.id = ANY(%(ids)s)
        OR n.metadata ->> 'session' = h.metadata ->> 'session'
        OR n.metadata ->> 'thread' = h.metadata ->> 'thread')
 ORDER BY h.id, n.id
+
+-- recall_entity_names --
+-- The entities a query names (entity leg of hybrid recall, stash_pipeline.memory.
+-- entity_recall): aliases whose normalised form is one of the query's %(phrases)s, in the
+-- namespaces in scope, found by entity_aliases' unique (namespace_id, normalised) index;
+-- at most %(max_named)s entities, each with the aliases that matched. An entity merged into
+-- another has moved its aliases, facts and relationship ends to the kept one, so these
+-- rows name live entities only.
+WITH matched AS MATERIALIZED (
+    -- (MATERIALIZED: found by the (namespace_id, normalised) index, never by walking an
+    -- entity_id index in order for the LIMIT)
+    SELECT a.entity_id, a.alias
+    FROM entity_aliases a
+    WHERE a.normalised = ANY(%(phrases)s::text[])
+      AND (%(all_namespaces)s OR a.namespace_id = ANY(%(namespace_ids)s))
+)
+SELECT m.entity_id, string_agg(m.alias, ' ' ORDER BY m.alias) AS aliases
+FROM matched m
+GROUP BY m.entity_id
+ORDER BY m.entity_id
+LIMIT %(max_named)s
+
+-- recall_entity_facts --
+-- The entity leg's candidates: current facts about the named entities (%(entity_ids)s, with
+-- the %(aliases)s that named each, from recall_entity_names) and about their neighbours one
+-- current relationship away: at most %(links_per_entity)s newest current relationships per
+-- named entity (live, source fact current), at most %(max_neighbours)s entities. Facts: at
+-- most %(facts_per_entity)s newest current facts per entity, the best %(max_facts)s by score.
+-- Scored as recall_hybrid scores a fact (w_vector * cosine + (1 - w_vector) * coverage,
+-- same BM25), except when the fact lacks a query word of the alias that named its entity
+-- ("achen moved to Kestrel" for "what does Alice do"): then the missing words count as
+-- matched, as entity_credit times their idf but at least entity_match of the query, times
+-- hop_factor one hop away. A fact that spells the name scores exactly as in recall_hybrid.
+-- Same columns as recall_hybrid, plus hop.
+WITH
+named AS (
+    SELECT n.entity_id, n.aliases
+    FROM unnest(%(entity_ids)s::bigint[], %(aliases)s::text[]) AS n(entity_id, aliases)
+),
+query_lexemes AS (
+    SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
+),
+corpus AS (
+    SELECT COALESCE(sum(documents), 0)::float8 AS documents,
+           GREATEST(COALESCE(sum(total_length), 0)::float8 / NULLIF(sum(documents), 0), 1) AS average_length
+    FROM recall_text_stats
+    WHERE %(all_namespaces)s OR namespace_id = ANY(%(namespace_ids)s)
+),
+weights AS (
+    SELECT q.lexeme, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf
+    FROM query_lexemes q, corpus c,
+         LATERAL (SELECT COALESCE(sum(s.documents), 0)::float8 AS df FROM recall_term_stats s
+                  WHERE s.lexeme = q.lexeme AND (%(all_namespaces)s OR s.namespace_id = ANY(%(namespace_ids)s))) t
+),
+full_match AS (
+    SELECT sum(idf) AS idf FROM weights
+),
+-- the query words each named entity's matched aliases account for
+named_words AS (
+    SELECT m.entity_id,
+           ARRAY(SELECT w.lexeme FROM weights w
+                 WHERE w.lexeme = ANY(tsvector_to_array(to_tsvector('english', m.aliases)))) AS words
+    FROM named m
+),
+links AS (
+    SELECT l.id, l.entity_id, m.entity_id AS named_id
+    FROM named m
+    CROSS JOIN LATERAL (
+        (SELECT r.id, r.to_entity_id AS entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
+         WHERE r.from_entity_id = m.entity_id AND r.to_entity_id IS NOT NULL AND r.withdrawn_at IS NULL
+           AND s.withdrawn_at IS NULL AND s.valid_from <= now() AND (s.valid_until IS NULL OR s.valid_until > now())
+         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
+        UNION ALL
+        (SELECT r.id, r.from_entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
+         WHERE r.to_entity_id = m.entity_id AND r.from_entity_id IS NOT NULL AND r.withdrawn_at IS NULL
+           AND s.withdrawn_at IS NULL AND s.valid_from <= now() AND (s.valid_until IS NULL OR s.valid_until > now())
+         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
+    ) l
+),
+-- (named_id: the named entity it was reached from, by its newest link)
+neighbours AS (
+    SELECT l.entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
+    FROM links l
+    WHERE l.entity_id NOT IN (SELECT entity_id FROM named)
+    GROUP BY l.entity_id
+    ORDER BY max(l.id) DESC
+    LIMIT %(max_neighbours)s
+),
+reached AS (
+    SELECT x.hop, x.words, f.id
+    FROM (SELECT entity_id, 0 AS hop, words FROM named_words
+          UNION ALL
+          SELECT nb.entity_id, 1, m.words FROM neighbours nb JOIN named_words m ON m.entity_id = nb.named_id) x
+    CROSS JOIN LATERAL (
+        SELECT f.id FROM facts f
+        WHERE f.entity_id = x.entity_id
+          AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
+          AND f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())
+        ORDER BY f.valid_from DESC, f.id DESC
+        LIMIT %(facts_per_entity)s
+    ) f
+),
+scored AS (
+    SELECT DISTINCT ON (r.id) r.id, r.hop, 1 - (f.embedding <=> %(embedding)s::vector) AS cosine,
+           COALESCE((
+               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(f.search) / co.average_length)))
+               FROM unnest(f.search) AS u
+               JOIN weights w ON w.lexeme = u.lexeme
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25,
+           COALESCE((SELECT sum(w.idf) FROM weights w
+                     WHERE w.lexeme = ANY(r.words) AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
+    FROM reached r JOIN facts f ON f.id = r.id, corpus co
+    ORDER BY r.id, r.hop
+),
+credited AS (
+    SELECT s.id, s.hop, s.cosine, s.bm25,
+           (s.bm25 + CASE WHEN s.missing > 0
+                          THEN power(%(hop_factor)s::float8, s.hop)
+                               * GREATEST(%(entity_credit)s::float8 * s.missing, %(entity_match)s::float8 * fm.idf)
+                          ELSE 0 END) / NULLIF(fm.idf, 0) AS coverage
+    FROM scored s, full_match fm
+),
+ranked AS (
+    SELECT c.id, c.hop, c.cosine, c.bm25, c.coverage,
+           %(w_vector)s * GREATEST(c.cosine, 0) + (1 - %(w_vector)s) * LEAST(COALESCE(c.coverage, 0), 1) AS score
+    FROM credited c
+    ORDER BY score DESC, c.id DESC
+    LIMIT %(max_facts)s
+)
+SELECT 'fact'::text AS kind, r.id, r.score, r.cosine, r.bm25, r.coverage,
+       r.score AS own_score, NULL::float8 AS context_score, r.hop,
+       n.slug AS namespace, f.content, f.confidence, f.valid_from, f.valid_until, f.withdrawn_at,
+       true AS current,
+       ARRAY(SELECT l.parent_id FROM lineage l
+             WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
+             ORDER BY l.parent_id) AS source_episode_ids,
+       NULL::jsonb AS metadata, NULL::timestamptz AS occurred_at
+FROM ranked r
+JOIN facts f ON f.id = r.id
+JOIN namespaces n ON n.id = f.namespace_id
+ORDER BY r.score DESC, r.id DESC
