@@ -41,6 +41,7 @@ from stash_serve.mcp.tools import (
     recall,
 )
 from stash_serve.metrics import TOOL_CALLS, TOOL_ERRORS, TOOL_LATENCY
+from stash_serve.stdio import stdio_streams
 
 log = logging.getLogger("stash.mcp")
 
@@ -110,6 +111,17 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
 
 class StashMCPServer(MCPServer):
     """MCPServer that turns every failure into a structured tool error and records metrics."""
+
+    async def run_stdio_async(self) -> None:
+        """Serve stdio from the event loop (``stash_serve.stdio``), or as the SDK does if it cannot."""
+        async with stdio_streams() as streams:
+            if streams is None:
+                await super().run_stdio_async()
+                return
+            read, write = streams
+            # what the SDK's own run_stdio_async does with its thread-backed streams
+            lowlevel = self._lowlevel_server
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
