@@ -46,11 +46,11 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stash_pipeline import errors
-from stash_pipeline.auth import authenticate
 from stash_pipeline.store import Store
 from stash_serve.limits import SlidingWindow
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY
 from stash_serve.metrics import AUTH_FAILURES, METRICS
+from stash_serve.token_check import TokenCheck
 
 log = logging.getLogger("stash.http")
 
@@ -118,13 +118,15 @@ class BearerAuthMiddleware:
     Failing is cheap for the server: a token found unknown is remembered as unknown for
     STASH_AUTH_NEGATIVE_CACHE_S (by its hash; no database lookup on a repeat), and a client
     address with STASH_AUTH_FAILURES_PER_MINUTE failures in the last minute is answered 429
-    without any lookup until its failures age out. Known tokens are looked up every time,
-    so a revocation takes effect on the next request.
+    without any lookup until its failures age out. Known tokens are looked up every time
+    (one round trip from the event loop, ``stash_serve.token_check``), so a revocation
+    takes effect on the next request.
     """
 
-    def __init__(self, app: ASGIApp, store: Store) -> None:
+    def __init__(self, app: ASGIApp, store: Store, tokens: TokenCheck | None = None) -> None:
         self.app = app
         self.store = store
+        self.tokens = tokens if tokens is not None else TokenCheck(store)
         settings = store.settings
         self.failures = SlidingWindow(settings.auth_failures_per_minute, 60.0)
         self.unknown = NegativeCache(settings.auth_negative_cache_s)
@@ -146,7 +148,7 @@ class BearerAuthMiddleware:
             await _deny(send, 401, errors.AccessDenied("access denied: unknown or revoked token"))
             return
         try:
-            token = await anyio.to_thread.run_sync(authenticate, self.store, secret)
+            token = await self.tokens.check(secret)
         except errors.AccessDenied as exc:
             self.failures.record(address)
             if secret is not None:
@@ -284,12 +286,16 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
     sse = server.sse_app(host=host, transport_security=security)
     routes = [*_health_routes(store), *streamable.routes, *sse.routes]
 
+    tokens = TokenCheck(store)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with server.session_manager.run():
+        async with server.session_manager.run(), contextlib.AsyncExitStack() as running:
+            if auth:
+                await running.enter_async_context(tokens.running())
             yield
 
     app: ASGIApp = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RefuseOtherScopes)])
     if auth:
-        app = BearerAuthMiddleware(app, store)
+        app = BearerAuthMiddleware(app, store, tokens)
     return app
