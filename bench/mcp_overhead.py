@@ -63,7 +63,7 @@ def floor_server() -> Any:
     return server
 
 
-def serve_floor(transport: str, port: int, json_response: bool = False) -> None:
+def serve_floor(transport: str, port: int) -> None:
     """Run the floor server (``--serve-floor``): stdio, or stateless streamable HTTP on ``port``."""
     server = floor_server()
     if transport == "stdio":
@@ -71,7 +71,7 @@ def serve_floor(transport: str, port: int, json_response: bool = False) -> None:
         return
     import uvicorn
 
-    app = server.streamable_http_app(stateless_http=True, json_response=json_response)
+    app = server.streamable_http_app(stateless_http=True)
     uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).run()
 
 
@@ -241,100 +241,131 @@ async def timed_call(session: Any, tool: str, arguments: dict[str, Any]) -> floa
 
 # --- the run ------------------------------------------------------------------------------------
 
+FLOOR = "noop (bare SDK)"
 
-async def measure(store: Any, fixture: dict[str, Any], rounds: int, home: Path) -> dict[str, dict[str, list[float]]]:
+
+@contextlib.asynccontextmanager
+async def servers(
+    store: Any, home: Path, baseline_src: Path | None
+) -> AsyncIterator[dict[str, Any]]:
+    """MCP client sessions by path: Stash over stdio and HTTP (and the baseline's), the floor."""
     from stash_pipeline import auth
 
     env = _env(store, home)
     token = auth.create_token(store, ["/bench"], ["read", "write"], "bench")["token"]
-    stash_port, floor_port = common._free_port(), common._free_port()
     python = sys.executable
+    stash = [_stash(), "serve", "mcp", "--transport"]
+    floor = [python, "-m", "bench.mcp_overhead", "--serve-floor"]
+    kinds: dict[str, tuple[list[str], dict[str, str]]] = {"": (stash, env), "floor ": (floor, env)}
+    if baseline_src is not None:
+        # the same console script, importing the package from the older tree first
+        kinds["before "] = (stash, {**env, "PYTHONPATH": str(baseline_src)})
+    sessions: dict[str, Any] = {}
+    with contextlib.ExitStack() as processes, (home / "stdio.log").open("w") as errlog:
+        async with contextlib.AsyncExitStack() as clients:
+            for prefix, (command, environment) in kinds.items():
+                port = common._free_port()
+                url = processes.enter_context(http_process(
+                    [*command, "http", "--port", str(port)], environment, port, home / f"{prefix or 'stash '}http.log",
+                ))
+                sessions[prefix + "stdio"] = await clients.enter_async_context(
+                    stdio_session([*command, "stdio"], environment, errlog)
+                )
+                sessions[prefix + "http"] = await clients.enter_async_context(
+                    http_session(url, None if prefix == "floor " else token)
+                )
+            yield sessions
+
+
+async def measure(
+    store: Any, fixture: dict[str, Any], rounds: int, home: Path, baseline_src: Path | None
+) -> dict[str, dict[str, list[float]]]:
+    """Per tool and path, the milliseconds of every round (rounds interleave all paths)."""
     tools = calls(store, fixture)
-    samples: dict[str, dict[str, list[float]]] = {
-        name: {"library": [], "stdio": [], "http": []} for name in [*tools, "noop (bare SDK)"]
-    }
-    with (
-        (home / "stdio.log").open("w") as errlog,
-        http_process(
-            [_stash(), "serve", "mcp", "--transport", "http", "--port", str(stash_port)],
-            env, stash_port, home / "http.log",
-        ) as stash_url,
-        http_process(
-            [python, "-m", "bench.mcp_overhead", "--serve-floor", "http", "--port", str(floor_port)],
-            env, floor_port, home / "floor-http.log",
-        ) as floor_url,
-    ):
-        async with (
-            stdio_session([_stash(), "serve", "mcp", "--transport", "stdio"], env, errlog) as stdio,
-            http_session(stash_url, token) as http,
-            stdio_session([python, "-m", "bench.mcp_overhead", "--serve-floor", "stdio"], env, errlog) as floor_stdio,
-            http_session(floor_url, None) as floor_http,
-        ):
-            # warm up every path (imports, prepared statements, pools) before timing
+    async with servers(store, home, baseline_src) as sessions:
+        paths = ["library", *(p for p in sessions if not p.startswith("floor "))]
+        samples = {name: {path: [] for path in paths} for name in tools}
+        samples[FLOOR] = {"library": [], "stdio": [], "http": []}
+        for i in range(-3, rounds):  # three rounds of warm-up (imports, pools, plans), not kept
             for name, make in tools.items():
-                for path, session in (("library", None), ("stdio", stdio), ("http", http)):
-                    arguments, library_call = make(-1, f"warm-{path}")
-                    if session is None:
-                        library_call()
+                for k in range(len(paths)):
+                    path = paths[(i + k) % len(paths)]  # rotate which path goes first
+                    arguments, library_call = make(i, path)
+                    if path == "library":
+                        elapsed = common.timed(library_call)[0]
                     else:
-                        await timed_call(session, name, arguments)
-            for session in (floor_stdio, floor_http):
-                for _ in range(5):
-                    await timed_call(session, "noop", {})
-            paths = ("library", "stdio", "http")
-            for i in range(rounds):
-                for name, make in tools.items():
-                    for k in range(3):
-                        path = paths[(i + k) % 3]  # rotate which path goes first
-                        arguments, library_call = make(i, path)
-                        if path == "library":
-                            samples[name]["library"].append(common.timed(library_call)[0])
-                        else:
-                            session = stdio if path == "stdio" else http
-                            samples[name][path].append(await timed_call(session, name, arguments))
-                samples["noop (bare SDK)"]["library"].append(0.0)
-                samples["noop (bare SDK)"]["stdio"].append(await timed_call(floor_stdio, "noop", {}))
-                samples["noop (bare SDK)"]["http"].append(await timed_call(floor_http, "noop", {}))
-                if (i + 1) % 25 == 0:
-                    common.log(f"round {i + 1}/{rounds}, load average {os.getloadavg()[0]:.1f}")
+                        elapsed = await timed_call(sessions[path], name, arguments)
+                    if i >= 0:
+                        samples[name][path].append(elapsed)
+            floor = [await timed_call(sessions[f"floor {t}"], "noop", {}) for t in ("stdio", "http")]
+            if i >= 0:
+                samples[FLOOR]["library"].append(0.0)
+                samples[FLOOR]["stdio"].append(floor[0])
+                samples[FLOOR]["http"].append(floor[1])
+            if (i + 1) % 25 == 0:
+                common.log(f"round {i + 1}/{rounds}, load average {os.getloadavg()[0]:.1f}")
     return samples
+
+
+def paired_overhead(mcp: list[float], library: list[float]) -> float:
+    """The median over rounds of (MCP call − the same round's library call)."""
+    return common.percentile([m - b for m, b in zip(mcp, library, strict=True)], 50)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=150, help="calls per tool and path (default 150)")
     parser.add_argument("--embedder", choices=("hash", "minilm"), default="hash")
+    parser.add_argument(
+        "--baseline-src", type=Path,
+        help="a source tree of an earlier version (git archive REV | tar -x -C DIR): its servers too, same rounds",
+    )
     parser.add_argument("--serve-floor", choices=("stdio", "http"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--json-response", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_floor:
-        serve_floor(args.serve_floor, args.port, args.json_response)
+        serve_floor(args.serve_floor, args.port)
         return
+    baseline = args.baseline_src.resolve() if args.baseline_src else None
 
     load_before = os.getloadavg()
     with common.fresh_store(args.embedder) as store, tempfile.TemporaryDirectory(prefix="stash-mcp-bench-") as tmp:
         fixture = fill(store)
         common.log(f"filled {EPISODES} episodes and {FACTS} facts; {args.rounds} rounds per tool")
-        samples = anyio.run(measure, store, fixture, args.rounds, Path(tmp))
+        samples = anyio.run(measure, store, fixture, args.rounds, Path(tmp), baseline)
     load_after = os.getloadavg()
+    conditions = (
+        f"{args.rounds} rounds, {args.embedder} embedder, load average {load_before[0]:.1f} before, "
+        f"{load_after[0]:.1f} after"
+    )
 
     rows = []
     for name, paths in samples.items():
         lib, stdio, http = (common.summarize(paths[p]) for p in ("library", "stdio", "http"))
-        # paired: each round's MCP call minus the same round's library call, then the median
-        over_stdio = common.percentile([m - b for m, b in zip(paths["stdio"], paths["library"], strict=True)], 50)
-        over_http = common.percentile([m - b for m, b in zip(paths["http"], paths["library"], strict=True)], 50)
         rows.append([
-            name, lib["p50"], lib["p95"], stdio["p50"], stdio["p95"], http["p50"], http["p95"], over_stdio, over_http,
+            name, lib["p50"], lib["p95"], stdio["p50"], stdio["p95"], http["p50"], http["p95"],
+            paired_overhead(paths["stdio"], paths["library"]), paired_overhead(paths["http"], paths["library"]),
         ])
     common.print_table(
-        f"MCP overhead, ms ({args.rounds} rounds, {args.embedder} embedder; load average "
-        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after)",
+        f"MCP overhead, ms ({conditions})",
         ["tool", "library p50", "library p95", "stdio p50", "stdio p95", "HTTP p50", "HTTP p95",
          "stdio − library", "HTTP − library"],
         rows,
     )
+    if baseline is not None:
+        compared = [
+            [name,
+             paired_overhead(paths["before stdio"], paths["library"]), paired_overhead(paths["stdio"], paths["library"]),
+             paired_overhead(paths["before http"], paths["library"]), paired_overhead(paths["http"], paths["library"])]
+            for name, paths in samples.items() if name != FLOOR
+        ]
+        floor = samples[FLOOR]
+        compared.append([FLOOR, "", common.percentile(floor["stdio"], 50), "", common.percentile(floor["http"], 50)])
+        common.print_table(
+            f"MCP − library, p50 of paired differences, ms: before ({baseline.name}) and now ({conditions})",
+            ["tool", "stdio before", "stdio now", "HTTP before", "HTTP now"],
+            compared,
+        )
     labels = [r[0].split(" ")[0] for r in rows]
     common.save_paired_bars(
         "mcp_overhead", "MCP overhead per call (p50, MCP − library)", labels,

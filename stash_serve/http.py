@@ -281,8 +281,15 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
     # Stateless: no per-session state lives in this process (tools keep none), so any
     # replica behind a load balancer can answer any request (docs/deploy.md). SSE is
     # session-bound by design: route it with sticky sessions.
+    # Each POST is answered with one JSON body rather than a one-event SSE stream: the
+    # protocol allows either, every client accepts both, and the stream's machinery (a task
+    # group per response, a disconnect watcher, event framing on both sides) cost a few
+    # milliseconds a call. No tool sends notifications or requests while it runs, the one
+    # thing only a stream could carry.
     security = transport_security(host)
-    streamable = server.streamable_http_app(host=host, stateless_http=True, transport_security=security)
+    streamable = server.streamable_http_app(
+        host=host, stateless_http=True, json_response=True, transport_security=security
+    )
     sse = server.sse_app(host=host, transport_security=security)
     routes = [*_health_routes(store), *streamable.routes, *sse.routes]
 

@@ -1,5 +1,6 @@
-"""The HTTP server's token check from its event loop: same answers as ``authenticate``,
-use still recorded, and a revocation refused from the very next request."""
+"""The HTTP fast paths: the token check from the event loop gives the same answers as
+``authenticate``, still records use and refuses a revoked token from the very next
+request; a call is answered with one JSON body."""
 
 from __future__ import annotations
 
@@ -68,3 +69,21 @@ async def test_a_revoked_token_is_refused_from_the_next_request(settings: Any, s
                 assert refused.status_code == 401, refused.text
                 assert refused.json()["error"] == "access_denied"
             assert (await http.post(base + "/mcp", json=call, headers=headers(kept))).status_code == 200
+
+
+async def test_a_call_is_answered_with_one_json_body(store: Any) -> None:
+    """Streamable HTTP answers a POST with plain JSON (no one-event SSE stream to frame and parse)."""
+    from tests.mcp.asgi import BASE, served
+
+    namespaces.create(store, "/a")
+    made = auth.create_token(store, ["/a"], ["read"], "json")
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {made['token']}", "mcp-protocol-version": "2025-06-18"}
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "list_namespaces", "arguments": {}}}
+    async with served(store) as app:
+        transport = httpx2.ASGITransport(app=app, client=("127.0.0.1", 5000))
+        async with httpx2.AsyncClient(transport=transport, base_url=BASE, timeout=30) as http:
+            answer = await http.post("/mcp", json=call, headers=headers)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("application/json")
+    body = answer.json()
+    assert body["id"] == 3 and [n["slug"] for n in body["result"]["structuredContent"]["items"]] == ["/a"]
