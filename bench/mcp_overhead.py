@@ -3,22 +3,26 @@
     python -m bench.mcp_overhead                 # 150 rounds per tool, hash embedder
     python -m bench.mcp_overhead --rounds N
     python -m bench.mcp_overhead --embedder minilm
+    python -m bench.mcp_overhead --baseline-src DIR   # also an older tree's servers, same rounds
 
-One fresh database, served three ways at once:
+One fresh database, served several ways at once:
 
 * library — the function the tool calls (``episodes.remember``, ``recall_results``,
   ``facts.query``...), in this process, with the same arguments;
 * stdio — ``stash serve mcp --transport stdio`` spawned as an MCP client spawns it, driven
   by the real MCP SDK client (``stdio_client`` + ``ClientSession``);
 * HTTP — ``stash serve mcp --transport http`` with a bearer token, driven by the SDK's
-  ``streamable_http_client`` over a real socket.
+  ``streamable_http_client`` over a real socket;
+* with ``--baseline-src`` (a tree from ``git archive REV stash_serve stash_pipeline``),
+  the same two servers importing that tree first: before and after in the same rounds;
+* the floor — a bare SDK server (``MCPServer``, one no-op tool, no database) on the
+  transports Stash uses (``stash_serve.stdio``; stateless streamable HTTP answering
+  JSON), driven by the same client: what any server on this SDK costs per call, the
+  client's own work included.
 
-Each round calls every tool once per path, the three paths in rotating order, so load
-drift on the shared machine hits all of them alike; the overhead is the difference of the
-the median of the
-per-round differences (MCP − library, paired). The floor is a bare SDK server (``MCPServer`` with one no-op
-tool, the same transports, no database) measured in the same rounds: what any MCP server
-built on this SDK costs per call, client included. Embedder: the hash embedder by
+Each round calls every tool once per path, the paths in rotating order, so load drift on
+the shared machine hits all of them alike; the overhead of a path is the median over
+rounds of (its call − the same round's library call). Embedder: the hash embedder by
 default, so the model's run time does not drown the difference.
 """
 
@@ -64,14 +68,17 @@ def floor_server() -> Any:
 
 
 def serve_floor(transport: str, port: int) -> None:
-    """Run the floor server (``--serve-floor``): stdio, or stateless streamable HTTP on ``port``."""
+    """Run the floor server (``--serve-floor``) on the transports Stash uses: its stdio
+    (``stash_serve.stdio``), or stateless streamable HTTP answering JSON on ``port``."""
+    from stash_serve import stdio
+
     server = floor_server()
     if transport == "stdio":
-        anyio.run(server.run_stdio_async)
+        anyio.run(stdio.serve, server)
         return
     import uvicorn
 
-    app = server.streamable_http_app(stateless_http=True)
+    app = server.streamable_http_app(stateless_http=True, json_response=True)
     uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).run()
 
 

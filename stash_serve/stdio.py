@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 import mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
 #: longest line read: a message larger than this is a broken client, not a request
@@ -144,4 +145,16 @@ async def stdio_streams() -> AsyncIterator[
             write_transport.close()
 
 
-__all__ = ["stdio_streams"]
+async def serve(server: MCPServer) -> None:
+    """Serve ``server`` over stdio from the event loop, or with the SDK's transport if it cannot."""
+    async with stdio_streams() as streams:
+        if streams is None:
+            await MCPServer.run_stdio_async(server)
+            return
+        read, write = streams
+        # what MCPServer.run_stdio_async does with the SDK's thread-backed streams
+        lowlevel = server._lowlevel_server
+        await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+
+__all__ = ["serve", "stdio_streams"]

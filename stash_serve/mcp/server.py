@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from stash_pipeline import errors
 from stash_pipeline.store import Store
+from stash_serve import stdio
 from stash_serve.mcp import aliases
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, ToolCalls, error_result
 from stash_serve.mcp.tools import (
@@ -41,7 +42,6 @@ from stash_serve.mcp.tools import (
     recall,
 )
 from stash_serve.metrics import TOOL_CALLS, TOOL_ERRORS, TOOL_LATENCY
-from stash_serve.stdio import stdio_streams
 
 log = logging.getLogger("stash.mcp")
 
@@ -114,14 +114,7 @@ class StashMCPServer(MCPServer):
 
     async def run_stdio_async(self) -> None:
         """Serve stdio from the event loop (``stash_serve.stdio``), or as the SDK does if it cannot."""
-        async with stdio_streams() as streams:
-            if streams is None:
-                await super().run_stdio_async()
-                return
-            read, write = streams
-            # what the SDK's own run_stdio_async does with its thread-backed streams
-            lowlevel = self._lowlevel_server
-            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+        await stdio.serve(self)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
