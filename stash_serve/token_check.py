@@ -10,7 +10,12 @@ it waits.
 
 Remembering valid tokens between requests would save that round trip too, but not keep
 the promise: a revocation heard through LISTEN/NOTIFY still reached the server after the
-revoking client's next request now and then on a loaded machine.
+revoking client's next request now and then on a loaded machine. What is done instead
+for a token this process has seen valid (``SeenTokens``) on a streamable-HTTP request:
+the check runs *while* the SDK parses and dispatches the request (``Verification``), and
+nothing the request does takes effect before it passes. A tool's work waits for it
+(``stash_serve.mcp.calls.ToolCalls.run``) and so does the answer's first byte; a failed
+check turns the answer into the 401 (or 503) it would have been.
 
 The pool runs while the HTTP app's lifespan does (``running``); outside it (an app driven
 without its lifespan, as in tests) the check runs ``authenticate`` in a worker thread.
@@ -19,14 +24,18 @@ without its lifespan, as in tests) the check runs ``authenticate`` in a worker t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
 
+import anyio
 import anyio.to_thread
 import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from stash_pipeline import auth
+from stash_pipeline import auth, errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.db.gateway import translate_errors
 from stash_pipeline.store import Store
@@ -78,4 +87,57 @@ class TokenCheck:
                     return await auth.authenticate_on(conn, secret)
 
 
-__all__ = ["TokenCheck"]
+class SeenTokens:
+    """Tokens this process found valid, by secret hash (bounded): never trusted alone, only
+    a reason to run their next check alongside the request instead of before it."""
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self.max_entries = max_entries
+        self._tokens: OrderedDict[str, TokenInfo] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(secret: str) -> str:
+        return hashlib.sha256(secret.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+    def get(self, secret: str) -> TokenInfo | None:
+        with self._lock:
+            return self._tokens.get(self._key(secret))
+
+    def add(self, secret: str, token: TokenInfo) -> None:
+        key = self._key(secret)
+        with self._lock:
+            self._tokens[key] = token
+            self._tokens.move_to_end(key)
+            while len(self._tokens) > self.max_entries:
+                self._tokens.popitem(last=False)
+
+    def forget(self, secret: str) -> None:
+        with self._lock:
+            self._tokens.pop(self._key(secret), None)
+
+
+class Verification:
+    """One request's token check, running alongside the request; ``passed()`` waits for it."""
+
+    def __init__(self, expected: TokenInfo) -> None:
+        self.expected = expected
+        self.error: errors.StashError | None = None
+        self._done = anyio.Event()
+
+    async def run(self, check: Callable[[str], Awaitable[TokenInfo]], secret: str) -> None:
+        try:
+            token = await check(secret)
+            if token != self.expected:  # tokens do not change; if one did, judge it afresh
+                self.error = errors.AccessDenied("access denied: the token changed; retry")
+        except errors.StashError as exc:
+            self.error = exc
+        finally:
+            self._done.set()
+
+    async def passed(self) -> bool:
+        await self._done.wait()
+        return self.error is None
+
+
+__all__ = ["SeenTokens", "TokenCheck", "Verification"]

@@ -52,7 +52,10 @@ async def test_a_revoked_token_is_refused_from_the_next_request(settings: Any, s
     namespaces.create(store, "/a")
     made = auth.create_token(store, ["/a"], ["read", "write"], "soon revoked")
     kept = auth.create_token(store, ["/a"], ["read"], "kept")
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_namespaces", "arguments": {}}}
+
+    def call(content: str) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "remember", "arguments": {"content": content, "namespace": "/a"}}}
 
     def headers(token: dict[str, Any]) -> dict[str, str]:
         return {**MCP_HEADERS, "Authorization": f"Bearer {token['token']}", "mcp-protocol-version": "2025-06-18"}
@@ -60,15 +63,18 @@ async def test_a_revoked_token_is_refused_from_the_next_request(settings: Any, s
     with _serve_http(settings, tmp_path) as base:
         async with httpx2.AsyncClient(timeout=30) as http:
             assert (await http.post(base + "/mcp", json=INITIALIZE, headers=headers(made))).status_code == 200
-            for _ in range(5):
-                answer = await http.post(base + "/mcp", json=call, headers=headers(made))
+            for attempt in range(5):  # after the first, the check runs alongside each request
+                answer = await http.post(base + "/mcp", json=call(f"before {attempt}"), headers=headers(made))
                 assert answer.status_code == 200 and '"isError":false' in answer.text.replace(" ", ""), answer.text
             assert auth.revoke_token(store, made["id"]) is True
             for attempt in range(5):  # the very next request, and every one after it
-                refused = await http.post(base + "/mcp", json={**call, "id": 10 + attempt}, headers=headers(made))
+                refused = await http.post(base + "/mcp", json=call(f"after {attempt}"), headers=headers(made))
                 assert refused.status_code == 401, refused.text
                 assert refused.json()["error"] == "access_denied"
-            assert (await http.post(base + "/mcp", json=call, headers=headers(kept))).status_code == 200
+            assert (await http.post(base + "/mcp", json=INITIALIZE, headers=headers(kept))).status_code == 200
+    with store.db.transaction() as tx:
+        stored = sorted(r["content"] for r in tx.conn.execute("SELECT content FROM episodes").fetchall())
+    assert stored == [f"before {i}" for i in range(5)]  # nothing of a refused request took effect
 
 
 async def test_a_call_is_answered_with_one_json_body(store: Any) -> None:
