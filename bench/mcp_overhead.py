@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -281,6 +282,7 @@ async def servers(
                 sessions[prefix + "http"] = await clients.enter_async_context(
                     http_session(url, None if prefix == "floor " else token)
                 )
+                sessions[prefix + "url"] = url
             yield sessions
 
 
@@ -290,6 +292,7 @@ async def measure(
     """Per tool and path, the milliseconds of every round (rounds interleave all paths)."""
     tools = calls(store, fixture)
     async with servers(store, home, baseline_src) as sessions:
+        urls = {p: sessions.pop(p) for p in list(sessions) if p.endswith("url")}
         paths = ["library", *(p for p in sessions if not p.startswith("floor "))]
         samples = {name: {path: [] for path in paths} for name in tools}
         samples[FLOOR] = {"library": [], "stdio": [], "http": []}
@@ -311,7 +314,24 @@ async def measure(
                 samples[FLOOR]["http"].append(floor[1])
             if (i + 1) % 25 == 0:
                 common.log(f"round {i + 1}/{rounds}, load average {os.getloadavg()[0]:.1f}")
+        samples["server side"] = server_side_means(urls["url"], list(tools))
     return samples
+
+
+def server_side_means(mcp_url: str, tools: list[str]) -> dict[str, list[float]]:
+    """Mean milliseconds inside the HTTP server's ``call_tool`` per tool (its /metrics):
+    argument checks, the worker thread, the library work and the result's serialisation."""
+    import httpx2
+
+    text = httpx2.get(mcp_url.removesuffix("/mcp") + "/metrics", timeout=10).text
+    totals: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        for part in ("sum", "count"):
+            prefix = f"stash_mcp_tool_duration_seconds_{part}{{tool=\""
+            if line.startswith(prefix):
+                name, value = line[len(prefix):].split("\"}")
+                totals.setdefault(name, {})[part] = float(value)
+    return {name: [1000.0 * totals[name]["sum"] / totals[name]["count"]] for name in tools if name in totals}
 
 
 def paired_overhead(mcp: list[float], library: list[float]) -> float:
@@ -346,6 +366,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{load_after[0]:.1f} after"
     )
 
+    server_side = samples.pop("server side")
     rows = []
     for name, paths in samples.items():
         lib, stdio, http = (common.summarize(paths[p]) for p in ("library", "stdio", "http"))
@@ -358,6 +379,12 @@ def main(argv: list[str] | None = None) -> None:
         ["tool", "library p50", "library p95", "stdio p50", "stdio p95", "HTTP p50", "HTTP p95",
          "stdio − library", "HTTP − library"],
         rows,
+    )
+    common.print_table(
+        "Inside the HTTP server's call_tool (mean ms, all calls incl. warm-up) vs the library (mean ms)",
+        ["tool", "library mean", "server call_tool mean", "difference"],
+        [[name, statistics.fmean(samples[name]["library"]), server_side[name][0],
+          server_side[name][0] - statistics.fmean(samples[name]["library"])] for name in server_side],
     )
     if baseline is not None:
         compared = [
