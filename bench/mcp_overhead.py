@@ -16,8 +16,8 @@ One fresh database, served several ways at once:
 * with ``--baseline-src`` (a tree from ``git archive REV stash_serve stash_pipeline``),
   the same two servers importing that tree first: before and after in the same rounds;
 * the floor — a bare SDK server (``MCPServer``, one no-op tool, no database) on the
-  transports Stash uses (``stash_serve.stdio``; stateless streamable HTTP answering
-  JSON), driven by the same client: what any server on this SDK costs per call, the
+  transports Stash uses (the SDK's stdio; stateless streamable HTTP answering JSON),
+  driven by the same client: what any server on this SDK costs per call, the
   client's own work included.
 
 Each round calls every tool once per path, the paths in rotating order, so load drift on
@@ -69,13 +69,11 @@ def floor_server() -> Any:
 
 
 def serve_floor(transport: str, port: int) -> None:
-    """Run the floor server (``--serve-floor``) on the transports Stash uses: its stdio
-    (``stash_serve.stdio``), or stateless streamable HTTP answering JSON on ``port``."""
-    from stash_serve import stdio
-
+    """Run the floor server (``--serve-floor``) on the transports Stash uses: the SDK's
+    stdio, or stateless streamable HTTP answering JSON on ``port``."""
     server = floor_server()
     if transport == "stdio":
-        anyio.run(stdio.serve, server)
+        anyio.run(server.run_stdio_async)
         return
     import uvicorn
 

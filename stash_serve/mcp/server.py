@@ -24,7 +24,6 @@ from pydantic import ValidationError
 
 from stash_pipeline import errors
 from stash_pipeline.store import Store
-from stash_serve import stdio
 from stash_serve.mcp import aliases
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, ToolCalls, error_result
 from stash_serve.mcp.tools import (
@@ -111,10 +110,6 @@ def build_server(store: Store, *, auth: bool) -> MCPServer:
 
 class StashMCPServer(MCPServer):
     """MCPServer that turns every failure into a structured tool error and records metrics."""
-
-    async def run_stdio_async(self) -> None:
-        """Serve stdio from the event loop (``stash_serve.stdio``), or as the SDK does if it cannot."""
-        await stdio.serve(self)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
