@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stash_pipeline import errors
+from stash_pipeline.db.sql import query
 from stash_pipeline.memory import validate
 from stash_pipeline.store import Store
 
@@ -125,18 +126,40 @@ def revoke_token(store: Store, token_id: int) -> bool:
     return store.db.one("auth_revoke_token", id=validate.record_id(token_id, "token id")) is not None
 
 
-def authenticate(store: Store, secret: str | None) -> TokenInfo:
-    """The token for a presented secret, or AccessDenied if unknown or revoked."""
+def _presented(secret: str | None) -> str:
     if not secret or not isinstance(secret, str) or len(secret) > 512 or "\x00" in secret:
         raise errors.AccessDenied("access denied: a valid bearer token is required")
-    with store.db.transaction() as tx:
-        row = tx.one("auth_find_token", token_hash=_hash(secret.strip()))
-        if row is None:
-            raise errors.AccessDenied("access denied: unknown or revoked token")
-        tx.execute("auth_touch_token", id=row["id"])
+    return secret.strip()
+
+
+def _token_info(row: dict[str, Any] | None) -> TokenInfo:
+    if row is None:
+        raise errors.AccessDenied("access denied: unknown or revoked token")
     return TokenInfo(
         id=int(row["id"]),
         name=row["name"],
         namespaces=tuple(row["namespaces"]),
         rights=frozenset(row["rights"]),
     )
+
+
+def authenticate(store: Store, secret: str | None) -> TokenInfo:
+    """The token for a presented secret, or AccessDenied if unknown or revoked."""
+    token_hash = _hash(_presented(secret))
+    with store.db.transaction() as tx:
+        row = tx.one("auth_find_token", token_hash=token_hash)
+        if row is not None:
+            tx.execute("auth_touch_token", id=row["id"])
+    return _token_info(row)
+
+
+async def authenticate_on(conn: Any, secret: str | None) -> TokenInfo:
+    """``authenticate`` on an autocommit ``psycopg.AsyncConnection`` with dict rows: one
+    round trip, no worker thread.
+
+    The HTTP server checks the token of every request; this lets it do so from its event
+    loop. Database errors are raised as psycopg's (the caller owns the connection).
+    """
+    token_hash = _hash(_presented(secret))
+    cursor = await conn.execute(query("auth_check_token"), {"token_hash": token_hash})
+    return _token_info(await cursor.fetchone())

@@ -43,14 +43,15 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stash_pipeline import errors
-from stash_pipeline.auth import authenticate
+from stash_pipeline.auth import TokenInfo
 from stash_pipeline.store import Store
 from stash_serve.limits import SlidingWindow
-from stash_serve.mcp.calls import TOKEN_SCOPE_KEY
+from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, VERIFICATION_SCOPE_KEY
 from stash_serve.metrics import AUTH_FAILURES, METRICS
+from stash_serve.token_check import SeenTokens, TokenCheck, Verification
 
 log = logging.getLogger("stash.http")
 
@@ -59,6 +60,8 @@ HEALTH_BUDGET_S = 0.8
 
 #: probes and the scraper need no secret; every other path (MCP, SSE, anything new) does
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+#: streamable HTTP: one request, one answer, so its token check can run alongside it
+STREAMABLE_PATH = "/mcp"
 
 
 def is_loopback(host: str) -> bool:
@@ -118,13 +121,17 @@ class BearerAuthMiddleware:
     Failing is cheap for the server: a token found unknown is remembered as unknown for
     STASH_AUTH_NEGATIVE_CACHE_S (by its hash; no database lookup on a repeat), and a client
     address with STASH_AUTH_FAILURES_PER_MINUTE failures in the last minute is answered 429
-    without any lookup until its failures age out. Known tokens are looked up every time,
-    so a revocation takes effect on the next request.
+    without any lookup until its failures age out. Known tokens are looked up every time
+    (one round trip from the event loop, ``stash_serve.token_check``), so a revocation
+    takes effect on the next request; for a token seen valid before, on /mcp, the lookup
+    runs alongside the request and gates its work and its answer.
     """
 
-    def __init__(self, app: ASGIApp, store: Store) -> None:
+    def __init__(self, app: ASGIApp, store: Store, tokens: TokenCheck | None = None) -> None:
         self.app = app
         self.store = store
+        self.tokens = tokens if tokens is not None else TokenCheck(store)
+        self.seen = SeenTokens()
         settings = store.settings
         self.failures = SlidingWindow(settings.auth_failures_per_minute, 60.0)
         self.unknown = NegativeCache(settings.auth_negative_cache_s)
@@ -145,26 +152,70 @@ class BearerAuthMiddleware:
             self.failures.record(address)
             await _deny(send, 401, errors.AccessDenied("access denied: unknown or revoked token"))
             return
+        seen = self.seen.get(secret) if secret is not None and scope["path"] == STREAMABLE_PATH else None
+        if seen is not None:
+            assert secret is not None
+            await self._serve_while_checking(scope, receive, send, address, secret, seen)
+            return
         try:
-            token = await anyio.to_thread.run_sync(authenticate, self.store, secret)
-        except errors.AccessDenied as exc:
+            token = await self.tokens.check(secret)
+        except errors.StashError as exc:
+            await self._refuse(send, address, secret, exc)
+            return
+        assert secret is not None  # the check refuses a missing secret
+        self.seen.add(secret, token)
+        _admit(scope, token)
+        await self.app(scope, receive, send)
+
+    async def _serve_while_checking(
+        self, scope: Scope, receive: Receive, send: Send, address: str, secret: str, seen: TokenInfo
+    ) -> None:
+        """Serve a token seen valid before while its check runs: no tool work (it waits in
+        ``ToolCalls.run``) and no byte of the answer before the check passes; if it fails,
+        the answer is the refusal instead."""
+        check = Verification(seen)
+        scope[VERIFICATION_SCOPE_KEY] = check
+        _admit(scope, seen)
+        passed: bool | None = None
+
+        async def send_once_checked(message: Message) -> None:
+            nonlocal passed
+            if passed is None:
+                passed = await check.passed()
+                if not passed:
+                    assert check.error is not None
+                    await self._refuse(send, address, secret, check.error)
+            if passed:
+                await send(message)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(check.run, self.tokens.check, secret)
+            await self.app(scope, receive, send_once_checked)
+            if passed is None and not await check.passed():  # the app answered nothing
+                assert check.error is not None
+                await self._refuse(send, address, secret, check.error)
+
+    async def _refuse(self, send: Send, address: str, secret: str | None, exc: errors.StashError) -> None:
+        if secret is not None:
+            self.seen.forget(secret)
+        if isinstance(exc, errors.AccessDenied):
             self.failures.record(address)
             if secret is not None:
                 self.unknown.add(secret)
             await _deny(send, 401, exc)
-            return
-        except errors.StashError as exc:  # the database is down: not the caller's fault
+        else:  # the database is down: not the caller's fault
             log.warning("token check failed: %s", exc.message)
             await _deny(send, 503, exc)
-            return
-        scope[TOKEN_SCOPE_KEY] = token
-        # The SDK's SSE transport binds a session to the principal that opened it and
-        # answers a POST into it from any other principal as if the session did not exist;
-        # without a user in the scope every token is the same (anonymous) principal.
-        scope["user"] = AuthenticatedUser(
-            AccessToken(token=f"stash-token-{token.id}", client_id=f"stash-token-{token.id}", scopes=sorted(token.rights))
-        )
-        await self.app(scope, receive, send)
+
+
+def _admit(scope: Scope, token: TokenInfo) -> None:
+    scope[TOKEN_SCOPE_KEY] = token
+    # The SDK's SSE transport binds a session to the principal that opened it and answers
+    # a POST into it from any other principal as if the session did not exist; without a
+    # user in the scope every token is the same (anonymous) principal.
+    scope["user"] = AuthenticatedUser(
+        AccessToken(token=f"stash-token-{token.id}", client_id=f"stash-token-{token.id}", scopes=sorted(token.rights))
+    )
 
 
 class NegativeCache:
@@ -279,17 +330,28 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
     # Stateless: no per-session state lives in this process (tools keep none), so any
     # replica behind a load balancer can answer any request (docs/deploy.md). SSE is
     # session-bound by design: route it with sticky sessions.
+    # Each POST is answered with one JSON body rather than a one-event SSE stream: the
+    # protocol allows either, every client accepts both, and the stream's machinery (a task
+    # group per response, a disconnect watcher, event framing on both sides) cost a few
+    # milliseconds a call. No tool sends notifications or requests while it runs, the one
+    # thing only a stream could carry.
     security = transport_security(host)
-    streamable = server.streamable_http_app(host=host, stateless_http=True, transport_security=security)
+    streamable = server.streamable_http_app(
+        host=host, stateless_http=True, json_response=True, transport_security=security
+    )
     sse = server.sse_app(host=host, transport_security=security)
     routes = [*_health_routes(store), *streamable.routes, *sse.routes]
 
+    tokens = TokenCheck(store)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with server.session_manager.run():
+        async with server.session_manager.run(), contextlib.AsyncExitStack() as running:
+            if auth:
+                await running.enter_async_context(tokens.running())
             yield
 
     app: ASGIApp = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RefuseOtherScopes)])
     if auth:
-        app = BearerAuthMiddleware(app, store)
+        app = BearerAuthMiddleware(app, store, tokens)
     return app

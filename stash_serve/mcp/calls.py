@@ -1,7 +1,8 @@
 """How one tool call runs: the caller's scope, a worker thread, errors as results.
 
-Every tool body is a small ``work(scope)`` function; ``ToolCalls.run`` finds the
-caller's token (put in the request scope by ``stash_serve.http``), runs ``work`` in a
+Every tool body is a small ``work(scope)`` function, and every tool runs it through
+``ToolCalls.run``, which finds the caller's token (put in the request scope by
+``stash_serve.http``; if its check is still running, waits for it to pass), runs ``work`` in a
 worker thread so the event loop never waits on PostgreSQL, and turns a ``StashError``
 into a tool error result ``{"error": code, "message": ...}``.
 """
@@ -28,6 +29,9 @@ from stash_serve.mcp import next_steps
 
 #: the ASGI scope key under which stash_serve.http stores the authenticated TokenInfo
 TOKEN_SCOPE_KEY = "stash.token"
+#: the ASGI scope key of a token check still running alongside the request
+#: (``stash_serve.token_check.Verification``): a tool's work waits for it to pass
+VERIFICATION_SCOPE_KEY = "stash.token_check"
 
 
 @dataclass(frozen=True)
@@ -62,20 +66,27 @@ class Scope:
         return list(self.token.namespaces)
 
 
-def token_of(ctx: Context | None) -> TokenInfo | None:
-    """The TokenInfo that stash_serve.http attached to this request, if any."""
+def _request_scope(ctx: Context | None) -> dict[str, Any]:
     if ctx is None:
-        return None
+        return {}
     try:
         request = ctx.request_context.request
     except ValueError:
-        return None
+        return {}
     scope = getattr(request, "scope", None)
-    if isinstance(scope, dict):
-        token = scope.get(TOKEN_SCOPE_KEY)
-        if isinstance(token, TokenInfo):
-            return token
-    return None
+    return scope if isinstance(scope, dict) else {}
+
+
+def token_of(ctx: Context | None) -> TokenInfo | None:
+    """The TokenInfo that stash_serve.http attached to this request, if any."""
+    token = _request_scope(ctx).get(TOKEN_SCOPE_KEY)
+    return token if isinstance(token, TokenInfo) else None
+
+
+async def verified(ctx: Context | None) -> bool:
+    """False if this request's token check, still running when the call began, failed."""
+    check = _request_scope(ctx).get(VERIFICATION_SCOPE_KEY)
+    return check is None or await check.passed()
 
 
 def to_json(value: Any) -> Any:
@@ -116,6 +127,8 @@ class ToolCalls:
         token = token_of(ctx)
         if self.auth and token is None:
             return error_result(errors.AccessDenied("access denied: a valid bearer token is required"))
+        if not await verified(ctx):  # nothing runs for a token that turned out revoked
+            return error_result(errors.AccessDenied("access denied: unknown or revoked token"))
         try:
             value = await anyio.to_thread.run_sync(work, Scope(token))
         except errors.StashError as exc:
@@ -145,4 +158,13 @@ class ToolCalls:
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body)
 
 
-__all__ = ["TOKEN_SCOPE_KEY", "Scope", "ToolCalls", "error_result", "to_json", "token_of"]
+__all__ = [
+    "TOKEN_SCOPE_KEY",
+    "VERIFICATION_SCOPE_KEY",
+    "Scope",
+    "ToolCalls",
+    "error_result",
+    "to_json",
+    "token_of",
+    "verified",
+]

@@ -26,3 +26,17 @@ WHERE token_hash = %(token_hash)s AND revoked_at IS NULL
 -- Record use, at most once a minute per token, so authentication stays one cheap read.
 UPDATE api_tokens SET last_used_at = now()
 WHERE id = %(id)s AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
+
+-- auth_check_token --
+-- An active token by the hash of its secret, its use recorded (at most once a minute) in
+-- the same statement: one round trip in autocommit, for the check before every HTTP request.
+WITH found AS (
+  SELECT id, name, namespaces, rights, last_used_at
+  FROM api_tokens
+  WHERE token_hash = %(token_hash)s AND revoked_at IS NULL
+), touched AS (
+  UPDATE api_tokens AS t SET last_used_at = now()
+  FROM found
+  WHERE t.id = found.id AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '60 seconds')
+)
+SELECT id, name, namespaces, rights FROM found

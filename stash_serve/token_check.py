@@ -1,0 +1,143 @@
+"""Bearer-token checks from the HTTP server's event loop, on a small pool of their own.
+
+Every HTTP request's token is looked up in PostgreSQL, so that a revoked token is refused
+from the very next request. Through the store's pool that lookup cost a hop to a worker
+thread and back, a liveness probe of the pooled connection and a transaction of three
+statements, more than the rest of the MCP layer together on a loaded machine. Here it is
+one statement in autocommit (find the token, record its use at most once a minute) on an
+asynchronous connection: one round trip, and the event loop serves other requests while
+it waits.
+
+Remembering valid tokens between requests would save that round trip too, but not keep
+the promise: a revocation heard through LISTEN/NOTIFY still reached the server after the
+revoking client's next request now and then on a loaded machine. What is done instead
+for a token this process has seen valid (``SeenTokens``) on a streamable-HTTP request:
+the check runs *while* the SDK parses and dispatches the request (``Verification``), and
+nothing the request does takes effect before it passes. A tool's work waits for it
+(``stash_serve.mcp.calls.ToolCalls.run``) and so does the answer's first byte; a failed
+check turns the answer into the 401 (or 503) it would have been.
+
+The pool runs while the HTTP app's lifespan does (``running``); outside it (an app driven
+without its lifespan, as in tests) the check runs ``authenticate`` in a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+import anyio.to_thread
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from stash_pipeline import auth, errors
+from stash_pipeline.auth import TokenInfo
+from stash_pipeline.db.gateway import translate_errors
+from stash_pipeline.store import Store
+
+#: connections for token checks: each holds one for a single round trip
+POOL_SIZE = 4
+
+
+class TokenCheck:
+    """``check(secret)``: the TokenInfo, AccessDenied, or DatabaseUnavailable."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._pool: AsyncConnectionPool | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Check on the event loop while inside (the HTTP app's lifespan)."""
+        pool = AsyncConnectionPool(
+            self.store.db.dsn,
+            min_size=1,
+            max_size=POOL_SIZE,
+            timeout=self.store.settings.db_timeout_s,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            open=False,
+            name="stash-auth",
+        )
+        await pool.open(wait=False)
+        self._pool = pool
+        try:
+            yield
+        finally:
+            self._pool = None
+            await pool.close()
+
+    async def check(self, secret: str | None) -> TokenInfo:
+        pool = self._pool
+        if pool is None:
+            return await anyio.to_thread.run_sync(auth.authenticate, self.store, secret)
+        with translate_errors():
+            try:
+                async with pool.connection() as conn:
+                    return await auth.authenticate_on(conn, secret)
+            except psycopg.OperationalError:
+                # After a database restart idle connections are dead sockets: sweep them
+                # all at once and try again on a fresh one (no probe before every check).
+                await pool.check()
+                async with pool.connection() as conn:
+                    return await auth.authenticate_on(conn, secret)
+
+
+class SeenTokens:
+    """Tokens this process found valid, by secret hash (bounded): never trusted alone, only
+    a reason to run their next check alongside the request instead of before it."""
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self.max_entries = max_entries
+        self._tokens: OrderedDict[str, TokenInfo] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(secret: str) -> str:
+        return hashlib.sha256(secret.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+    def get(self, secret: str) -> TokenInfo | None:
+        with self._lock:
+            return self._tokens.get(self._key(secret))
+
+    def add(self, secret: str, token: TokenInfo) -> None:
+        key = self._key(secret)
+        with self._lock:
+            self._tokens[key] = token
+            self._tokens.move_to_end(key)
+            while len(self._tokens) > self.max_entries:
+                self._tokens.popitem(last=False)
+
+    def forget(self, secret: str) -> None:
+        with self._lock:
+            self._tokens.pop(self._key(secret), None)
+
+
+class Verification:
+    """One request's token check, running alongside the request; ``passed()`` waits for it."""
+
+    def __init__(self, expected: TokenInfo) -> None:
+        self.expected = expected
+        self.error: errors.StashError | None = None
+        self._done = anyio.Event()
+
+    async def run(self, check: Callable[[str], Awaitable[TokenInfo]], secret: str) -> None:
+        try:
+            token = await check(secret)
+            if token != self.expected:  # tokens do not change; if one did, judge it afresh
+                self.error = errors.AccessDenied("access denied: the token changed; retry")
+        except errors.StashError as exc:
+            self.error = exc
+        finally:
+            self._done.set()
+
+    async def passed(self) -> bool:
+        await self._done.wait()
+        return self.error is None
+
+
+__all__ = ["SeenTokens", "TokenCheck", "Verification"]
