@@ -92,20 +92,21 @@ def name_embedding(store: Store, name: str | None) -> Any:
     return store.embedder.embed_one(key) if key else None
 
 
-def link_asserted_fact(tx: Session, store: Store, fact: dict[str, Any], embedding: Any) -> None:
-    """Point a caller's new fact at its entity: the one its name is an alias of, else a new one.
+def link_asserted_fact(tx: Session, store: Store, fact: dict[str, Any], embedding: Any) -> int | None:
+    """Point a caller's new fact at its entity (returned): the one its name is an alias of, else a new one.
 
     A caller's write calls no model, so only the exact (normalised) name is matched here;
     ``embedding`` is ``name_embedding`` of the fact's entity, computed before the transaction.
     """
     key = normalise(fact.get("entity") or "")
     if not key or all(word in PRONOUNS for word in key.split()):
-        return
+        return None
     entity_id, _ = find_or_create(
         tx, int(fact["namespace_id"]), fact["entity"], key,
         embedding=embedding, embedding_model=store.settings.embedding_model_name,
     )
     tx.execute("entity_link_fact", id=int(fact["id"]), entity_id=entity_id)
+    return entity_id
 
 
 # --- reads -------------------------------------------------------------------------------

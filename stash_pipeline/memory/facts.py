@@ -141,6 +141,7 @@ def structured_conflicts(
             "fact_same_key_overlapping",
             namespace_id=new_fact["namespace_id"],
             entity=entity,
+            entity_id=new_fact.get("entity_id"),
             property=prop,
             exclude_id=new_fact["id"],
             valid_from=start,
@@ -261,7 +262,7 @@ def assert_fact(
             valid_from=start,
             valid_until=end,
         )
-        entities.link_asserted_fact(tx, store, row, entity_embedding)
+        row["entity_id"] = entities.link_asserted_fact(tx, store, row, entity_embedding)
         conflicts = structured_conflicts(tx, row, supersede=supersede)
     return {
         "fact": Fact.from_row(row),

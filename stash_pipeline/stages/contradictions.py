@@ -3,7 +3,8 @@
 Input: the facts a batch is about to create (``NewFact``: a key local to the batch plus
 entity / property / value and the event time it will hold from, ``valid_from``).
 Event time first: when a fact of the namespace (or an earlier new fact of the batch) with
-the same lower(entity) + lower(property), another value and an open end began AFTER the
+the same key (lower(property), and lower(entity) or the same resolved entity, so facts
+stated under another alias of it count), another value and an open end began AFTER the
 new fact, the new fact is history: ``plan`` sets its ``valid_until`` to the earliest such
 start, and the producer inserts it closed there (a late-arriving old statement never
 supersedes the newer fact). Candidates are then the facts with the same key and another
@@ -54,6 +55,9 @@ class NewFact:
     valid_from: datetime | None = None
     #: set by ``plan``: where the fact ends as history (None: open-ended, it may be current)
     valid_until: datetime | None = None
+    #: the known entity its name resolved to (None: a new entity or none): facts stated
+    #: under another alias of that entity are on the same key
+    entity_id: int | None = None
 
 
 @dataclass
@@ -97,6 +101,7 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
                 "stage_contradiction_candidates",
                 namespace_id=ctx.namespace_id,
                 entity=fact.entity,
+                entity_id=fact.entity_id,
                 property=fact.property,
                 valid_from=start,
             )
@@ -105,7 +110,8 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
         others += [
             (None, earlier.key, earlier.value or "", earlier.valid_from or now, earlier.valid_until)
             for earlier in seen
-            if _norm(earlier.entity) == _norm(fact.entity)
+            if (_norm(earlier.entity) == _norm(fact.entity)
+                or (fact.entity_id is not None and earlier.entity_id == fact.entity_id))
             and _norm(earlier.property) == _norm(fact.property)
             and _norm(earlier.value) != _norm(fact.value)
         ]

@@ -202,6 +202,12 @@ class Resolver:
         self._targets[key] = target
         common.bump(self.ctx, f"entities_by_{target.method}")
 
+    def known_entity(self, name: str | None) -> int | None:
+        """The existing entity a planned name resolved to (None: a new entity, or no name)."""
+        key = resolvable_key(name)
+        target = self._targets.get(key) if key else None
+        return target.entity_id if target else None
+
     # -- inside the batch transaction -----------------------------------------------------
     def entity_for(self, tx: Session, name: str | None) -> int | None:
         """The entity id of a planned name, creating the entity and recording the alias as needed."""

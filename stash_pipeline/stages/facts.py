@@ -298,18 +298,20 @@ def process_episodes(
             continue
         created.append(proposal)
 
+    # entity resolution: decided before the transaction (it may ask the model), and before
+    # the contradiction check, which also compares facts stated under another alias
+    resolver = Resolver(ctx)
+    resolver.plan(p.draft.entity for p in created if p.key in proposals)
+
     checked = {
-        p.key: contradictions.NewFact(p.key, p.draft.entity, p.draft.property, p.draft.value, p.valid_from)
+        p.key: contradictions.NewFact(p.key, p.draft.entity, p.draft.property, p.draft.value, p.valid_from,
+                                      entity_id=resolver.known_entity(p.draft.entity))
         for p in created
     }
     verdicts, failed_keys = contradictions.plan(ctx, list(checked.values()))
     for key in failed_keys:
         failures[key] = "ModelResponseInvalid: the contradiction check got no valid answer"
         proposals.pop(key, None)
-
-    # entity resolution: decided before the transaction (it may ask the model)
-    resolver = Resolver(ctx)
-    resolver.plan(p.draft.entity for p in created if p.key in proposals)
 
     with ctx.batch(cursor=cursor) as batch:
         if resolved:

@@ -68,13 +68,15 @@ WITH old AS (
 SELECT id FROM old
 
 -- fact_same_key_overlapping --
--- Facts of a namespace about the same entity and property whose event interval overlaps
--- [valid_from, valid_until) (an open end is unbounded), not withdrawn: the candidates of
--- the structured conflict check. Locked, oldest first.
+-- Facts of a namespace about the same entity (the same name, case-insensitive, or the
+-- same resolved entity %(entity_id)s under another alias) and property whose event
+-- interval overlaps [valid_from, valid_until) (an open end is unbounded), not withdrawn:
+-- the candidates of the structured conflict check. Locked, oldest first.
 SELECT id, entity, property, value, confidence, valid_from, valid_until
 FROM facts
 WHERE namespace_id = %(namespace_id)s
-  AND entity IS NOT NULL AND lower(entity) = lower(%(entity)s) AND lower(property) = lower(%(property)s)
+  AND entity IS NOT NULL AND (lower(entity) = lower(%(entity)s) OR entity_id = %(entity_id)s::bigint)
+  AND lower(property) = lower(%(property)s)
   AND withdrawn_at IS NULL AND id <> %(exclude_id)s
   AND (valid_until IS NULL OR valid_until > %(valid_from)s)
   AND (%(valid_until)s::timestamptz IS NULL OR valid_from < %(valid_until)s::timestamptz)

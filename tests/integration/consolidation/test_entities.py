@@ -181,3 +181,33 @@ def test_tree_export_then_import_keeps_entities(cstore, server, model, tmp_path)
     assert entities.get_entity(cstore, name="Bob", namespaces="/copy")["entity"]["id"] != bob
     assert [c["action"] for c in entities.get_entity(cstore, name="Alice Chen", namespaces="/copy")["corrections"]] == [
         "split"]
+
+
+def test_a_new_value_under_another_alias_supersedes_the_old_one(cstore, server, model):
+    # "Alice" resolves to the entity first named "Alice Chen": her new city replaces the
+    # old one even though the two facts spell her differently
+    model.entity_names.update({"Chen": "Alice Chen", "Berlin": "Alice"})
+    seed(cstore, "/t", [text.replace("Alice", "Alice Chen") for text in PARIS])
+    consolidation.run_stage(cstore, "/t", "facts")
+    seed(cstore, "/t", BERLIN)
+    consolidation.run_stage(cstore, "/t", "facts")
+    got = entities.get_entity(cstore, name="Alice")
+    assert [(f["entity"], f["current"]) for f in got["timeline"]] == [("Alice Chen", False), ("Alice", True)]
+    assert got["timeline"][0]["superseded_by"] == got["timeline"][1]["id"]
+    assert [f["value"] for f in got["facts"]] == ["Berlin"]
+
+
+def test_an_asserted_fact_under_an_alias_is_checked_against_the_entitys_facts(cstore):
+    namespaces.create(cstore, "/t")
+    old = facts.assert_fact(cstore, "/t", "Alice Chen works at Acme", entity="Alice Chen",
+                            property="employer", value="Acme")["fact"]
+    short = facts.assert_fact(cstore, "/t", "Alice is an engineer", entity="Alice",
+                              property="role", value="engineer")["fact"]
+    keep = entities.get_entity(cstore, name="Alice Chen")["entity"]["id"]
+    entities.merge_entities(cstore, keep, entities.get_entity(cstore, name="Alice")["entity"]["id"])
+    assert entities.get_entity(cstore, name="Alice")["entity"]["id"] == keep
+    new = facts.assert_fact(cstore, "/t", "Alice works at Globex now", entity="Alice",
+                            property="employer", value="Globex", supersede=True)
+    assert new["superseded_fact_ids"] == [old.id]
+    assert facts.get(cstore, old.id).current is False
+    assert facts.get(cstore, short.id).current is True
