@@ -3,6 +3,7 @@
     python -m bench.recall_latency            # 10,000 memories (8,000 episodes + 2,000 facts)
     python -m bench.recall_latency --large    # 100,000 memories (80,000 + 20,000)
     python -m bench.recall_latency --size N
+    python -m bench.recall_latency --embedder minilm-int8   # another query embedder
 
 Data: episodes and current facts filled by COPY (then HNSW and GIN built), texts from the
 committed dataset with a distinct suffix, vectors = the texts' MiniLM vectors plus small
@@ -137,12 +138,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10_000, help="memories (default 10000)")
     parser.add_argument("--large", action="store_true", help="100,000 memories")
+    parser.add_argument("--embedder", choices=("minilm", "minilm-onnx", "minilm-int8", "minilm-static"),
+                        default="minilm", help="query embedder (default minilm; the fill keeps MiniLM vectors)")
     args = parser.parse_args(argv)
     size = 100_000 if args.large else args.size
 
     from stash_pipeline.memory import recall
 
-    with common.fresh_store("minilm") as store:
+    with common.fresh_store(args.embedder) as store:
         questions, vectors = fill(store, size)
         raw = store.embedder.inner
         raw.embed(["warm up"])

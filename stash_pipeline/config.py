@@ -37,10 +37,10 @@ class Settings(BaseSettings):
 
     # --- embeddings ----------------------------------------------------------------
     embedder: Literal["minilm", "minilm-onnx", "minilm-int8", "minilm-static", "hash", "openai"] = Field(
-        "minilm",
+        "minilm-int8",
         description=(
-            "embedding backend: minilm (numpy), minilm-onnx (same vectors, ONNX Runtime), minilm-int8, "
-            "minilm-static (token table), hash, openai"
+            "embedding backend: minilm-int8 (all-MiniLM-L6-v2, int8, ONNX Runtime), minilm (numpy), "
+            "minilm-onnx (the numpy vectors, ONNX Runtime), minilm-static (token table), hash, openai"
         ),
     )
     embedding_model: str | None = Field(None, description="model name for the openai embedder")

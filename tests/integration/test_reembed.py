@@ -186,3 +186,21 @@ def test_a_write_in_flight_in_any_namespace_does_not_look_like_a_reembed(store: 
         report = reembed(store)  # before the keys were separated: StageBusy while namespace 3 wrote
         writer.rollback()
     assert report["model"] == store.embedder.name
+
+
+def test_a_minilm_database_under_the_int8_default_says_how_to_go_on(make_store: Any) -> None:
+    # A database first written with the numpy MiniLM, opened with the new default: the
+    # error names the exact setting that keeps it working, and reembed moves it over.
+    old = make_store(embedder="minilm", vector_dim=384)
+    seed(old)
+    old.embedder.check_lock()
+    new = make_store(embedder="minilm-int8", vector_dim=384)
+    with pytest.raises(errors.EmbeddingModelMismatch) as info:
+        new.embedder.embed_one("anything")
+    message = str(info.value)
+    assert "STASH_EMBEDDER=minilm)" in message and "stash reembed" in message
+    report = reembed(new)
+    assert report["model"] == "all-MiniLM-L6-v2-int8"
+    assert {model for model, _ in vectors_of(new, "episodes").values()} == {"all-MiniLM-L6-v2-int8"}
+    assert read_lock(new.db)["embedding_model"] == "all-MiniLM-L6-v2-int8"
+    new.embedder.embed_one("anything")  # the lock now matches
