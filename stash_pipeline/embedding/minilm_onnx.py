@@ -35,19 +35,19 @@ from stash_pipeline.errors import ConfigurationError
 GRAPH_VERSION = 1
 INT8_MODEL_NAME = MODEL_NAME + "-int8"
 
-_sessions: dict[tuple[str, bool], _OnnxRunner] = {}
+_sessions: dict[tuple[str, bool, int], _OnnxRunner] = {}
 _sessions_lock = threading.Lock()
 
 
 class _OnnxRunner:
     """A tokenizer plus an ONNX Runtime session computing the encoder."""
 
-    def __init__(self, model_bytes: bytes, model_dir: Path) -> None:
+    def __init__(self, model_bytes: bytes, model_dir: Path, threads: int) -> None:
         import onnxruntime
         import tokenizers
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = int(os.environ.get("STASH_ONNX_THREADS", "1"))
+        options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
@@ -90,7 +90,9 @@ class OnnxMiniLMEmbedder(MiniLMEmbedder):
     endpoint = "local"
     dim = DIM
 
-    def __init__(self, *, quantized: bool = False, cache_dir: Path | None = None, batch_size: int = 32) -> None:
+    def __init__(
+        self, *, quantized: bool = False, cache_dir: Path | None = None, batch_size: int = 32, threads: int = 1
+    ) -> None:
         for module in ("onnxruntime", "onnx"):
             if importlib.util.find_spec(module) is None:
                 raise ConfigurationError(
@@ -103,15 +105,16 @@ class OnnxMiniLMEmbedder(MiniLMEmbedder):
         super().__init__(batch_size=1 if quantized else batch_size)
         self.quantized = quantized
         self.cache_dir = cache_dir
+        self.threads = threads  # 1 in the product; bench/embedders.py measures 2
         self.name = INT8_MODEL_NAME if quantized else MODEL_NAME
 
     def _runner(self) -> _OnnxRunner:
-        key = (str(self.model_dir), self.quantized)
+        key = (str(self.model_dir), self.quantized, self.threads)
         runner = _sessions.get(key)
         if runner is None:
             with _sessions_lock:
                 runner = _sessions.get(key)
                 if runner is None:
                     data = _model_bytes(self.model_dir, self.quantized, self.cache_dir)
-                    runner = _sessions[key] = _OnnxRunner(data, self.model_dir)
+                    runner = _sessions[key] = _OnnxRunner(data, self.model_dir, self.threads)
         return runner

@@ -129,3 +129,16 @@ def test_other_dimension_is_refused_with_the_fix(tmp_path: Path) -> None:
     for name in ("minilm-onnx", "minilm-int8", "minilm-static"):
         with pytest.raises(ConfigurationError, match="STASH_VECTOR_DIM=384"):
             build_embedder(load_settings(embedder=name, vector_dim=256, home=tmp_path))
+
+
+def test_distilled_table_layout() -> None:
+    from stash_pipeline.embedding.static import TABLE_PATH
+    from stash_pipeline.embedding.static_distill import FIRST_REAL_TOKEN, build_table
+
+    vectors = np.random.default_rng(7).normal(size=(FIRST_REAL_TOKEN + 200, 16)).astype(np.float32)
+    rows, scales = build_table(vectors)
+    assert rows.dtype == np.int8 and rows.shape == vectors.shape and scales.shape == (len(vectors),)
+    assert not rows[:100].any() and not rows[101:FIRST_REAL_TOKEN].any()  # special tokens never count
+    assert rows[100].any() and rows[FIRST_REAL_TOKEN:].any(axis=1).all()  # [UNK] and real tokens do
+    with np.load(TABLE_PATH) as shipped:
+        assert shipped["rows"].shape == (30522, 384) and shipped["rows"].dtype == np.int8
