@@ -38,6 +38,20 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> list[np.ndarray]: ...
 
 
+def prepare_embedder(settings: Settings) -> bool:
+    """Build once what the configured embedder caches under STASH_HOME (the ONNX graph).
+
+    ``stash up`` calls it before starting the servers, so the first ``remember`` after an
+    install does not wait seconds for the graph. True if something was built.
+    """
+    if settings.embedder not in ("minilm-onnx", "minilm-int8"):
+        return False
+    from stash_pipeline.embedding.minilm import model_path
+    from stash_pipeline.embedding.minilm_onnx import prepare
+
+    return prepare(model_path(), settings.embedder == "minilm-int8", settings.home / "models")
+
+
 def build_embedder(settings: Settings) -> Embedder:
     """The raw embedder named by STASH_EMBEDDER (wrap it in ``CachedEmbedder`` for use)."""
     if settings.embedder == "hash":

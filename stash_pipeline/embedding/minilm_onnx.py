@@ -65,7 +65,7 @@ def _model_bytes(model_dir: Path, quantized: bool, cache_dir: Path | None) -> by
     from stash_pipeline.embedding import onnx_graph
 
     name = f"all-MiniLM-L6-v2-{'int8' if quantized else 'fp32'}-v{GRAPH_VERSION}.onnx"
-    cached = cache_dir / name if cache_dir is not None else None
+    cached = cache_dir / name if cache_dir is not None else None  # prepare() uses the same name
     if cached is not None and cached.is_file():
         return cached.read_bytes()
     data = onnx_graph.build(model_dir / "model.safetensors")
@@ -82,6 +82,15 @@ def _model_bytes(model_dir: Path, quantized: bool, cache_dir: Path | None) -> by
         except OSError:
             pass  # a read-only home only costs the rebuild next time
     return data
+
+
+def prepare(model_dir: Path, quantized: bool, cache_dir: Path) -> bool:
+    """Write the cached graph if it is missing; True if it had to be built."""
+    name = f"all-MiniLM-L6-v2-{'int8' if quantized else 'fp32'}-v{GRAPH_VERSION}.onnx"
+    if (cache_dir / name).is_file():
+        return False
+    _model_bytes(model_dir, quantized, cache_dir)
+    return True
 
 
 class OnnxMiniLMEmbedder(MiniLMEmbedder):

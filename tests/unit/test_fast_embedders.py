@@ -142,3 +142,14 @@ def test_distilled_table_layout() -> None:
     assert rows[100].any() and rows[FIRST_REAL_TOKEN:].any(axis=1).all()  # [UNK] and real tokens do
     with np.load(TABLE_PATH) as shipped:
         assert shipped["rows"].shape == (30522, 384) and shipped["rows"].dtype == np.int8
+
+
+def test_prepare_builds_the_graph_once_and_only_for_onnx(tmp_path: Path) -> None:
+    from stash_pipeline.embedding import prepare_embedder
+
+    assert prepare_embedder(load_settings(embedder="minilm", home=tmp_path)) is False
+    assert not (tmp_path / "models").exists()
+    settings = load_settings(embedder="minilm-int8", home=tmp_path)
+    assert prepare_embedder(settings) is True
+    assert [p.name for p in (tmp_path / "models").iterdir()] == ["all-MiniLM-L6-v2-int8-v1.onnx"]
+    assert prepare_embedder(settings) is False  # the next start reads it
