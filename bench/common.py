@@ -95,7 +95,7 @@ def fresh_store(embedder: str = "minilm", *, keep: str | None = None, **override
             if not exists:
                 conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
         dsn = _with_db(admin, name)
-        settings = load_settings(database_url=dsn, home=home, embedder=embedder, vector_dim=384, **overrides)
+        settings = load_settings(database_url=dsn, home=home, embedder=embedder, **({"vector_dim": 384} | overrides))
         migrate(settings, dsn)
         store = Store.open(settings)
         try:
@@ -198,11 +198,31 @@ def log(message: str) -> None:
 # --- dataset vectors ----------------------------------------------------------------------
 
 
-def dataset_vectors(texts: Sequence[str], model: str = "all-MiniLM-L6-v2") -> np.ndarray:
-    """MiniLM vectors for ``texts`` (rows in order), cached on disk in bench/out/ by text hash."""
+#: the embedder ``dataset_vectors`` uses when none is given (None = the numpy MiniLM);
+#: ``bench/embedders.py`` swaps it to score each candidate with the same machinery
+_dataset_embedder: list[Any] = [None]
+
+
+@contextlib.contextmanager
+def dataset_embedder(embedder: Any) -> Iterator[None]:
+    """Within the block, ``dataset_vectors`` embeds with ``embedder`` (cached under its name)."""
+    _dataset_embedder.append(embedder)
+    try:
+        yield
+    finally:
+        _dataset_embedder.pop()
+
+
+def dataset_vectors(texts: Sequence[str], model: str | None = None) -> np.ndarray:
+    """Vectors for ``texts`` (rows in order), cached on disk in bench/out/ by text hash.
+
+    The embedder is MiniLM unless a ``dataset_embedder`` block chose another one.
+    """
     from stash_pipeline.embedding.cache import text_hash
     from stash_pipeline.embedding.minilm import MiniLMEmbedder
 
+    chosen = _dataset_embedder[-1]
+    model = model or (chosen.name if chosen is not None else "all-MiniLM-L6-v2")
     OUT.mkdir(exist_ok=True)
     path = OUT / f"vectors-{model}.npz"
     cache: dict[str, np.ndarray] = {}
@@ -212,8 +232,8 @@ def dataset_vectors(texts: Sequence[str], model: str = "all-MiniLM-L6-v2") -> np
     hashes = [text_hash(t) for t in texts]
     missing = sorted({h: t for h, t in zip(hashes, texts, strict=True) if h not in cache}.items())
     if missing:
-        log(f"embedding {len(missing)} texts with MiniLM (cached in {path.name} for the next run)")
-        embedder = MiniLMEmbedder()
+        log(f"embedding {len(missing)} texts with {model} (cached in {path.name} for the next run)")
+        embedder = chosen if chosen is not None else MiniLMEmbedder()
         for start in range(0, len(missing), 256):
             chunk = missing[start : start + 256]
             for (h, _), vector in zip(chunk, embedder.embed([t for _, t in chunk]), strict=True):

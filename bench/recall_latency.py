@@ -4,6 +4,7 @@
     python -m bench.recall_latency --large    # 100,000 memories (80,000 + 20,000)
     python -m bench.recall_latency --size N
     STASH_DATABASE_URL=... nice -n 10 python -m bench.recall_latency --size 1000000 --keep stash_bench_1m
+    python -m bench.recall_latency --embedder minilm-int8   # another query embedder
 
 Data: episodes and current facts filled by COPY (then HNSW and GIN built), texts from the
 committed dataset with a distinct suffix, vectors = the texts' MiniLM vectors plus small
@@ -274,13 +275,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=10_000, help="memories (default 10000)")
     parser.add_argument("--large", action="store_true", help="100,000 memories")
     parser.add_argument("--keep", metavar="NAME", help="fill database NAME on STASH_DATABASE_URL's server once, keep it")
+    parser.add_argument("--embedder", choices=("minilm", "minilm-onnx", "minilm-int8", "minilm-static"),
+                        default="minilm", help="query embedder (default minilm; the fill keeps MiniLM vectors)")
     args = parser.parse_args(argv)
     size = 100_000 if args.large else args.size
 
     from stash_pipeline.memory import recall
 
     builds: dict[str, float] = {}
-    with common.fresh_store("minilm", keep=args.keep) as store, common.ServerMemory(store) as server_memory:
+    with common.fresh_store(args.embedder, keep=args.keep) as store, common.ServerMemory(store) as server_memory:
         began = time.perf_counter()
         questions, vectors = fill(store, size, builds)
         fill_seconds = time.perf_counter() - began

@@ -5,6 +5,7 @@
     python -m bench.write_path --size N   # N existing episodes
     nice -n 10 python -m bench.write_path --size 1000000   # 1M: about 15 minutes of fill and HNSW build here
     python -m bench.write_path --embedder hash   # the hash embedder: the database path alone
+    python -m bench.write_path --embedder minilm-int8   # another local embedder (bench/embedders.py)
 
 Embedder: MiniLM (offline, numpy) by default, for ours and the baseline alike.
 
@@ -214,7 +215,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=1_000, help="existing episodes (default 1000)")
     parser.add_argument("--large", action="store_true", help="100,000 existing episodes")
-    parser.add_argument("--embedder", choices=("minilm", "hash"), default="minilm",
+    parser.add_argument("--embedder", choices=("minilm", "minilm-onnx", "minilm-int8", "minilm-static", "hash"),
+                        default="minilm",
                         help="embedder for ours and the baseline (default minilm)")
     args = parser.parse_args(argv)
     size = 100_000 if args.large else args.size

@@ -36,7 +36,13 @@ class Settings(BaseSettings):
     )
 
     # --- embeddings ----------------------------------------------------------------
-    embedder: Literal["minilm", "hash", "openai"] = Field("minilm", description="embedding backend")
+    embedder: Literal["minilm", "minilm-onnx", "minilm-int8", "minilm-static", "hash", "openai"] = Field(
+        "minilm-int8",
+        description=(
+            "embedding backend: minilm-int8 (all-MiniLM-L6-v2, int8, ONNX Runtime), minilm (numpy), "
+            "minilm-onnx (the numpy vectors, ONNX Runtime), minilm-static (token table), hash, openai"
+        ),
+    )
     embedding_model: str | None = Field(None, description="model name for the openai embedder")
     vector_dim: int = Field(384, ge=1, le=2000, description="embedding dimension (HNSW allows at most 2000)")
     embedding_batch_size: int = Field(64, ge=1, le=2048)
@@ -160,8 +166,14 @@ class Settings(BaseSettings):
     @property
     def embedding_model_name(self) -> str:
         """The name stored with every vector, so a model switch is detected."""
-        if self.embedder == "minilm":
-            return "all-MiniLM-L6-v2"
+        local = {
+            "minilm": "all-MiniLM-L6-v2",
+            "minilm-onnx": "all-MiniLM-L6-v2",  # the same vectors as the numpy pass
+            "minilm-int8": "all-MiniLM-L6-v2-int8",
+            "minilm-static": "all-MiniLM-L6-v2-static",
+        }
+        if self.embedder in local:
+            return local[self.embedder]
         if self.embedder == "hash":
             return f"hash-{self.vector_dim}"
         return str(self.embedding_model)

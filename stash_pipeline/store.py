@@ -66,8 +66,32 @@ class Store:
                     from stash_pipeline.embedding import build_embedder
                     from stash_pipeline.embedding.cache import CachedEmbedder
 
+                    self.settings = self._settings_for_stored_model()
                     self._embedder = CachedEmbedder(self.db, build_embedder(self.settings))
         return self._embedder
+
+    def _settings_for_stored_model(self) -> Settings:
+        """With STASH_EMBEDDER unset, a database goes on with the local model it was written with.
+
+        The default is MiniLM as an int8 ONNX graph; a database whose vectors came from
+        another local model (the numpy MiniLM before it) keeps that model instead of
+        refusing writes after an upgrade. A switch is explicit: set STASH_EMBEDDER and run
+        `stash reembed`.
+        """
+        if "embedder" in self.settings.model_fields_set:
+            return self.settings
+        import psycopg
+
+        from stash_pipeline.embedding.cache import LOCAL_EMBEDDERS, LOCK_MODEL_KEY, read_lock
+
+        try:
+            stored = read_lock(self.db).get(LOCK_MODEL_KEY, "")
+        except psycopg.errors.UndefinedTable:  # not migrated yet: nothing was written
+            return self.settings
+        local = LOCAL_EMBEDDERS.get(stored)
+        if local is None or local == self.settings.embedder:
+            return self.settings
+        return self.settings.model_copy(update={"embedder": local})
 
     def close(self) -> None:
         self.db.close()

@@ -180,6 +180,10 @@ def run_up(
     else:
         dsn = database_dsn(settings)
     migrate(settings, dsn)
+    from stash_pipeline.embedding import prepare_embedder
+
+    if prepare_embedder(settings):
+        say(f"built the {settings.embedding_model_name} graph in {settings.home / 'models'} (first start only)")
     token_file, token_created = ensure_admin_token(settings)
 
     for host, port, what in [(mcp_host, mcp_port, "MCP")] + (

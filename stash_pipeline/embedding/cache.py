@@ -60,10 +60,22 @@ def column_dims(db: Database | Session) -> dict[str, int]:
     return {f"{r['table_name']}.{r['column_name']}": int(r["dim"]) for r in db.all("embedding_column_dims")}
 
 
+#: the STASH_EMBEDDER value that makes each local model's vectors
+LOCAL_EMBEDDERS = {
+    "all-MiniLM-L6-v2": "minilm",
+    "all-MiniLM-L6-v2-int8": "minilm-int8",
+    "all-MiniLM-L6-v2-static": "minilm-static",
+}
+
+
 def _how_to_switch(stored_model: str, stored_dim: str) -> str:
+    local = LOCAL_EMBEDDERS.get(stored_model)
+    again = (
+        f"set STASH_EMBEDDER={local}" if local
+        else f"STASH_EMBEDDER / STASH_EMBEDDING_MODEL / STASH_VECTOR_DIM matching {stored_model!r}, {stored_dim} dims"
+    )
     return (
-        "Either configure the stored model again (STASH_EMBEDDER / STASH_EMBEDDING_MODEL / "
-        f"STASH_VECTOR_DIM matching {stored_model!r}, {stored_dim} dims), or keep the new "
+        f"Either configure the stored model again ({again}), or keep the new "
         "configuration and run `stash reembed` to re-embed every episode and fact with it."
     )
 

@@ -26,6 +26,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -170,6 +171,14 @@ class _Model:
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
+class Runner(Protocol):
+    """What ``MiniLMEmbedder.embed`` needs: the tokenizer and a batch encoder."""
+
+    tokenizer: Any
+
+    def encode(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray: ...
+
+
 _model: _Model | None = None
 _model_lock = threading.Lock()
 
@@ -190,6 +199,11 @@ def _single_threaded_blas() -> None:
     """
     if any(os.environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
         return
+    set_blas_threads(1)
+
+
+def set_blas_threads(count: int) -> None:
+    """Set OpenBLAS' thread count for this process (no-op when no OpenBLAS is loaded)."""
     try:
         with open("/proc/self/maps", encoding="utf-8") as maps:
             paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
@@ -203,7 +217,7 @@ def _single_threaded_blas() -> None:
         for symbol in _BLAS_THREAD_SETTERS:
             setter = getattr(library, symbol, None)
             if setter is not None:
-                setter(ctypes.c_int(1))
+                setter(ctypes.c_int(count))
                 break
 
 
@@ -250,12 +264,15 @@ class MiniLMEmbedder:
 
     def warm_up(self) -> None:
         """Load the weights now rather than on the first embed."""
-        _load(self.model_dir)
+        self._runner()
+
+    def _runner(self) -> Runner:
+        return _load(self.model_dir)
 
     def embed(self, texts: list[str]) -> list[np.ndarray]:
         if not texts:
             return []
-        model = _load(self.model_dir)
+        model = self._runner()
         encodings = model.tokenizer.encode_batch(list(texts))
         token_ids = [enc.ids for enc in encodings]
         # Sort by length so each batch pads only to its own longest text.

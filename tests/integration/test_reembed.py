@@ -202,3 +202,43 @@ def test_reembed_refills_entity_names_in_the_new_dimension(store: Store, make_st
     with new.db.transaction() as tx:
         row = tx.conn.execute("SELECT embedding_model, vector_dims(embedding) AS dim FROM entities").fetchone()
     assert (row["embedding_model"], row["dim"]) == ("hash-256", 256)
+
+
+def test_a_minilm_database_under_the_int8_default_says_how_to_go_on(make_store: Any) -> None:
+    # A database first written with the numpy MiniLM, opened with the new default: the
+    # error names the exact setting that keeps it working, and reembed moves it over.
+    old = make_store(embedder="minilm", vector_dim=384)
+    seed(old)
+    old.embedder.check_lock()
+    new = make_store(embedder="minilm-int8", vector_dim=384)
+    with pytest.raises(errors.EmbeddingModelMismatch) as info:
+        new.embedder.embed_one("anything")
+    message = str(info.value)
+    assert "STASH_EMBEDDER=minilm)" in message and "stash reembed" in message
+    report = reembed(new)
+    assert report["model"] == "all-MiniLM-L6-v2-int8"
+    assert {model for model, _ in vectors_of(new, "episodes").values()} == {"all-MiniLM-L6-v2-int8"}
+    assert read_lock(new.db)["embedding_model"] == "all-MiniLM-L6-v2-int8"
+    new.embedder.embed_one("anything")  # the lock now matches
+
+
+def test_without_stash_embedder_a_database_keeps_the_local_model_it_was_written_with(
+    make_store: Any, database_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An upgrade must not stop writes: a database written by the numpy MiniLM, opened with
+    # no STASH_EMBEDDER given, goes on with that model rather than the new default.
+    from stash_pipeline.config import load_settings
+
+    old = make_store(embedder="minilm", vector_dim=384)
+    seed(old)
+    old.embedder.check_lock()
+    monkeypatch.delenv("STASH_EMBEDDER", raising=False)
+    settings = load_settings(database_url=database_url, home=tmp_path / "home", vector_dim=384)
+    assert settings.embedder == "minilm-int8"  # the default a fresh database gets
+    upgraded = Store.open(settings)
+    try:
+        assert upgraded.embedder.name == "all-MiniLM-L6-v2"
+        assert upgraded.settings.embedder == "minilm"
+        upgraded.embedder.embed_one("a new text after the upgrade")  # no model mismatch
+    finally:
+        upgraded.close()

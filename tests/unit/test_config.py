@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_defaults_follow_the_reference():
     s = load_settings()
     assert s.database_url is None and s.embedded
-    assert s.embedder == "minilm" and s.vector_dim == 384
+    assert s.embedder == "minilm-int8" and s.vector_dim == 384
     assert s.max_content_bytes == 10_000
     assert s.context_ttl == timedelta(hours=1)
     assert s.consolidation_window == timedelta(hours=168)
