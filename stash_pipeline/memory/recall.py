@@ -176,6 +176,11 @@ def recall(
                   and when is None and known is None and not include_history)
     phrases = entity_recall.query_phrases(text) if entity_leg else []
     with store.db.transaction() as tx:
+        # the entity leg first: recall_search_params turns off sequential scans, sorts and
+        # custom plans for the rest of the transaction, which suits recall_hybrid only
+        named = tx.all("recall_entity_names", **entity_recall.named_parameters(phrases, all_ns, ids)) if phrases else []
+        found = tx.all("recall_entity_facts", **entity_recall.parameters(
+            text, named, embedding, all_ns, ids, w_vector=W_VECTOR, k1=BM25_K1, b=BM25_B)) if named else []
         with tx.conn.pipeline():  # the settings and the search share one round trip
             tx.one("recall_search_params", ef_search=str(EF_SEARCH))
             rows = tx.all(
@@ -209,11 +214,8 @@ def recall(
                 context_pool=CONTEXT_POOL,
                 context_window=CONTEXT_WINDOW,
             )
-            named = tx.all("recall_entity_names", **entity_recall.named_parameters(phrases, all_ns, ids)) if phrases else []
-            if named:
-                found = tx.all("recall_entity_facts", **entity_recall.parameters(
-                    text, named, embedding, all_ns, ids, w_vector=W_VECTOR, k1=BM25_K1, b=BM25_B))
-                rows = entity_recall.fuse(rows, found, limit)
+    if found:
+        rows = entity_recall.fuse(rows, found, limit)
     return _within_budget([_hit(r) for r in rows], budget)
 
 
