@@ -53,8 +53,9 @@ class Settings(BaseSettings):
         "exceeds STASH_EMBED_SYNC_BUDGET_MS, sync elsewhere",
     )
     embed_sync_budget_ms: float = Field(
-        3.0, ge=0, le=60_000,
-        description="auto: the longest warm forward pass of one short text that remember may wait for",
+        1.0, ge=0, le=60_000,
+        description="auto: the longest warm forward pass of one short text that remember may wait for "
+        "(a sync new-text remember costs about 3-4x the forward pass: tokenising, the cache write)",
     )
     embed_pending_interval_s: float = Field(
         5.0, gt=0, le=3600,
