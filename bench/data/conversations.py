@@ -27,12 +27,13 @@ conversation (even conversations: dev, odd: test), so no conversation leaks betw
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from bench.data import jsonl
 
 SEED = 20261130
 HERE = Path(__file__).parent
@@ -604,20 +605,13 @@ def build(seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
 
 def write(data: dict[str, list[dict[str, Any]]], directory: Path = HERE) -> dict[str, int]:
     """Write the two JSONL files; returns their line counts."""
-    for name, rows in ((TURNS_FILE, data["turns"]), (QUESTIONS_FILE, data["questions"])):
-        with (directory / name).open("w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+    jsonl.write_files({TURNS_FILE: data["turns"], QUESTIONS_FILE: data["questions"]}, directory)
     return {"turns": len(data["turns"]), "questions": len(data["questions"])}
 
 
 def load(directory: Path = HERE) -> dict[str, list[dict[str, Any]]]:
     """Read the committed set: {"turns": [...], "questions": [...]}."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for key, name in (("turns", TURNS_FILE), ("questions", QUESTIONS_FILE)):
-        with (directory / name).open(encoding="utf-8") as handle:
-            out[key] = [json.loads(line) for line in handle if line.strip()]
-    return out
+    return jsonl.read_files({"turns": TURNS_FILE, "questions": QUESTIONS_FILE}, directory)
 
 
 def main() -> None:

@@ -30,10 +30,11 @@ fact or relationship, in load order) and ``entity_questions.jsonl``.
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Any
+
+from bench.data import jsonl
 
 SEED = 20261201
 HERE = Path(__file__).parent
@@ -195,20 +196,13 @@ def build(seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
 
 def write(data: dict[str, list[dict[str, Any]]], directory: Path = HERE) -> dict[str, int]:
     """Write the two JSONL files; returns their line counts."""
-    for name, rows in ((GRAPH_FILE, data["graph"]), (QUESTIONS_FILE, data["questions"])):
-        with (directory / name).open("w", encoding="utf-8") as handle_:
-            for row in rows:
-                handle_.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+    jsonl.write_files({GRAPH_FILE: data["graph"], QUESTIONS_FILE: data["questions"]}, directory)
     return {"records": len(data["graph"]), "questions": len(data["questions"])}
 
 
 def load(directory: Path = HERE) -> dict[str, list[dict[str, Any]]]:
     """Read the committed set: {"graph": [...], "questions": [...]}."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for key, name in (("graph", GRAPH_FILE), ("questions", QUESTIONS_FILE)):
-        with (directory / name).open(encoding="utf-8") as handle_:
-            out[key] = [json.loads(line) for line in handle_ if line.strip()]
-    return out
+    return jsonl.read_files({"graph": GRAPH_FILE, "questions": QUESTIONS_FILE}, directory)
 
 
 def main() -> None:

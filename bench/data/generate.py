@@ -23,12 +23,13 @@ Splits alternate per type (even index: dev, odd: test), so both splits hold ever
 
 from __future__ import annotations
 
-import json
 import random
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from bench.data import jsonl
 
 SEED = 20260301
 HERE = Path(__file__).parent
@@ -602,23 +603,14 @@ def distractors(count: int, seed: int = SEED + 2) -> list[dict[str, Any]]:
 
 def write(builder: Builder, directory: Path = HERE) -> dict[str, int]:
     """Write the three JSONL files; returns their line counts."""
-    out = {}
-    for name, rows in (("episodes", builder.episodes), ("facts", builder.facts), ("questions", builder.questions)):
-        path = directory / f"{name}.jsonl"
-        with path.open("w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-        out[name] = len(rows)
-    return out
+    sets = {"episodes": builder.episodes, "facts": builder.facts, "questions": builder.questions}
+    jsonl.write_files({f"{name}.jsonl": rows for name, rows in sets.items()}, directory)
+    return {name: len(rows) for name, rows in sets.items()}
 
 
 def load(directory: Path = HERE) -> dict[str, list[dict[str, Any]]]:
     """Read the committed dataset: {"episodes": [...], "facts": [...], "questions": [...]}."""
-    data: dict[str, list[dict[str, Any]]] = {}
-    for name in ("episodes", "facts", "questions"):
-        with (directory / f"{name}.jsonl").open(encoding="utf-8") as handle:
-            data[name] = [json.loads(line) for line in handle if line.strip()]
-    return data
+    return jsonl.read_files({name: f"{name}.jsonl" for name in ("episodes", "facts", "questions")}, directory)
 
 
 def main() -> None:
