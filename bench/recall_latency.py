@@ -119,33 +119,12 @@ def fill_entities(store: Any, size: int) -> int:
     return count
 
 
-def hybrid_params(store: Any, query: str, vector: np.ndarray) -> dict[str, Any]:
-    """The exact parameters ``recall`` passes to ``recall_hybrid`` for this query (captured by a spy).
+def recall_statement_params(store: Any, query: str, names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """The exact parameters ``recall`` passes to the named statements for this query (a spy).
 
-    Capturing, rather than rebuilding them here, keeps the SQL-alone row in step with
+    Capturing, rather than rebuilding them here, keeps the SQL-alone rows in step with
     whatever recall.py currently sends.
     """
-    from stash_pipeline.db.gateway import Session
-    from stash_pipeline.memory import recall
-
-    captured: dict[str, Any] = {}
-    original = Session.all
-
-    def spy(self: Any, name: str, /, **params: Any) -> list[dict[str, Any]]:
-        if name == "recall_hybrid":
-            captured.update(params)
-        return original(self, name, **params)
-
-    Session.all = spy  # type: ignore[method-assign]
-    try:
-        recall.recall(store, query, "/", limit=10)
-    finally:
-        Session.all = original  # type: ignore[method-assign]
-    return captured | {"embedding": vector}
-
-
-def entity_params(store: Any, query: str) -> dict[str, dict[str, Any]]:
-    """The parameters ``recall`` passes to the entity leg's statements, by query name."""
     from stash_pipeline.db.gateway import Session
     from stash_pipeline.memory import recall
 
@@ -153,7 +132,7 @@ def entity_params(store: Any, query: str) -> dict[str, dict[str, Any]]:
     original = Session.all
 
     def spy(self: Any, name: str, /, **params: Any) -> list[dict[str, Any]]:
-        if name in ("recall_entity_names", "recall_entity_facts"):
+        if name in names:
             captured[name] = params
         return original(self, name, **params)
 
@@ -163,6 +142,16 @@ def entity_params(store: Any, query: str) -> dict[str, dict[str, Any]]:
     finally:
         Session.all = original  # type: ignore[method-assign]
     return captured
+
+
+def hybrid_params(store: Any, query: str, vector: np.ndarray) -> dict[str, Any]:
+    """The parameters ``recall`` passes to ``recall_hybrid`` for this query, with ``vector``."""
+    return recall_statement_params(store, query, ("recall_hybrid",))["recall_hybrid"] | {"embedding": vector}
+
+
+def entity_params(store: Any, query: str) -> dict[str, dict[str, Any]]:
+    """The parameters ``recall`` passes to the entity leg's statements, by query name."""
+    return recall_statement_params(store, query, ("recall_entity_names", "recall_entity_facts"))
 
 
 def entity_leg_table(store: Any, questions: list[str], entities: int) -> None:
