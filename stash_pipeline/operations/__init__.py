@@ -7,3 +7,20 @@ an MCP or CLI library.
 """
 
 from __future__ import annotations
+
+from stash_pipeline.operations import (
+    context,
+    contradictions,
+    entities,
+    episodes,
+    facts,
+    failures,
+    goals,
+    graph,
+    hypotheses,
+)
+
+#: the subjects declared here so far (the others' tools and commands are still written by hand)
+SUBJECTS = (episodes, context, facts, entities, graph, contradictions, hypotheses, goals, failures)
+
+__all__ = ["SUBJECTS"]

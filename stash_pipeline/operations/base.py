@@ -14,7 +14,7 @@ are checked when the model is built, before the store is touched. A validator ra
 checks too, as the guard of callers that are not surfaces (stages, import).
 
 ``reach`` says how the caller's namespaces scope the call, and so what a token needs:
-``trees`` (a read of the ``namespaces`` trees), ``namespace`` (a write to one exact
+``trees`` (the ``namespaces`` trees, read, or changed with ``right``), ``namespace`` (a write to one exact
 ``namespace``), ``by_id`` (a record by id, in any namespace the caller may use with
 ``right``), ``trees_or_by_id`` (the ``namespaces`` trees when given, else by id) or
 ``none``.
@@ -22,9 +22,10 @@ checks too, as the guard of callers that are not surfaces (stages, import).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -122,7 +123,11 @@ class Operation:
     def resolve(self, scope: Scope, args: Arguments) -> Any:
         """The namespaces this call may act on, from the caller's scope and the arguments."""
         if self.reach == "trees":
-            return scope.read(getattr(args, "namespaces", None))
+            paths = scope.read(getattr(args, "namespaces", None))
+            if self.right != "read":  # a change across trees (forget): the right on each of them
+                for path in paths:
+                    scope.write(path, self.right)
+            return paths
         if self.reach == "namespace":
             return scope.write(args.namespace, self.right)  # type: ignore[attr-defined]
         if self.reach == "trees_or_by_id" and getattr(args, "namespaces", None) is not None:
@@ -164,6 +169,20 @@ def iso_time(value: str | None) -> str | None:
         raise ValueError(str(getattr(exc, "message", exc)).removeprefix("time ")) from None
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration(value: str | None) -> timedelta | None:
+    """``90s``, ``30m``, ``1h``, ``2d``, ``1w`` (a bare number is seconds); None stays None."""
+    if value is None:
+        return None
+    match = _DURATION.match(value)
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError("not a positive duration like 90s, 30m, 1h or 2d")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
 def invalid_arguments(exc: ValidationError, label: Callable[[str], str] = str) -> errors.InvalidInput:
     """One InvalidInput for a failed arguments model: each problem as ``<argument>: <why>``.
 
@@ -194,6 +213,7 @@ __all__ = [
     "Right",
     "Scope",
     "Unrestricted",
+    "duration",
     "invalid_arguments",
     "iso_time",
     "namespaces_or_none",

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from stash_pipeline.models import Contradiction, Fact
+from stash_pipeline.models import CausalStep, Context, Contradiction, Fact, Goal, Hypothesis
 
 
 class Result(BaseModel):
@@ -99,16 +99,87 @@ class EntitySplit(Result):
     moved: EntityMoved
 
 
+class CausalTrace(Result):
+    fact_id: int
+    direction: str
+    steps: list[CausalStep]
+
+
+class Deleted(Result):
+    ok: bool
+    id: int
+
+
+class GoalFinish(Result):
+    """A completed or abandoned goal, and the parents that completed with it."""
+
+    goal: Goal
+    auto_completed: list[int]
+
+
+class GoalDeletion(Result):
+    ok: bool
+    id: int
+    deleted_ids: list[int]
+
+
+class Confirmation(Result):
+    """A confirmed hypothesis and the fact it became (as the fact row reads)."""
+
+    hypothesis: Hypothesis
+    fact: dict[str, Any]
+
+
+class CurrentContext(Result):
+    """A namespace's current focus; None when there is none or it expired."""
+
+    context: Context | None
+
+
+class ContextCleared(Result):
+    ok: bool
+    cleared: bool
+
+
+class Remembered(Result):
+    """One stored episode: its id, namespace, and whether it is new (a key's retry is not)."""
+
+    id: int
+    namespace: str
+    created: bool
+
+
+class RememberedBatch(Result):
+    results: list[Remembered]
+
+
+class EpisodePurge(Result):
+    episode_id: int
+    namespace: str
+    purged: bool
+    cascade: Cascade
+
+
 __all__ = [
     "AssertedFact",
     "Cascade",
+    "CausalTrace",
+    "Confirmation",
+    "ContextCleared",
+    "CurrentContext",
+    "Deleted",
     "EntityMerge",
     "EntityMoved",
     "EntitySplit",
     "EntityView",
+    "EpisodePurge",
     "FactLineage",
     "FactPurge",
     "FactWithdrawal",
+    "GoalDeletion",
+    "GoalFinish",
+    "Remembered",
+    "RememberedBatch",
     "Resolution",
     "Result",
 ]

@@ -25,7 +25,7 @@ import click
 from pydantic.fields import FieldInfo
 
 from stash_serve.cli import base
-from stash_serve.cli.output import show
+from stash_serve.cli.output import emit_json, show
 
 if typing.TYPE_CHECKING:
     from stash_pipeline.operations.base import Operation
@@ -38,10 +38,25 @@ SHARED_HELP = {
     "offset": "Rows to skip.",
 }
 
-#: how a subject prints an answer for people: (answer, --json given, the checked arguments)
-Render = Callable[[Any, bool, Any], None]
+#: how a subject prints an answer for people: (answer, --json given, the checked arguments,
+#: then the values of the command's own ``extra`` options by name)
+Render = Callable[..., None]
 #: before an erasing command runs: (store, arguments) → a line describing what goes
 Describe = Callable[[Any, Any], str]
+#: before a command that asks in its own way runs: (store, arguments, --yes given) → go on?
+Ask = Callable[[Any, Any, bool], bool]
+
+
+def sentence(text: Callable[[Any, Any], str]) -> Render:
+    """A render that prints ``--json`` records, or else one line: ``text(answer, arguments)``."""
+
+    def render(result: Any, as_json: bool, args: Any) -> None:
+        if as_json:
+            emit_json(result)
+        else:
+            click.echo(text(result, args))
+
+    return render
 
 
 def _options(annotation: Any) -> list[Any]:
@@ -88,11 +103,15 @@ def _parameter(op: Operation, name: str, info: FieldInfo) -> click.Parameter:
     kind = _click_type(info)
     if kind is bool:
         return click.Option([*decls, name], is_flag=True, default=bool(info.default), help=help_text)
-    default = None if info.is_required() else info.default
+    required = info.is_required()
+    default = None if required else info.default
     if name == "namespaces" and op.reach == "trees":
         default = "/"
+    if name == "namespace":
+        # at a shell a write always names where it goes (an agent's defaults to "/")
+        required, default = True, None
     return click.Option(
-        [*decls, name], type=kind, required=info.is_required(), default=default,
+        [*decls, name], type=kind, required=required, default=default,
         show_default=default is not None, help=help_text,
     )
 
@@ -106,14 +125,19 @@ def command(
     summary: str | None = None,
     example: str | None = None,
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    extra: tuple[click.Option, ...] = (),
+    question: str = "erase it permanently?",
+    ask: Ask | None = None,
 ) -> click.Command:
     """The click command of ``op``: named by the last word of its view's path.
 
     ``describe`` makes it an erasing command: it shows what goes and asks first (``--yes``
-    does not ask). ``name``, ``summary`` and ``example`` serve a second name of the same
+    does not ask); ``ask`` does the asking itself (``forget`` previews its match first).
+    ``name``, ``summary`` and ``example`` serve a second name of the same
     command (``stash fact purge`` beside ``stash purge fact``). ``prepare`` reshapes the
     given values before they are checked, where a shell argument stands for more than one
-    field (an entity given by id or by name).
+    field (an entity given by id or by name). ``extra`` options belong to the shell alone
+    (how to print, ``--mermaid``); their values go to ``render``.
     """
     view = op.cli
     assert view is not None, f"{op.name} has no CLI view"
@@ -123,6 +147,7 @@ def command(
     def callback(as_json: bool = False, yes: bool = False, **given: Any) -> None:
         from stash_pipeline.operations.base import UNRESTRICTED
 
+        own = {option.name: given.pop(option.name) for option in extra if option.name}
         values: dict[str, Any] = {}
         for name, value in given.items():
             if isinstance(value, tuple):
@@ -139,15 +164,17 @@ def command(
         if describe is not None:
             if not yes:
                 click.echo(describe(store, args), err=True)
-            base.confirm("erase it permanently?", yes)
+            base.confirm(question, yes)
+        if ask is not None and not ask(store, args, yes):
+            return
         result = op.invoke(store, UNRESTRICTED, args)
         if render is not None:
-            render(result, as_json, args)
+            render(result, as_json, args, **own)
         else:
             show(result, as_json, view.columns)
 
-    params = [_parameter(op, n, f) for n, f in fields.items()]
-    if describe is not None:
+    params = [*(_parameter(op, n, f) for n, f in fields.items()), *extra]
+    if describe is not None or ask is not None:
         params.append(click.Option(["--yes", "-y", "yes"], is_flag=True, help="Do not ask for confirmation."))
     params.append(click.Option(["--json", "as_json"], is_flag=True, help="Print JSON records instead of a table."))
     lines = "\n".join("  " + line for line in (example or view.example).splitlines())
@@ -155,4 +182,4 @@ def command(
     return click.Command(name or view.path[-1], params=params, callback=callback, help=text)
 
 
-__all__ = ["SHARED_HELP", "command"]
+__all__ = ["SHARED_HELP", "command", "sentence"]

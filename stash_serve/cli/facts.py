@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from stash_pipeline.operations import facts as ops
-from stash_serve.cli.derive import command
+from stash_serve.cli.derive import command, sentence
 from stash_serve.cli.output import emit_json, fields
 
 
@@ -51,11 +51,7 @@ def _withdrawn(result: Any, as_json: bool, args: Any) -> None:
     print_cascade(result.cascade)
 
 
-def _purged(result: Any, as_json: bool, args: Any) -> None:
-    if as_json:
-        emit_json(result)
-    else:
-        click.echo(f"purged fact {result.fact_id}")
+_purged = sentence(lambda r, a: f"purged fact {r.fact_id}")
 
 
 def _describe(store: Any, args: Any) -> str:

@@ -14,7 +14,7 @@ import inspect
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, WrapValidator
+from pydantic import Field
 from pydantic.fields import FieldInfo
 
 from stash_pipeline.operations.base import Operation
@@ -27,6 +27,7 @@ from stash_serve.mcp.params import (
     WRITE_IDEMPOTENT,
     Page,
     page,
+    without_validators,
 )
 
 ANNOTATIONS = {
@@ -36,15 +37,11 @@ ANNOTATIONS = {
     "destructive": DESTRUCTIVE,
     "destructive_idempotent": DESTRUCTIVE_IDEMPOTENT,
 }
-_VALIDATORS = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
-
-
 def wire_annotation(info: FieldInfo) -> Any:
     """The field as the SDK should see it: type, constraints and description, without the
     model's validators (they run in ``Operation.parse``, where their errors are tool errors)."""
-    kept = [item for item in info.metadata if not isinstance(item, _VALIDATORS)]
     extra: dict[str, Any] = {"description": info.description} if info.description else {}
-    return Annotated[(info.annotation, *kept, Field(**extra))]  # type: ignore[valid-type]
+    return without_validators(Annotated[(info.annotation, *info.metadata, Field(**extra))])
 
 
 def signature(op: Operation) -> inspect.Signature:
