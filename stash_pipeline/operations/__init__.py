@@ -9,6 +9,7 @@ an MCP or CLI library.
 from __future__ import annotations
 
 from stash_pipeline.operations import (
+    admin,
     context,
     contradictions,
     entities,
@@ -21,6 +22,6 @@ from stash_pipeline.operations import (
 )
 
 #: the subjects declared here so far (the others' tools and commands are still written by hand)
-SUBJECTS = (episodes, context, facts, entities, graph, contradictions, hypotheses, goals, failures)
+SUBJECTS = (episodes, context, facts, entities, graph, contradictions, hypotheses, goals, failures, admin)
 
 __all__ = ["SUBJECTS"]
