@@ -26,7 +26,7 @@ class SetContext(Arguments):
     namespace: Namespace
     ttl: Annotated[
         str | None,
-        Field(description="Lifetime, e.g. 30m, 2h, 1d (default STASH_CONTEXT_TTL)."),
+        Field(description="Lifetime, e.g. 2h."),
         AfterValidator(_checked_duration),
     ] = None
 
@@ -51,6 +51,8 @@ SET_CONTEXT = Operation(
         summary="Set the focus of a namespace (replaces the previous one).",
         example='stash context set "release 2.3 freeze" -n /projects/x --ttl 1h',
         arguments={"focus": "FOCUS"},
+        # the agent's words are cut for its description budget
+        help={"ttl": "Lifetime, e.g. 30m, 2h, 1d (default STASH_CONTEXT_TTL)."},
         stdin=("focus",),
     ),
 )
