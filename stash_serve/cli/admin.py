@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 import click
 
+from stash_pipeline.operations import admin as admin_ops
 from stash_serve.cli import base
+from stash_serve.cli.derive import command
 from stash_serve.cli.output import emit_json, fields
 
 
@@ -213,23 +215,8 @@ def doctor_command(as_json: bool) -> None:
 # --- stats / reembed -----------------------------------------------------------------
 
 
-@click.command("stats")
-@base.namespaces_option()
-@base.json_option
-def stats_command(namespaces: str, as_json: bool) -> None:
-    """Count namespaces, episodes, facts and the rest in a namespace tree.
-
-    \b
-    Example:
-      stash stats -n /projects
-    """
-    from stash_pipeline.memory.admin import stats
-
-    result = stats(base.store(), namespaces)
-    if as_json:
-        emit_json(result)
-    else:
-        fields(result)
+# `stash stats`: derived from stash_pipeline.operations.admin
+stats_command = command(admin_ops.STATS)
 
 
 @click.command("reembed")

@@ -1,10 +1,14 @@
-"""``stash context set|get|clear``: the current focus of a namespace."""
+"""``stash context set|get|clear``: the current focus of a namespace, derived from
+``stash_pipeline.operations.context``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from stash_serve.cli import base
+from stash_pipeline.operations import context as ops
+from stash_serve.cli.derive import command, sentence
 from stash_serve.cli.output import emit_json, fields
 
 
@@ -18,62 +22,25 @@ def context_group() -> None:
     """
 
 
-@context_group.command("set")
-@click.argument("focus")
-@base.namespace_option()
-@click.option("--ttl", default=None, help="Lifetime, e.g. 30m, 1h, 2d (default STASH_CONTEXT_TTL).")
-@base.json_option
-def context_set(focus: str, namespace: str, ttl: str | None, as_json: bool) -> None:
-    """Set the focus of a namespace (replaces the previous one).
+_set = sentence(lambda r, a: f"focus of {r.namespace} set until {r.expires_at:%Y-%m-%d %H:%M:%S %Z}")
 
-    \b
-    Example:
-      stash context set "release 2.3 freeze" -n /projects/x --ttl 1h
-    """
-    from stash_pipeline.memory import context
 
-    lifetime = base.parse_duration(ttl, "--ttl")
-    result = context.set_(base.store(), namespace, base.read_content(focus), ttl=lifetime)
+def _got(result: Any, as_json: bool, args: Any) -> None:
     if as_json:
-        emit_json(result)
+        emit_json(result.context)  # the record itself (null when none), as a shell reader expects
+    elif result.context is None:
+        click.echo(f"no current focus in {args.namespace}")
     else:
-        click.echo(f"focus of {result.namespace} set until {result.expires_at:%Y-%m-%d %H:%M:%S %Z}")
+        fields(result.context)
 
 
-@context_group.command("get")
-@base.namespace_option()
-@base.json_option
-def context_get(namespace: str, as_json: bool) -> None:
-    """Show the current focus of a namespace (nothing once expired).
-
-    \b
-    Example:
-      stash context get -n /projects/x
-    """
-    from stash_pipeline.memory import context
-
-    result = context.get(base.store(), namespace)
-    if as_json:
-        emit_json(result)
-    elif result is None:
-        click.echo(f"no current focus in {namespace}")
-    else:
-        fields(result)
+_cleared = sentence(
+    lambda r, a: f"focus of {a.namespace} cleared" if r.cleared else f"no focus was set in {a.namespace}"
+)
 
 
-@context_group.command("clear")
-@base.namespace_option()
-def context_clear(namespace: str) -> None:
-    """Clear the focus of a namespace.
-
-    \b
-    Example:
-      stash context clear -n /projects/x
-    """
-    from stash_pipeline.memory import context
-
-    cleared = context.clear(base.store(), namespace)
-    click.echo(f"focus of {namespace} cleared" if cleared else f"no focus was set in {namespace}")
-
+context_group.add_command(command(ops.SET_CONTEXT, render=_set))
+context_group.add_command(command(ops.GET_CONTEXT, render=_got))
+context_group.add_command(command(ops.CLEAR_CONTEXT, render=_cleared))
 
 COMMANDS = (context_group,)

@@ -1,10 +1,13 @@
-"""``stash entities show|merge|split``."""
+"""``stash entities show|merge|split``, derived from ``stash_pipeline.operations.entities``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from stash_serve.cli import base
+from stash_pipeline.operations import entities as ops
+from stash_serve.cli.derive import command
 from stash_serve.cli.output import emit_json, table
 
 FACT_COLUMNS = ("id", "entity", "property", "value", "valid_from", "valid_until", "current", "content")
@@ -21,84 +24,50 @@ def entities_group() -> None:
     """
 
 
-@entities_group.command("show")
-@click.argument("entity")
-@base.namespaces_option(default=None)
-@base.json_option
-def entities_show(entity: str, namespaces: str | None, as_json: bool) -> None:
-    """An entity (by id or by any of its names): aliases, facts, relationships, causal links, timeline.
+def _by_id_or_name(values: dict[str, Any]) -> dict[str, Any]:
+    """ENTITY is an id when it is all digits, otherwise one of the entity's names."""
+    name = values.get("name")
+    if isinstance(name, str) and name.isdigit():
+        return {**values, "id": int(name), "name": None}
+    return values
 
-    \b
-    Example:
-      stash entities show "Alice Chen" -n /team --json
-    """
-    from stash_pipeline.memory import entities
 
-    by_id = entity.isdigit()
-    got = entities.get_entity(
-        base.store(), int(entity) if by_id else None, name=None if by_id else entity, namespaces=namespaces
-    )
+def _shown(got: Any, as_json: bool, args: Any) -> None:
     if as_json:
         emit_json(got)
         return
-    head = got["entity"]
+    head = got.entity
     click.echo(f"entity {head['id']} in {head['namespace']}: {head['name']}")
-    click.echo("aliases: " + ", ".join(a["alias"] for a in got["aliases"]))
-    if got["merged_from"]:
-        click.echo("merged from: " + ", ".join(f"{m['id']} ({m['name']})" for m in got["merged_from"]))
+    click.echo("aliases: " + ", ".join(a["alias"] for a in got.aliases))
+    if got.merged_from:
+        click.echo("merged from: " + ", ".join(f"{m['id']} ({m['name']})" for m in got.merged_from))
     click.echo("\ntimeline:")
-    table(got["timeline"], FACT_COLUMNS)
+    table(got.timeline, FACT_COLUMNS)
     click.echo("\nrelationships:")
-    table(got["relationships"], RELATIONSHIP_COLUMNS)
-    click.echo(f"\ncausal links: {len(got['causal_links'])}, corrections: {len(got['corrections'])}")
+    table(got.relationships, RELATIONSHIP_COLUMNS)
+    click.echo(f"\ncausal links: {len(got.causal_links)}, corrections: {len(got.corrections)}")
 
 
-@entities_group.command("merge")
-@click.argument("keep_id", type=int)
-@click.argument("merge_id", type=int)
-@click.option("--note", default=None, help="Why (kept with the correction).")
-@base.json_option
-def entities_merge(keep_id: int, merge_id: int, note: str | None, as_json: bool) -> None:
-    """Merge entity MERGE_ID into KEEP_ID (undo: split KEEP_ID with the merged aliases).
-
-    \b
-    Example:
-      stash entities merge 3 7 --note "Ally is Alice"
-    """
-    from stash_pipeline.memory import entities
-
-    result = entities.merge_entities(base.store(), keep_id, merge_id, note=note)
+def _merged(result: Any, as_json: bool, args: Any) -> None:
     if as_json:
         emit_json(result)
         return
-    moved = result["moved"]
-    click.echo(f"merged entity {merge_id} into {keep_id}: aliases {', '.join(moved['aliases']) or '-'}, "
-               f"{moved['facts']} fact(s), {moved['relationship_ends']} relationship end(s)")
+    moved = result.moved
+    click.echo(f"merged entity {result.merged_id} into {result.id}: aliases {', '.join(moved.aliases) or '-'}, "
+               f"{moved.facts} fact(s), {moved.relationship_ends} relationship end(s)")
 
 
-@entities_group.command("split")
-@click.argument("entity_id", type=int)
-@click.argument("aliases", nargs=-1, required=True)
-@click.option("--note", default=None, help="Why (kept with the correction).")
-@base.json_option
-def entities_split(entity_id: int, aliases: tuple[str, ...], note: str | None, as_json: bool) -> None:
-    """Move ALIASES of an entity, with the facts written with them, to another entity.
-
-    When the aliases are exactly those a merge brought in, the merged entity comes back.
-
-    \b
-    Example:
-      stash entities split 3 Ally --note "two different people"
-    """
-    from stash_pipeline.memory import entities
-
-    result = entities.split_entity(base.store(), entity_id, list(aliases), note=note)
+def _split(result: Any, as_json: bool, args: Any) -> None:
     if as_json:
         emit_json(result)
         return
-    how = "revived" if result["revived"] else "new"
-    click.echo(f"split {', '.join(aliases)} from entity {entity_id} into {how} entity {result['new_id']}: "
-               f"{result['moved']['facts']} fact(s), {result['moved']['relationship_ends']} relationship end(s)")
+    how = "revived" if result.revived else "new"
+    click.echo(f"split {', '.join(args.aliases)} from entity {result.id} into {how} entity {result.new_id}: "
+               f"{result.moved.facts} fact(s), {result.moved.relationship_ends} relationship end(s)")
 
+
+entities_group.add_command(command(ops.GET_ENTITY, render=_shown, prepare=_by_id_or_name))
+entities_group.add_command(command(ops.MERGE_ENTITIES, render=_merged))
+entities_group.add_command(command(ops.SPLIT_ENTITY, render=_split))
 
 COMMANDS = (entities_group,)

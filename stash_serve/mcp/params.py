@@ -7,11 +7,12 @@ imports the names it uses from here at module level.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainValidator, WrapValidator
 
+from stash_pipeline.operations import fields
 from stash_serve.mcp.calls import to_json
 
 # --- annotations: what a client may assume about a tool ----------------------------------
@@ -34,36 +35,34 @@ DESTRUCTIVE_IDEMPOTENT = ToolAnnotations(
 
 # --- parameter types ---------------------------------------------------------------------
 #
-# One name for one concept, in every tool (tests/mcp/test_tool_surface.py enforces it):
-#   namespace         one exact namespace path: where a write goes, what a context tool acts on
-#   namespaces        namespace trees a read covers (list or comma string; default: all readable)
-#   id                the record the tool acts on; <role>_id another record it refers to
-#                     (fact_id, goal_id, parent_id, cause_id…); <kind>_ids a list of them
-#   limit, offset     paging of list tools (answer: items, next_offset)
-#   since, until, as_of, <event>_at, valid_from, valid_until
-#                     times, ISO 8601 text (as_of: event time, known_at: system time)
-#   include_<what>    a switch that adds records or fields to a read
-#   note              free text appended to a record's history
-# Shared conventions are explained once, in the server instructions, so the descriptions
-# below stay short: every character here is sent to every agent with the tool list.
+# The shared argument types are declared once, in stash_pipeline.operations.fields (the
+# naming rule is there too). The tools still written by hand take them without their
+# validators: in a tool signature the SDK would run them, and their errors would not be
+# tool errors; those tools' library functions check the values themselves.
 
-Namespaces = Annotated[
-    list[str] | str | None,
-    Field(description="Trees to read."),
-]
-Namespace = Annotated[str, Field(description="Exact namespace path.")]
+_VALIDATORS = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
+
+
+def without_validators(annotated: Any) -> Any:
+    """``Annotated[T, *metadata]`` with the pydantic validators left out of the metadata."""
+    kind, *metadata = get_args(annotated)
+    kept = [item for item in metadata if not isinstance(item, _VALIDATORS)]
+    return Annotated[(kind, *kept)] if kept else kind
+
+
+Namespaces = without_validators(fields.Namespaces)
+Namespace = without_validators(fields.Namespace)
 #: a write's namespace where the tool defaults to the root, "/"
-RootNamespace = Annotated[str, Field(description="Exact namespace path.")]
-Limit = Annotated[int, Field(description="Page size.", ge=1, le=1000)]
-Offset = Annotated[int, Field(description="Items to skip.", ge=0)]
-RecordId = Annotated[int, Field(description="Record id.", ge=1)]
-Confidence = Annotated[float, Field(description="0 to 1.", ge=0, le=1)]
-Timestamp = Annotated[str | None, Field(description="ISO 8601 time (UTC if no offset).")]
-#: the two read times of facts (see stash_pipeline.memory.facts): event and system time
-AsOf = Annotated[str | None, Field(description="ISO 8601 event time.")]
-KnownAt = Annotated[str | None, Field(description="ISO 8601 system time.")]
-Metadata = Annotated[dict[str, Any] | None, Field(description="JSON object stored with it.")]
-IdList = Annotated[list[int] | str | None, Field(description="Ids (list or comma string).")]
+RootNamespace = Namespace
+Limit = fields.Limit
+Offset = fields.Offset
+RecordId = fields.RecordId
+Confidence = fields.Confidence
+Timestamp = without_validators(fields.Timestamp)
+AsOf = without_validators(fields.AsOf)
+KnownAt = without_validators(fields.KnownAt)
+Metadata = fields.Metadata
+IdList = without_validators(fields.IdList)
 
 # --- paged lists -------------------------------------------------------------------------
 
@@ -114,4 +113,5 @@ __all__ = [
     "RootNamespace",
     "Timestamp",
     "page",
+    "without_validators",
 ]

@@ -110,7 +110,8 @@ def test_invalid_settings_are_one_clear_error(runner: CliRunner, monkeypatch: py
 def test_bad_option_values_are_caller_errors(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["remember", "x", "-n", "/p", "--occurred-at", "yesterday"])
     assert result.exit_code == 2
-    assert "error: --occurred-at 'yesterday' is not an ISO 8601 time" in result.output
+    # the arguments model's words, the option named as typed (the value itself is not echoed)
+    assert "error: invalid arguments: --occurred-at: not an ISO 8601 time" in result.output
 
 
 def _run_stash(*args: str) -> subprocess.CompletedProcess[str]:
@@ -246,3 +247,12 @@ def test_cheap_head_revision_matches_alembic() -> None:
     from stash_serve.cli.base import head_revision
 
     assert head_revision() == alembic_head()
+
+
+def test_the_reference_lists_every_option_of_every_command() -> None:
+    """docs/cli.md's "Arguments and options:" lines are written from the commands
+    (``python -m stash_serve.cli.reference`` rewrites them); a new option shows up there."""
+    from stash_serve.cli.reference import synced
+
+    docs = DOCS.read_text(encoding="utf-8")
+    assert synced(docs, cli) == docs, "run `python -m stash_serve.cli.reference` to update docs/cli.md"

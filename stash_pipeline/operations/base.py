@@ -1,0 +1,220 @@
+"""What an operation is: its arguments model, the library call, its right and its result.
+
+An ``Operation`` is the one declaration of a memory operation. The MCP tool
+(``stash_serve.mcp.derive``) and the CLI command (``stash_serve.cli.derive``) are built
+from it: the tool's input schema and description, the command's options and help, both
+from the arguments model's fields, their types, defaults, descriptions and constraints.
+Adding a parameter is one field here; both surfaces and the docs follow.
+
+Validation lives in the arguments model: shapes, ranges, namespace paths, ids and times
+are checked when the model is built, before the store is touched. A validator raises a
+``StashError`` when the error has its own code (a bad namespace path), otherwise a
+``ValueError`` that each surface reports under the argument's name on that surface
+(``as_of`` to an agent, ``--as-of`` at a shell). The library functions keep their own
+checks too, as the guard of callers that are not surfaces (stages, import).
+
+``reach`` says how the caller's namespaces scope the call, and so what a token needs:
+``trees`` (the ``namespaces`` trees, read, or changed with ``right``), ``namespace`` (a write to one exact
+``namespace``), ``by_id`` (a record by id, in any namespace the caller may use with
+``right``), ``trees_or_by_id`` (the ``namespaces`` trees when given, else by id) or
+``none``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from stash_pipeline import errors
+from stash_pipeline.memory import validate
+
+Right = Literal["read", "write", "admin"]
+Reach = Literal["trees", "namespace", "by_id", "trees_or_by_id", "none"]
+#: what a client may assume about a call: nothing changes, a change, a change that repeating
+#: does not repeat, a change that loses data (and repeating it does or does not change more)
+Effect = Literal["read", "write", "write_idempotent", "destructive", "destructive_idempotent"]
+
+
+class Scope(Protocol):
+    """The caller's reach (``stash_serve.mcp.calls.Scope``; ``UNRESTRICTED`` at a shell)."""
+
+    def read(self, namespaces: Any) -> list[str]: ...
+
+    def write(self, namespace: Any, right: str = "write") -> str: ...
+
+    def by_id(self, right: str) -> list[str] | None: ...
+
+
+class Unrestricted:
+    """The reach of a local caller (the CLI, stdio without a token): any namespace."""
+
+    def read(self, namespaces: Any) -> list[str]:
+        return validate.slugs(namespaces)
+
+    def write(self, namespace: Any, right: str = "write") -> str:
+        return validate.slug(namespace)
+
+    def by_id(self, right: str) -> list[str] | None:
+        return None
+
+
+UNRESTRICTED = Unrestricted()
+
+
+class Arguments(BaseModel):
+    """Base of every arguments model: unknown names are errors; a built model is frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class CliView:
+    """How the operation reads at a shell, where that differs from the derived default.
+
+    ``path`` is the command (``("fact", "show")``; a one-word path is a top-level command),
+    ``arguments`` the fields taken as positional arguments (``{field: METAVAR}``), ``names``
+    extra option names kept for a field (``{"include_resolved": ("--all",)}``), ``help``
+    per-field help where the shell wants other words than the agent, ``columns`` the table
+    columns of a list answer, ``example`` the help's example line(s), ``stdin`` fields that
+    read standard input when given as ``-``, ``hidden`` fields not offered at a shell.
+    """
+
+    path: tuple[str, ...]
+    example: str
+    arguments: dict[str, str] = field(default_factory=dict)
+    names: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    help: dict[str, str] = field(default_factory=dict)
+    summary: str | None = None
+    columns: tuple[str, ...] | None = None
+    stdin: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One memory operation, declared once.
+
+    ``call(store, args, namespaces)`` runs it: ``namespaces`` is what ``reach`` resolved
+    from the caller's scope (read paths, the write path, the by-id scope or None).
+    ``paged`` operations return one page's rows; surfaces wrap them (MCP: ``items`` and
+    ``next_offset``). ``result`` is the model of the answer (of each row when paged), for
+    the output schema and the docs; None where the answer is a plain JSON object.
+    ``description`` is what an agent reads (kept short: every character goes to every
+    agent, under the budget ``tests/mcp/test_tool_surface.py`` holds); ``cli.summary``,
+    where given, is the shell's longer first line of help.
+    """
+
+    name: str
+    description: str
+    arguments: type[Arguments]
+    call: Callable[[Any, Any, Any], Any]
+    right: Right
+    reach: Reach
+    effect: Effect
+    cli: CliView | None = None
+    result: type[BaseModel] | None = None
+    paged: bool = False
+
+    def resolve(self, scope: Scope, args: Arguments) -> Any:
+        """The namespaces this call may act on, from the caller's scope and the arguments."""
+        if self.reach == "trees":
+            paths = scope.read(getattr(args, "namespaces", None))
+            if self.right != "read":  # a change across trees (forget): the right on each of them
+                for path in paths:
+                    scope.write(path, self.right)
+            return paths
+        if self.reach == "namespace":
+            return scope.write(args.namespace, self.right)  # type: ignore[attr-defined]
+        if self.reach == "trees_or_by_id" and getattr(args, "namespaces", None) is not None:
+            return scope.read(args.namespaces)  # type: ignore[attr-defined]
+        if self.reach in ("by_id", "trees_or_by_id"):
+            return scope.by_id(self.right)
+        return None
+
+    def parse(self, values: dict[str, Any], label: Callable[[str], str] = str) -> Arguments:
+        """The arguments model of ``values``; a ``ValueError`` in it is an ``InvalidInput``
+        naming each argument as ``label`` spells it on the caller's surface."""
+        try:
+            return self.arguments(**values)
+        except ValidationError as exc:
+            raise invalid_arguments(exc, label) from None
+
+    def invoke(self, store: Any, scope: Scope, args: Arguments) -> Any:
+        """Call the library with checked ``args`` within the caller's ``scope``."""
+        return self.call(store, args, self.resolve(scope, args))
+
+
+# --- validators the arguments models share ------------------------------------------------
+
+
+def iso_time(value: str | None) -> str | None:
+    """An ISO 8601 time (a value without an offset is UTC), as UTC ISO text; '' is None."""
+    if value is None or value.strip() == "":
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        # the value is not repeated: it may be long, and the caller has it
+        raise ValueError("not an ISO 8601 time, e.g. 2026-05-01T12:00:00Z") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    try:
+        return validate.timestamp(parsed, "time").isoformat()  # type: ignore[union-attr]
+    except Exception as exc:  # the range check's words, without its field name
+        raise ValueError(str(getattr(exc, "message", exc)).removeprefix("time ")) from None
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration(value: str | None) -> timedelta | None:
+    """``90s``, ``30m``, ``1h``, ``2d``, ``1w`` (a bare number is seconds); None stays None."""
+    if value is None:
+        return None
+    match = _DURATION.match(value)
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError("not a positive duration like 90s, 30m, 1h or 2d")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def invalid_arguments(exc: ValidationError, label: Callable[[str], str] = str) -> errors.InvalidInput:
+    """One InvalidInput for a failed arguments model: each problem as ``<argument>: <why>``.
+
+    The rejected values are not repeated: they are the caller's data (possibly huge).
+    """
+    parts = []
+    for err in exc.errors()[:10]:
+        loc = err.get("loc", ())
+        why = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{label(str(loc[0]))}: {why}" if loc else why)
+    return errors.InvalidInput("invalid arguments: " + "; ".join(parts))
+
+
+def namespaces_or_none(value: Any) -> list[str] | None:
+    """Read trees (a list or a comma string), checked; None/''/[] (the caller's default) stays None."""
+    if value in (None, "", []):
+        return None
+    return validate.slugs(value)
+
+
+__all__ = [
+    "UNRESTRICTED",
+    "Arguments",
+    "CliView",
+    "Effect",
+    "Operation",
+    "Reach",
+    "Right",
+    "Scope",
+    "Unrestricted",
+    "duration",
+    "invalid_arguments",
+    "iso_time",
+    "namespaces_or_none",
+]

@@ -1,0 +1,104 @@
+"""Contradiction operations: list_contradictions, resolve_contradiction.
+
+The library side is ``stash_pipeline.memory.contradictions`` (imported inside each call,
+so the declarations load without the database layer).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+
+from stash_pipeline.models import Contradiction
+from stash_pipeline.operations.base import Arguments, CliView, Operation
+from stash_pipeline.operations.fields import Limit, Namespaces, Offset, RecordId
+from stash_pipeline.operations.results import Resolution
+
+#: the reference's resolution names, accepted as synonyms of the library's actions
+RESOLUTION_SYNONYMS = {
+    "new_value_correct": "keep_new",
+    "old_value_correct": "keep_old",
+    "both_correct": "keep_both",
+    "neither_correct": "neither",
+}
+
+
+class ListContradictions(Arguments):
+    namespaces: Namespaces = None
+    include_resolved: Annotated[bool, Field(description="Also list resolved ones.")] = False
+    limit: Limit = 100
+    offset: Offset = 0
+
+
+def _list(store: Any, a: ListContradictions, namespaces: list[str]) -> list[Contradiction]:
+    from stash_pipeline.memory import contradictions
+
+    return contradictions.list_(store, namespaces, include_resolved=a.include_resolved, limit=a.limit, offset=a.offset)
+
+
+LIST_CONTRADICTIONS = Operation(
+    name="list_contradictions",
+    description="Contradictions between facts, newest first (unresolved only by default).",
+    arguments=ListContradictions,
+    call=_list,
+    right="read",
+    reach="trees",
+    effect="read",
+    result=Contradiction,
+    paged=True,
+    cli=CliView(
+        path=("contradictions", "list"),
+        example="stash contradictions list -n /projects/x --include-resolved --json",
+        names={"include_resolved": ("--all",)},
+        columns=("id", "namespace", "old_fact_id", "new_fact_id", "classification", "resolved", "explanation"),
+    ),
+)
+
+
+class ResolveContradiction(Arguments):
+    id: RecordId
+    resolution: Annotated[
+        Literal[
+            "keep_new", "keep_old", "keep_both", "neither",
+            "new_value_correct", "old_value_correct", "both_correct", "neither_correct",
+        ],
+        Field(
+            description="keep_new retires the old fact, keep_old the new one; neither withdraws both "
+            "(*_correct: older synonyms)."
+        ),
+    ]
+    note: Annotated[str | None, Field(description="Why; kept with the resolution.")] = None
+
+    @field_validator("resolution")
+    @classmethod
+    def _current_name(cls, value: str) -> str:
+        return RESOLUTION_SYNONYMS.get(value, value)
+
+
+def _resolve(store: Any, a: ResolveContradiction, namespaces: list[str] | None) -> Resolution:
+    from stash_pipeline.memory import contradictions
+
+    return Resolution.model_validate(
+        contradictions.resolve(store, a.id, a.resolution, note=a.note, namespaces=namespaces)
+    )
+
+
+RESOLVE_CONTRADICTION = Operation(
+    name="resolve_contradiction",
+    description="Resolve a contradiction by acting on its two facts.",
+    arguments=ResolveContradiction,
+    call=_resolve,
+    right="write",
+    reach="by_id",
+    effect="destructive",
+    result=Resolution,
+    cli=CliView(
+        path=("contradictions", "resolve"),
+        example='stash contradictions resolve 3 --resolution keep_new --note "confirmed with the team"',
+        arguments={"id": "CONTRADICTION_ID"},
+        names={"resolution": ("--action",)},
+    ),
+)
+
+OPERATIONS = (LIST_CONTRADICTIONS, RESOLVE_CONTRADICTION)

@@ -1,0 +1,206 @@
+"""Typed answers of the operations whose library functions answer a JSON object.
+
+Each model lists the keys the answer has always had, in the same order, so the JSON a
+client sees is unchanged. ``extra="allow"``: a key a library function adds reaches the
+client before its model names it (and the docs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from stash_pipeline.models import CausalStep, Context, Contradiction, Fact, Goal, Hypothesis
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class Cascade(Result):
+    """What a withdrawal took with it: facts withdrawn, facts to recheck, counts by kind."""
+
+    withdrawn_fact_ids: list[int] = []
+    recheck_fact_ids: list[int] = []
+    withdrawn: dict[str, Any] = {}
+
+
+class AssertedFact(Result):
+    fact: Fact
+    contradictions: list[Contradiction]
+    superseded_fact_ids: list[int]
+
+
+class FactLineage(Result):
+    fact: Fact
+    parents: list[dict[str, Any]]
+    children: list[dict[str, Any]]
+
+
+class FactWithdrawal(Result):
+    fact_id: int
+    withdrawn: bool
+    cascade: Cascade
+
+
+class FactPurge(Result):
+    fact_id: int
+    namespace: str
+    purged: bool
+    cascade: Cascade
+
+
+class Resolution(Result):
+    contradiction: Contradiction
+    old_fact: Fact
+    new_fact: Fact
+    withdrawn: Cascade | None
+    note: str | None
+
+
+class EntityMoved(Result):
+    """What a merge or split moved: the aliases, and counts of facts and relationship ends."""
+
+    aliases: list[str]
+    facts: int
+    relationship_ends: int
+
+
+class EntityView(Result):
+    """Everything known about one entity (rows as the entity queries read them)."""
+
+    entity: dict[str, Any]
+    requested_id: int
+    aliases: list[dict[str, Any]]
+    merged_from: list[dict[str, Any]]
+    facts: list[dict[str, Any]]
+    relationships: list[dict[str, Any]]
+    causal_links: list[dict[str, Any]]
+    timeline: list[dict[str, Any]]
+    corrections: list[dict[str, Any]]
+
+
+class EntityMerge(Result):
+    id: int
+    merged_id: int
+    correction_id: int
+    moved: EntityMoved
+
+
+class EntitySplit(Result):
+    id: int
+    new_id: int
+    revived: bool
+    correction_id: int
+    moved: EntityMoved
+
+
+class CausalTrace(Result):
+    fact_id: int
+    direction: str
+    steps: list[CausalStep]
+
+
+class Deleted(Result):
+    ok: bool
+    id: int
+
+
+class GoalFinish(Result):
+    """A completed or abandoned goal, and the parents that completed with it."""
+
+    goal: Goal
+    auto_completed: list[int]
+
+
+class GoalDeletion(Result):
+    ok: bool
+    id: int
+    deleted_ids: list[int]
+
+
+class Confirmation(Result):
+    """A confirmed hypothesis and the fact it became (as the fact row reads)."""
+
+    hypothesis: Hypothesis
+    fact: dict[str, Any]
+
+
+class CurrentContext(Result):
+    """A namespace's current focus; None when there is none or it expired."""
+
+    context: Context | None
+
+
+class ContextCleared(Result):
+    ok: bool
+    cleared: bool
+
+
+class Remembered(Result):
+    """One stored episode: its id, namespace, and whether it is new (a key's retry is not)."""
+
+    id: int
+    namespace: str
+    created: bool
+
+
+class RememberedBatch(Result):
+    results: list[Remembered]
+
+
+class EpisodePurge(Result):
+    episode_id: int
+    namespace: str
+    purged: bool
+    cascade: Cascade
+
+
+class StoreStats(Result):
+    """Counts of everything stored in some namespace trees (by status where records have one)."""
+
+    namespaces: int
+    episodes: int
+    episodes_forgotten: int
+    facts_needing_recheck: int
+    relationships: int
+    causal_links: int
+    patterns: int
+    contradictions_open: int
+    hypotheses: dict[str, int]
+    goals: dict[str, int]
+    failures: int
+    model_calls: int
+    facts: dict[str, int]
+    dead_letters: dict[str, int]
+    tokens: dict[str, int]
+
+
+__all__ = [
+    "AssertedFact",
+    "Cascade",
+    "CausalTrace",
+    "Confirmation",
+    "ContextCleared",
+    "CurrentContext",
+    "Deleted",
+    "EntityMerge",
+    "EntityMoved",
+    "EntitySplit",
+    "EntityView",
+    "EpisodePurge",
+    "FactLineage",
+    "FactPurge",
+    "FactWithdrawal",
+    "GoalDeletion",
+    "GoalFinish",
+    "Remembered",
+    "RememberedBatch",
+    "Resolution",
+    "Result",
+    "StoreStats",
+]

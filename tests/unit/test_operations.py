@@ -1,0 +1,172 @@
+"""An operation is declared once: its MCP tool and its CLI command follow the declaration.
+
+A throwaway operation is declared here and given to both derivations. Adding one field
+to its arguments model must show up in the tool's input schema, in the command's help
+and options, and reach the library function from both surfaces, with the model's
+validation on both. The operation's function needs no store, so no database runs.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Annotated, Any
+
+import click
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from pydantic import AfterValidator, Field
+
+from stash_pipeline.config import Settings
+from stash_pipeline.operations.base import Arguments, CliView, Operation, iso_time
+from stash_pipeline.operations.fields import Limit, Namespaces, Offset
+from stash_serve.cli import derive as cli_derive
+from stash_serve.mcp import derive as mcp_derive
+from stash_serve.mcp.calls import ToolCalls
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _operation(with_colour: bool) -> Operation:
+    """A list operation; ``with_colour`` adds the one field the test is about."""
+
+    class ListThings(Arguments):
+        namespaces: Namespaces = None
+        limit: Limit = 100
+        offset: Offset = 0
+
+    arguments: type[Arguments] = ListThings
+    if with_colour:
+
+        class ListColouredThings(ListThings):
+            colour: Annotated[
+                str | None, Field(description="Only things of this colour."), AfterValidator(_known_colour)
+            ] = None
+            seen_at: Annotated[str | None, Field(description="ISO 8601 time seen."), AfterValidator(iso_time)] = None
+
+        arguments = ListColouredThings
+
+    def call(store: Any, args: Any, namespaces: list[str]) -> list[dict[str, Any]]:
+        return [{"namespaces": namespaces, **args.model_dump(exclude={"namespaces"})}]
+
+    return Operation(
+        name="list_things",
+        description="Things, newest first.",
+        arguments=arguments,
+        call=call,
+        right="read",
+        reach="trees",
+        effect="read",
+        paged=True,
+        cli=CliView(path=("things",), example="stash things -n /x", columns=("namespaces", "colour")),
+    )
+
+
+def _known_colour(value: str | None) -> str | None:
+    if value not in (None, "red", "blue"):
+        raise ValueError("red or blue")
+    return value
+
+
+def _server(op: Operation) -> MCPServer:
+    server = MCPServer("test")
+    store = SimpleNamespace(settings=Settings())  # the operation never touches it
+    mcp_derive.add_tool(server, ToolCalls(store, auth=False), op)  # type: ignore[arg-type]
+    return server
+
+
+async def _tool(op: Operation) -> Any:
+    async with Client(_server(op)) as client:
+        (tool,) = (await client.list_tools()).tools
+    return tool
+
+
+async def test_a_new_field_appears_in_the_tool_schema() -> None:
+    before = await _tool(_operation(with_colour=False))
+    after = await _tool(_operation(with_colour=True))
+    assert "colour" not in before.input_schema["properties"]
+    colour = after.input_schema["properties"]["colour"]
+    assert colour["description"] == "Only things of this colour."
+    assert colour["default"] is None
+    assert after.description == "Things, newest first."
+    assert after.annotations.read_only_hint is True
+    assert "next_offset" in after.output_schema["properties"]
+    # the shared fields keep their constraints
+    assert after.input_schema["properties"]["limit"]["minimum"] == 1
+
+
+async def test_the_tool_passes_the_field_and_validates_it() -> None:
+    async with Client(_server(_operation(with_colour=True))) as client:
+        answer = await client.call_tool("list_things", {"colour": "red", "namespaces": "/a,/b"})
+        assert not answer.is_error
+        (item,) = answer.structured_content["items"]
+        assert item["colour"] == "red" and item["namespaces"] == ["/a", "/b"]
+        assert answer.structured_content["next_offset"] is None
+
+        bad = await client.call_tool("list_things", {"colour": "green", "seen_at": "yesterday"})
+        assert bad.is_error
+        assert bad.structured_content["error"] == "invalid_input"
+        message = bad.structured_content["message"]
+        assert "colour: red or blue" in message and "seen_at: not an ISO 8601 time" in message
+
+
+def _cli(op: Operation) -> click.Group:
+    @click.group()
+    def root() -> None:
+        """Root."""
+
+    root.add_command(cli_derive.command(op))
+    return root
+
+
+def test_a_new_field_appears_in_the_command_help() -> None:
+    runner = CliRunner()
+    before = runner.invoke(_cli(_operation(with_colour=False)), ["things", "--help"])
+    after = runner.invoke(_cli(_operation(with_colour=True)), ["things", "--help"])
+    assert before.exit_code == after.exit_code == 0
+    assert "--colour" not in before.output
+    assert "--colour TEXT" in after.output and "Only things of this colour." in after.output
+    assert "--seen-at TEXT" in after.output
+    assert "Things, newest first." in after.output and "stash things -n /x" in after.output
+    # and in the reference's options line (docs/cli.md is written from the commands)
+    from stash_serve.cli.reference import options_line
+
+    line = options_line(_cli(_operation(with_colour=True)).commands["things"])
+    assert line is not None and "`--colour`" in line and "`--seen-at`" in line
+
+
+def test_the_command_passes_the_field_and_validates_it_before_the_store() -> None:
+    runner = CliRunner()
+    group = _cli(_operation(with_colour=True))
+    bad = runner.invoke(group, ["things", "--colour", "green", "--seen-at", "yesterday"])
+    assert isinstance(bad.exception, Exception) and not isinstance(bad.exception, SystemExit)
+    message = str(getattr(bad.exception, "message", bad.exception))
+    # at a shell the argument is named as it is typed there
+    assert "--colour: red or blue" in message and "--seen-at: not an ISO 8601 time" in message
+
+
+def test_every_declared_operation_is_a_tool_of_the_server_and_a_command() -> None:
+    """The converted subjects' tools and commands come from their declarations."""
+    from stash_pipeline.operations import SUBJECTS
+    from stash_serve.cli import cli
+
+    for module in SUBJECTS:
+        for op in module.OPERATIONS:
+            if op.cli is None:  # an operation with no command (remember_batch: `stash import` at a shell)
+                continue
+            command: Any = cli
+            for word in op.cli.path:
+                command = command.commands[word] if isinstance(command, click.Group) else None
+            assert command is not None, op.cli.path
+            options = {o for p in command.params for o in getattr(p, "opts", [])}
+            for name in op.arguments.model_fields:
+                if name in op.cli.arguments or name in op.cli.hidden:
+                    continue
+                flag = "--namespace" if name == "namespaces" else "--" + name.replace("_", "-")
+                assert flag in options, (op.name, name)
