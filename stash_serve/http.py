@@ -9,7 +9,10 @@ Routes
 
 Authentication: with ``auth`` on, every request except /healthz, /readyz and /metrics must carry
 ``Authorization: Bearer <token>`` (``stash token create``). A missing, unknown or revoked
-token is answered 401 here, before the MCP layer sees the request; a valid one is put in
+token is answered 401 here, before the MCP layer sees the request, with
+``WWW-Authenticate: Bearer error="invalid_token"`` and the reason; OAuth discovery and
+registration paths answer 404 (Stash takes static tokens, it is no authorization server),
+so MCP clients show the reason rather than start an OAuth flow; a valid one is put in
 the ASGI scope (``TOKEN_SCOPE_KEY``) where each tool call reads its namespace scope and
 rights, and as the scope's user, so an SSE session answers only the token that opened it.
 An unknown token is remembered briefly (no database lookup on a repeat) and an address
@@ -60,6 +63,15 @@ HEALTH_BUDGET_S = 0.8
 
 #: probes and the scraper need no secret; every other path (MCP, SSE, anything new) does
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+#: where OAuth clients look for an authorization server (RFC 9728 protected-resource
+#: metadata, RFC 8414 server metadata, OpenID discovery) and register (RFC 7591): Stash
+#: takes static bearer tokens, so these answer 404 with that news, without a token
+OAUTH_PREFIXES = ("/.well-known/",)
+OAUTH_PATHS = frozenset({"/register", "/authorize", "/token"})
+NO_OAUTH = (
+    "Stash does not offer OAuth: it takes a static bearer token (create one with `stash token create`) "
+    "sent as `Authorization: Bearer <token>`"
+)
 #: streamable HTTP: one request, one answer, so its token check can run alongside it
 STREAMABLE_PATH = "/mcp"
 
@@ -140,6 +152,9 @@ class BearerAuthMiddleware:
         # other scopes pass to the app, whose first layer (RefuseOtherScopes) refuses them
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
+            return
+        if scope["path"] in OAUTH_PATHS or scope["path"].startswith(OAUTH_PREFIXES):
+            await _send_json(send, 404, {"error": "not_found", "message": NO_OAUTH}, [])
             return
         address = (scope.get("client") or ("unknown", 0))[0]
         if not self.failures.allowed(address):
@@ -268,14 +283,24 @@ def _bearer(scope: Scope) -> str | None:
 
 async def _deny(send: Send, status: int, exc: errors.StashError) -> None:
     AUTH_FAILURES.labels(str(status)).inc()
-    body = json.dumps(exc.to_dict()).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers: list[tuple[bytes, bytes]] = []
     if status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="stash"'))
+        # RFC 6750's challenge: the token is the problem, and no resource_metadata, so an
+        # MCP client with a static token reports the message instead of looking for an
+        # authorization server (the discovery paths answer 404 anyway, see OAUTH_PATHS)
+        description = exc.message.replace("\\", "").replace('"', "'")
+        challenge = f'Bearer realm="stash", error="invalid_token", error_description="{description}"'
+        headers.append((b"www-authenticate", challenge.encode("latin-1", errors="replace")))
     if status == 429:
         headers.append((b"retry-after", b"60"))
+    await _send_json(send, status, exc.to_dict(), headers)
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+    data = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers]
     await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": data})
 
 
 def _health_routes(store: Store) -> list[BaseRoute]:

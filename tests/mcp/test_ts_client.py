@@ -216,8 +216,14 @@ def test_typescript_sdk_client_over_streamable_http(
         # nothing the client did looked for OAuth: it was told the token is wrong, and why
         log = "".join(p.read_text() for p in tmp_path.glob("http-*.log"))
         assert "/.well-known/" not in log and "/register" not in log, log
-        discovery = httpx2.get(base + "/.well-known/oauth-protected-resource/mcp", timeout=10)
-        assert discovery.status_code == 404, discovery.text
+        for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server", "/register"):
+            discovery = httpx2.post(base + path, timeout=10) if path == "/register" else httpx2.get(base + path, timeout=10)
+            assert discovery.status_code == 404 and "static bearer token" in discovery.json()["message"], path
+        for headers in ({}, {"Authorization": "Bearer stash_nope_nope"}):
+            refused = httpx2.post(url, json={}, headers=headers, timeout=10)
+            challenge = refused.headers["www-authenticate"]
+            assert refused.status_code == 401 and 'error="invalid_token"' in challenge, challenge
+            assert "resource_metadata" not in challenge  # nothing points the client at OAuth
     missing, unknown, revoked_seen = seen["auth"]
     assert not missing["connected"] and "a valid bearer token is required" in missing["message"], missing
     assert not unknown["connected"] and "unknown or revoked token" in unknown["message"], unknown
