@@ -12,6 +12,10 @@ Without Dagster, the CLI runs inline (the operator's own terminal), and the MCP 
 hands the work to ``BackgroundJobs``: a worker thread per call, a job handle returned at
 once, progress visible in ``consolidation_status``.
 
+Neither waits to find out that no model is configured: ``require_reasoner`` refuses model
+stages up front, with the next step a Dagster run of them would fail with, so a run id or
+job handle is only ever returned for work that can run.
+
 This module speaks HTTP only (no Dagster import): the Dagster layer stays in
 ``stash_pipeline/defs``.
 """
@@ -31,6 +35,8 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.config import Settings
+
+__all__ = ["BackgroundJobs", "DagsterRuns", "Job", "dagster_url", "require_reasoner"]
 
 #: where `stash up` records its webserver's address, under STASH_HOME
 URL_FILE = Path("dagster") / "webserver_url"
@@ -64,6 +70,23 @@ query Runs($filter: RunsFilter!) {
   runsOrError(filter: $filter, limit: 500) {
     __typename ... on Runs { results { runId status creationTime tags { key value } } } } }
 """
+
+
+def require_reasoner(settings: Settings, stages: Sequence[str] | None) -> None:
+    """Raise ReasonerNotConfigured if any of ``stages`` (None: all) needs a model and none is set."""
+    if settings.reasoner_configured:
+        return
+    from stash_pipeline.stages import STAGES
+
+    needy = [spec.name for spec in STAGES if spec.needs_model and (stages is None or spec.name in stages)]
+    if needy:
+        free = [spec.name for spec in STAGES if not spec.needs_model]
+        raise errors.ReasonerNotConfigured(
+            f"{', '.join(needy)} need a reasoning model: set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL "
+            "(in the environment of this process, and of the Dagster daemon and code server when Dagster "
+            f"runs) and consolidate again; nothing was started. {', '.join(free)} needs no model "
+            f"(stage {free[0] if free else '-'})"
+        )
 
 
 def dagster_url(settings: Settings) -> str | None:

@@ -61,6 +61,13 @@ def consolidate_run(
     if dry_run:
         _dry_run(store, namespaces, stage, as_json)
         return
+    from stash_pipeline.memory.namespaces import resolve_trees
+    from stash_serve.runs import require_reasoner
+
+    with store.db.transaction() as tx:  # an unknown namespace first, as before
+        for path in [p.strip() for p in namespaces.split(",") if p.strip()] or ["/"]:
+            resolve_trees(tx, path)
+    require_reasoner(store.settings, [stage] if stage else None)  # as the MCP tool: refuse up front
     if not inline and _submit(store, namespaces, stage, as_json):
         return
     reports: list[Any] = []
