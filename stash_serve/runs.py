@@ -212,16 +212,30 @@ class Job:
     reports: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
-    def view(self) -> dict[str, Any]:
+    def view(self, within: Sequence[str] | None = None) -> dict[str, Any]:
+        """The job as a caller whose trees are ``within`` (None: all) may see it.
+
+        A job started on ``/`` covers other callers' trees too: a caller sees its own
+        part of it (the roots inside its trees, or its trees inside the roots, and the
+        reports of its namespaces), never another namespace's name or figures.
+        """
+        roots, reports, error = self.namespaces, self.reports, self.error
+        if within is not None:
+            inside = [ns for ns in roots if any(_within(ns, tree) for tree in within)]
+            below = [tree for tree in within if any(_within(tree, ns) for ns in roots)]
+            roots = sorted(set(inside) | set(below))
+            reports = [r for r in reports if any(_within(str(r.get("namespace", "")), t) for t in within)]
+            if error is not None and len(inside) < len(self.namespaces):
+                error = "failed; the details concern namespaces outside your reach"
         return {
             "job_id": self.id,
             "status": self.status,
-            "namespaces": self.namespaces,
+            "namespaces": roots,
             "stage": self.stage,
             "created_at": self.created_at,
             "finished_at": self.finished_at,
-            "reports": self.reports,
-            "error": self.error,
+            "reports": reports,
+            "error": error,
         }
 
 
@@ -257,12 +271,13 @@ class BackgroundJobs:
         return job
 
     def list(self, namespaces: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Jobs touching any of ``namespaces`` (all when None), newest first."""
-        wanted = None if namespaces is None else set(namespaces)
+        """Jobs touching any of ``namespaces`` (all when None), newest first, each showing only
+        what lies in those trees (``Job.view``)."""
+        wanted = None if namespaces is None else sorted(set(namespaces))
         with self._lock:
             jobs = sorted(self._jobs.values(), key=lambda j: j.created_at, reverse=True)
         return [
-            job.view()
+            job.view(wanted)
             for job in jobs
             if wanted is None or any(_within(ns, root) or _within(root, ns) for ns in wanted for root in job.namespaces)
         ]
