@@ -15,8 +15,12 @@ registration paths answer 404 (Stash takes static tokens, it is no authorization
 so MCP clients show the reason rather than start an OAuth flow; a valid one is put in
 the ASGI scope (``TOKEN_SCOPE_KEY``) where each tool call reads its namespace scope and
 rights, and as the scope's user, so an SSE session answers only the token that opened it.
-An unknown token is remembered briefly (no database lookup on a repeat) and an address
-with too many failed checks a minute is answered 429. Health and metrics stay open so
+An unknown token is remembered briefly (no database lookup on a repeat); too many failed
+checks a minute of one token from one address are answered 429 for that pair only (so a
+local agent retrying a revoked token does not lock out the others on 127.0.0.1), and an
+address failing with ten times as many, across tokens, gets 429 for tokens not seen
+valid. The address is the TCP peer unless it is one of STASH_TRUSTED_PROXIES
+(``stash_serve.http_edge``). Health and metrics stay open so
 probes and scrapers need no secret; health answers within HEALTH_BUDGET_S whether or not
 the database is up. Only HTTP is served: a WebSocket upgrade is refused. On a loopback
 address the MCP transports check Host and Origin (DNS-rebinding protection).
@@ -58,6 +62,8 @@ from stash_serve.token_check import SeenTokens, TokenCheck, Verification
 
 log = logging.getLogger("stash.http")
 
+#: an address may fail this many times the per-token limit a minute, across tokens
+GUESS_FACTOR = 10
 #: /healthz and /readyz answer within this many seconds, the database up or not
 HEALTH_BUDGET_S = 0.8
 
@@ -145,7 +151,12 @@ class BearerAuthMiddleware:
         self.tokens = tokens if tokens is not None else TokenCheck(store)
         self.seen = SeenTokens()
         settings = store.settings
+        # Failures count per (address, token): every local agent shares 127.0.0.1, and one
+        # retrying a revoked token must not lock out the others. An address trying many
+        # tokens (guessing) is stopped by a wider per-address window, which a token this
+        # process has seen valid passes.
         self.failures = SlidingWindow(settings.auth_failures_per_minute, 60.0)
+        self.guesses = SlidingWindow(settings.auth_failures_per_minute * GUESS_FACTOR, 60.0)
         self.unknown = NegativeCache(settings.auth_negative_cache_s)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -157,14 +168,19 @@ class BearerAuthMiddleware:
             await _send_json(send, 404, {"error": "not_found", "message": NO_OAUTH}, [])
             return
         address = (scope.get("client") or ("unknown", 0))[0]
-        if not self.failures.allowed(address):
+        secret = _bearer(scope)
+        if not self.failures.allowed(_failure_key(address, secret)):
+            await _deny(send, 429, errors.RateLimited(
+                "too many failed checks of this token from this address; retry in a minute"
+            ))
+            return
+        if not self.guesses.allowed(address) and (secret is None or self.seen.get(secret) is None):
             await _deny(send, 429, errors.RateLimited(
                 "too many failed token checks from this address; retry in a minute"
             ))
             return
-        secret = _bearer(scope)
         if secret is not None and self.unknown.contains(secret):
-            self.failures.record(address)
+            self._record_failure(address, secret)
             await _deny(send, 401, errors.AccessDenied("access denied: unknown or revoked token"))
             return
         seen = self.seen.get(secret) if secret is not None and scope["path"] == STREAMABLE_PATH else None
@@ -214,13 +230,24 @@ class BearerAuthMiddleware:
         if secret is not None:
             self.seen.forget(secret)
         if isinstance(exc, errors.AccessDenied):
-            self.failures.record(address)
+            self._record_failure(address, secret)
             if secret is not None:
                 self.unknown.add(secret)
             await _deny(send, 401, exc)
         else:  # the database is down: not the caller's fault
             log.warning("token check failed: %s", exc.message)
             await _deny(send, 503, exc)
+
+
+    def _record_failure(self, address: str, secret: str | None) -> None:
+        self.failures.record(_failure_key(address, secret))
+        self.guesses.record(address)
+
+
+def _failure_key(address: str, secret: str | None) -> tuple[str, str]:
+    """What failed checks are counted by: the client address and the token's fingerprint."""
+    fingerprint = "" if secret is None else hashlib.sha256(secret.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
+    return address, fingerprint
 
 
 def _admit(scope: Scope, token: TokenInfo) -> None:
