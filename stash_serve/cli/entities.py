@@ -24,9 +24,13 @@ def entities_group() -> None:
 @entities_group.command("show")
 @click.argument("entity")
 @base.namespaces_option(default=None)
+@base.limit_option()
+@base.offset_option
 @base.json_option
-def entities_show(entity: str, namespaces: str | None, as_json: bool) -> None:
+def entities_show(entity: str, namespaces: str | None, limit: int, offset: int, as_json: bool) -> None:
     """An entity (by id or by any of its names): aliases, facts, relationships, causal links, timeline.
+
+    Each list shows --limit rows from --offset; a hint names the next offset while any has more.
 
     \b
     Example:
@@ -36,7 +40,8 @@ def entities_show(entity: str, namespaces: str | None, as_json: bool) -> None:
 
     by_id = entity.isdigit()
     got = entities.get_entity(
-        base.store(), int(entity) if by_id else None, name=None if by_id else entity, namespaces=namespaces
+        base.store(), int(entity) if by_id else None, name=None if by_id else entity, namespaces=namespaces,
+        limit=limit, offset=offset,
     )
     if as_json:
         emit_json(got)
@@ -51,6 +56,8 @@ def entities_show(entity: str, namespaces: str | None, as_json: bool) -> None:
     click.echo("\nrelationships:")
     table(got["relationships"], RELATIONSHIP_COLUMNS)
     click.echo(f"\ncausal links: {len(got['causal_links'])}, corrections: {len(got['corrections'])}")
+    if got["next_offset"] is not None:
+        click.echo(f"more: --offset {got['next_offset']}", err=True)
 
 
 @entities_group.command("merge")
