@@ -45,7 +45,8 @@ def consolidate_run(
 
     When Dagster is running (STASH_DAGSTER_URL, or the one `stash up` started) it submits
     one run per namespace there and prints the run ids at once; otherwise, or with
-    --inline, it runs the stages in this terminal.
+    --inline, it runs the stages in this terminal. Without a reasoner configured the model
+    stages are refused before anything starts (--stage decay needs no model).
 
     \b
     Example:
