@@ -13,6 +13,7 @@ once per machine. Skipped, with the reason, only where ``node`` or ``npm`` is ab
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -40,6 +41,14 @@ def ts_client(request: pytest.FixtureRequest) -> Path:
         pytest.skip("node and npm are needed to run the TypeScript MCP SDK client")
     home = Path(request.config.cache.mkdir("ts-mcp-client"))
     marker = home / "installed.txt"
+    with (home / "install.lock").open("w") as lock:  # parallel test workers install once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _install(npm, home, marker)
+        shutil.copy(DRIVER, home / "drive.mjs")
+    return home
+
+
+def _install(npm: str, home: Path, marker: Path) -> None:
     if not marker.is_file() or marker.read_text() != SDK:
         (home / "package.json").write_text('{"name": "stash-ts-client-test", "private": true, "type": "module"}\n')
         done = subprocess.run(
@@ -48,8 +57,6 @@ def ts_client(request: pytest.FixtureRequest) -> Path:
         )
         assert done.returncode == 0, f"npm install {SDK} failed:\n{done.stdout}\n{done.stderr}"
         marker.write_text(SDK)
-    shutil.copy(DRIVER, home / "drive.mjs")
-    return home
 
 
 def drive(home: Path, plan: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
