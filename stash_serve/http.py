@@ -238,7 +238,6 @@ class BearerAuthMiddleware:
             log.warning("token check failed: %s", exc.message)
             await _deny(send, 503, exc)
 
-
     def _record_failure(self, address: str, secret: str | None) -> None:
         self.failures.record(_failure_key(address, secret))
         self.guesses.record(address)

@@ -22,7 +22,6 @@ from stash_pipeline.config import Settings
 from stash_pipeline.embedding.pending import start_worker
 from stash_pipeline.store import Store
 from stash_serve.http import build_app, is_loopback
-from stash_serve.http_edge import uvicorn_options
 from stash_serve.mcp.server import build_server
 
 log = logging.getLogger("stash.mcp")
@@ -145,6 +144,8 @@ def run(
             anyio.run(server.run_stdio_async)
         else:
             import uvicorn  # only HTTP needs it
+
+            from stash_serve.http_edge import uvicorn_options
 
             server = build_server(store, auth=not no_auth)
             app = build_app(store, server, auth=not no_auth, host=host)
