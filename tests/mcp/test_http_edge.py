@@ -63,7 +63,7 @@ def _healthy(base: str) -> None:
     assert health.status_code == 200 and health.json() == {"status": "ok"}, health.text
 
 
-def test_an_oversized_request_head_gets_431_and_health_stays_up(edge: str) -> None:
+def test_heads_too_big_or_too_slow_and_stalled_bodies_are_refused_while_health_answers(edge: str) -> None:
     sockets = []
     for _ in range(2):
         sock = _connect(edge)
@@ -81,9 +81,6 @@ def test_an_oversized_request_head_gets_431_and_health_stays_up(edge: str) -> No
         assert b"STASH_HTTP_MAX_HEADER_BYTES" in answer
         sock.close()
     _healthy(edge)
-
-
-def test_slow_heads_and_stalled_bodies_are_cut_off(edge: str) -> None:
     slow = []
     for _ in range(30):
         sock = _connect(edge)
@@ -102,7 +99,7 @@ def test_slow_heads_and_stalled_bodies_are_cut_off(edge: str) -> None:
     _healthy(edge)
 
 
-def test_forwarded_for_is_not_believed_from_an_untrusted_peer(edge: str, store: Any) -> None:
+def test_forwarded_for_is_not_believed_and_a_hang_up_logs_one_line(edge: str, store: Any, tmp_path: Path) -> None:
     good = auth.create_token(store, ["/"], ["read"])["token"]
     with httpx2.Client(base_url=edge, timeout=10) as http:
         statuses = [
@@ -115,17 +112,7 @@ def test_forwarded_for_is_not_believed_from_an_untrusted_peer(edge: str, store: 
         # nor can a local client aim the limit at another address's good token
         served = http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {good}"})
         assert served.status_code == 200, served.text
-
-
-def test_proxy_trust_comes_from_the_setting_only(tmp_path: Path) -> None:
-    default = uvicorn_options(load_settings(home=tmp_path, embedder="hash"))
-    assert default["proxy_headers"] is False  # uvicorn's own default believes 127.0.0.1
-    behind = uvicorn_options(load_settings(home=tmp_path, embedder="hash", trusted_proxies="10.0.0.5, 10.1.0.0/16"))
-    assert behind["proxy_headers"] is True and behind["forwarded_allow_ips"] == "10.0.0.5,10.1.0.0/16"
-
-
-def test_a_client_hanging_up_logs_one_line(edge: str, store: Any, tmp_path: Path) -> None:
-    good = auth.create_token(store, ["/"], ["read"])["token"]
+    # a client hanging up mid-request is routine: one line in the log, no traceback
     body = json.dumps(INITIALIZE).encode()
     for _ in range(3):
         sock = _connect(edge)
@@ -134,8 +121,20 @@ def test_a_client_hanging_up_logs_one_line(edge: str, store: Any, tmp_path: Path
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
         sock.sendall(head + body[: len(body) // 2])
         sock.close()  # gone mid-body
-    time.sleep(0.5)
     _healthy(edge)
-    log = "".join(p.read_text() for p in tmp_path.glob("http-*.log"))
+    line = "a client disconnected before its request was read"
+    deadline = time.monotonic() + 10
+    while True:  # the server notices each hang-up on its own schedule
+        log = "".join(p.read_text() for p in tmp_path.glob("http-*.log"))
+        if log.count(line) >= 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert "Traceback" not in log, log[-3000:]
-    assert log.count("a client disconnected before its request was read") == 3, log[-3000:]
+    assert log.count(line) == 3, log[-3000:]
+
+
+def test_proxy_trust_comes_from_the_setting_only(tmp_path: Path) -> None:
+    default = uvicorn_options(load_settings(home=tmp_path, embedder="hash"))
+    assert default["proxy_headers"] is False  # uvicorn's own default believes 127.0.0.1
+    behind = uvicorn_options(load_settings(home=tmp_path, embedder="hash", trusted_proxies="10.0.0.5, 10.1.0.0/16"))
+    assert behind["proxy_headers"] is True and behind["forwarded_allow_ips"] == "10.0.0.5,10.1.0.0/16"
