@@ -127,10 +127,24 @@ class Settings(BaseSettings):
     )
     auth_failures_per_minute: int = Field(
         30, ge=1, le=1_000_000,
-        description="failed bearer-token checks per client address per minute before it is answered 429",
+        description="failed checks of one bearer token from one client address per minute before that pair is "
+        "answered 429 (an address trying many tokens gets ten times this)",
     )
     auth_negative_cache_s: float = Field(
         30.0, ge=0, le=3600, description="seconds an unknown bearer token is remembered as unknown (0 = off)"
+    )
+    trusted_proxies: str = Field(
+        "", description="comma-separated addresses or networks whose X-Forwarded-For/-Proto are believed "
+        "(a reverse proxy in front of `stash serve mcp`); default none: the client is the TCP peer",
+    )
+    http_max_header_bytes: int = Field(
+        65_536, ge=4096, le=16 * 1_048_576, description="largest HTTP request head (line + headers); larger: 431"
+    )
+    http_header_timeout_s: float = Field(
+        10.0, gt=0, le=3600, description="seconds a client may take to send a request's head before it is cut off"
+    )
+    http_body_timeout_s: float = Field(
+        30.0, gt=0, le=3600, description="seconds a client may pause while sending a request body before it is cut off"
     )
 
     @field_validator("context_ttl", "consolidation_window", mode="before")

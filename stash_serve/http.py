@@ -9,11 +9,18 @@ Routes
 
 Authentication: with ``auth`` on, every request except /healthz, /readyz and /metrics must carry
 ``Authorization: Bearer <token>`` (``stash token create``). A missing, unknown or revoked
-token is answered 401 here, before the MCP layer sees the request; a valid one is put in
+token is answered 401 here, before the MCP layer sees the request, with
+``WWW-Authenticate: Bearer error="invalid_token"`` and the reason; OAuth discovery and
+registration paths answer 404 (Stash takes static tokens, it is no authorization server),
+so MCP clients show the reason rather than start an OAuth flow; a valid one is put in
 the ASGI scope (``TOKEN_SCOPE_KEY``) where each tool call reads its namespace scope and
 rights, and as the scope's user, so an SSE session answers only the token that opened it.
-An unknown token is remembered briefly (no database lookup on a repeat) and an address
-with too many failed checks a minute is answered 429. Health and metrics stay open so
+An unknown token is remembered briefly (no database lookup on a repeat); too many failed
+checks a minute of one token from one address are answered 429 for that pair only (so a
+local agent retrying a revoked token does not lock out the others on 127.0.0.1), and an
+address failing with ten times as many, across tokens, gets 429 for tokens not seen
+valid. The address is the TCP peer unless it is one of STASH_TRUSTED_PROXIES
+(``stash_serve.http_edge``). Health and metrics stay open so
 probes and scrapers need no secret; health answers within HEALTH_BUDGET_S whether or not
 the database is up. Only HTTP is served: a WebSocket upgrade is refused. On a loopback
 address the MCP transports check Host and Origin (DNS-rebinding protection).
@@ -55,11 +62,22 @@ from stash_serve.token_check import SeenTokens, TokenCheck, Verification
 
 log = logging.getLogger("stash.http")
 
+#: an address may fail this many times the per-token limit a minute, across tokens
+GUESS_FACTOR = 10
 #: /healthz and /readyz answer within this many seconds, the database up or not
 HEALTH_BUDGET_S = 0.8
 
 #: probes and the scraper need no secret; every other path (MCP, SSE, anything new) does
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+#: where OAuth clients look for an authorization server (RFC 9728 protected-resource
+#: metadata, RFC 8414 server metadata, OpenID discovery) and register (RFC 7591): Stash
+#: takes static bearer tokens, so these answer 404 with that news, without a token
+OAUTH_PREFIXES = ("/.well-known/",)
+OAUTH_PATHS = frozenset({"/register", "/authorize", "/token"})
+NO_OAUTH = (
+    "Stash does not offer OAuth: it takes a static bearer token (create one with `stash token create`) "
+    "sent as `Authorization: Bearer <token>`"
+)
 #: streamable HTTP: one request, one answer, so its token check can run alongside it
 STREAMABLE_PATH = "/mcp"
 
@@ -133,7 +151,12 @@ class BearerAuthMiddleware:
         self.tokens = tokens if tokens is not None else TokenCheck(store)
         self.seen = SeenTokens()
         settings = store.settings
+        # Failures count per (address, token): every local agent shares 127.0.0.1, and one
+        # retrying a revoked token must not lock out the others. An address trying many
+        # tokens (guessing) is stopped by a wider per-address window, which a token this
+        # process has seen valid passes.
         self.failures = SlidingWindow(settings.auth_failures_per_minute, 60.0)
+        self.guesses = SlidingWindow(settings.auth_failures_per_minute * GUESS_FACTOR, 60.0)
         self.unknown = NegativeCache(settings.auth_negative_cache_s)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -141,15 +164,23 @@ class BearerAuthMiddleware:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
+        if scope["path"] in OAUTH_PATHS or scope["path"].startswith(OAUTH_PREFIXES):
+            await _send_json(send, 404, {"error": "not_found", "message": NO_OAUTH}, [])
+            return
         address = (scope.get("client") or ("unknown", 0))[0]
-        if not self.failures.allowed(address):
+        secret = _bearer(scope)
+        if not self.failures.allowed(_failure_key(address, secret)):
+            await _deny(send, 429, errors.RateLimited(
+                "too many failed checks of this token from this address; retry in a minute"
+            ))
+            return
+        if not self.guesses.allowed(address) and (secret is None or self.seen.get(secret) is None):
             await _deny(send, 429, errors.RateLimited(
                 "too many failed token checks from this address; retry in a minute"
             ))
             return
-        secret = _bearer(scope)
         if secret is not None and self.unknown.contains(secret):
-            self.failures.record(address)
+            self._record_failure(address, secret)
             await _deny(send, 401, errors.AccessDenied("access denied: unknown or revoked token"))
             return
         seen = self.seen.get(secret) if secret is not None and scope["path"] == STREAMABLE_PATH else None
@@ -199,13 +230,23 @@ class BearerAuthMiddleware:
         if secret is not None:
             self.seen.forget(secret)
         if isinstance(exc, errors.AccessDenied):
-            self.failures.record(address)
+            self._record_failure(address, secret)
             if secret is not None:
                 self.unknown.add(secret)
             await _deny(send, 401, exc)
         else:  # the database is down: not the caller's fault
             log.warning("token check failed: %s", exc.message)
             await _deny(send, 503, exc)
+
+    def _record_failure(self, address: str, secret: str | None) -> None:
+        self.failures.record(_failure_key(address, secret))
+        self.guesses.record(address)
+
+
+def _failure_key(address: str, secret: str | None) -> tuple[str, str]:
+    """What failed checks are counted by: the client address and the token's fingerprint."""
+    fingerprint = "" if secret is None else hashlib.sha256(secret.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
+    return address, fingerprint
 
 
 def _admit(scope: Scope, token: TokenInfo) -> None:
@@ -268,14 +309,24 @@ def _bearer(scope: Scope) -> str | None:
 
 async def _deny(send: Send, status: int, exc: errors.StashError) -> None:
     AUTH_FAILURES.labels(str(status)).inc()
-    body = json.dumps(exc.to_dict()).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers: list[tuple[bytes, bytes]] = []
     if status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="stash"'))
+        # RFC 6750's challenge: the token is the problem, and no resource_metadata, so an
+        # MCP client with a static token reports the message instead of looking for an
+        # authorization server (the discovery paths answer 404 anyway, see OAUTH_PATHS)
+        description = exc.message.replace("\\", "").replace('"', "'")
+        challenge = f'Bearer realm="stash", error="invalid_token", error_description="{description}"'
+        headers.append((b"www-authenticate", challenge.encode("latin-1", errors="replace")))
     if status == 429:
         headers.append((b"retry-after", b"60"))
+    await _send_json(send, status, exc.to_dict(), headers)
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+    data = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers]
     await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": data})
 
 
 def _health_routes(store: Store) -> list[BaseRoute]:

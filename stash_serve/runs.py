@@ -12,6 +12,10 @@ Without Dagster, the CLI runs inline (the operator's own terminal), and the MCP 
 hands the work to ``BackgroundJobs``: a worker thread per call, a job handle returned at
 once, progress visible in ``consolidation_status``.
 
+Neither waits to find out that no model is configured: ``require_reasoner`` refuses model
+stages up front, with the next step a Dagster run of them would fail with, so a run id or
+job handle is only ever returned for work that can run.
+
 This module speaks HTTP only (no Dagster import): the Dagster layer stays in
 ``stash_pipeline/defs``.
 """
@@ -31,6 +35,8 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.config import Settings
+
+__all__ = ["BackgroundJobs", "DagsterRuns", "Job", "dagster_url", "require_reasoner"]
 
 #: where `stash up` records its webserver's address, under STASH_HOME
 URL_FILE = Path("dagster") / "webserver_url"
@@ -64,6 +70,23 @@ query Runs($filter: RunsFilter!) {
   runsOrError(filter: $filter, limit: 500) {
     __typename ... on Runs { results { runId status creationTime tags { key value } } } } }
 """
+
+
+def require_reasoner(settings: Settings, stages: Sequence[str] | None) -> None:
+    """Raise ReasonerNotConfigured if any of ``stages`` (None: all) needs a model and none is set."""
+    if settings.reasoner_configured:
+        return
+    from stash_pipeline.stages import STAGES
+
+    needy = [spec.name for spec in STAGES if spec.needs_model and (stages is None or spec.name in stages)]
+    if needy:
+        free = [spec.name for spec in STAGES if not spec.needs_model]
+        raise errors.ReasonerNotConfigured(
+            f"{', '.join(needy)} need a reasoning model: set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL "
+            "(in the environment of this process, and of the Dagster daemon and code server when Dagster "
+            f"runs) and consolidate again; nothing was started. {', '.join(free)} needs no model "
+            f"(stage {free[0] if free else '-'})"
+        )
 
 
 def dagster_url(settings: Settings) -> str | None:
@@ -189,16 +212,30 @@ class Job:
     reports: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
-    def view(self) -> dict[str, Any]:
+    def view(self, within: Sequence[str] | None = None) -> dict[str, Any]:
+        """The job as a caller whose trees are ``within`` (None: all) may see it.
+
+        A job started on ``/`` covers other callers' trees too: a caller sees its own
+        part of it (the roots inside its trees, or its trees inside the roots, and the
+        reports of its namespaces), never another namespace's name or figures.
+        """
+        roots, reports, error = self.namespaces, self.reports, self.error
+        if within is not None:
+            inside = [ns for ns in roots if any(_within(ns, tree) for tree in within)]
+            below = [tree for tree in within if any(_within(tree, ns) for ns in roots)]
+            roots = sorted(set(inside) | set(below))
+            reports = [r for r in reports if any(_within(str(r.get("namespace", "")), t) for t in within)]
+            if error is not None and len(inside) < len(self.namespaces):
+                error = "failed; the details concern namespaces outside your reach"
         return {
             "job_id": self.id,
             "status": self.status,
-            "namespaces": self.namespaces,
+            "namespaces": roots,
             "stage": self.stage,
             "created_at": self.created_at,
             "finished_at": self.finished_at,
-            "reports": self.reports,
-            "error": self.error,
+            "reports": reports,
+            "error": error,
         }
 
 
@@ -234,12 +271,13 @@ class BackgroundJobs:
         return job
 
     def list(self, namespaces: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Jobs touching any of ``namespaces`` (all when None), newest first."""
-        wanted = None if namespaces is None else set(namespaces)
+        """Jobs touching any of ``namespaces`` (all when None), newest first, each showing only
+        what lies in those trees (``Job.view``)."""
+        wanted = None if namespaces is None else sorted(set(namespaces))
         with self._lock:
             jobs = sorted(self._jobs.values(), key=lambda j: j.created_at, reverse=True)
         return [
-            job.view()
+            job.view(wanted)
             for job in jobs
             if wanted is None or any(_within(ns, root) or _within(root, ns) for ns in wanted for root in job.namespaces)
         ]

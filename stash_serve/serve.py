@@ -54,6 +54,38 @@ class RedactSessionIds(logging.Filter):
         return True
 
 
+class ClientDisconnects(logging.Filter):
+    """One line, not a traceback, for a client that hung up before its request was read.
+
+    The MCP SDK logs any failure reading a POST body with ``logger.exception``; a client
+    going away mid-request (a closed laptop, a cancelled call) is routine, not a server
+    error, and its traceback buried the lines that mattered.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from starlette.requests import ClientDisconnect
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, ClientDisconnect):
+            record.msg, record.args, record.exc_info, record.exc_text = (
+                "a client disconnected before its request was read", None, None, None
+            )
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+#: loggers that log a client hanging up as an error with a traceback
+DISCONNECT_LOGGERS = ("mcp.server.streamable_http", "mcp.server.sse")
+
+
+def quiet_client_disconnects() -> None:
+    """Install ``ClientDisconnects`` on the loggers that need it (idempotent)."""
+    for name in DISCONNECT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, ClientDisconnects) for f in logger.filters):
+            logger.addFilter(ClientDisconnects())
+
+
 #: loggers whose lines may carry a session id
 SESSION_LOGGERS = ("uvicorn.access", "mcp.server.sse")
 
@@ -113,6 +145,8 @@ def run(
         else:
             import uvicorn  # only HTTP needs it
 
+            from stash_serve.http_edge import uvicorn_options
+
             server = build_server(store, auth=not no_auth)
             app = build_app(store, server, auth=not no_auth, host=host)
             # the address is news, not a problem; serving without authentication is one
@@ -130,8 +164,10 @@ def run(
                 log_level=settings.log_level,
                 lifespan="on",
                 timeout_graceful_shutdown=10,
+                **uvicorn_options(settings),  # header cap, read timeouts, proxies believed
             )
             redact_session_ids()  # after uvicorn.Config, which configures its loggers
+            quiet_client_disconnects()
             # uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal
             # to the handler that was installed before it; a no-op handler here turns that
             # into a normal return (exit status 0) after the store is closed.
@@ -143,4 +179,4 @@ def run(
         store.close()
 
 
-__all__ = ["RedactSessionIds", "redact_session_ids", "run"]
+__all__ = ["ClientDisconnects", "RedactSessionIds", "quiet_client_disconnects", "redact_session_ids", "run"]

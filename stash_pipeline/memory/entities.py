@@ -111,8 +111,17 @@ def link_asserted_fact(tx: Session, store: Store, fact: dict[str, Any], embeddin
 
 # --- reads -------------------------------------------------------------------------------
 
-#: rows per section of ``get_entity`` (facts, timeline, relationships, causal links)
-MAX_ITEMS = 500
+#: rows per section of a ``get_entity`` page by default, and at most
+PAGE_DEFAULT, PAGE_MAX = 100, 500
+#: the paged sections of ``get_entity`` and their queries (``facts`` is the timeline's current part)
+SECTIONS = {
+    "aliases": "entity_aliases_of",
+    "merged_from": "entity_merged_from",
+    "timeline": "entity_facts",
+    "relationships": "entity_relationships",
+    "causal_links": "entity_causal_links",
+    "corrections": "entity_corrections_of",
+}
 
 
 def _entity_id(tx: Session, entity_id: Any, name: Any, namespaces: Any) -> int:
@@ -141,30 +150,37 @@ def _live(tx: Session, entity_id: int, scope: set[int] | None) -> dict[str, Any]
     raise errors.Conflict(f"entity {entity_id} is merged in a loop; split it to repair")
 
 
-def get_entity(store: Store, entity_id: Any = None, *, name: Any = None, namespaces: Any = None) -> dict[str, Any]:
-    """Everything known about one entity, by id or by any of its names.
+def get_entity(
+    store: Store, entity_id: Any = None, *, name: Any = None, namespaces: Any = None,
+    limit: Any = None, offset: Any = None,
+) -> dict[str, Any]:
+    """Everything known about one entity, by id or by any of its names, a page at a time.
 
     Returns the entity with its aliases, the entities merged into it, its current facts,
     its relationships (either end), the causal links of its facts, a timeline of its facts
     (superseded ones included, by valid_from) and its corrections. A merged entity's id
     answers with the entity it was merged into (``requested_id`` keeps the one asked for).
+    Each list is one page of ``limit`` rows from ``offset`` (the same for every list);
+    ``next_offset`` is the offset of the next page while any list has more, else None.
     """
+    limit, offset = validate.page(limit, offset, default=PAGE_DEFAULT, maximum=PAGE_MAX)
     with store.db.transaction() as tx:
         wanted = _entity_id(tx, entity_id, name, namespaces)
         row = _live(tx, wanted, scope_ids(tx, namespaces))
         eid = int(row["id"])
-        timeline = tx.all("entity_facts", id=eid, limit=MAX_ITEMS)
+        # one row past the page tells whether the section goes on
+        sections = {key: tx.all(query, id=eid, limit=limit + 1, offset=offset) for key, query in SECTIONS.items()}
+        more = any(len(rows) > limit for rows in sections.values())
+        page = {key: rows[:limit] for key, rows in sections.items()}
         entity = {key: row[key] for key in ("id", "namespace", "name", "kind", "created_at", "updated_at")}
         return {
             "entity": entity,
             "requested_id": wanted,
-            "aliases": tx.all("entity_aliases_of", id=eid),
-            "merged_from": tx.all("entity_merged_from", id=eid),
-            "facts": [f for f in timeline if f["current"]],
-            "relationships": tx.all("entity_relationships", id=eid, limit=MAX_ITEMS),
-            "causal_links": tx.all("entity_causal_links", id=eid, limit=MAX_ITEMS),
-            "timeline": timeline,
-            "corrections": tx.all("entity_corrections_of", id=eid),
+            **page,
+            "facts": [f for f in page["timeline"] if f["current"]],
+            "limit": limit,
+            "offset": offset,
+            "next_offset": offset + limit if more else None,
         }
 
 
@@ -261,7 +277,7 @@ def split_entity(
         )
         if source["merged_into"] is not None:
             raise errors.InvalidTransition(f"entity {entity_id} is merged into entity {source['merged_into']}")
-        known = {a["normalised"]: a["alias"] for a in tx.all("entity_aliases_of", id=entity_id)}
+        known = {a["normalised"]: a["alias"] for a in tx.all("entity_aliases_of", id=entity_id, limit=None, offset=0)}
         unknown = [k for k in keys if k not in known]
         if unknown:
             raise errors.InvalidInput(f"entity {entity_id} has no alias {', '.join(unknown)}; its aliases: "

@@ -181,7 +181,7 @@ def metadata(value: Any, settings: Settings | None = None) -> dict[str, Any]:
         encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise errors.InvalidInput(f"metadata is not JSON-serialisable: {type(exc).__name__}") from None
-    if "\x00" in encoded or "\\u0000" in encoded:
+    if _has_nul(value):  # the JSON text cannot tell: it escapes a NUL as the text \u0000
         raise errors.InvalidInput("metadata must not contain NUL characters")
     if settings is not None:
         try:
@@ -194,6 +194,17 @@ def metadata(value: Any, settings: Settings | None = None) -> dict[str, Any]:
                 "(STASH_MAX_METADATA_BYTES)"
             )
     return value
+
+
+def _has_nul(value: Any) -> bool:
+    """Whether a NUL character is in any key or string of a JSON value."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def record_ids(value: Any, field: str) -> list[int]:

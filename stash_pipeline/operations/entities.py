@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from stash_pipeline.operations.base import Arguments, CliView, Operation
-from stash_pipeline.operations.fields import Namespaces
+from stash_pipeline.operations.fields import Namespaces, Offset
 from stash_pipeline.operations.results import EntityMerge, EntitySplit, EntityView
 
 EntityId = Annotated[int, Field(description="Entity id.", ge=1)]
@@ -25,12 +25,16 @@ class GetEntity(Arguments):
     id: Annotated[int | None, Field(description="Entity id.", ge=1)] = None
     name: Annotated[str | None, Field(description="Or a name.")] = None
     namespaces: Namespaces = None
+    limit: Annotated[int, Field(description="Rows per list.", ge=1, le=500)] = 100
+    offset: Offset = 0
 
 
 def _get(store: Any, a: GetEntity, namespaces: list[str] | None) -> EntityView:
     from stash_pipeline.memory import entities
 
-    return EntityView.model_validate(entities.get_entity(store, a.id, name=a.name, namespaces=namespaces))
+    return EntityView.model_validate(entities.get_entity(
+        store, a.id, name=a.name, namespaces=namespaces, limit=a.limit, offset=a.offset
+    ))
 
 
 GET_ENTITY = Operation(
@@ -48,6 +52,7 @@ GET_ENTITY = Operation(
         example='stash entities show "Alice Chen" -n /team --json',
         arguments={"name": "ENTITY"},
         hidden=("id",),
+        help={"limit": "Rows per list (each list pages from --offset; the answer's next_offset names the next page)."},
     ),
 )
 

@@ -82,6 +82,10 @@ class EntityView(Result):
     causal_links: list[dict[str, Any]]
     timeline: list[dict[str, Any]]
     corrections: list[dict[str, Any]]
+    limit: int
+    offset: int
+    #: the offset of the next page while any list has more rows, else None
+    next_offset: int | None
 
 
 class EntityMerge(Result):

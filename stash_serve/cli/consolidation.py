@@ -45,7 +45,8 @@ def consolidate_run(
 
     When Dagster is running (STASH_DAGSTER_URL, or the one `stash up` started) it submits
     one run per namespace there and prints the run ids at once; otherwise, or with
-    --inline, it runs the stages in this terminal.
+    --inline, it runs the stages in this terminal. Without a reasoner configured the model
+    stages are refused before anything starts (--stage decay needs no model).
 
     \b
     Example:
@@ -61,6 +62,13 @@ def consolidate_run(
     if dry_run:
         _dry_run(store, namespaces, stage, as_json)
         return
+    from stash_pipeline.memory.namespaces import resolve_trees
+    from stash_serve.runs import require_reasoner
+
+    with store.db.transaction() as tx:  # an unknown namespace first, as before
+        for path in [p.strip() for p in namespaces.split(",") if p.strip()] or ["/"]:
+            resolve_trees(tx, path)
+    require_reasoner(store.settings, [stage] if stage else None)  # as the MCP tool: refuse up front
     if not inline and _submit(store, namespaces, stage, as_json):
         return
     reports: list[Any] = []

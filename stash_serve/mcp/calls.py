@@ -5,6 +5,11 @@ Every tool body is a small ``work(scope)`` function, and every tool runs it thro
 ``stash_serve.http``; if its check is still running, waits for it to pass), runs ``work`` in a
 worker thread so the event loop never waits on PostgreSQL, and turns a ``StashError``
 into a tool error result ``{"error": code, "message": ...}``.
+
+An error result carries that JSON in its text block and under ``_meta["stash/error"]``,
+never as ``structuredContent``: a client validates structured content against the tool's
+output schema (the TypeScript SDK's client does, and throws "Structured content does not
+match the tool's output schema"), and the schema describes the answer, not the error.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from stash_pipeline.store import Store
 from stash_serve.limits import SlidingWindow
 from stash_serve.mcp import next_steps
 
+#: the ``_meta`` key of an error result's ``{"error": code, "message": ...}``
+ERROR_META_KEY = "stash/error"
 #: the ASGI scope key under which stash_serve.http stores the authenticated TokenInfo
 TOKEN_SCOPE_KEY = "stash.token"
 #: the ASGI scope key of a token check still running alongside the request
@@ -95,13 +102,23 @@ def to_json(value: Any) -> Any:
 
 
 def error_result(exc: errors.StashError) -> CallToolResult:
-    """A tool error result carrying the error's code and message (no traceback)."""
+    """A tool error result carrying the error's code and message (no traceback).
+
+    No ``structuredContent``: it would be checked against the tool's output schema (see the
+    module docstring); the text block and ``_meta`` carry the code for programs.
+    """
     body = next_steps.error_body(exc)
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
-        structured_content=body,
+        meta={ERROR_META_KEY: body},
         is_error=True,
     )
+
+
+def error_code(result: Any) -> str:
+    """The error code of a tool error result built by ``error_result`` ("error" otherwise)."""
+    body = (getattr(result, "meta", None) or {}).get(ERROR_META_KEY)
+    return str(body.get("error", "error")) if isinstance(body, dict) else "error"
 
 
 class CallLimits:
@@ -159,10 +176,12 @@ class ToolCalls:
 
 
 __all__ = [
+    "ERROR_META_KEY",
     "TOKEN_SCOPE_KEY",
     "VERIFICATION_SCOPE_KEY",
     "Scope",
     "ToolCalls",
+    "error_code",
     "error_result",
     "to_json",
     "token_of",

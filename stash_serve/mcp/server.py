@@ -2,8 +2,9 @@
 
 Every tool answers structured JSON (snake_case, no vectors). A bad input, an unknown
 id, a namespace outside the token's scope — any ``StashError`` — becomes a tool error
-result (``isError``) whose text and structured content are ``{"error": code, "message":
-...}``. Argument validation failures get the code ``invalid_input``; anything
+result (``isError``) whose text is ``{"error": code, "message": ...}`` (also under
+``_meta["stash/error"]``; never as structured content, which clients check against the
+tool's output schema). Argument validation failures get the code ``invalid_input``; anything
 unexpected is logged with its traceback on stderr and answered as ``internal_error``
 without details. Nothing an agent sends can stop the server.
 
@@ -25,7 +26,7 @@ from pydantic import ValidationError
 from stash_pipeline import errors
 from stash_pipeline.store import Store
 from stash_serve.mcp import aliases
-from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, ToolCalls, error_result
+from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, ToolCalls, error_code, error_result
 from stash_serve.mcp.tools import (
     admin,
     consolidation,
@@ -143,8 +144,7 @@ class StashMCPServer(MCPServer):
         TOOL_CALLS.labels(label, outcome).inc()
         TOOL_LATENCY.labels(label).observe(time.perf_counter() - started)
         if outcome == "error":
-            code = (getattr(result, "structured_content", None) or {}).get("error", "error")
-            TOOL_ERRORS.labels(label, str(code)).inc()
+            TOOL_ERRORS.labels(label, error_code(result)).inc()
         return result
 
     def _unknown_arguments(self, name: str, arguments: dict[str, Any]) -> str | None:

@@ -258,7 +258,11 @@ def test_the_mcp_consolidate_tool_submits_runs_and_status_lists_them(deployment:
     from tests.mcp.conftest import ok
 
     seed(deployment.store, "/g/mcp")
-    settings = deployment.store.settings.model_copy(update={"dagster_url": deployment.url})
+    # the server sees the model the Dagster runs use (it refuses model stages without one)
+    settings = deployment.store.settings.model_copy(update={
+        "dagster_url": deployment.url, "reasoner_model": "scripted",
+        "openai_base_url": deployment.env["STASH_OPENAI_BASE_URL"],
+    })
     store = Store.open(settings)
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:

@@ -378,10 +378,11 @@ def test_doctor_reports_what_to_fix(run: Run) -> None:
 def test_consolidation_without_a_reasoner(run: Run) -> None:
     run("namespace", "create", "/p")
     run("remember", "The deploy uses blue-green", "-n", "/p")
-    reports = as_json(run("consolidate", "run", "-n", "/p", "--json"))
-    by_stage = {r["stage"]: r for r in reports if r["namespace"] == "/p"}
-    assert by_stage["decay"]["status"] in ("ok", "idle")
-    assert by_stage["facts"]["status"] == "not_configured"
+    # model stages are refused up front, with the next step, and nothing runs
+    refused = run("consolidate", "run", "-n", "/p", "--json", expect=1)
+    assert "need a reasoning model: set STASH_REASONER_MODEL" in refused.stderr and "decay" in refused.stderr
+    refused = run("consolidate", "run", "-n", "/p", "--stage", "facts", expect=1)
+    assert "facts need a reasoning model" in refused.stderr
     only = as_json(run("consolidate", "run", "-n", "/p", "--stage", "decay", "--json"))
     assert {r["stage"] for r in only} == {"decay"}
     run("consolidate", "run", "-n", "/p", "--stage", "nope", expect=2)

@@ -35,6 +35,16 @@ def test_remember_and_get_round_trips_metadata(store, ns):
     assert "embedding" not in ep.to_json()
 
 
+def test_metadata_may_hold_the_text_backslash_u0000_but_not_a_nul(store, ns):
+    # a regex or a JSON snippet in metadata: the six characters \u0000, no NUL among them
+    text = {"pattern": "[\\u0000-\\u001f]", "\\u0000 key": ["\\u0000"]}
+    out = episodes.remember(store, ns, "Strip control characters before parsing", metadata=text)
+    assert episodes.get(store, out["id"]).metadata == text
+    for nul in ({"k": "a\x00b"}, {"a\x00": 1}, {"k": [{"deep": "\x00"}]}):
+        with pytest.raises(errors.InvalidInput, match="NUL"):
+            episodes.remember(store, ns, "with a NUL", metadata=nul)
+
+
 def test_remember_needs_exact_existing_namespace(store, ns):
     with pytest.raises(errors.NamespaceNotFound):
         episodes.remember(store, "/projects/y", "hello")

@@ -1,5 +1,7 @@
 """Failing authentication is cheap: an unknown token is remembered as unknown (no database
-lookup on a repeat) and an address with too many failures is answered 429 without one."""
+lookup on a repeat), and a token failing too often from one address, or an address trying
+too many tokens, is answered 429 without one; a client that keeps failing never locks out
+another client with a good token, even on the same address."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import psycopg
 import pytest
 
 from stash_pipeline import auth
+from stash_serve.http import GUESS_FACTOR
 from tests.mcp.asgi import BASE, served
 from tests.mcp.test_transports import INITIALIZE, MCP_HEADERS
 
@@ -73,11 +76,12 @@ async def test_failed_auth_is_rate_limited_per_address(make_store: Any, tokens_l
     good = auth.create_token(limited, ["/"], ["read"])["token"]
     async with served(limited) as app:
         async with _client(app, "10.0.0.2") as attacker:
-            for i in range(5):
+            guesses = 5 * GUESS_FACTOR  # an address trying many tokens gets ten times the per-token limit
+            for i in range(guesses):
                 assert (await _post(attacker, f"stash_guess_{i}")).status_code == 401
             tokens_locked()
             with anyio.fail_after(5):  # refused before any lookup
-                for i in range(5, 20):
+                for i in range(guesses, guesses + 15):
                     refused = await _post(attacker, f"stash_guess_{i}")
                     assert refused.status_code == 429 and refused.headers["retry-after"] == "60"
                     assert refused.json()["error"] == "rate_limited"
@@ -89,3 +93,16 @@ async def test_failed_auth_is_rate_limited_per_address(make_store: Any, tokens_l
         async with _client(app, "10.0.0.3") as other:  # a valid token from there is served
             with anyio.fail_after(30):
                 assert (await _post(other, good)).status_code == 200
+
+
+async def test_one_client_retrying_a_bad_token_does_not_lock_out_another(make_store: Any) -> None:
+    limited = make_store(auth_failures_per_minute=5)
+    good = auth.create_token(limited, ["/"], ["read"])["token"]
+    revoked = auth.create_token(limited, ["/"], ["read"])
+    auth.revoke_token(limited, revoked["id"])
+    async with served(limited) as app, _client(app, "127.0.0.1") as http:
+        for _ in range(5):
+            assert (await _post(http, revoked["token"])).status_code == 401
+        assert (await _post(http, revoked["token"])).status_code == 429  # that token, from there
+        # every local agent shares 127.0.0.1: another one, with its own good token, is served
+        assert (await _post(http, good)).status_code == 200

@@ -49,3 +49,31 @@ async def test_merge_and_split_through_the_tools(server: Any) -> None:
         assert last["error"] == "invalid_input" and "at least one alias" in last["message"]
         nobody = await fails(client, "get_entity", {"name": "Zed"})
         assert nobody["error"] == "record_not_found"
+
+
+async def test_get_entity_pages_every_list(server: Any) -> None:
+    async with Client(server) as client:
+        await ok(client, "create_namespace", {"namespace": "/team", "description": "people"})
+        await _assert(client, "Alice reviews every release", "Alice")
+        alice = (await ok(client, "get_entity", {"name": "Alice"}))["entity"]["id"]
+        for i in range(4):  # four more names, each merged in: five aliases, five facts
+            await _assert(client, f"Alice {i} keeps notes number {i}", f"Alice {i}")
+            other = (await ok(client, "get_entity", {"name": f"Alice {i}"}))["entity"]["id"]
+            await ok(client, "merge_entities", {"id": alice, "merge_id": other})
+        everything = await ok(client, "get_entity", {"name": "Alice"})
+        assert len(everything["aliases"]) == 5 and len(everything["timeline"]) == 5
+        assert everything["next_offset"] is None
+        seen: dict[str, list[Any]] = {"aliases": [], "timeline": [], "merged_from": []}
+        offset: int | None = 0
+        pages = 0
+        while offset is not None:
+            page = await ok(client, "get_entity", {"name": "Alice", "limit": 2, "offset": offset})
+            assert all(len(page[key]) <= 2 for key in seen)
+            for key in seen:
+                seen[key] += page[key]
+            offset, pages = page["next_offset"], pages + 1
+        assert pages == 3  # 2 + 2 + 1
+        for key in seen:
+            assert seen[key] == everything[key], key
+        too_many = await fails(client, "get_entity", {"name": "Alice", "limit": 501})
+        assert too_many["error"] == "invalid_input"

@@ -323,7 +323,11 @@ async def test_consolidate_status_and_stats(server: Any) -> None:
     async with Client(server) as client:
         await _project(client)
         await ok(client, "remember", {"content": "Alice leads the platform team", "namespace": "/p"})
-        started = await ok(client, "consolidate", {"namespaces": "/p"})
+        # no reasoner configured: model stages are refused up front, no job is started
+        refused = await fails(client, "consolidate", {"namespaces": "/p"})
+        assert refused["error"] == "reasoner_not_configured" and "STASH_REASONER_MODEL" in refused["message"]
+        assert (await ok(client, "consolidation_status", {"namespaces": "/p"}))["runs"] == []
+        started = await ok(client, "consolidate", {"namespaces": "/p", "stage": "decay"})
         # no Dagster here: a background job, returned at once, followed through consolidation_status
         assert started["mode"] == "background" and started["job"]["status"] in {"queued", "running", "done"}
         job_id = started["job"]["job_id"]
@@ -335,9 +339,7 @@ async def test_consolidate_status_and_stats(server: Any) -> None:
             await anyio.sleep(0.05)
         assert job["status"] == "done", job
         reports = job["reports"]
-        assert {r["stage"] for r in reports} >= {"facts", "decay"}
-        # no reasoner configured: model stages say so and keep their cursors
-        assert {r["status"] for r in reports if r["stage"] == "facts"} == {"not_configured"}
+        assert {r["stage"] for r in reports} == {"decay"}
         assert status["items"] and all(row["namespace"] == "/p" for row in status["items"])
         assert (await fails(client, "consolidate", {"stage": "nonsense"}))["error"] == "invalid_input"
         stats = await ok(client, "stats", {"namespaces": "/p"})

@@ -79,12 +79,13 @@ SELECT a.entity_id, n.slug AS namespace
  ORDER BY n.slug
 
 -- entity_aliases_of --
--- The aliases of one entity, first recorded first.
+-- The aliases of one entity, first recorded first (a page of them).
 SELECT alias, normalised, created_at FROM entity_aliases WHERE entity_id = %(id)s ORDER BY created_at, normalised
+ LIMIT %(limit)s OFFSET %(offset)s
 
 -- entity_merged_from --
--- Entities merged into one entity.
-SELECT id, name FROM entities WHERE merged_into = %(id)s ORDER BY id
+-- Entities merged into one entity (a page of them).
+SELECT id, name FROM entities WHERE merged_into = %(id)s ORDER BY id LIMIT %(limit)s OFFSET %(offset)s
 
 -- entity_facts --
 -- Every fact of one entity that was not withdrawn (current and superseded), by valid_from.
@@ -94,7 +95,7 @@ SELECT f.id, f.content, f.entity, f.property, f.value, f.confidence, f.origin, f
   FROM facts f
  WHERE f.entity_id = %(id)s AND f.withdrawn_at IS NULL
  ORDER BY f.valid_from, f.id
- LIMIT %(limit)s
+ LIMIT %(limit)s OFFSET %(offset)s
 
 -- entity_relationships --
 -- Live relationships with the entity at either end.
@@ -103,7 +104,7 @@ SELECT r.id, r.from_entity, r.from_entity_id, r.relation_type, r.to_entity, r.to
   FROM relationships r
  WHERE (r.from_entity_id = %(id)s OR r.to_entity_id = %(id)s) AND r.withdrawn_at IS NULL
  ORDER BY r.id
- LIMIT %(limit)s
+ LIMIT %(limit)s OFFSET %(offset)s
 
 -- entity_causal_links --
 -- Live causal links whose cause or effect is a (not withdrawn) fact of the entity.
@@ -115,14 +116,15 @@ SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidenc
                 WHERE f.entity_id = %(id)s AND f.withdrawn_at IS NULL
                   AND (f.id = c.cause_fact_id OR f.id = c.effect_fact_id))
  ORDER BY c.id
- LIMIT %(limit)s
+ LIMIT %(limit)s OFFSET %(offset)s
 
 -- entity_corrections_of --
--- The merges and splits an entity took part in, oldest first.
+-- The merges and splits an entity took part in, oldest first (a page of them).
 SELECT id, action, entity_id, other_entity_id, moved, reason, created_at
   FROM entity_corrections
  WHERE entity_id = %(id)s OR other_entity_id = %(id)s
  ORDER BY id
+ LIMIT %(limit)s OFFSET %(offset)s
 
 -- entity_merges_into --
 -- Merges into one entity whose merged entity is still merged into it, newest first.

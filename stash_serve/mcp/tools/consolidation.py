@@ -18,7 +18,7 @@ from stash_pipeline.memory.namespaces import resolve_trees
 from stash_pipeline.stages import STAGE_NAMES
 from stash_serve.mcp.calls import Scope, ToolCalls
 from stash_serve.mcp.params import READ, WRITE, Namespaces
-from stash_serve.runs import BackgroundJobs, DagsterRuns, Job
+from stash_serve.runs import BackgroundJobs, DagsterRuns, Job, require_reasoner
 
 
 def register(server: MCPServer, calls: ToolCalls) -> None:
@@ -52,6 +52,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
             ]
             with store.db.transaction() as tx:
                 slugs = sorted(set().union(*(resolve_trees(tx, path).values() for path in roots)))
+            require_reasoner(store.settings, [stage] if stage else None)  # no run id for work that cannot run
             dagster = DagsterRuns.find(store.settings)
             if dagster is not None:
                 selected = [stage] if stage else list(STAGE_NAMES)

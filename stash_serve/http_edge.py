@@ -1,0 +1,134 @@
+"""The HTTP server's edge: how much and how slowly a client may send before a request exists.
+
+uvicorn bounds neither the time a client takes to send a request's head nor (with
+httptools) its size: two 60 MB headers kept the event loop parsing for seconds, and
+slow clients held connections open indefinitely, while /healthz waited behind them.
+``GuardedH11Protocol`` is uvicorn's own h11 protocol with three limits added at the
+socket, before any parsing or application code runs:
+
+* a request head (request line + headers) larger than STASH_HTTP_MAX_HEADER_BYTES is
+  answered ``431 Request Header Fields Too Large`` and the connection closed;
+* a head not complete within STASH_HTTP_HEADER_TIMEOUT_S of its first byte (or of the
+  connection opening) is answered ``408 Request Timeout`` and the connection closed;
+* a body paused for more than STASH_HTTP_BODY_TIMEOUT_S is cut off (the application
+  sees the client disconnect).
+
+``uvicorn_options(settings)`` is what ``stash_serve.serve`` passes to ``uvicorn.Config``:
+this protocol, h11's own buffer limit just above ours, and proxy headers believed only
+from STASH_TRUSTED_PROXIES (uvicorn believes 127.0.0.1 by default, so any local process
+could claim any client address, and so dodge or aim the failed-token limit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from stash_pipeline.config import Settings
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a request-head size cap and head/body read timeouts."""
+
+    #: a subclass per server sets these (``uvicorn_options``): uvicorn builds the protocol itself
+    max_header_bytes = 65_536
+    header_timeout_s = 10.0
+    body_timeout_s = 30.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_bytes = 0
+        self._read_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm(self.header_timeout_s, 408)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.conn.their_state is h11.IDLE:  # still reading a request's head
+            if self._head_bytes == 0 and self._read_timer is None:
+                self._arm(self.header_timeout_s, 408)
+            self._head_bytes += len(data)
+            if self._head_bytes > self.max_header_bytes:
+                self._refuse(431, "Request Header Fields Too Large", "the request head is larger than "
+                             f"{self.max_header_bytes} bytes (STASH_HTTP_MAX_HEADER_BYTES)")
+                return
+        super().data_received(data)
+        if self.transport.is_closing():
+            return
+        state = self.conn.their_state
+        if state is h11.SEND_BODY:
+            self._head_bytes = 0
+            self._arm(self.body_timeout_s, None)  # the client is sending a body: each chunk re-arms
+        elif state is not h11.IDLE:
+            self._head_bytes = 0
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._head_bytes = 0  # the next request's head is counted afresh, timed from its first byte
+        self._disarm()
+
+    def _arm(self, delay: float, status: int | None) -> None:
+        self._disarm()
+        self._read_timer = self.loop.call_later(delay, self._timed_out, status)
+
+    def _disarm(self) -> None:
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+            self._read_timer = None
+
+    def _timed_out(self, status: int | None) -> None:
+        self._read_timer = None
+        if self.transport.is_closing():
+            return
+        if status is not None and self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE:
+            self._refuse(status, "Request Timeout", f"the request head did not arrive within {self.header_timeout_s:g} s "
+                         "(STASH_HTTP_HEADER_TIMEOUT_S)")
+        else:  # mid-body: nothing sensible to answer; the application sees the disconnect
+            self.logger.info("closed a connection whose request body stalled for %g s", self.body_timeout_s)
+            self.transport.close()
+
+    def _refuse(self, status: int, reason: str, message: str) -> None:
+        """Answer ``status`` directly on the socket (no request was parsed) and close."""
+        self._disarm()
+        self.logger.info("refused a request from %s: %s", self.client[0] if self.client else "?", message)
+        body = json.dumps({"error": "bad_request", "message": message}).encode()
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        ).encode()
+        self.transport.write(head + body)
+        self.transport.close()
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """``uvicorn.Config`` keyword arguments for the limits above and the proxy trust."""
+    protocol = type(
+        "GuardedH11Protocol",
+        (GuardedH11Protocol,),
+        {
+            "max_header_bytes": settings.http_max_header_bytes,
+            "header_timeout_s": settings.http_header_timeout_s,
+            "body_timeout_s": settings.http_body_timeout_s,
+        },
+    )
+    trusted = ",".join(part.strip() for part in settings.trusted_proxies.split(",") if part.strip())
+    return {
+        "http": protocol,
+        # h11's own cap (a 400) stays above ours so that ours (a 431) answers first
+        "h11_max_incomplete_event_size": settings.http_max_header_bytes + 1024,
+        "proxy_headers": bool(trusted),
+        "forwarded_allow_ips": trusted or None,
+    }
+
+
+__all__ = ["GuardedH11Protocol", "uvicorn_options"]

@@ -1,0 +1,140 @@
+"""The HTTP server's edge over real sockets on loopback: oversized heads get 431, slow heads
+and stalled bodies are cut off, /healthz keeps answering meanwhile, forwarded-for headers
+are believed only from STASH_TRUSTED_PROXIES, and a client hanging up logs one line.
+
+Every loop here is bounded in count and time, and talks to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from stash_pipeline import auth
+from stash_pipeline.config import load_settings
+from stash_serve.http_edge import uvicorn_options
+from tests.mcp.test_transports import INITIALIZE, MCP_HEADERS, _serve_http
+
+
+@pytest.fixture
+def edge(settings: Any, store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("STASH_HTTP_MAX_HEADER_BYTES", "8192")
+    monkeypatch.setenv("STASH_HTTP_HEADER_TIMEOUT_S", "1")
+    monkeypatch.setenv("STASH_HTTP_BODY_TIMEOUT_S", "1")
+    monkeypatch.setenv("STASH_AUTH_FAILURES_PER_MINUTE", "5")
+    monkeypatch.setenv("STASH_LOG_LEVEL", "info")
+    with _serve_http(settings, tmp_path) as base:
+        yield base
+
+
+def _port(base: str) -> int:
+    return int(base.rsplit(":", 1)[1])
+
+
+def _connect(base: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", _port(base)), timeout=10)
+    sock.settimeout(10)
+    return sock
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes (bounded by the socket timeout)."""
+    chunks = []
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, TimeoutError):
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _healthy(base: str) -> None:
+    health = httpx2.get(base + "/healthz", timeout=5)
+    # 503 "database unreachable" is what a blocked event loop made of it
+    assert health.status_code == 200 and health.json() == {"status": "ok"}, health.text
+
+
+def test_heads_too_big_or_too_slow_and_stalled_bodies_are_refused_while_health_answers(edge: str) -> None:
+    sockets = []
+    for _ in range(2):
+        sock = _connect(edge)
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
+        try:
+            for _ in range(64):  # up to 4 MiB; the server stops reading long before
+                sock.sendall(b"a" * 65536)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        sockets.append(sock)
+    _healthy(edge)
+    for sock in sockets:
+        answer = _answer(sock)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        assert b"STASH_HTTP_MAX_HEADER_BYTES" in answer
+        sock.close()
+    _healthy(edge)
+    slow = []
+    for _ in range(30):
+        sock = _connect(edge)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the blank line
+        slow.append(sock)
+    stalled = _connect(edge)
+    stalled.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 1000\r\n\r\n{\"jsonrpc\":")
+    _healthy(edge)  # while they hang on
+    for sock in slow:
+        answer = _answer(sock)  # returns once the server closes; the socket timeout bounds it
+        assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+        sock.close()
+    assert not _answer(stalled).startswith(b"HTTP/1.1 2")  # closed, nothing was served
+    stalled.close()
+    _healthy(edge)
+
+
+def test_forwarded_for_is_not_believed_and_a_hang_up_logs_one_line(edge: str, store: Any, tmp_path: Path) -> None:
+    good = auth.create_token(store, ["/"], ["read"])["token"]
+    with httpx2.Client(base_url=edge, timeout=10) as http:
+        statuses = [
+            http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer stash_bad_bad",
+                                                        "X-Forwarded-For": f"203.0.113.{i}"}).status_code
+            for i in range(8)
+        ]
+        # rotating the header did not make a fresh client: the limit (5) holds for the peer
+        assert statuses == [401] * 5 + [429] * 3, statuses
+        # nor can a local client aim the limit at another address's good token
+        served = http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {good}"})
+        assert served.status_code == 200, served.text
+    # a client hanging up mid-request is routine: one line in the log, no traceback
+    body = json.dumps(INITIALIZE).encode()
+    for _ in range(3):
+        sock = _connect(edge)
+        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {good}\r\n"
+                f"Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        sock.sendall(head + body[: len(body) // 2])
+        sock.close()  # gone mid-body
+    _healthy(edge)
+    line = "a client disconnected before its request was read"
+    deadline = time.monotonic() + 10
+    while True:  # the server notices each hang-up on its own schedule
+        log = "".join(p.read_text() for p in tmp_path.glob("http-*.log"))
+        if log.count(line) >= 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert "Traceback" not in log, log[-3000:]
+    assert log.count(line) == 3, log[-3000:]
+
+
+def test_proxy_trust_comes_from_the_setting_only(tmp_path: Path) -> None:
+    default = uvicorn_options(load_settings(home=tmp_path, embedder="hash"))
+    assert default["proxy_headers"] is False  # uvicorn's own default believes 127.0.0.1
+    behind = uvicorn_options(load_settings(home=tmp_path, embedder="hash", trusted_proxies="10.0.0.5, 10.1.0.0/16"))
+    assert behind["proxy_headers"] is True and behind["forwarded_allow_ips"] == "10.0.0.5,10.1.0.0/16"
