@@ -111,8 +111,10 @@ async def test_the_tool_passes_the_field_and_validates_it() -> None:
 
         bad = await client.call_tool("list_things", {"colour": "green", "seen_at": "yesterday"})
         assert bad.is_error
-        assert bad.structured_content["error"] == "invalid_input"
-        message = bad.structured_content["message"]
+        assert bad.structured_content is None  # error results carry the error in _meta and the text
+        error = bad.meta["stash/error"]
+        assert error["error"] == "invalid_input"
+        message = error["message"]
         assert "colour: red or blue" in message and "seen_at: not an ISO 8601 time" in message
 
 
