@@ -141,19 +141,30 @@ def _live(tx: Session, entity_id: int, scope: set[int] | None) -> dict[str, Any]
     raise errors.Conflict(f"entity {entity_id} is merged in a loop; split it to repair")
 
 
-def get_entity(store: Store, entity_id: Any = None, *, name: Any = None, namespaces: Any = None) -> dict[str, Any]:
+def get_entity(
+    store: Store,
+    entity_id: Any = None,
+    *,
+    name: Any = None,
+    namespaces: Any = None,
+    as_of: Any = None,
+    known_at: Any = None,
+) -> dict[str, Any]:
     """Everything known about one entity, by id or by any of its names.
 
     Returns the entity with its aliases, the entities merged into it, its current facts,
     its relationships (either end), the causal links of its facts, a timeline of its facts
     (superseded ones included, by valid_from) and its corrections. A merged entity's id
     answers with the entity it was merged into (``requested_id`` keeps the one asked for).
+    ``as_of`` / ``known_at`` read facts, relationships and causal links as ``query_facts``
+    and ``query_relationships`` do: valid then, as known then (both default to now).
     """
+    times = {"as_of": validate.timestamp(as_of, "as_of"), "known_at": validate.timestamp(known_at, "known_at")}
     with store.db.transaction() as tx:
         wanted = _entity_id(tx, entity_id, name, namespaces)
         row = _live(tx, wanted, scope_ids(tx, namespaces))
         eid = int(row["id"])
-        timeline = tx.all("entity_facts", id=eid, limit=MAX_ITEMS)
+        timeline = tx.all("entity_facts", id=eid, limit=MAX_ITEMS, **times)
         entity = {key: row[key] for key in ("id", "namespace", "name", "kind", "created_at", "updated_at")}
         return {
             "entity": entity,
@@ -161,8 +172,8 @@ def get_entity(store: Store, entity_id: Any = None, *, name: Any = None, namespa
             "aliases": tx.all("entity_aliases_of", id=eid),
             "merged_from": tx.all("entity_merged_from", id=eid),
             "facts": [f for f in timeline if f["current"]],
-            "relationships": tx.all("entity_relationships", id=eid, limit=MAX_ITEMS),
-            "causal_links": tx.all("entity_causal_links", id=eid, limit=MAX_ITEMS),
+            "relationships": tx.all("entity_relationships", id=eid, limit=MAX_ITEMS, **times),
+            "causal_links": tx.all("entity_causal_links", id=eid, limit=MAX_ITEMS, **times),
             "timeline": timeline,
             "corrections": tx.all("entity_corrections_of", id=eid),
         }

@@ -24,8 +24,10 @@ def entities_group() -> None:
 @entities_group.command("show")
 @click.argument("entity")
 @base.namespaces_option(default=None)
+@click.option("--as-of", default=None, help="Facts, relationships and links holding at this time (event time, ISO 8601; default now).")
+@click.option("--known-at", default=None, help="As Stash knew them at this time (system time, ISO 8601; default now).")
 @base.json_option
-def entities_show(entity: str, namespaces: str | None, as_json: bool) -> None:
+def entities_show(entity: str, namespaces: str | None, as_of: str | None, known_at: str | None, as_json: bool) -> None:
     """An entity (by id or by any of its names): aliases, facts, relationships, causal links, timeline.
 
     \b
@@ -35,8 +37,9 @@ def entities_show(entity: str, namespaces: str | None, as_json: bool) -> None:
     from stash_pipeline.memory import entities
 
     by_id = entity.isdigit()
+    times = {"as_of": base.parse_time(as_of, "--as-of"), "known_at": base.parse_time(known_at, "--known-at")}
     got = entities.get_entity(
-        base.store(), int(entity) if by_id else None, name=None if by_id else entity, namespaces=namespaces
+        base.store(), int(entity) if by_id else None, name=None if by_id else entity, namespaces=namespaces, **times
     )
     if as_json:
         emit_json(got)

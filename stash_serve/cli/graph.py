@@ -15,17 +15,24 @@ CAUSAL_COLUMNS = ("id", "namespace", "cause_fact_id", "effect_fact_id", "effect_
 STEP_COLUMNS = ("depth", "link_id", "cause_fact_id", "effect_fact_id", "effect_failure_id", "confidence", "effect")
 
 
+def _times(as_of: str | None, known_at: str | None) -> dict[str, Any]:
+    """Parse the two times before the store opens, so bad input fails without a database."""
+    return {"as_of": base.parse_time(as_of, "--as-of"), "known_at": base.parse_time(known_at, "--known-at")}
+
+
 @click.command("relationships")
 @base.namespaces_option()
 @click.option("--entity", default=None, help="Only relationships from or to this entity.")
 @click.option("--relation-type", default=None, help="Only this relation type.")
 @click.option("--include-withdrawn", is_flag=True, help="Also withdrawn relationships.")
+@click.option("--as-of", default=None, help="Those holding at this time (event time, ISO 8601; default now).")
+@click.option("--known-at", default=None, help="As Stash knew them at this time (system time, ISO 8601; default now).")
 @base.limit_option()
 @base.offset_option
 @base.json_option
 def relationships_command(
     namespaces: str, entity: str | None, relation_type: str | None, include_withdrawn: bool,
-    limit: int, offset: int, as_json: bool,
+    as_of: str | None, known_at: str | None, limit: int, offset: int, as_json: bool,
 ) -> None:
     """List entity relationships extracted from facts.
 
@@ -35,9 +42,10 @@ def relationships_command(
     """
     from stash_pipeline.memory import graph
 
+    times = _times(as_of, known_at)
     rows = graph.query_relationships(
         base.store(), namespaces, entity=entity, relation_type=relation_type,
-        include_withdrawn=include_withdrawn, limit=limit, offset=offset,
+        include_withdrawn=include_withdrawn, limit=limit, offset=offset, **times,
     )
     show(rows, as_json, RELATIONSHIP_COLUMNS)
 
@@ -105,10 +113,15 @@ def causal_create(
 @causal_group.command("list")
 @base.namespaces_option()
 @click.option("--include-withdrawn", is_flag=True, help="Also withdrawn links.")
+@click.option("--as-of", default=None, help="Those holding at this time (event time, ISO 8601; default now).")
+@click.option("--known-at", default=None, help="As Stash knew them at this time (system time, ISO 8601; default now).")
 @base.limit_option()
 @base.offset_option
 @base.json_option
-def causal_list(namespaces: str, include_withdrawn: bool, limit: int, offset: int, as_json: bool) -> None:
+def causal_list(
+    namespaces: str, include_withdrawn: bool, as_of: str | None, known_at: str | None, limit: int, offset: int,
+    as_json: bool,
+) -> None:
     """List causal links.
 
     \b
@@ -117,7 +130,10 @@ def causal_list(namespaces: str, include_withdrawn: bool, limit: int, offset: in
     """
     from stash_pipeline.memory import graph
 
-    rows = graph.list_causal_links(base.store(), namespaces, include_withdrawn=include_withdrawn, limit=limit, offset=offset)
+    times = _times(as_of, known_at)
+    rows = graph.list_causal_links(
+        base.store(), namespaces, include_withdrawn=include_withdrawn, limit=limit, offset=offset, **times
+    )
     show(rows, as_json, CAUSAL_COLUMNS)
 
 
@@ -158,8 +174,13 @@ def mermaid(steps: list[Any], start_fact_id: int) -> str:
               help="forward: effects of the fact; backward: its causes.")
 @click.option("--depth", type=int, default=10, show_default=True, help="Maximum chain length (1-25).")
 @click.option("--mermaid", "as_mermaid", is_flag=True, help="Print a Mermaid `graph TD` diagram.")
+@click.option("--as-of", default=None, help="Those holding at this time (event time, ISO 8601; default now).")
+@click.option("--known-at", default=None, help="As Stash knew them at this time (system time, ISO 8601; default now).")
 @base.json_option
-def causal_trace(fact_id: int, direction: str, depth: int, as_mermaid: bool, as_json: bool) -> None:
+def causal_trace(
+    fact_id: int, direction: str, depth: int, as_mermaid: bool, as_of: str | None, known_at: str | None,
+    as_json: bool,
+) -> None:
     """Follow the causal chain from (forward) or into (backward) a fact; cycle-safe.
 
     \b
@@ -168,7 +189,8 @@ def causal_trace(fact_id: int, direction: str, depth: int, as_mermaid: bool, as_
     """
     from stash_pipeline.memory import graph
 
-    steps = graph.trace_causal_chain(base.store(), fact_id, direction=direction, max_depth=depth)
+    times = _times(as_of, known_at)
+    steps = graph.trace_causal_chain(base.store(), fact_id, direction=direction, max_depth=depth, **times)
     if as_mermaid:
         click.echo(mermaid(steps, fact_id))
     else:

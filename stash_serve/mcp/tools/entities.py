@@ -15,7 +15,7 @@ from pydantic import Field
 
 from stash_pipeline.memory import entities
 from stash_serve.mcp.calls import Scope, ToolCalls
-from stash_serve.mcp.params import READ, WRITE, Namespaces
+from stash_serve.mcp.params import READ, WRITE, AsOf, KnownAt, Namespaces
 
 EntityId = Annotated[int, Field(description="Entity id.", ge=1)]
 Why = Annotated[str | None, Field(description="Why.")]
@@ -31,13 +31,15 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         id: Annotated[int | None, Field(description="Entity id.", ge=1)] = None,
         name: Annotated[str | None, Field(description="Or a name.")] = None,
         namespaces: Namespaces = None,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Entity: aliases, facts, links, timeline."""
 
         def work(s: Scope) -> Any:
             scope = s.read(namespaces) if namespaces not in (None, "", []) else s.by_id("read")
-            return entities.get_entity(store, id, name=name, namespaces=scope)
+            return entities.get_entity(store, id, name=name, namespaces=scope, as_of=as_of, known_at=known_at)
 
         return await calls.run(ctx, work)
 

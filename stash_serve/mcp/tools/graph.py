@@ -17,7 +17,9 @@ from stash_serve.mcp.params import (
     DESTRUCTIVE_IDEMPOTENT,
     READ,
     WRITE,
+    AsOf,
     Confidence,
+    KnownAt,
     Limit,
     Namespaces,
     Offset,
@@ -37,17 +39,19 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
     async def query_relationships(
         namespaces: Namespaces = None,
         entity: Annotated[
-            str | None, Field(description="Only relationships with this entity at either end.")
+            str | None, Field(description="Only those with this entity at either end.")
         ] = None,
         relation_type: Annotated[
             str | None, Field(description="Only this relation, e.g. depends_on.")
         ] = None,
-        include_withdrawn: Annotated[bool, Field(description="Include withdrawn relationships.")] = False,
+        include_withdrawn: Annotated[bool, Field(description="Include withdrawn ones.")] = False,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
     ) -> Page:
-        """Entity relationships (from --type--> to) found by consolidation."""
+        """Entity relationships (from --type--> to)."""
 
         def work(s: Scope) -> Any:
             rows = graph.query_relationships(
@@ -56,6 +60,8 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
                 entity=entity,
                 relation_type=relation_type,
                 include_withdrawn=include_withdrawn,
+                as_of=as_of,
+                known_at=known_at,
                 limit=limit,
                 offset=offset,
             )
@@ -85,15 +91,18 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
     async def list_causal_links(
         namespaces: Namespaces = None,
         include_withdrawn: Annotated[bool, Field(description="Include withdrawn links.")] = False,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
         limit: Limit = 100,
         offset: Offset = 0,
         ctx: Context | None = None,
     ) -> Page:
-        """Causal links (cause fact → effect fact or failure), oldest first."""
+        """Causal links (cause fact → effect fact or failure)."""
 
         def work(s: Scope) -> Any:
             rows = graph.list_causal_links(
-                store, s.read(namespaces), include_withdrawn=include_withdrawn, limit=limit, offset=offset
+                store, s.read(namespaces), include_withdrawn=include_withdrawn, as_of=as_of, known_at=known_at,
+                limit=limit, offset=offset,
             )
             return page(rows, limit, offset)
 
@@ -131,18 +140,21 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
         fact_id: Annotated[int, Field(description="Fact to start from.", ge=1)],
         direction: Annotated[
             Literal["forward", "backward"],
-            Field(description="forward = effects of the fact; backward = its causes."),
+            Field(description="forward = effects; backward = causes."),
         ] = "forward",
-        max_depth: Annotated[int, Field(description="Maximum chain length (1-25).", ge=1, le=25)] = 10,
+        max_depth: Annotated[int, Field(description="Max chain length.", ge=1, le=25)] = 10,
         namespaces: Namespaces = None,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Follow causal links from a fact (cycle-safe, depth-capped, within the namespace tree)."""
+        """Follow causal links from or into a fact (cycle-safe, within its tree)."""
 
         def work(s: Scope) -> Any:
             paths = None if (s.token is None and namespaces in (None, "", [])) else s.read(namespaces)
             steps = graph.trace_causal_chain(
-                store, fact_id, direction=direction, max_depth=max_depth, namespaces=paths
+                store, fact_id, direction=direction, max_depth=max_depth, namespaces=paths, as_of=as_of,
+                known_at=known_at,
             )
             return {"fact_id": fact_id, "direction": direction, "steps": steps}
 
