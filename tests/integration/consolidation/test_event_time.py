@@ -1,5 +1,6 @@
 """Every derived fact takes its event time from its sources, never from the moment the
-stage ran: failure-pattern facts and facts confirmed from hypotheses included."""
+stage ran: failure-pattern facts and facts confirmed from hypotheses included; and the
+stages place facts on their entity+property timeline by the same rule as assert_fact."""
 
 from __future__ import annotations
 
@@ -41,3 +42,25 @@ def test_a_confirmed_hypothesis_holds_from_its_evidence(cstore, server, model):
     [fact] = rows(cstore, "SELECT f.valid_from FROM facts f JOIN hypotheses h ON h.confirmed_fact_id = f.id "
                           "WHERE h.id = %(id)s", id=hyp.id)
     assert fact["valid_from"] == LAST_YEAR
+
+
+def test_the_facts_stage_keeps_one_value_at_a_time(cstore, server, model):
+    """The stage's contradiction check slots facts by the same rule as assert_fact: a late
+    statement ends where the next known value begins (not where the current one does), and
+    a value stated inside a closed interval supersedes the value holding there."""
+    from stash_pipeline.memory import facts
+
+    paris_at = datetime(2026, 3, 1, tzinfo=UTC)
+    seed(cstore, "/t", ["Alice lives in Paris near the river Seine"], occurred_at=paris_at)
+    consolidation.run_stage(cstore, "/t", "facts")
+    seed(cstore, "/t", ["Alice lives in Berlin since 2026-06-15"], occurred_at=datetime(2026, 7, 1, tzinfo=UTC))
+    assert consolidation.run_stage(cstore, "/t", "facts").details["superseded"] == 1
+    seed(cstore, "/t", ["Alice lives in Lyon since the spring"], occurred_at=datetime(2025, 6, 1, tzinfo=UTC))
+    consolidation.run_stage(cstore, "/t", "facts")
+    [lyon] = rows(cstore, "SELECT valid_from, valid_until FROM facts WHERE value = 'Lyon'")
+    assert lyon == {"valid_from": datetime(2025, 6, 1, tzinfo=UTC), "valid_until": paris_at}
+    seed(cstore, "/t", ["Alice lives in Rome since 2026-05-01"], occurred_at=datetime(2026, 7, 2, tzinfo=UTC))
+    assert consolidation.run_stage(cstore, "/t", "facts").details["superseded"] == 1
+    for when, value in [(datetime(2025, 12, 1, tzinfo=UTC), "Lyon"), (datetime(2026, 4, 1, tzinfo=UTC), "Paris"),
+                        (datetime(2026, 5, 15, tzinfo=UTC), "Rome"), (None, "Berlin")]:
+        assert [f.value for f in facts.query(cstore, "/t", as_of=when)] == [value], when
