@@ -111,6 +111,11 @@ class Settings(BaseSettings):
     hypothesis_auto_confirm_threshold: float = Field(0.9, gt=0, le=1)
     hypothesis_auto_reject_threshold: float = Field(0.9, gt=0, le=1)
     contradiction_supersede_threshold: float = Field(0.9, gt=0, le=1)
+    multi_valued_properties: str = Field(
+        "likes,dislikes,loves,hates,knows,friends,speaks,skills,hobbies,interests,member_of,tags,visited,owns,uses",
+        description="comma-separated properties that hold several values at once (no timeline, no contradictions); "
+        "every other property has one value at a time",
+    )
     facts_batch_size: int = Field(50, ge=1, le=1000, description="facts per batch for fact-driven stages")
     relationships_facts_per_call: int = Field(10, ge=1, le=100)
     facts_clusters_per_call: int = Field(8, ge=1, le=50, description="episode clusters per facts-stage call")

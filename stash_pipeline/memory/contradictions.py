@@ -6,22 +6,26 @@ Actions of ``resolve`` (the pair is ``old_fact_id``, ``new_fact_id``):
 =========  ===========================================================================
 keep_new   the old fact is retired: valid_until = now, superseded_by = the new fact;
            the new fact is restored if it had been superseded by the old one
-keep_old   the new fact is retired (superseded_by = the old fact); the old fact is
-           restored (valid_until and superseded_by cleared) if it had been superseded
-           by the new one — e.g. by the facts stage's auto-resolution
+keep_old   the new fact is retired (superseded_by = the old fact) and gives back the
+           time it took: the old fact, if the new one had superseded it (e.g. by the
+           facts stage's auto-resolution), and any other fact it cut end again at the
+           next value or their stated end (``timeline.reopen``)
 keep_both  both facts become current again: any supersession of one by the other is
            undone
 neither    both facts are withdrawn, and the lineage cascade withdraws what was derived
            only from them (relationships, causal links, patterns, facts)
 =========  ===========================================================================
 
-A restore only undoes a supersession by the *other fact of the pair*; an expiry by
+Relationships drawn from a fact follow it: a restored fact's relationships reopen, a
+retired fact's close. A restore only undoes a supersession by the *other fact of the pair*; an expiry by
 decay or a supersession by a third fact is left alone. A withdrawn fact cannot be kept.
 
 State: unresolved → resolved (final). A contradiction the facts stage resolved on its
 own (method 'auto', resolution 'superseded') may be overridden by the caller once —
 that is how a wrong automatic supersession is undone. Resolving a caller-resolved
-contradiction again is ``InvalidTransition``.
+contradiction again is ``InvalidTransition``. An open contradiction one of whose facts
+is withdrawn (by hand, by a resolution or through lineage) is resolved on its own with
+resolution 'withdrawn': nothing is left to decide.
 
 ``note`` (optional free text) is stored with the resolution (``resolution_note``) and,
 for ``neither``, is also the withdrawal reason of both facts.
@@ -32,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import lineage, validate
+from stash_pipeline.memory import lineage, timeline, validate
 from stash_pipeline.memory.paging import Page
 from stash_pipeline.memory.scope import found_in_scope, scope_ids
 from stash_pipeline.models import Contradiction, Fact
@@ -108,9 +112,13 @@ def resolve(
         if action == "keep_new":
             tx.execute("contradiction_restore_fact", id=new_id, other_id=old_id)
             tx.execute("contradiction_retire_fact", id=old_id, superseded_by=new_id)
+            timeline.give_back_emptied(tx, [old_id])
         elif action == "keep_old":
-            tx.execute("contradiction_restore_fact", id=old_id, other_id=new_id)
+            # the new statement is rejected: it gives back the time it took on its key
+            # (the old fact and any other it cut end again at the next value)
             tx.execute("contradiction_retire_fact", id=new_id, superseded_by=old_id)
+            timeline.give_back_emptied(tx, [new_id])
+            tx.execute("contradiction_restore_fact", id=old_id, other_id=new_id)
         elif action == "keep_both":
             tx.execute("contradiction_restore_fact", id=old_id, other_id=new_id)
             tx.execute("contradiction_restore_fact", id=new_id, other_id=old_id)
@@ -120,6 +128,9 @@ def resolve(
             withdrawn = lineage.withdraw_cascade(tx, [("fact", old_id), ("fact", new_id)], reason)
             withdrawn["withdrawn_fact_ids"] = sorted({old_id, new_id, *withdrawn["withdrawn_fact_ids"]})
 
+        # relationships hold while their source fact does: they reopen with a restored
+        # fact and close with a retired one
+        timeline.follow(tx, [old_id, new_id])
         tx.execute("contradiction_mark_resolved", id=contradiction_id, resolution=action, note=note)
         resolved = tx.one("contradiction_get", id=contradiction_id)
         old_fact = tx.one("fact_get", id=old_id, as_of=None, known_at=None)

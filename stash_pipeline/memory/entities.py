@@ -151,8 +151,15 @@ def _live(tx: Session, entity_id: int, scope: set[int] | None) -> dict[str, Any]
 
 
 def get_entity(
-    store: Store, entity_id: Any = None, *, name: Any = None, namespaces: Any = None,
-    limit: Any = None, offset: Any = None,
+    store: Store,
+    entity_id: Any = None,
+    *,
+    name: Any = None,
+    namespaces: Any = None,
+    as_of: Any = None,
+    known_at: Any = None,
+    limit: Any = None,
+    offset: Any = None,
 ) -> dict[str, Any]:
     """Everything known about one entity, by id or by any of its names, a page at a time.
 
@@ -162,14 +169,19 @@ def get_entity(
     answers with the entity it was merged into (``requested_id`` keeps the one asked for).
     Each list is one page of ``limit`` rows from ``offset`` (the same for every list);
     ``next_offset`` is the offset of the next page while any list has more, else None.
+    ``as_of`` / ``known_at`` read facts, relationships and causal links as ``query_facts``
+    and ``query_relationships`` do: valid then, as known then (both default to now).
     """
     limit, offset = validate.page(limit, offset, default=PAGE_DEFAULT, maximum=PAGE_MAX)
+    times = {"as_of": validate.timestamp(as_of, "as_of"), "known_at": validate.timestamp(known_at, "known_at")}
     with store.db.transaction() as tx:
         wanted = _entity_id(tx, entity_id, name, namespaces)
         row = _live(tx, wanted, scope_ids(tx, namespaces))
         eid = int(row["id"])
         # one row past the page tells whether the section goes on
-        sections = {key: tx.all(query, id=eid, limit=limit + 1, offset=offset) for key, query in SECTIONS.items()}
+        sections = {
+            key: tx.all(query, id=eid, limit=limit + 1, offset=offset, **times) for key, query in SECTIONS.items()
+        }
         more = any(len(rows) > limit for rows in sections.values())
         page = {key: rows[:limit] for key, rows in sections.items()}
         entity = {key: row[key] for key in ("id", "namespace", "name", "kind", "created_at", "updated_at")}

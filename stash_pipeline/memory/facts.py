@@ -3,9 +3,10 @@ withdraw, purge.
 
 ``insert_fact`` is THE single way every producer creates a fact — caller assertions,
 hypothesis confirmations and every consolidation stage — so each fact gets its
-embedding, its origin and its lineage in the same transaction. ``assert_fact`` adds a
-structured conflict check without a model (``structured_conflicts``). Withdrawal and
-purge cascade through lineage.
+embedding, its origin, its lineage and (for a derived fact) its sources' event time in
+the same transaction. ``assert_fact`` slots the fact into its entity+property timeline
+without a model (``structured_conflicts``, by the one rule of ``memory.timeline``).
+Withdrawal and purge cascade through lineage and give back the time the fact took.
 
 Two time axes. Event time (``valid_from``, ``valid_until``): when the fact was true in
 the world; a stage takes it from its evidence, a caller may state it. System time
@@ -31,7 +32,7 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.memory import entities, lineage, validate
+from stash_pipeline.memory import entities, lineage, timeline, validate
 from stash_pipeline.memory.namespaces import resolve_id, resolve_trees
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.models import Contradiction, Fact
@@ -64,13 +65,20 @@ def insert_fact(
     embedding: Any = None,
     valid_from: datetime | None = None,
     valid_until: datetime | None = None,
+    stated_valid_until: datetime | None = None,
+    time_sources: Iterable[tuple[str, int]] = (),
 ) -> dict[str, Any]:
     """Insert one fact plus its lineage in the caller's transaction; returns the row (no vector).
 
     Pass ``embedding`` when you can (embed before opening the transaction); otherwise the
     content is embedded here through the cache. ``valid_from``/``valid_until`` are its
-    event time (validated UTC datetimes; ``valid_from`` defaults to now, ``valid_until``
-    to open-ended).
+    event time (validated UTC datetimes; ``valid_until`` defaults to open-ended).
+    ``valid_from`` defaults to its sources' time for a derived fact (the earliest
+    ``valid_from`` of its parent facts, ``occurred_at`` of its parent episodes, creation
+    of its parent failures, never later than now; ``time_sources`` are more rows whose
+    time counts without being parents) and to now for a caller's assertion.
+    ``stated_valid_until`` is the end the statement itself gave (``valid_until`` may be
+    earlier: the timeline ended it at the next known value).
     """
     text = validate.content(store.settings, content)
     if origin not in ORIGINS:
@@ -78,6 +86,14 @@ def insert_fact(
     parent_list = [(kind, int(pid)) for kind, pid in parents]
     if embedding is None:
         embedding = store.embedder.embed_one(text)
+    sources = [*parent_list, *((kind, int(i)) for kind, i in time_sources)]
+    if valid_from is None and origin != "asserted" and sources:
+        valid_from = tx.scalar(
+            "fact_event_start_of_sources",
+            fact_ids=[i for kind, i in sources if kind == "fact"],
+            episode_ids=[i for kind, i in sources if kind == "episode"],
+            failure_ids=[i for kind, i in sources if kind == "failure"],
+        )
     row = tx.one(
         "fact_insert",
         namespace_id=int(namespace_id),
@@ -92,6 +108,7 @@ def insert_fact(
         rationale=validate.optional_text(store.settings, rationale, "rationale"),
         valid_from=valid_from,
         valid_until=valid_until,
+        stated_valid_until=stated_valid_until,
     )
     assert row is not None
     lineage.add(tx, int(namespace_id), "fact", int(row["id"]), parent_list)
@@ -117,26 +134,24 @@ def event_interval(valid_from: Any, valid_until: Any) -> tuple[datetime | None, 
 
 
 def structured_conflicts(
-    tx: Session, new_fact: dict[str, Any], *, supersede: bool, confidence: float | None = None
+    tx: Session, new_fact: dict[str, Any], *, supersede: bool, confidence: float | None = None, settings: Any = None
 ) -> dict[str, Any]:
-    """Compare a new fact with facts on the same entity+property by event time (no model).
+    """Slot a new fact into its entity+property timeline (``memory.timeline``; no model).
 
-    An open-ended fact with another value that began AFTER the new one makes the new one
-    history: its interval closes where that fact's begins, nothing is superseded and no
-    contradiction is recorded. Of the rest, a fact with another value whose interval
-    overlaps the new one's either is retired (``supersede``, and only an open-ended fact
-    that began no later: valid_until = the new valid_from, superseded_by, retired_at, a
-    resolved 'replacement' contradiction) or is recorded as an open 'contradiction'.
-    Values whose intervals do not overlap do not contradict.
+    A later known value ends it (it is stored as history, closed where that value begins;
+    nothing is superseded). A value holding at its start either is retired
+    (``supersede``: valid_until = the new valid_from, superseded_by, retired_at, a resolved
+    'replacement' contradiction) or is recorded as an open 'contradiction'. A multi-valued
+    property (``timeline.single_valued``) has no timeline: nothing is compared.
     Returns {"contradictions": [rows], "superseded_fact_ids": [ids], "history": bool}.
     """
     out: dict[str, Any] = {"contradictions": [], "superseded_fact_ids": [], "history": False}
     entity, prop, value = new_fact.get("entity"), new_fact.get("property"), new_fact.get("value")
-    if not entity or not prop or value is None:
+    if not entity or not prop or value is None or not timeline.single_valued(settings, prop):
         return out
     start, end = new_fact["valid_from"], new_fact["valid_until"]
-    olds = [
-        old
+    olds = {
+        int(old["id"]): old
         for old in tx.all(
             "fact_same_key_overlapping",
             namespace_id=new_fact["namespace_id"],
@@ -147,17 +162,15 @@ def structured_conflicts(
             valid_from=start,
             valid_until=end,
         )
-        if old["value"] is None or old["value"].strip().lower() != value.strip().lower()
-    ]
-    later = [old["valid_from"] for old in olds if old["valid_until"] is None and old["valid_from"] > start]
-    if later and (end is None or min(later) < end):
-        end = tx.scalar("fact_close_as_history", id=new_fact["id"], valid_until=min(later))
-        new_fact["valid_until"] = end
+    }
+    known = [timeline.Known(i, o["value"], o["valid_from"], o["valid_until"]) for i, o in olds.items()]
+    placed = timeline.place(value, start, end, known)
+    if placed.history:
+        new_fact["valid_until"] = tx.scalar("fact_close_as_history", id=new_fact["id"], valid_until=placed.valid_until)
         new_fact["current"] = _current_now(new_fact)
         out["history"] = True
-    for old in olds:
-        if not (old["valid_until"] is None or old["valid_until"] > start) or old["valid_from"] >= end_or_max(end):
-            continue  # no overlap (left after closing the new fact as history)
+    for covered in placed.covered:
+        old = olds[covered.ref]
         old_value = old["value"]
         common = {
             "namespace_id": new_fact["namespace_id"],
@@ -169,7 +182,7 @@ def structured_conflicts(
             "new_value": value,
             "confidence": new_fact["confidence"] if confidence is None else confidence,
         }
-        if supersede and tx.scalar("fact_supersede", old_id=old["id"], new_id=new_fact["id"]) is not None:
+        if supersede and timeline.supersede(tx, int(old["id"]), int(new_fact["id"])):
             out["superseded_fact_ids"].append(int(old["id"]))
             row = tx.one(
                 "contradiction_insert",
@@ -196,11 +209,6 @@ def structured_conflicts(
         if row is not None:
             out["contradictions"].append(row)
     return out
-
-
-def end_or_max(end: datetime | None) -> datetime:
-    """An interval end, open (None) read as the latest storable instant."""
-    return end if end is not None else validate.MAX_TIMESTAMP
 
 
 def assert_fact(
@@ -261,9 +269,10 @@ def assert_fact(
             embedding=embedding,
             valid_from=start,
             valid_until=end,
+            stated_valid_until=end,
         )
         row["entity_id"] = entities.link_asserted_fact(tx, store, row, entity_embedding)
-        conflicts = structured_conflicts(tx, row, supersede=supersede)
+        conflicts = structured_conflicts(tx, row, supersede=supersede, settings=store.settings)
     return {
         "fact": Fact.from_row(row),
         "contradictions": [Contradiction.from_row(c) for c in conflicts["contradictions"]],

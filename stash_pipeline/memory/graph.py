@@ -13,6 +13,14 @@ Rules that fix the reference:
   array per branch) and caps the depth at 25; fact→failure edges are included;
 * every by-id operation accepts a ``namespaces`` scope; outside it a record is
   ``RecordNotFound``, and so is a soft-deleted one.
+
+Reads take the two times of ``query_facts``: ``as_of`` (event time) and ``known_at``
+(system time). With neither, the lists return every state (withdrawn rows only when
+asked) and a trace walks the live links; with either (the other defaulting to now), a
+relationship is returned when it was recorded by ``known_at``, not withdrawn by then,
+and its source fact was valid at ``as_of`` as Stash knew it at ``known_at`` (a
+relationship holds over its source fact's interval); a causal link when it was recorded
+by ``known_at``, not withdrawn by then, and ``as_of`` lies in its own interval.
 """
 
 from __future__ import annotations
@@ -43,15 +51,19 @@ def query_relationships(
     entity: str | None = None,
     relation_type: str | None = None,
     include_withdrawn: bool = False,
+    as_of: Any = None,
+    known_at: Any = None,
     limit: Any = None,
     offset: Any = None,
 ) -> list[Relationship]:
     """Relationships in the namespace trees, oldest first.
 
     ``entity`` matches either end (case-insensitive, exact name); ``relation_type`` is the
-    identifier the stage stores (e.g. ``depends_on``; case is ignored).
+    identifier the stage stores (e.g. ``depends_on``; case is ignored). ``as_of`` /
+    ``known_at``: those holding then, as known then (module docstring).
     """
     page = Page.of(limit, offset)
+    times = _times(as_of, known_at)
     entity = _optional_name(entity, "entity")
     if relation_type is not None:
         if not isinstance(relation_type, str) or not validate.KIND.match(relation_type.strip().lower()):
@@ -68,6 +80,7 @@ def query_relationships(
         entity=entity,
         relation_type=relation_type,
         include_withdrawn=bool(include_withdrawn),
+        **times,
     )
 
 
@@ -152,13 +165,17 @@ def list_causal_links(
     namespaces: Any = "/",
     *,
     include_withdrawn: bool = False,
+    as_of: Any = None,
+    known_at: Any = None,
     limit: Any = None,
     offset: Any = None,
 ) -> list[CausalLink]:
-    """Non-deleted causal links in the namespace trees, oldest first."""
+    """Non-deleted causal links in the namespace trees, oldest first; with ``as_of`` /
+    ``known_at`` those holding then, as known then (module docstring)."""
     page = Page.of(limit, offset)
+    times = _times(as_of, known_at)
     return page.in_trees(
-        store, "graph_list_causal_links", CausalLink, namespaces, include_withdrawn=bool(include_withdrawn)
+        store, "graph_list_causal_links", CausalLink, namespaces, include_withdrawn=bool(include_withdrawn), **times
     )
 
 
@@ -177,6 +194,8 @@ def trace_causal_chain(
     direction: Literal["forward", "backward"] | str = "forward",
     max_depth: Any = DEFAULT_TRACE_DEPTH,
     namespaces: Any = None,
+    as_of: Any = None,
+    known_at: Any = None,
 ) -> list[CausalStep]:
     """The causal chain from (forward) or into (backward) a fact, ordered by depth.
 
@@ -185,13 +204,15 @@ def trace_causal_chain(
     never crosses into another namespace. Withdrawn and deleted links are skipped. A
     cycle is reported once (the edge that closes it) and not followed; each link appears
     once, at the shallowest depth it is reached. Forward traces include fact→failure
-    edges, whose ``effect`` is the failure's text.
+    edges, whose ``effect`` is the failure's text. ``as_of`` / ``known_at`` walk only the
+    links holding then, as known then (module docstring).
     """
     fact_id = validate.record_id(fact_id, "fact_id")
     if direction not in ("forward", "backward"):
         raise errors.InvalidInput(f"direction must be 'forward' or 'backward', got {direction!r}")
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= MAX_TRACE_DEPTH:
         raise errors.InvalidInput(f"max_depth must be an integer between 1 and {MAX_TRACE_DEPTH}")
+    times = _times(as_of, known_at)
     with store.db.transaction() as tx:
         fact = tx.one("fact_get", id=fact_id, as_of=None, known_at=None)
         scope = scope_ids(tx, namespaces)
@@ -199,7 +220,7 @@ def trace_causal_chain(
         if scope is None:
             scope = set(resolve_trees(tx, fact["namespace"]))
         query_name = "graph_trace_forward" if direction == "forward" else "graph_trace_backward"
-        rows = tx.all(query_name, fact_id=fact_id, ns_ids=sorted(scope), max_depth=max_depth)
+        rows = tx.all(query_name, fact_id=fact_id, ns_ids=sorted(scope), max_depth=max_depth, **times)
     return [CausalStep.from_row(r) for r in rows]
 
 
@@ -213,6 +234,10 @@ def delete_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> di
 
 
 # --- helpers -----------------------------------------------------------------------------
+
+
+def _times(as_of: Any, known_at: Any) -> dict[str, Any]:
+    return {"as_of": validate.timestamp(as_of, "as_of"), "known_at": validate.timestamp(known_at, "known_at")}
 
 
 def _live_fact_in(tx: Session, fact_id: int, tree: set[int], slug: str, role: str) -> dict[str, Any]:

@@ -246,8 +246,13 @@ def confirm_tx(
     *,
     embedding: np.ndarray | None = None,
     rationale: str | None = None,
+    evidence_fact_id: int | None = None,
 ) -> tuple[Hypothesis, dict[str, Any]]:
-    """testing → confirmed on a locked row, inserting the confirming fact in ``tx``."""
+    """testing → confirmed on a locked row, inserting the confirming fact in ``tx``.
+
+    The fact holds from its sources' time: the earliest of the hypothesis's source facts
+    and the confirming evidence fact (``evidence_fact_id``), now when there are none.
+    """
     _check_move(row, "confirmed")
     parents = [("hypothesis", int(row["id"])), *[("fact", int(f)) for f in row["source_fact_ids"]]]
     fact = facts.insert_fact(
@@ -260,6 +265,7 @@ def confirm_tx(
         parents=parents,
         rationale=rationale,
         embedding=embedding,
+        time_sources=[] if evidence_fact_id is None else [("fact", int(evidence_fact_id))],
     )
     tx.execute("hypothesis_set_confirmed", id=row["id"], fact_id=int(fact["id"]))
     out = tx.one("hypothesis_get", id=row["id"])

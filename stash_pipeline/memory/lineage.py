@@ -6,7 +6,8 @@ SAME transaction as the row (``add``). ``withdraw_cascade`` is truth maintenance
 when episodes are forgotten or purged, or facts withdrawn or purged, the
 rows derived only from them are withdrawn, rows that keep another living source are
 flagged for re-check (facts), and this repeats until nothing changes — transitively
-through relationships, causal links and patterns. Each round is a handful of set-based
+through relationships, causal links and patterns. The facts gone then give back the event
+time they took on their keys' timelines (``timeline.reopen``). Each round is a handful of set-based
 statements, never a loop over rows.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
+from stash_pipeline.memory import timeline
 
 KINDS = frozenset(
     {
@@ -137,6 +139,8 @@ def withdraw_cascade(tx: Session, roots: list[tuple[str, int]], reason: str) -> 
             + [("pattern", i) for i in new_patterns]
         )
     withdrawn_facts = sorted(withdrawn["fact"])
+    # the facts gone give back the event time they took on their keys' timelines
+    timeline.reopen(tx, [i for k, i in root_pairs if k == "fact"] + withdrawn_facts)
     return {
         "withdrawn_fact_ids": withdrawn_facts,
         "recheck_fact_ids": sorted(recheck - set(withdrawn_facts)),

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from stash_pipeline.operations.base import Arguments, CliView, Operation
-from stash_pipeline.operations.fields import Namespaces, Offset
+from stash_pipeline.operations.fields import AsOf, KnownAt, Namespaces, Offset
 from stash_pipeline.operations.results import EntityMerge, EntitySplit, EntityView
 
 EntityId = Annotated[int, Field(description="Entity id.", ge=1)]
@@ -25,6 +25,8 @@ class GetEntity(Arguments):
     id: Annotated[int | None, Field(description="Entity id.", ge=1)] = None
     name: Annotated[str | None, Field(description="Or a name.")] = None
     namespaces: Namespaces = None
+    as_of: AsOf = None
+    known_at: KnownAt = None
     limit: Annotated[int, Field(description="Rows per list.", ge=1, le=500)] = 100
     offset: Offset = 0
 
@@ -33,7 +35,8 @@ def _get(store: Any, a: GetEntity, namespaces: list[str] | None) -> EntityView:
     from stash_pipeline.memory import entities
 
     return EntityView.model_validate(entities.get_entity(
-        store, a.id, name=a.name, namespaces=namespaces, limit=a.limit, offset=a.offset
+        store, a.id, name=a.name, namespaces=namespaces, as_of=a.as_of, known_at=a.known_at,
+        limit=a.limit, offset=a.offset,
     ))
 
 

@@ -14,7 +14,16 @@ from pydantic import Field
 
 from stash_pipeline.models import CausalLink, Pattern, Relationship
 from stash_pipeline.operations.base import Arguments, CliView, Operation
-from stash_pipeline.operations.fields import Confidence, Limit, Namespace, Namespaces, Offset, RecordId
+from stash_pipeline.operations.fields import (
+    AsOf,
+    Confidence,
+    KnownAt,
+    Limit,
+    Namespace,
+    Namespaces,
+    Offset,
+    RecordId,
+)
 from stash_pipeline.operations.results import CausalTrace, Deleted
 
 CAUSAL_COLUMNS = ("id", "namespace", "cause_fact_id", "effect_fact_id", "effect_failure_id", "confidence", "method")
@@ -26,6 +35,8 @@ class QueryRelationships(Arguments):
     entity: Annotated[str | None, Field(description="Only relationships with this entity at either end.")] = None
     relation_type: Annotated[str | None, Field(description="Only this relation, e.g. depends_on.")] = None
     include_withdrawn: Annotated[bool, Field(description="Include withdrawn relationships.")] = False
+    as_of: AsOf = None
+    known_at: KnownAt = None
     limit: Limit = 100
     offset: Offset = 0
 
@@ -35,7 +46,7 @@ def _relationships(store: Any, a: QueryRelationships, namespaces: list[str]) -> 
 
     return graph.query_relationships(
         store, namespaces, entity=a.entity, relation_type=a.relation_type, include_withdrawn=a.include_withdrawn,
-        limit=a.limit, offset=a.offset,
+        as_of=a.as_of, known_at=a.known_at, limit=a.limit, offset=a.offset,
     )
 
 
@@ -68,7 +79,8 @@ def _patterns(store: Any, a: QueryPatterns, namespaces: list[str]) -> list[Patte
     from stash_pipeline.memory import graph
 
     return graph.query_patterns(
-        store, namespaces, include_withdrawn=a.include_withdrawn, limit=a.limit, offset=a.offset
+        store, namespaces, include_withdrawn=a.include_withdrawn, as_of=a.as_of, known_at=a.known_at,
+        limit=a.limit, offset=a.offset,
     )
 
 
@@ -93,6 +105,8 @@ QUERY_PATTERNS = Operation(
 class ListCausalLinks(Arguments):
     namespaces: Namespaces = None
     include_withdrawn: Annotated[bool, Field(description="Include withdrawn links.")] = False
+    as_of: AsOf = None
+    known_at: KnownAt = None
     limit: Limit = 100
     offset: Offset = 0
 
@@ -101,7 +115,8 @@ def _links(store: Any, a: ListCausalLinks, namespaces: list[str]) -> list[Causal
     from stash_pipeline.memory import graph
 
     return graph.list_causal_links(
-        store, namespaces, include_withdrawn=a.include_withdrawn, limit=a.limit, offset=a.offset
+        store, namespaces, include_withdrawn=a.include_withdrawn, as_of=a.as_of, known_at=a.known_at,
+        limit=a.limit, offset=a.offset,
     )
 
 
@@ -160,20 +175,23 @@ class TraceCausalChain(Arguments):
     ] = "forward"
     max_depth: Annotated[int, Field(description="Maximum chain length (1-25).", ge=1, le=25)] = 10
     namespaces: Namespaces = None
+    as_of: AsOf = None
+    known_at: KnownAt = None
 
 
 def _trace(store: Any, a: TraceCausalChain, namespaces: list[str] | None) -> CausalTrace:
     from stash_pipeline.memory import graph
 
     steps = graph.trace_causal_chain(
-        store, a.fact_id, direction=a.direction, max_depth=a.max_depth, namespaces=namespaces
+        store, a.fact_id, direction=a.direction, max_depth=a.max_depth, namespaces=namespaces,
+        as_of=a.as_of, known_at=a.known_at,
     )
     return CausalTrace(fact_id=a.fact_id, direction=a.direction, steps=steps)
 
 
 TRACE_CAUSAL_CHAIN = Operation(
     name="trace_causal_chain",
-    description="Follow causal links from a fact (cycle-safe, depth-capped, within the namespace tree).",
+    description="Follow causal links from a fact (cycle-safe, depth-capped, in scope).",
     arguments=TraceCausalChain,
     call=_trace,
     right="read",

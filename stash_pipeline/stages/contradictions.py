@@ -2,23 +2,23 @@
 
 Input: the facts a batch is about to create (``NewFact``: a key local to the batch plus
 entity / property / value and the event time it will hold from, ``valid_from``).
-Event time first: when a fact of the namespace (or an earlier new fact of the batch) with
-the same key (lower(property), and lower(entity) or the same resolved entity, so facts
-stated under another alias of it count), another value and an open end began AFTER the
-new fact, the new fact is history: ``plan`` sets its ``valid_until`` to the earliest such
-start, and the producer inserts it closed there (a late-arriving old statement never
-supersedes the newer fact). Candidates are then the facts with the same key and another
-value whose event interval overlaps the new fact's (values at different times do not
-contradict), plus earlier new facts of the same batch. Pairs are classified by the model
-several per call (replacement | contradiction | compatible, with confidence and
-explanation).
+Event time is the one rule of ``memory.timeline`` (the same ``assert_fact`` uses): the
+facts of the namespace with the same key (lower(property), and lower(entity) or the same
+resolved entity, so facts stated under another alias of it count) and the earlier new
+facts of the batch form the key's timeline; ``plan`` sets the new fact's
+``valid_until`` where the earliest later known value begins (the producer inserts it
+closed there: a late-arriving old statement never supersedes a newer fact), and the
+values holding at its start are the candidates (values at different times do not
+contradict). A multi-valued property (``timeline.single_valued``) is not checked. Pairs
+are classified by the model several per call (replacement | contradiction | compatible,
+with confidence and explanation).
 Output (``apply``, inside the batch transaction): a replacement at or above
-``STASH_CONTRADICTION_SUPERSEDE_THRESHOLD`` of an open-ended fact that began no later
-retires the old fact (``valid_until`` = the new fact's ``valid_from``, ``superseded_by``,
-``retired_at``) and records a resolved contradiction (method auto, resolution
-superseded); any other replacement/contradiction is recorded unresolved (method
-structured); compatible pairs write nothing. Every contradiction row gets lineage to
-both facts and keeps the model's explanation.
+``STASH_CONTRADICTION_SUPERSEDE_THRESHOLD`` retires the old fact (``valid_until`` = the
+new fact's ``valid_from``, ``superseded_by``, ``retired_at``; its relationships close with
+it) and records a resolved contradiction (method auto, resolution superseded); any other
+replacement/contradiction is recorded unresolved (method structured); compatible pairs
+write nothing. Every contradiction row gets lineage to both facts and keeps the model's
+explanation.
 Cursor: none (runs inside its producer's batch). Idempotency: one row per
 (old_fact_id, new_fact_id) — ON CONFLICT DO NOTHING.
 
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import translate_errors
-from stash_pipeline.memory import lineage
+from stash_pipeline.memory import lineage, timeline
 from stash_pipeline.stages import prompts
 from stash_pipeline.stages.context import ITEM_ERRORS
 
@@ -72,31 +72,28 @@ class Verdict:
     classification: str
     confidence: float
     explanation: str
-    #: the old fact is open-ended and began no later than the new one (only then may a
-    #: replacement retire it)
-    can_supersede: bool = True
-
-
-def _norm(value: str | None) -> str:
-    return " ".join((value or "").lower().split())
 
 
 def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], set[int]]:
     """Classify every conflicting pair of the new facts; returns verdicts and keys whose check failed.
 
+    Event time is ``memory.timeline.place``: it sets each new fact's ``valid_until`` (a
+    later known value ends it as history) and names the values holding at its start, the
+    only pairs the model is asked about. Facts of a multi-valued property are not checked.
     A pair chunk whose answer stays invalid marks its new facts as failed (the producer
     dead-letters their sources); ModelUnavailable propagates (run-level).
     """
-    pairs: list[tuple[NewFact, int | None, int | None, str, bool]] = []
+    pairs: list[tuple[NewFact, int | None, int | None, str]] = []
     seen: list[NewFact] = []
     now = datetime.now(UTC)
     for fact in new_facts:
-        if not (fact.entity and fact.property and fact.value):
+        if not (fact.entity and fact.property and fact.value) or not timeline.single_valued(ctx.settings, fact.property):
             continue
         start = fact.valid_from or now
-        # (other facts on the key: id or batch key, value, interval)
-        others: list[tuple[int | None, int | None, str, datetime, datetime | None]] = [
-            (int(row["id"]), None, row["value"] or "", row["valid_from"], row["valid_until"])
+        # other facts on the key: stored ones (ref = id) and earlier new facts of the batch
+        # (ref = -1 - batch key, so the two never collide)
+        known = [
+            timeline.Known(int(row["id"]), row["value"], row["valid_from"], row["valid_until"])
             for row in ctx.read(
                 "stage_contradiction_candidates",
                 namespace_id=ctx.namespace_id,
@@ -105,22 +102,19 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
                 property=fact.property,
                 valid_from=start,
             )
-            if _norm(row["value"]) != _norm(fact.value)
         ]
-        others += [
-            (None, earlier.key, earlier.value or "", earlier.valid_from or now, earlier.valid_until)
+        known += [
+            timeline.Known(-1 - earlier.key, earlier.value, earlier.valid_from or now, earlier.valid_until)
             for earlier in seen
-            if (_norm(earlier.entity) == _norm(fact.entity)
+            if (timeline.same_value(earlier.entity, fact.entity)
                 or (fact.entity_id is not None and earlier.entity_id == fact.entity_id))
-            and _norm(earlier.property) == _norm(fact.property)
-            and _norm(earlier.value) != _norm(fact.value)
+            and timeline.same_value(earlier.property, fact.property)
         ]
-        later = [begins for *_, begins, ends in others if ends is None and begins > start]
-        fact.valid_until = min(later) if later else None
-        for old_id, old_key, old_value, begins, ends in others:
-            overlaps = (ends is None or ends > start) and (fact.valid_until is None or begins < fact.valid_until)
-            if overlaps:
-                pairs.append((fact, old_id, old_key, old_value, ends is None and begins <= start))
+        placed = timeline.place(fact.value, start, None, known)
+        fact.valid_until = placed.valid_until
+        for other in placed.covered:
+            old_id, old_key = (other.ref, None) if other.ref >= 0 else (None, -1 - other.ref)
+            pairs.append((fact, old_id, old_key, other.value or ""))
         seen.append(fact)
 
     verdicts: list[Verdict] = []
@@ -131,7 +125,7 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
         chunk = pairs[start : start + PAIRS_PER_CALL]
         lines = [
             f"[{n}] entity: {fact.entity} | property: {fact.property} | OLD value: {old_value} | NEW value: {fact.value}"
-            for n, (fact, _old_id, _old_key, old_value, _can) in enumerate(chunk, 1)
+            for n, (fact, _old_id, _old_key, old_value) in enumerate(chunk, 1)
         ]
         ctx.report.details["contradiction_calls"] = ctx.report.details.get("contradiction_calls", 0) + 1
         try:
@@ -140,7 +134,7 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
             failed.update(fact.key for fact, *_ in chunk)
             continue
         by_pair = {v.pair: v for v in answer.pairs}
-        for n, (fact, old_id, old_key, old_value, can_supersede) in enumerate(chunk, 1):
+        for n, (fact, old_id, old_key, old_value) in enumerate(chunk, 1):
             verdict = by_pair.get(n)
             if verdict is None or verdict.classification == "compatible":
                 continue
@@ -156,7 +150,6 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
                     classification=verdict.classification,
                     confidence=prompts.clamp(verdict.confidence, 0.0, 1.0, 0.5),
                     explanation=verdict.explanation[:2000],
-                    can_supersede=can_supersede,
                 )
             )
     return verdicts, failed
@@ -171,9 +164,7 @@ def apply(ctx: StageContext, batch: Batch, verdicts: list[Verdict], fact_ids: di
         old_id = verdict.old_fact_id if verdict.old_fact_id is not None else fact_ids.get(verdict.old_key or -1)
         if new_id is None or old_id is None or new_id == old_id:
             continue  # the new fact was not created (failed, deduplicated) — nothing to relate
-        supersede = (
-            verdict.classification == "replacement" and verdict.confidence >= threshold and verdict.can_supersede
-        )
+        supersede = verdict.classification == "replacement" and verdict.confidence >= threshold
         try:
             # A savepoint per pair: a constraint on one pair must not sink the batch
             # (its facts are already written); the failure is counted, not hidden.
@@ -206,7 +197,7 @@ def _write(ctx: StageContext, batch: Batch, verdict: Verdict, old_id: int, new_i
     if row is None:
         return 0
     if supersede:
-        batch.tx.execute("fact_supersede", old_id=old_id, new_id=new_id)
+        timeline.supersede(batch.tx, old_id, new_id)
     lineage.add(batch.tx, ctx.namespace_id, "contradiction", int(row["id"]), [("fact", old_id), ("fact", new_id)])
     ctx.report.details["contradictions"] = ctx.report.details.get("contradictions", 0) + 1
     if supersede:

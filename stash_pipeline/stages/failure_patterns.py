@@ -11,7 +11,8 @@ Output: a repetition → a new EMBEDDED episode of kind ``repeat_failure`` with 
 the failure and the evidence episode; a pattern → a fact (origin failure_pattern,
 entity/property/value when given) through ``insert_fact`` with lineage to the failure
 and the evidence, after the shared contradiction check — or, if a current fact is
-already that close, a reinforcement of it.
+already that close, a reinforcement of it. Its event time is its sources': from the
+earlier of the failure's creation and the evidence's ``occurred_at``.
 Cursor: max episode id / max failure id of the batch.
 Idempotency: repeat episodes carry the key ``repeat_failure:<failure>:<evidence>``
 (ON CONFLICT DO NOTHING); pattern facts dedup by similarity.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,6 +49,8 @@ class _Pattern:
     text: str
     embedding: Any
     reinforce_id: int | None = None
+    #: event time: the earliest of its sources (the failure's creation, the evidence's occurred_at)
+    valid_from: datetime | None = None
 
 
 def run(ctx: StageContext) -> None:
@@ -114,6 +118,8 @@ def process(
 
     failure_text = {int(f["id"]): f"{f['content']} {f['reason']} {f['lesson']}" for f in failures}
     evidence_text = {int(e["id"]): e["content"] for e in evidence}
+    failure_time = {int(f["id"]): f["created_at"] for f in failures}
+    evidence_time = {int(e["id"]): e["occurred_at"] for e in evidence}
     repeats = [f for f in findings if f.type == "repetition" and f.evidence_id is not None and (f.evidence or "").strip()]
     repeat_texts = [f"REPEAT FAILURE [failure #{f.failure_id}]: {' '.join((f.evidence or '').split())}" for f in repeats]
     repeat_vectors = ctx.embed(repeat_texts)
@@ -127,7 +133,9 @@ def process(
         if grounding_errors({"summary": text, "entity": finding.entity, "value": finding.value}, sources):
             common.bump(ctx, "patterns_ungrounded")
             continue
-        patterns.append(_Pattern(key=n, finding=finding, text=text, embedding=None))
+        times = [t for t in (failure_time.get(finding.failure_id), evidence_time.get(finding.evidence_id or 0)) if t]
+        patterns.append(_Pattern(key=n, finding=finding, text=text, embedding=None,
+                                 valid_from=min([*times, datetime.now(UTC)])))
     for pattern, vector in zip(patterns, ctx.embed([p.text for p in patterns]), strict=True):
         pattern.embedding = vector
         nearest = ctx.nearest_fact(vector)
@@ -141,13 +149,12 @@ def process(
         ):
             continue
         unique.append(pattern)
-    planned, failed_keys = contradictions.plan(
-        ctx,
-        [
-            contradictions.NewFact(p.key, p.finding.entity, p.finding.property, p.finding.value)
-            for p in unique if p.reinforce_id is None
-        ],
-    )
+    checked = [
+        contradictions.NewFact(p.key, p.finding.entity, p.finding.property, p.finding.value, p.valid_from)
+        for p in unique if p.reinforce_id is None
+    ]
+    planned, failed_keys = contradictions.plan(ctx, checked)
+    ends = {c.key: c.valid_until for c in checked}  # a later known value ends a pattern fact as history
 
     resolver = Resolver(ctx)  # the pattern facts' entities, before the transaction
     resolver.plan(p.finding.entity for p in unique if p.reinforce_id is None)
@@ -168,7 +175,7 @@ def process(
                 batch.fail("episode", [pattern.finding.evidence_id or 0], "contradiction check: invalid answer")
                 continue
             with batch.item("episode", [pattern.finding.evidence_id or 0]):
-                created.update(_pattern_fact(ctx, batch, pattern, resolver))
+                created.update(_pattern_fact(ctx, batch, pattern, resolver, ends.get(pattern.key)))
         contradictions.apply(ctx, batch, planned, created)
 
 
@@ -193,7 +200,9 @@ def _repeat(ctx: StageContext, batch: Batch, finding: prompts.FailureFinding, te
     common.bump(ctx, "repeat_failures")
 
 
-def _pattern_fact(ctx: StageContext, batch: Batch, pattern: _Pattern, resolver: Resolver) -> dict[int, int]:
+def _pattern_fact(
+    ctx: StageContext, batch: Batch, pattern: _Pattern, resolver: Resolver, valid_until: datetime | None
+) -> dict[int, int]:
     finding = pattern.finding
     parents = [("failure", finding.failure_id)]
     if finding.evidence_id is not None:
@@ -216,6 +225,8 @@ def _pattern_fact(ctx: StageContext, batch: Batch, pattern: _Pattern, resolver: 
         value=(finding.value or "").strip() or None,
         parents=parents,
         embedding=pattern.embedding,
+        valid_from=pattern.valid_from,
+        valid_until=valid_until,
     )
     resolver.link_fact(batch.tx, int(row["id"]), finding.entity)
     batch.wrote(1)

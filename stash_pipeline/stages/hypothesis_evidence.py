@@ -124,7 +124,8 @@ def _apply(
         hypotheses.test_tx(tx, row)
     elif action == "confirmed":
         _hypothesis, fact = hypotheses.confirm_tx(
-            tx, ctx.store, row, embedding=embedding, rationale=verdict.reasoning.strip()[:4000] or None
+            tx, ctx.store, row, embedding=embedding, rationale=verdict.reasoning.strip()[:4000] or None,
+            evidence_fact_id=verdict.fact_id,
         )
         created[verdict.hypothesis_id] = int(fact["id"])
         batch.wrote(1)

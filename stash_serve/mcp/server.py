@@ -70,27 +70,24 @@ Stash is your long-term memory across sessions, so the user never has to repeat 
 
 Session: call `init` once at the start, then `list_namespaces`, `recall` the user's \
 preferences and the topic at hand, and `recall` from /self; `get_context` when resuming work in a \
-namespace. Before answering anything that may depend on earlier sessions, `recall` first; do not guess.
+namespace. Before answering anything that may depend on earlier sessions, `recall`; do not guess.
 
-Remember durable signal only, when it happens: decisions, preferences, constraints, corrections, \
+Remember durable signal only: decisions, preferences, constraints, corrections, \
 project facts, lessons; not narration, transient steps or public knowledge. At the end, `remember` a \
 2-3 sentence summary (kind "session_summary") and `set_context` with what to pick up next. \
-`consolidate` after a substantial session (about ten new episodes), not after every write: facts and \
+`consolidate` after a substantial session (~10 new episodes), not after every write: facts and \
 links exist only after it; `recall` finds episodes at once.
 
-Namespaces are paths such as /users/alice or /projects/x/backend; `create_namespace` (with a \
-description) before writing there. Arguments mean the same in every tool: `namespace` is one exact \
+Namespaces are paths like /users/alice; `create_namespace` (with a description) before writing there. Arguments mean the same in every tool: `namespace` is one exact \
 namespace (writes, context); `namespaces` are the trees a read covers (list or comma string, \
 descendants included, "/" = all; default: all you may read); `id` is the record the tool acts on, \
 `<role>_id` another record; times are ISO 8601: as_of = when it was true, known_at = when Stash \
-knew it (default now). List tools page: pass `next_offset` as `offset` (null = last page).
+knew it (default now). Lists page: pass `next_offset` as `offset` (null = last page).
 
-/self/capabilities, /self/limits and /self/preferences are your self-model: write there when you \
-learn about yourself.
+/self holds your self-model (capabilities, limits, preferences): keep it current.
 
-Hypotheses: create with a verification plan, `test_hypothesis`, then confirm or reject (a reason \
-stops the idea coming back). Failures: record the lesson. To forget, `recall` first and pass the \
-stored wording to `forget` (preview to check); purge erases for good.
+Hypotheses: create with a verification plan, `test_hypothesis`, confirm or reject with a reason. Failures: record the lesson. To forget, `recall` first and pass the \
+stored wording to `forget` (preview first); purge erases for good.
 
 On an error, say so, fix the input or retry once; never pretend to remember what you could not read \
 or store.

@@ -211,8 +211,10 @@ def test_tree_export_import_keeps_both_axes(store, tmp_path):
     namespaces.create(store, NS)
     _engine(store, "The database runs MySQL 8", "mysql 8", valid_from=DAY[0])
     _engine(store, "The database runs Postgres 16", "postgres 16", valid_from=DAY[3], supersede=True)
-    _engine(store, "The database ran Oracle", "oracle", valid_from=DAY[0] - timedelta(days=30))
-    columns = "valid_from, valid_until, recorded_at, retired_at, recorded_valid_until, superseded_by IS NOT NULL AS s"
+    _engine(store, "The database ran Oracle", "oracle", valid_from=DAY[0] - timedelta(days=30),
+            valid_until=DAY[0] - timedelta(days=20))  # a stated end travels too
+    columns = ("valid_from, valid_until, recorded_at, retired_at, recorded_valid_until, stated_valid_until, "
+               "superseded_by IS NOT NULL AS s")
     before = rows(store, f"SELECT {columns} FROM facts ORDER BY id")
     path = tmp_path / "tree.jsonl"
     interchange.export_tree(store, NS, path)

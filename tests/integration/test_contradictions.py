@@ -150,14 +150,25 @@ def test_bad_action_and_unknown_or_foreign_ids(ns):
 
 def test_a_withdrawn_fact_cannot_be_kept(ns):
     store = ns
-    _, new, cid = _pair(store)
+    old, new, cid = _pair(store, supersede=True)
     facts.withdraw(store, new, "typo")
+    assert _fact(store, old).current is True  # the withdrawn replacement gave its time back
     with pytest.raises(errors.InvalidTransition, match=f"fact {new} was withdrawn"):
         contradictions.resolve(store, cid, "keep_new")
     with pytest.raises(errors.InvalidTransition):
         contradictions.resolve(store, cid, "keep_both")
     out = contradictions.resolve(store, cid, "keep_old")
     assert out["old_fact"].current is True
+
+
+def test_withdrawing_a_fact_resolves_its_open_contradiction(ns):
+    store = ns
+    _, new, cid = _pair(store)
+    facts.withdraw(store, new, "typo")
+    got = contradictions.get(store, cid)
+    assert (got.resolved, got.resolution) == (True, "withdrawn")
+    with pytest.raises(errors.InvalidTransition, match="already resolved"):
+        contradictions.resolve(store, cid, "keep_old")
 
 
 def test_neither_without_note_gives_a_default_reason(ns):

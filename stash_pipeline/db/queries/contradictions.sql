@@ -31,20 +31,25 @@ ORDER BY id
 FOR UPDATE
 
 -- contradiction_retire_fact --
--- Retire a fact in favour of another: superseded by the kept fact, its event interval
--- closed where the kept fact's begins (as a supersession does; at its own start when the
--- kept fact began earlier, at most now), retired_at now.
--- A fact already retired keeps its earlier valid_until (history stays truthful).
-UPDATE facts
-   SET valid_until = CASE WHEN valid_until IS NOT NULL AND valid_until <= now() THEN valid_until
-                          ELSE GREATEST(valid_from, LEAST(now(), (SELECT k.valid_from FROM facts k
-                                                                  WHERE k.id = %(superseded_by)s))) END,
-       superseded_by = CASE WHEN valid_until IS NOT NULL AND valid_until <= now()
-                            THEN COALESCE(superseded_by, %(superseded_by)s)
-                            ELSE %(superseded_by)s END,
-       retired_at = CASE WHEN valid_until IS NOT NULL AND valid_until <= now() THEN retired_at ELSE now() END,
+-- Retire a fact in favour of another (the timeline rule of stash_pipeline.memory.timeline):
+-- its event interval ends where the kept fact's begins, at its own start when the kept
+-- fact began earlier (the retired statement is rejected: an empty interval), never later
+-- than the end it already has (an expiry or an earlier supersession stays). When the end
+-- changes, superseded_by is the kept fact and retired_at now.
+WITH new AS (
+    SELECT f.id,
+           LEAST(COALESCE(f.valid_until, 'infinity'),
+                 GREATEST(f.valid_from, (SELECT k.valid_from FROM facts k WHERE k.id = %(superseded_by)s))) AS ends
+      FROM facts f WHERE f.id = %(id)s
+)
+UPDATE facts f
+   SET valid_until = new.ends,
+       superseded_by = CASE WHEN f.valid_until IS DISTINCT FROM new.ends THEN %(superseded_by)s
+                            ELSE COALESCE(f.superseded_by, %(superseded_by)s) END,
+       retired_at = CASE WHEN f.valid_until IS DISTINCT FROM new.ends THEN now() ELSE f.retired_at END,
        updated_at = now()
- WHERE id = %(id)s
+  FROM new
+ WHERE f.id = new.id
 
 -- contradiction_restore_fact --
 -- Undo a supersession by the other fact of the pair (auto-resolution or keep_new).

@@ -89,31 +89,60 @@ SELECT id, name FROM entities WHERE merged_into = %(id)s ORDER BY id LIMIT %(lim
 
 -- entity_facts --
 -- Every fact of one entity that was not withdrawn (current and superseded), by valid_from.
-SELECT f.id, f.content, f.entity, f.property, f.value, f.confidence, f.origin, f.valid_from, f.valid_until,
-       f.superseded_by, f.created_at,
-       (f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())) AS current
+-- With as_of or known_at (the other defaulting to now): the facts recorded by known_at and
+-- not withdrawn by then, each with the interval end Stash believed then (query_facts'
+-- rule); current = valid at as_of as known at known_at.
+SELECT f.id, f.content, f.entity, f.property, f.value, f.confidence, f.origin, f.valid_from,
+       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
+            ELSE f.valid_until END AS valid_until,
+       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
+            ELSE f.superseded_by END AS superseded_by, f.created_at,
+       (f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+        AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
+                          ELSE f.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now())) AS current
   FROM facts f
- WHERE f.entity_id = %(id)s AND f.withdrawn_at IS NULL
+ WHERE f.entity_id = %(id)s
+   AND f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+   AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
  ORDER BY f.valid_from, f.id
  LIMIT %(limit)s OFFSET %(offset)s
 
 -- entity_relationships --
--- Live relationships with the entity at either end.
+-- Live relationships with the entity at either end. With as_of or known_at: those
+-- graph_query_relationships returns for the same times (recorded by known_at, not
+-- withdrawn by then, source fact valid at as_of as known at known_at).
 SELECT r.id, r.from_entity, r.from_entity_id, r.relation_type, r.to_entity, r.to_entity_id, r.confidence,
        r.source_fact_id, r.created_at
-  FROM relationships r
- WHERE (r.from_entity_id = %(id)s OR r.to_entity_id = %(id)s) AND r.withdrawn_at IS NULL
+  FROM relationships r JOIN facts f ON f.id = r.source_fact_id
+ WHERE (r.from_entity_id = %(id)s OR r.to_entity_id = %(id)s)
+   AND (r.withdrawn_at IS NULL OR r.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+   AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+        OR r.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+           AND f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+           AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+           AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+           AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now())
+                             THEN f.recorded_valid_until ELSE f.valid_until END, 'infinity')
+               > COALESCE(%(as_of)s::timestamptz, now()))
  ORDER BY r.id
  LIMIT %(limit)s OFFSET %(offset)s
 
 -- entity_causal_links --
--- Live causal links whose cause or effect is a (not withdrawn) fact of the entity.
+-- Live causal links whose cause or effect is a (not withdrawn) fact of the entity. With
+-- as_of or known_at: those graph_list_causal_links returns for the same times.
 SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidence, c.method, c.rationale,
        c.created_at
   FROM causal_links c
- WHERE c.deleted_at IS NULL AND c.withdrawn_at IS NULL
+ WHERE c.deleted_at IS NULL
+   AND (c.withdrawn_at IS NULL OR c.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+   AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+        OR c.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+           AND c.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+           AND COALESCE(CASE WHEN c.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
+                             ELSE c.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now()))
    AND EXISTS (SELECT 1 FROM facts f
-                WHERE f.entity_id = %(id)s AND f.withdrawn_at IS NULL
+                WHERE f.entity_id = %(id)s
+                  AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
                   AND (f.id = c.cause_fact_id OR f.id = c.effect_fact_id))
  ORDER BY c.id
  LIMIT %(limit)s OFFSET %(offset)s

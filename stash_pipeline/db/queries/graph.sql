@@ -12,14 +12,29 @@ ORDER BY f.id
 
 -- graph_query_relationships --
 -- Relationships in the given namespaces; entity matches either end, case-insensitively.
+-- With neither as_of nor known_at: every state (withdrawn ones when asked). With either
+-- (the other defaulting to now): the relationships recorded by known_at, not withdrawn
+-- by then, whose source fact was valid at as_of as Stash knew it at known_at (the
+-- query_facts rule: a relationship holds over its source fact's interval).
 SELECT r.*, n.slug AS namespace
 FROM relationships r JOIN namespaces n ON n.id = r.namespace_id
+JOIN facts f ON f.id = r.source_fact_id
 WHERE r.namespace_id = ANY(%(ns_ids)s)
   AND (%(entity)s::text IS NULL
        OR lower(r.from_entity) = lower(%(entity)s::text)
        OR lower(r.to_entity) = lower(%(entity)s::text))
   AND (%(relation_type)s::text IS NULL OR r.relation_type = %(relation_type)s::text)
-  AND (%(include_withdrawn)s OR r.withdrawn_at IS NULL)
+  AND CASE WHEN %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+           THEN (%(include_withdrawn)s OR r.withdrawn_at IS NULL)
+           ELSE r.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+                AND (r.withdrawn_at IS NULL OR r.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+                AND f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+                AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+                AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+                AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now())
+                                  THEN f.recorded_valid_until ELSE f.valid_until END, 'infinity')
+                    > COALESCE(%(as_of)s::timestamptz, now())
+      END
 ORDER BY r.id
 LIMIT %(limit)s OFFSET %(offset)s
 
@@ -66,12 +81,22 @@ FROM causal_links c JOIN namespaces n ON n.id = c.namespace_id
 WHERE c.id = %(id)s
 
 -- graph_list_causal_links --
--- Non-deleted causal links in the given namespaces, oldest first.
+-- Non-deleted causal links in the given namespaces, oldest first. With neither as_of nor
+-- known_at: every state (withdrawn ones when asked). With either (the other defaulting
+-- to now): the links recorded by known_at, not withdrawn by then, holding at as_of (a
+-- link is recorded open-ended: an end set later is not known before retired_at).
 SELECT c.*, n.slug AS namespace
 FROM causal_links c JOIN namespaces n ON n.id = c.namespace_id
 WHERE c.namespace_id = ANY(%(ns_ids)s)
   AND c.deleted_at IS NULL
-  AND (%(include_withdrawn)s OR c.withdrawn_at IS NULL)
+  AND CASE WHEN %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+           THEN (%(include_withdrawn)s OR c.withdrawn_at IS NULL)
+           ELSE c.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+                AND (c.withdrawn_at IS NULL OR c.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+                AND c.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+                AND COALESCE(CASE WHEN c.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
+                                  ELSE c.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now())
+      END
 ORDER BY c.id
 LIMIT %(limit)s OFFSET %(offset)s
 
@@ -80,8 +105,10 @@ LIMIT %(limit)s OFFSET %(offset)s
 UPDATE causal_links SET deleted_at = now() WHERE id = %(id)s AND deleted_at IS NULL
 
 -- graph_trace_forward --
--- Causal chain from a fact following cause -> effect. Only live links whose own, cause
--- and effect namespaces are all inside the scope are walked; `path` holds the facts
+-- Causal chain from a fact following cause -> effect. Only links live at known_at (now
+-- by default) whose own, cause and effect namespaces are all inside the scope are
+-- walked, and with as_of or known_at only those holding at as_of as known at known_at
+-- (the graph_list_causal_links rule); `path` holds the facts
 -- visited on the branch so a cycle is reported once (its closing edge) and never
 -- expanded; depth is capped. Each link is reported once, at its shallowest depth.
 WITH RECURSIVE links AS (
@@ -91,9 +118,15 @@ WITH RECURSIVE links AS (
     JOIN facts cf ON cf.id = c.cause_fact_id AND cf.namespace_id = ANY(%(ns_ids)s)
     LEFT JOIN facts ef ON ef.id = c.effect_fact_id
     LEFT JOIN failures fl ON fl.id = c.effect_failure_id AND fl.deleted_at IS NULL
-    WHERE c.deleted_at IS NULL AND c.withdrawn_at IS NULL
+    WHERE c.deleted_at IS NULL
+      AND (c.withdrawn_at IS NULL OR c.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
       AND c.namespace_id = ANY(%(ns_ids)s)
       AND (ef.namespace_id = ANY(%(ns_ids)s) OR fl.namespace_id = ANY(%(ns_ids)s))
+      AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+           OR c.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+              AND c.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+              AND COALESCE(CASE WHEN c.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
+                                ELSE c.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now()))
 ), chain AS (
     SELECT l.id AS link_id, 1 AS depth, l.cause_fact_id, l.effect_fact_id, l.effect_failure_id,
            l.confidence, l.cause, l.effect, ARRAY[l.cause_fact_id] AS path,
@@ -114,15 +147,21 @@ ORDER BY depth, link_id
 
 -- graph_trace_backward --
 -- Causal chain into a fact following effect -> cause (fact edges only: a failure is
--- never a cause). Same scope, cycle and depth rules as graph_trace_forward.
+-- never a cause). Same scope, time, cycle and depth rules as graph_trace_forward.
 WITH RECURSIVE links AS (
     SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidence,
            cf.content AS cause, ef.content AS effect
     FROM causal_links c
     JOIN facts cf ON cf.id = c.cause_fact_id AND cf.namespace_id = ANY(%(ns_ids)s)
     JOIN facts ef ON ef.id = c.effect_fact_id AND ef.namespace_id = ANY(%(ns_ids)s)
-    WHERE c.deleted_at IS NULL AND c.withdrawn_at IS NULL
+    WHERE c.deleted_at IS NULL
+      AND (c.withdrawn_at IS NULL OR c.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
       AND c.namespace_id = ANY(%(ns_ids)s)
+      AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+           OR c.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
+              AND c.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
+              AND COALESCE(CASE WHEN c.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
+                                ELSE c.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now()))
 ), chain AS (
     SELECT l.id AS link_id, 1 AS depth, l.cause_fact_id, l.effect_fact_id, l.effect_failure_id,
            l.confidence, l.cause, l.effect, ARRAY[l.effect_fact_id] AS path,

@@ -84,12 +84,13 @@ RETURNING id
 -- recorded when created, retired when its interval was closed or it was withdrawn.
 INSERT INTO facts (namespace_id, content, entity, property, value, confidence, origin, embedding, embedding_model,
                    valid_from, valid_until, withdrawn_at, withdrawn_reason, needs_recheck, reinforcements,
-                   rationale, created_at, updated_at, recorded_at, retired_at, recorded_valid_until)
+                   rationale, created_at, updated_at, recorded_at, retired_at, recorded_valid_until,
+                   stated_valid_until)
 SELECT r.namespace_id, r.content, r.entity, r.property, r.value, r.confidence, r.origin, %(embedding)s,
        %(embedding_model)s, r.valid_from, r.valid_until, r.withdrawn_at, r.withdrawn_reason, r.needs_recheck,
        r.reinforcements, r.rationale, r.created_at, r.updated_at, COALESCE(r.recorded_at, r.created_at),
        CASE WHEN %(row)s ? 'retired_at' THEN r.retired_at ELSE COALESCE(r.withdrawn_at, r.valid_until) END,
-       r.recorded_valid_until
+       r.recorded_valid_until, r.stated_valid_until
 FROM jsonb_populate_record(NULL::facts, %(row)s) r
 RETURNING id
 

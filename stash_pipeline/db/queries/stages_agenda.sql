@@ -16,14 +16,14 @@ SELECT id, content, verification_plan, status, confidence FROM hypotheses
 
 -- stage_live_failures --
 -- Live failures of a namespace, newest first (each re-checked against new evidence).
-SELECT id, content, reason, lesson FROM failures
+SELECT id, content, reason, lesson, created_at FROM failures
  WHERE namespace_id = %(namespace_id)s AND deleted_at IS NULL
  ORDER BY id DESC
  LIMIT 50
 
 -- stage_new_failures --
 -- Live failures after the failure_patterns aux cursor.
-SELECT id, content, reason, lesson FROM failures
+SELECT id, content, reason, lesson, created_at FROM failures
  WHERE namespace_id = %(namespace_id)s AND id > %(aux_cursor)s AND deleted_at IS NULL
  ORDER BY id
  LIMIT 50
@@ -35,14 +35,14 @@ SELECT COALESCE(max(id), 0) AS head FROM failures WHERE namespace_id = %(namespa
 -- stage_evidence_after --
 -- The next episodes after the failure_patterns cursor, kind included (repeat_failure
 -- episodes are skipped as evidence by the stage but passed by the cursor).
-SELECT id, content, kind FROM episodes
+SELECT id, content, kind, occurred_at FROM episodes
  WHERE namespace_id = %(namespace_id)s AND id > %(cursor)s AND deleted_at IS NULL
  ORDER BY id
  LIMIT %(limit)s
 
 -- stage_recent_evidence --
 -- The most recent evidence episodes up to the cursor (what a NEW failure is compared with).
-SELECT id, content, kind FROM episodes
+SELECT id, content, kind, occurred_at FROM episodes
  WHERE namespace_id = %(namespace_id)s AND id <= %(cursor)s AND deleted_at IS NULL
    AND kind <> 'repeat_failure'
  ORDER BY id DESC
@@ -50,7 +50,7 @@ SELECT id, content, kind FROM episodes
 
 -- stage_evidence_by_ids --
 -- Live episodes by id (dead-letter retries of failure_patterns).
-SELECT id, content, kind FROM episodes
+SELECT id, content, kind, occurred_at FROM episodes
  WHERE namespace_id = %(namespace_id)s AND id = ANY(%(ids)s::bigint[]) AND deleted_at IS NULL
  ORDER BY id
 
