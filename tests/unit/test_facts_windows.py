@@ -52,3 +52,25 @@ def test_windows_are_nearly_equal_parts_of_bounded_size():
     first, second = conversations.halves(group)
     assert [r["id"] for r in first.new] == [1, 2] and [r["id"] for r in first.context] == [0]
     assert [r["id"] for r in second.new] == [3, 4] and [r["id"] for r in second.context] == [0, 1, 2]
+
+
+def test_grounding_against_a_window_and_its_participants():
+    from stash_pipeline.stages.grounding import validate
+    from stash_pipeline.stages.prompts import FactDraft
+
+    window = ["Caroline: I started a knitting class at the community center.",
+              "Caroline: Oh yeah, a scarf with way too many holes. I love them anyway."]
+    names = ["Jolene", "Caroline"]
+
+    def problems(summary, value=None):
+        return validate(FactDraft(cluster=1, entity="Caroline", summary=summary, value=value), window, names)
+
+    # a participant's name is grounded (she is "you" in the turns); a paraphrase may abstract
+    assert problems("Caroline told Jolene about her knitting class") == []
+    assert problems("Caroline happily treasures her imperfect handmade scarf", value="yes") == []
+    assert problems("Caroline organises a knitting class", value="organizing") == []  # -ise / -ize
+    # a name or a number nobody in the window mentions, or a summary mostly of other words, is not
+    assert any("'Priscilla'" in p for p in problems("Priscilla teaches Caroline to knit"))
+    assert any("'12'" in p for p in problems("Caroline knitted 12 scarves at the class"))
+    assert any("absent from the sources" in p for p in problems("Caroline breeds exotic elephants professionally"))
+    assert any("'Paris'" in p for p in problems("Caroline knits", value="Paris"))
