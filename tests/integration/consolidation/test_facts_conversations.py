@@ -246,3 +246,16 @@ def test_crash_mid_batch_then_resume_equals_a_clean_run(small, server, model, mo
     assert _signature(small, "/crash") == clean
     third = consolidation.run_stage(small, "/crash", "facts")
     assert third.rows_written == 0 and _signature(small, "/crash") == clean
+
+
+def test_a_window_cut_off_at_max_tokens_is_asked_again_as_two_halves(cstore, server, model):
+    ids = _chat(cstore, "/c", SESSION_1, 1)
+    model.inject("facts", "ramble")  # the whole window's answer never ends
+    report = consolidation.run_stage(cstore, "/c", "facts")
+    assert (report.status, report.items_failed) == ("ok", 0)
+    prompts = [r["messages"][1]["content"] for r in server.chat_requests()
+               if "STAGE: facts" in r["messages"][0]["content"]]
+    blocks = [facts_blocks(p)[0] for p in prompts]
+    assert [[i for i, _ in b.new] for b in blocks] == [ids, ids[:2], ids[2:]]
+    assert [i for i, _ in blocks[2].context] == ids[:2]  # the second half reads the first as context
+    assert sorted(p for f in _facts(cstore) for p in _parents(cstore, f["id"])) == ids
