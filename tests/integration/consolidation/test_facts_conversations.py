@@ -259,3 +259,22 @@ def test_a_window_cut_off_at_max_tokens_is_asked_again_as_two_halves(cstore, ser
     assert [[i for i, _ in b.new] for b in blocks] == [ids, ids[:2], ids[2:]]
     assert [i for i, _ in blocks[2].context] == ids[:2]  # the second half reads the first as context
     assert sorted(p for f in _facts(cstore) for p in _parents(cstore, f["id"])) == ids
+
+
+def test_a_dead_lettered_turn_is_retried_with_its_conversation(cstore, server, model):
+    ids = _chat(cstore, "/c", SESSION_1, 1)
+    answers = iter([
+        [("Priscilla hired Jolene as a marine biologist", [SESSION_1[2]])],  # refused: turn 3 waits
+        [("Jolene starts at the aquarium on Monday as a marine biologist", [SESSION_1[2]])],
+    ])
+    model.facts_script = _script(lambda block: next(answers))
+    first = consolidation.run_stage(cstore, "/c", "facts")
+    assert (first.items_failed, first.rows_written) == (1, 0)
+    second = consolidation.run_stage(cstore, "/c", "facts")
+    assert (second.items_failed, second.rows_written, second.model_calls) == (0, 1, 1)
+    retry = facts_blocks(server.chat_requests()[-1]["messages"][1]["content"])[0]
+    assert [i for i, _ in retry.new] == [ids[2]] and [i for i, _ in retry.context] == ids[:2]
+    assert retry.participants == ["Jolene", "Caroline"]
+    assert [r["status"] for r in rows(cstore, "SELECT status FROM dead_letters")] == ["retried"]
+    (fact,) = _facts(cstore)
+    assert _parents(cstore, fact["id"]) == [ids[2]]
