@@ -9,6 +9,10 @@ real parsing/validation code. Knobs inject faults into chosen calls::
     model.inject_at(5, "status500")                  # the 5th chat request fails with HTTP 500
     with ScriptedOpenAI(model) as server: ...
 
+Facts prompts list clusters and conversation windows (``facts_blocks`` reads them back:
+new items, earlier turns, participants); by default each gets one fact citing all its new
+items, and ``model.facts_script = fn`` answers instead (``fn(user prompt) -> answer``).
+
 Fault kinds: garbage, think (valid JSON wrapped in <think>… plus prose), fence,
 wrong_ids (ids not in the listing), schema (valid JSON, wrong shape), invent (facts:
 an ungrounded "Bob owns 42 elephants"), status400, status500, status429, timeout (sleeps
