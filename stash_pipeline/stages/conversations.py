@@ -26,8 +26,9 @@ the thread's participants: the speakers of the turns shown plus metadata
 ``participants``. Earlier turns are looked for among the ``CONTEXT_SCAN`` episodes of the
 namespace before the window (a bounded read, however large the namespace); a thread
 interleaved with more than that many other episodes is shown without them. The model may cite any turn shown; a fact must rest on at least one
-new turn. One window is one model call, so a thread costs at most
-``ceil(new turns / WINDOW_TURNS)`` calls plus retries.
+new turn. A window is one model call — short windows of several threads share one, up
+to the turns of a full window — so a thread costs at most ``ceil(new turns /
+WINDOW_TURNS)`` calls plus retries.
 """
 
 from __future__ import annotations
@@ -206,6 +207,22 @@ def windows(ctx: StageContext, run: list[dict[str, Any]], thread: str) -> list[G
         earlier = context_before(ctx, thread, part[0])
         out.append(Group(new=part, context=earlier, participants=participants(earlier + part), thread=thread))
     return out
+
+
+def pack(indices: list[int], sizes: list[int], per_call: int) -> list[list[int]]:
+    """Windows (by index, in order) grouped into calls: a call takes windows while the turns
+    it shows stay within one full window (``WINDOW_TURNS + CONTEXT_TURNS``) and it holds at
+    most ``per_call`` of them, so many short threads do not cost a call each."""
+    calls: list[list[int]] = []
+    shown = 0
+    for i in indices:
+        if calls and shown + sizes[i] <= WINDOW_TURNS + CONTEXT_TURNS and len(calls[-1]) < per_call:
+            calls[-1].append(i)
+            shown += sizes[i]
+        else:
+            calls.append([i])
+            shown = sizes[i]
+    return calls
 
 
 def halves(group: Group) -> list[Group]:

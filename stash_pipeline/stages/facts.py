@@ -9,7 +9,9 @@ thread and with its participants; everything else is clustered by meaning: greed
 centroid clustering at ``STASH_CONSOLIDATION_SIMILARITY_THRESHOLD`` followed by one
 reassignment pass to the nearest centroid, so membership depends on the data rather than
 on id order as far as practical.
-Model: several clusters per call (``STASH_FACTS_CLUSTERS_PER_CALL``), one window per call.
+Model: several clusters per call (``STASH_FACTS_CLUSTERS_PER_CALL``); windows go one per
+call, except that short ones (a thread with few new turns) share a call up to the turns of
+one full window (``conversations.pack``).
 The answer may hold several facts per cluster or window, each
 ``{cluster, sources, entity, property, value, summary, valid_from}``, ``sources`` being the
 ids of the items it rests on. An answer cut off at max_tokens is retried as two halves of
@@ -197,7 +199,8 @@ def ask(
     """
     drafts: dict[int, list[prompts.FactDraft]] = {}
     failures: dict[int, str] = {}
-    windows = [[i] for i, g in enumerate(groups) if g.conversational]
+    windows = conversations.pack([i for i, g in enumerate(groups) if g.conversational],
+                                 [len(g.shown) for g in groups], per_call)
     clusters = [i for i, g in enumerate(groups) if not g.conversational]
     calls = windows + [clusters[s : s + per_call] for s in range(0, len(clusters), per_call)]
     while calls:

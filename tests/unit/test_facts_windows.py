@@ -47,6 +47,9 @@ def test_windows_are_nearly_equal_parts_of_bounded_size():
     parts = conversations.split(run, 20)
     assert [len(p) for p in parts] == [15, 15, 15] and [x for p in parts for x in p] == run
     assert conversations.split(list(range(20)), 20) == [list(range(20))]
+    # short windows share a call up to one full window's turns (and per_call windows)
+    assert conversations.pack([0, 1, 2, 3, 4], [30, 4, 8, 20, 2], 8) == [[0], [1, 2], [3, 4]]
+    assert conversations.pack([0, 1, 2], [1, 1, 1], 2) == [[0, 1], [2]]
     group = conversations.Group(new=[_row(i, f"Ana: {i}") for i in range(1, 5)], context=[_row(0, "Ben: 0")],
                                 participants=["Ana", "Ben"], thread="time")
     first, second = conversations.halves(group)
