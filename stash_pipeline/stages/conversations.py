@@ -23,7 +23,10 @@ Each thread's new turns (id order) are cut into windows of at most ``WINDOW_TURN
 nearly equal parts; each window is shown with up to ``CONTEXT_TURNS`` turns of the same
 thread just before it (already consolidated, or in an earlier window of the batch) and
 the thread's participants: the speakers of the turns shown plus metadata
-``participants``. Earlier turns are looked for among the ``CONTEXT_SCAN`` episodes of the
+``participants``, and with what earlier sessions established: up to ``KNOWN_FACTS``
+stored facts about the participants, the nearest to the window's new turns (listed for
+reference, not citable; a fact may name what they name, as "switched the trip from
+Lisbon to Kyoto" when only an earlier session named Lisbon). Earlier turns are looked for among the ``CONTEXT_SCAN`` episodes of the
 namespace before the window (a bounded read, however large the namespace); a thread
 interleaved with more than that many other episodes is shown without them. The model may cite any turn shown; a fact must rest on at least one
 new turn. A window is one model call — short windows of several threads share one, up
@@ -38,6 +41,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from stash_pipeline.embedding.vectors import unit_vector
+
 if TYPE_CHECKING:
     from stash_pipeline.stages.context import StageContext
 
@@ -49,6 +56,10 @@ CONTEXT_TURNS = 10
 THREAD_GAP = timedelta(minutes=30)
 #: a window's earlier turns are looked for among this many episodes of the namespace before it
 CONTEXT_SCAN = 500
+#: facts already stored about the participants shown with a window (the nearest to its new
+#: turns among the newest ``KNOWN_SCAN``): what earlier sessions established
+KNOWN_FACTS = 8
+KNOWN_SCAN = 300
 
 THREAD_KEYS = ("thread_id", "session_id", "conversation_id", "thread", "session")
 SPEAKER_KEYS = ("speaker", "author", "sender")
@@ -65,6 +76,8 @@ class Group:
     #: earlier turns of the same thread, shown before the new ones (citable)
     context: list[dict[str, Any]] = field(default_factory=list)
     participants: list[str] = field(default_factory=list)
+    #: facts already stored about the participants (texts; shown for reference, not citable)
+    known: list[str] = field(default_factory=list)
     #: how the thread was identified ("session_id=abc", "dia_id=D3", "time"); None = a cluster
     thread: str | None = None
 
@@ -205,8 +218,20 @@ def windows(ctx: StageContext, run: list[dict[str, Any]], thread: str) -> list[G
     out = []
     for part in split(run):
         earlier = context_before(ctx, thread, part[0])
-        out.append(Group(new=part, context=earlier, participants=participants(earlier + part), thread=thread))
+        names = participants(earlier + part)
+        out.append(Group(new=part, context=earlier, participants=names, thread=thread,
+                         known=known_about(ctx, names, part)))
     return out
+
+
+def known_about(ctx: StageContext, names: list[str], turns: list[dict[str, Any]]) -> list[str]:
+    """Up to ``KNOWN_FACTS`` stored facts about ``names``, the nearest to ``turns`` (oldest first)."""
+    vectors = [unit_vector(r["embedding"]) for r in turns if r.get("embedding") is not None]
+    if not names or not vectors or KNOWN_FACTS <= 0:
+        return []
+    rows = ctx.read("stage_facts_known_about", namespace_id=ctx.namespace_id, names=[n.lower() for n in names],
+                    embedding=unit_vector(np.sum(vectors, axis=0)), scan=KNOWN_SCAN, limit=KNOWN_FACTS)
+    return [r["content"] for r in sorted(rows, key=lambda r: int(r["id"]))]
 
 
 def pack(indices: list[int], sizes: list[int], per_call: int) -> list[list[int]]:
@@ -231,8 +256,9 @@ def halves(group: Group) -> list[Group]:
     first, second = group.new[:middle], group.new[middle:]
     context = (group.context + first)[-CONTEXT_TURNS:]
     return [
-        Group(new=first, context=group.context, participants=group.participants, thread=group.thread),
-        Group(new=second, context=context, participants=group.participants, thread=group.thread),
+        Group(new=first, context=group.context, participants=group.participants, known=group.known,
+              thread=group.thread),
+        Group(new=second, context=context, participants=group.participants, known=group.known, thread=group.thread),
     ]
 
 

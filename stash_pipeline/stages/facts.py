@@ -25,9 +25,10 @@ cluster or window ("cites none of its items"), and a fact resting on earlier tur
 skipped (those were consolidated when they were new). Then anti-verbatim (a summary may
 not copy a source) and grounding against what the model was shown — the cluster, or the
 window's turns and participants: every capitalised word / proper noun and every number in
-summary, entity and value must occur there, and most content words too ("Alice uses
-Python" cannot become "Bob owns elephants"; a fact may name the participant a turn calls
-"you", but not a name the conversation never mentions). A fact that fails dead-letters the
+summary, entity and value must occur there (or in the facts shown as known about the
+participants), and most content words too ("Alice uses Python" cannot become "Bob owns
+elephants"; a fact may name the participant a turn calls "you", but not a name the
+conversation never mentions). A fact that fails dead-letters the
 new turns it cites; the cluster's other facts are kept.
 Output: a fact (origin synthesis, confidence n/(n+2) + structure boost, n = its sources)
 through ``memory.facts.insert_fact`` with lineage to exactly the episodes it cites. Its
@@ -183,6 +184,9 @@ def describe(number: int, group: conversations.Group) -> str:
     when = conversations.header_date(group)
     head = f"Cluster {number} (a conversation window{', ' + when if when else ''})"
     lines = [f"{head}:", f"Participants: {', '.join(group.participants) or 'unknown'}"]
+    if group.known:
+        lines += ["Known from earlier sessions (for reference, not citable):",
+                  *(f"- {' '.join(text.split())[:300]}" for text in group.known)]
     if group.context:
         lines += ["Earlier turns (context):",
                   prompts.listing([(int(r["id"]), conversations.text(r)) for r in group.context])]
@@ -262,7 +266,7 @@ def check(
         if not cited_new:
             common.bump(ctx, "facts_on_earlier_turns")
             continue
-        problems = validate(draft, texts, group.participants)
+        problems = validate(draft, texts, [*group.participants, *group.known])
         if problems:
             common.bump(ctx, "facts_refused")
             refused.append((cited_new, f"grounding of {summary[:80]!r}: " + "; ".join(problems)))

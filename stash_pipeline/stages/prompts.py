@@ -50,6 +50,8 @@ several when the items state several things. For each fact give:
   and numbers exactly;
 - "valid_from": only when the items state the date from which the fact holds, that date in
   ISO 8601 ("2024-03-01"); otherwise null.
+A window may list facts known from earlier sessions: use them to understand the turns
+(who is who, what a plan was), never cite them and do not state them again.
 Greetings, small talk and turns that state nothing lasting give no fact. For a cluster that
 states nothing worth keeping, give one entry with that cluster number, no sources and an
 empty summary.

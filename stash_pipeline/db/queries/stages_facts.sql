@@ -40,6 +40,23 @@ SELECT id, content, occurred_at, metadata FROM (
  ORDER BY id DESC
  LIMIT %(limit)s
 
+-- stage_facts_known_about --
+-- What a conversation window is shown as already known: the current facts of the
+-- namespace about its participants (entity, case-insensitive, in %(names)s), the
+-- %(limit)s nearest to the window's new turns (%(embedding)s, their mean direction) among
+-- the newest %(scan)s. The candidates are materialised first so the distance order is
+-- exact over them (no HNSW scan that a filter could empty).
+WITH about AS MATERIALIZED (
+    SELECT id, content, embedding FROM facts
+     WHERE namespace_id = %(namespace_id)s AND lower(entity) = ANY(%(names)s::text[])
+       AND withdrawn_at IS NULL AND (valid_until IS NULL OR valid_until > now())
+     ORDER BY id DESC
+     LIMIT %(scan)s
+)
+SELECT id, content FROM about
+ ORDER BY embedding <=> %(embedding)s, id
+ LIMIT %(limit)s
+
 -- stage_facts_nearest_current --
 -- The current fact nearest to a vector in one namespace, with its cosine similarity.
 SELECT id, confidence, 1 - (embedding <=> %(embedding)s) AS similarity

@@ -279,3 +279,23 @@ def test_a_dead_lettered_turn_is_retried_with_its_conversation(cstore, server, m
     assert [r["status"] for r in rows(cstore, "SELECT status FROM dead_letters")] == ["retried"]
     (fact,) = _facts(cstore)
     assert _parents(cstore, fact["id"]) == [ids[2]]
+
+
+def test_a_window_knows_what_earlier_sessions_established(cstore, server, model):
+    plan = _chat(cstore, "/c", ["Jolene: I'm planning a trip to Lisbon this summer.", "Caroline: Jealous!"], 1)
+    model.facts_script = _script(lambda block: [("Jolene plans a summer trip to Lisbon", [block.new[0][1]])])
+    consolidation.run_stage(cstore, "/c", "facts")
+    change = _chat(cstore, "/c", ["Jolene: Change of plans, we're going to Kyoto instead.", "Caroline: Even better!"], 2)
+    model.facts_script = _script(lambda block: [
+        ("Jolene switched her summer trip from Lisbon to Kyoto", [block.new[0][1]]),  # Lisbon: session 1 only
+        ("Jolene switched her trip from Porto to Kyoto", [block.new[0][1]]),  # Porto: nowhere
+    ])
+    report = consolidation.run_stage(cstore, "/c", "facts")
+    assert (report.rows_written, report.details["facts_refused"]) == (1, 1)
+    user = server.chat_requests()[-1]["messages"][1]["content"]
+    assert "Known from earlier sessions (for reference, not citable):\n- Jolene plans a summer trip to Lisbon" in user
+    first, second = _facts(cstore)
+    assert second["content"] == "Jolene switched her summer trip from Lisbon to Kyoto"
+    assert _parents(cstore, first["id"]) == [plan[0]] and _parents(cstore, second["id"]) == [change[0]]
+    letters = rows(cstore, "SELECT item_id, last_error FROM dead_letters")
+    assert [d["item_id"] for d in letters] == [change[0]] and "'Porto'" in letters[0]["last_error"]
