@@ -19,19 +19,23 @@ that applies:
    speakers is not a conversation ("Error: ...", "TODO: ..." lines): its episodes are
    clustered as usual.
 
-Each thread's new turns (id order) are cut into windows of at most ``WINDOW_TURNS``
-nearly equal parts; each window is shown with up to ``CONTEXT_TURNS`` turns of the same
-thread just before it (already consolidated, or in an earlier window of the batch) and
-the thread's participants: the speakers of the turns shown plus metadata
-``participants``, and with what earlier sessions established: up to ``KNOWN_FACTS``
-stored facts about the participants, the nearest to the window's new turns (listed for
-reference, not citable; a fact may name what they name, as "switched the trip from
-Lisbon to Kyoto" when only an earlier session named Lisbon). Earlier turns are looked for among the ``CONTEXT_SCAN`` episodes of the
-namespace before the window (a bounded read, however large the namespace); a thread
-interleaved with more than that many other episodes is shown without them. The model may cite any turn shown; a fact must rest on at least one
-new turn. A window is one model call — short windows of several threads share one, up
-to the turns of a full window — so a thread costs at most ``ceil(new turns /
-WINDOW_TURNS)`` calls plus retries.
+Each thread's new turns (id order) are cut into windows of at most ``WINDOW_TURNS``, in
+nearly equal parts. Each window is shown with
+
+* up to ``CONTEXT_TURNS`` turns of the same thread just before it (already consolidated,
+  or in an earlier window of the batch), looked for among the ``CONTEXT_SCAN`` episodes
+  of the namespace before the window — a bounded read however large the namespace; a
+  thread interleaved with more than that many other episodes is shown without them;
+* the thread's participants: the speakers of the turns shown plus metadata
+  ``participants``;
+* what earlier sessions established: up to ``KNOWN_FACTS`` stored facts about the
+  participants, the nearest to the window's new turns, listed for reference and not
+  citable (a fact may name what they name: "switched the trip from Lisbon to Kyoto" when
+  only an earlier session named Lisbon).
+
+The model may cite any turn shown; a fact must rest on at least one new turn. A window is
+one model call — short windows of several threads share one, up to the turns of a full
+window — so a thread costs at most ``ceil(new turns / WINDOW_TURNS)`` calls plus retries.
 """
 
 from __future__ import annotations
