@@ -15,9 +15,9 @@ that applies:
 3. otherwise time proximity: a turn that names its speaker (content ``"Name: text"``, or
    metadata ``speaker`` / ``author`` / ``sender``) continues the open thread of its
    namespace when it occurred at most ``THREAD_GAP`` after (or before) that thread's last
-   turn, else it starts a new one. A proximity thread whose turns name fewer than two
-   speakers is not a conversation ("Error: ...", "TODO: ..." lines): its episodes are
-   clustered as usual.
+   turn, else it starts a new one. A proximity thread whose turns — with the turns just
+   before it, which an earlier batch may hold — name fewer than two speakers is not a
+   conversation ("Error: ...", "TODO: ..." lines): its episodes are clustered as usual.
 
 Each thread's new turns (id order) are cut into windows of at most ``WINDOW_TURNS``, in
 nearly equal parts. Each window is shown with
@@ -139,7 +139,11 @@ def text(row: dict[str, Any]) -> str:
 
 
 def threads(rows: list[dict[str, Any]]) -> tuple[list[tuple[str, list[dict[str, Any]]]], list[dict[str, Any]]]:
-    """Split a batch (id order) into conversation threads and the rest (to be clustered)."""
+    """Split a batch (id order) into threads and the rest (to be clustered).
+
+    A thread found by time alone is a conversation only if it names two speakers, counting
+    the turns just before it (``windows`` decides, as it reads them).
+    """
     by_key: dict[str, list[dict[str, Any]]] = {}
     timed: list[list[dict[str, Any]]] = []
     rest: list[dict[str, Any]] = []
@@ -153,13 +157,7 @@ def threads(rows: list[dict[str, Any]]) -> tuple[list[tuple[str, list[dict[str, 
             timed[-1].append(row)
         else:
             timed.append([row])
-    found = list(by_key.items())
-    for run in timed:
-        if len({speaker(r) for r in run}) >= 2:
-            found.append(("time", run))
-        else:
-            rest.extend(run)
-    rest.sort(key=lambda r: int(r["id"]))
+    found = list(by_key.items()) + [("time", run) for run in timed]
     found.sort(key=lambda item: int(item[1][0]["id"]))
     return found, rest
 
@@ -217,11 +215,20 @@ def participants(rows: list[dict[str, Any]]) -> list[str]:
     return names
 
 
-def windows(ctx: StageContext, run: list[dict[str, Any]], thread: str) -> list[Group]:
-    """A thread's new turns as windows, each with the thread's turns just before it."""
+def windows(ctx: StageContext, run: list[dict[str, Any]], thread: str) -> list[Group] | None:
+    """A thread's new turns as windows, each with the thread's turns just before it.
+
+    None for a thread found by time alone whose turns, with those just before them (a
+    conversation may have started in an earlier batch), name fewer than two speakers:
+    not a conversation.
+    """
+    parts = split(run)
+    first = context_before(ctx, thread, parts[0][0])
+    if thread == "time" and len({speaker(r) for r in first + run}) < 2:
+        return None
     out = []
-    for part in split(run):
-        earlier = context_before(ctx, thread, part[0])
+    for part in parts:
+        earlier = first if part is parts[0] else context_before(ctx, thread, part[0])
         names = participants(earlier + part)
         out.append(Group(new=part, context=earlier, participants=names, thread=thread,
                          known=known_about(ctx, names, part)))

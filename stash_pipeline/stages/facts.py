@@ -168,7 +168,14 @@ def run(ctx: StageContext) -> None:
 def group_episodes(ctx: StageContext, rows: list[dict[str, Any]]) -> list[conversations.Group]:
     """The batch as conversation windows (with their context) and embedding clusters, by first id."""
     found, rest = conversations.threads(rows)
-    groups = [w for thread, run_ in found for w in conversations.windows(ctx, run_, thread)]
+    groups: list[conversations.Group] = []
+    for thread, run_ in found:
+        windows = conversations.windows(ctx, run_, thread)
+        if windows is None:
+            rest += run_  # one speaker, found by time alone: not a conversation
+        else:
+            groups += windows
+    rest.sort(key=lambda r: int(r["id"]))
     groups += [conversations.Group(new=members) for members in cluster(rest, ctx.settings.consolidation_similarity_threshold)]
     groups.sort(key=lambda g: int(g.new[0]["id"]))
     common.bump(ctx, "windows", sum(g.conversational for g in groups))

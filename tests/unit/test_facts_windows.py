@@ -32,11 +32,12 @@ def test_threads_by_metadata_dia_id_and_time_proximity():
         _row(11, "Ben: next session", dia_id="D5:1"),
     ]
     found, rest = conversations.threads(rows)
+    # time threads of one speaker (8, 9) are decided with the turns before them (windows)
     assert _ids(found) == [
-        ("session_id=s1", [2, 4]), ("dia_id=D4", [3, 5]), ("time", [6, 7]), ("thread_id=7", [10]),
-        ("dia_id=D5", [11]),
+        ("session_id=s1", [2, 4]), ("dia_id=D4", [3, 5]), ("time", [6, 7]), ("time", [8]), ("time", [9]),
+        ("thread_id=7", [10]), ("dia_id=D5", [11]),
     ]
-    assert [r["id"] for r in rest] == [1, 8, 9]
+    assert [r["id"] for r in rest] == [1]
     assert conversations.text(rows[9]) == "Eve: text"
     assert conversations.participants(rows[5:7]) == ["Cleo", "Dan"]
     assert conversations.participants([_row(1, "Ana: hi", participants=["Ana", "Ben"])]) == ["Ana", "Ben"]

@@ -299,3 +299,23 @@ def test_a_window_knows_what_earlier_sessions_established(cstore, server, model)
     assert _parents(cstore, first["id"]) == [plan[0]] and _parents(cstore, second["id"]) == [change[0]]
     letters = rows(cstore, "SELECT item_id, last_error FROM dead_letters")
     assert [d["item_id"] for d in letters] == [change[0]] and "'Porto'" in letters[0]["last_error"]
+
+
+def test_turns_without_session_metadata_are_threaded_by_time(small, server, model):
+    namespaces.create(small, "/t")
+    turns = SESSION_1 + SESSION_1_MORE[:1] + SESSION_2  # a minute apart; session 2 three hours later
+    times = [f"2023-03-11T12:{m:02d}:00+00:00" for m in range(5)] + ["2023-03-11T15:00:00+00:00",
+                                                                       "2023-03-11T15:01:00+00:00"]
+    # a log line reads like a turn, but nobody answers it: clustered, not a conversation
+    turns.append("Build: the nightly deploy finished in 4 minutes")
+    times.append("2023-03-11T20:00:00+00:00")
+    ids = [episodes.remember(small, "/t", t, occurred_at=when)["id"] for t, when in zip(turns, times, strict=True)]
+    report = consolidation.run_stage(small, "/t", "facts")
+    assert report.items_failed == 0
+    assert (report.details["windows"], report.details["clusters"]) == (3, 1)
+    blocks = [b for r in server.chat_requests() if "STAGE: facts" in r["messages"][0]["content"]
+              for b in facts_blocks(r["messages"][1]["content"])]
+    # batches of four: the fifth turn, alone in the second batch, still continues the chat
+    assert [[i for i, _ in b.new] for b in blocks] == [ids[:4], ids[4:5], ids[5:7], ids[7:]]
+    assert [[i for i, _ in b.context] for b in blocks] == [[], ids[:4], [], []]  # the gap ends the thread
+    assert blocks[2].participants == ["Caroline", "Jolene"] and blocks[3].header == "related observations"
