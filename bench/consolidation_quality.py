@@ -1,5 +1,10 @@
 """Fact quality of consolidation against a real (or scripted) OpenAI-compatible model.
 
+Without ``--base-url``: the facts stage on the conversational set, against a scripted
+model answering from the set's planted truth — facts kept, dead-letter rate, calls per
+episode and recall with the stage's own facts (``bench/facts_conversations.py``).
+
+With ``--base-url``:
 The labelled set ``bench/data/consolidation_quality.jsonl`` holds episode streams (one
 namespace each) with what a careful reader derives from them: facts (entity, property,
 value, source episodes), relationships (from, relation, to), causal links between those
@@ -21,6 +26,7 @@ Each stream is remembered into a fresh database and the ``facts``, ``relationshi
   labelled ones;
 * model calls, tokens and failed calls per episode; dead letters; wall time.
 
+    python -m bench.consolidation_quality     # the facts stage on the conversational set, scripted model
     python -m bench.consolidation_quality --base-url http://127.0.0.1:8080/v1 --model smollm2
     python -m bench.consolidation_quality --base-url URL --model M --embedder hash --json
 """
@@ -254,8 +260,12 @@ def report(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", required=True, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
-    parser.add_argument("--model", required=True, help="model name as the server knows it")
+    parser.add_argument("--base-url", default=None,
+                        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 (without it: the facts stage on "
+                             "the conversational set against a scripted model, bench/facts_conversations.py)")
+    parser.add_argument("--model", default=None, help="model name as the server knows it")
+    parser.add_argument("--conversations", type=int, default=None,
+                        help="without --base-url: only the first N conversations of the conversational set")
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--structured", default="auto", choices=["auto", "json_schema", "json_object", "none"])
     parser.add_argument("--embedder", default="minilm", choices=["minilm", "hash"])
@@ -263,6 +273,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--streams", default=None, help="comma-separated stream names (default: all)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
+    if args.base_url is None:
+        from bench import facts_conversations
+
+        result = facts_conversations.run(args.conversations, embedder=args.embedder)
+        if args.json:
+            print(json.dumps(result, indent=2, default=str))
+        else:
+            facts_conversations.report(result)
+        return result
+    if args.model is None:
+        parser.error("--base-url needs --model")
     result = evaluate(args.base_url, args.model, embedder=args.embedder, structured=args.structured,
                       timeout_s=args.timeout, api_key=args.api_key,
                       streams=args.streams.split(",") if args.streams else None)

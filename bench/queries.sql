@@ -578,3 +578,17 @@ ANALYZE entities, entity_aliases, relationships, facts
 -- bench_entity_count --
 -- Entities already in the bench namespace (a kept database is filled once).
 SELECT count(*) AS entities FROM entities WHERE namespace_id = %(namespace_id)s
+
+-- bench_facts_sources --
+-- Every live fact's source episodes (a fact hit shows the turns it rests on).
+SELECT f.id, array_remove(array_agg(l.parent_id ORDER BY l.parent_id), NULL) AS episodes
+FROM facts f
+LEFT JOIN lineage l ON l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
+WHERE f.withdrawn_at IS NULL
+GROUP BY f.id
+
+-- bench_facts_dead_letters --
+-- Episodes the facts stage dead-lettered (pending a retry or given up), with the reason.
+SELECT item_id, status, last_error FROM dead_letters
+WHERE stage = 'facts' AND item_kind = 'episode'
+ORDER BY item_id

@@ -1,38 +1,54 @@
-"""Facts stage: cluster new episodes and synthesise one grounded fact per cluster.
+"""Facts stage: read new episodes with what they belong to and synthesise grounded facts.
 
 Input: live episodes after the stage's cursor (``episodes.id``), ``consolidation_batch_size``
 per batch; dead-lettered episodes (status pending) are retried first.
-Clustering: greedy centroid clustering at ``STASH_CONSOLIDATION_SIMILARITY_THRESHOLD``
-followed by one reassignment pass to the nearest centroid, so membership depends on
-the data rather than on id order as far as practical.
-Model: several clusters per call (``STASH_FACTS_CLUSTERS_PER_CALL``); each answer gives
-``{entity, property, value, summary}``. An answer cut off at max_tokens is retried as two
-halves of the batch; a single cluster's cut-off answer is retried once, then dead-lettered.
-An empty summary — or, for a cluster asked about alone, no entry at all — means the
-cluster states nothing worth keeping (chatter): processed, no fact, no dead letter.
-Validation: anti-verbatim (a summary may not copy a source) and grounding — every
-capitalised word / proper noun and every number in summary, entity and value must occur
-in the sources, and most content words too ("Alice uses Python" cannot become "Bob owns
-elephants").
-Output: a fact (origin synthesis, confidence n/(n+2) + structure boost) through
-``memory.facts.insert_fact`` with lineage to every source episode. Its event time starts
-at its evidence: the date the model says the sources state (``valid_from``), else the
-earliest ``occurred_at`` of the cluster, never later than now (a plan is not yet a
-fact); it ends where a newer fact on its key begins when it arrives late (history, see
-``stages.contradictions``). Or, when the nearest
-current fact is at least ``STASH_CONSOLIDATION_DEDUP_THRESHOLD`` similar, that fact is
-REINFORCED (confidence toward 1, reinforcements + 1, updated_at) and gains lineage to the
-new episodes. New facts then go through the shared contradiction check, and each new
-fact's ``entity`` is resolved to an entity of the namespace (``entity_resolution``).
+Grouping (``stages.conversations``): conversational episodes (a session or thread named in
+metadata, or "Name: text" turns close in time) are read as WINDOWS of their thread — at
+most ``WINDOW_TURNS`` new turns, shown after up to ``CONTEXT_TURNS`` earlier turns of the
+thread and with its participants; everything else is clustered by meaning: greedy
+centroid clustering at ``STASH_CONSOLIDATION_SIMILARITY_THRESHOLD`` followed by one
+reassignment pass to the nearest centroid, so membership depends on the data rather than
+on id order as far as practical.
+Model: several clusters per call (``STASH_FACTS_CLUSTERS_PER_CALL``); windows go one per
+call, except that short ones (a thread with few new turns) share a call up to the turns of
+one full window (``conversations.pack``).
+The answer may hold several facts per cluster or window, each
+``{cluster, sources, entity, property, value, summary, valid_from}``, ``sources`` being the
+ids of the items it rests on. An answer cut off at max_tokens is retried as two halves of
+the batch (a window: two half windows, the second seeing the first as context); a single
+cluster's cut-off answer is retried once, then dead-lettered. A cluster with no fact but
+an empty summary — or, asked about alone, no entry at all — states nothing worth keeping
+(chatter): processed, no fact, no dead letter.
+Validation, per fact: its sources must be items of its cluster or window (ids it cites
+outside it are dropped and counted); a fact citing none of them dead-letters the whole
+cluster or window ("cites none of its items"), and a fact resting on earlier turns only is
+skipped (those were consolidated when they were new). Then anti-verbatim (a summary may
+not copy a source) and grounding against what the model was shown — the cluster, or the
+window's turns and participants: every capitalised word / proper noun and every number in
+summary, entity and value must occur there (or in the facts shown as known about the
+participants), and most content words too ("Alice uses Python" cannot become "Bob owns
+elephants"; a fact may name the participant a turn calls "you", but not a name the
+conversation never mentions). A fact that fails dead-letters the
+new turns it cites; the cluster's other facts are kept.
+Output: a fact (origin synthesis, confidence n/(n+2) + structure boost, n = its sources)
+through ``memory.facts.insert_fact`` with lineage to exactly the episodes it cites. Its
+event time starts at its evidence: the date the model says the sources state
+(``valid_from``), else the earliest ``occurred_at`` of its sources, never later than now (a
+plan is not yet a fact); it ends where a newer fact on its key begins when it arrives late
+(history, see ``stages.contradictions``). Or, when the nearest current fact is at least
+``STASH_CONSOLIDATION_DEDUP_THRESHOLD`` similar, that fact is REINFORCED (confidence toward
+1, reinforcements + 1, updated_at) and gains lineage to the cited episodes. New facts then
+go through the shared contradiction check, and each new fact's ``entity`` is resolved to
+an entity of the namespace (``entity_resolution``).
 Cursor: max episode id of the batch, committed with the outputs in one transaction.
 Idempotency: a committed batch is never selected again (cursor); a rolled-back batch
-wrote nothing; a cluster that fails is dead-lettered per episode and the cursor moves on.
+wrote nothing; a cluster or fact that fails is dead-lettered per episode and the cursor
+moves on.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -43,89 +59,16 @@ from stash_pipeline.embedding.vectors import unit_vector
 from stash_pipeline.memory import lineage
 from stash_pipeline.memory.facts import insert_fact
 from stash_pipeline.memory.validate import MAX_TIMESTAMP, MIN_TIMESTAMP
-from stash_pipeline.stages import contradictions, prompts
+from stash_pipeline.stages import common, contradictions, conversations, prompts
 from stash_pipeline.stages.entity_resolution import Resolver
+from stash_pipeline.stages.grounding import grounding_errors, validate, verbatim_error
 
 if TYPE_CHECKING:
     from stash_pipeline.stages.context import StageContext
 
+__all__ = ["grounding_errors", "process_episodes", "run", "validate", "verbatim_error"]
+
 MAX_CLUSTER_SIZE = 12
-
-# -- grounding ----------------------------------------------------------------------------------
-_WORD = re.compile(r"[A-Za-z0-9]+")
-_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9]*")
-_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-#: capitalised function words that may start a sentence without being a proper noun
-_FUNCTION_WORDS = frozenset(
-    """a an the this that these those it its they them their there he she his her we our i you
-    in on at for of and or but to with by from as is are was were be been being has have had
-    after before when while during all both each every some no not if then also according
-    based since until about into over under between across per via one two several many most""".split()
-)
-
-
-def _stem_match(word: str, vocabulary: set[str]) -> bool:
-    if word in vocabulary:
-        return True
-    if len(word) < 5:
-        return False
-    stem = word[: max(4, len(word) - 3)]
-    return any(v.startswith(stem) for v in vocabulary)
-
-
-def grounding_errors(fields: dict[str, str | None], sources: list[str]) -> list[str]:
-    """Why ``fields`` are not grounded in ``sources`` (empty list = grounded)."""
-    source_text = " ".join(sources)
-    vocabulary = {w.lower() for w in _WORD.findall(source_text)}
-    numbers = set(_NUMBER.findall(source_text))
-    problems: list[str] = []
-    for name, text in fields.items():
-        if not text:
-            continue
-        for word in _CAPITALISED.findall(text):
-            low = word.lower()
-            if low not in _FUNCTION_WORDS and not _stem_match(low, vocabulary):
-                problems.append(f"{name} names {word!r}, which no source mentions")
-        for number in _NUMBER.findall(text):
-            if number not in numbers and number not in source_text:
-                problems.append(f"{name} has the number {number!r}, which no source contains")
-        content = [w.lower() for w in _WORD.findall(text) if len(w) >= 4 and w.lower() not in _FUNCTION_WORDS]
-        if content:
-            absent = [w for w in content if not _stem_match(w, vocabulary)]
-            limit = 0.5 if name == "summary" else 0.34
-            if len(absent) / len(content) > limit:
-                problems.append(f"{name} uses words absent from the sources: {', '.join(sorted(set(absent))[:6])}")
-    return problems
-
-
-def _normalise(text: str) -> str:
-    return " ".join(_WORD.findall(text.lower()))
-
-
-def verbatim_error(summary: str, sources: list[str]) -> str | None:
-    """A summary that copies (or is an excerpt of) one source is not a synthesis."""
-    norm = _normalise(summary)
-    if not norm:
-        return "summary is empty"
-    for source in sources:
-        src = _normalise(source)
-        if norm in src:
-            return "summary copies a source verbatim"
-        if src and src in norm and len(src) >= 0.8 * len(norm):
-            return "summary is a source with trivial additions"
-    return None
-
-
-def validate(draft: prompts.FactDraft, sources: list[str]) -> list[str]:
-    problems = []
-    copy = verbatim_error(draft.summary or "", sources)
-    if copy:
-        problems.append(copy)
-    problems += grounding_errors(
-        {"summary": draft.summary, "entity": draft.entity, "value": draft.value}, sources
-    )
-    return problems
-
 
 # -- clustering -----------------------------------------------------------------------------------
 def cluster(rows: list[dict[str, Any]], threshold: float) -> list[list[dict[str, Any]]]:
@@ -179,6 +122,9 @@ class _Proposal:
     reinforce_id: int | None = None
     reinforce_key: int | None = None
     valid_from: datetime | None = None
+    #: the group (cluster or window) it came from, and the NEW episodes among its sources
+    group: int = 0
+    new_episodes: list[int] = field(default_factory=list)
 
 
 def event_start(draft: prompts.FactDraft, members: list[dict[str, Any]]) -> datetime:
@@ -219,6 +165,132 @@ def run(ctx: StageContext) -> None:
         process_episodes(ctx, rows, cursor=int(rows[-1]["id"]))
 
 
+def group_episodes(ctx: StageContext, rows: list[dict[str, Any]]) -> list[conversations.Group]:
+    """The batch as conversation windows (with their context) and embedding clusters, by first id."""
+    found, rest = conversations.threads(rows)
+    groups: list[conversations.Group] = []
+    for thread, run_ in found:
+        windows = conversations.windows(ctx, run_, thread)
+        if windows is None:
+            rest += run_  # one speaker, found by time alone: not a conversation
+        else:
+            groups += windows
+    rest.sort(key=lambda r: int(r["id"]))
+    groups += [conversations.Group(new=members) for members in cluster(rest, ctx.settings.consolidation_similarity_threshold)]
+    groups.sort(key=lambda g: int(g.new[0]["id"]))
+    common.bump(ctx, "windows", sum(g.conversational for g in groups))
+    common.bump(ctx, "clusters", sum(not g.conversational for g in groups))
+    return groups
+
+
+def describe(number: int, group: conversations.Group) -> str:
+    """One cluster or window of the user prompt, its items listed as ``[id] text``."""
+    if not group.conversational:
+        return f"Cluster {number} (related observations):\n" + prompts.listing(
+            [(int(r["id"]), r["content"]) for r in group.new])
+    when = conversations.header_date(group)
+    head = f"Cluster {number} (a conversation window{', ' + when if when else ''})"
+    lines = [f"{head}:", f"Participants: {', '.join(group.participants) or 'unknown'}"]
+    if group.known:
+        lines += ["Known from earlier sessions (for reference, not citable):",
+                  *(f"- {' '.join(text.split())[:300]}" for text in group.known)]
+    if group.context:
+        lines += ["Earlier turns (context):",
+                  prompts.listing([(int(r["id"]), conversations.text(r)) for r in group.context])]
+    lines += ["New turns:", prompts.listing([(int(r["id"]), conversations.text(r)) for r in group.new])]
+    return "\n".join(lines)
+
+
+def ask(
+    ctx: StageContext, groups: list[conversations.Group], per_call: int
+) -> tuple[dict[int, list[prompts.FactDraft]], dict[int, str]]:
+    """The model's drafts per group index, and the groups whose call failed (index -> reason).
+
+    A window cut off at max_tokens is replaced by its two halves, appended to ``groups``.
+    """
+    drafts: dict[int, list[prompts.FactDraft]] = {}
+    failures: dict[int, str] = {}
+    windows = conversations.pack([i for i, g in enumerate(groups) if g.conversational],
+                                 [len(g.shown) for g in groups], per_call)
+    clusters = [i for i, g in enumerate(groups) if not g.conversational]
+    calls = windows + [clusters[s : s + per_call] for s in range(0, len(clusters), per_call)]
+    while calls:
+        call = calls.pop(0)
+        user = "\n\n".join(describe(n, groups[i]) for n, i in enumerate(call, 1))
+        halvable = len(call) == 1 and groups[call[0]].conversational and len(groups[call[0]].new) > 1
+        try:
+            answer = ctx.call(prompts.FACTS, user, prompts.FactsAnswer, split_on_truncation=len(call) > 1 or halvable)
+        except errors.ModelResponseInvalid as exc:
+            if isinstance(exc, errors.ModelOutputTruncated) and len(call) > 1:
+                # Cut off at max_tokens: retry as two smaller batches (each a smaller answer).
+                calls[:0] = [call[: len(call) // 2], call[len(call) // 2 :]]
+                continue
+            if isinstance(exc, errors.ModelOutputTruncated) and halvable:
+                first, second = conversations.halves(groups[call[0]])
+                groups[call[0]] = conversations.Group(new=[])  # replaced by its halves
+                groups += [first, second]
+                calls[:0] = [[len(groups) - 2], [len(groups) - 1]]
+                continue
+            for i in call:
+                failures[i] = f"ModelResponseInvalid: {exc.message}"
+            continue
+        by_number: dict[int, list[prompts.FactDraft]] = {}
+        for draft in answer.facts:
+            by_number.setdefault(draft.cluster, []).append(draft)
+        for n, i in enumerate(call, 1):
+            if n in by_number:
+                drafts[i] = by_number[n]
+            elif len(call) == 1:
+                # Asked about this group alone, the model derived nothing: chatter, not a
+                # failure (an omission among several clusters may be a slip, so that one
+                # goes back for a call of its own).
+                drafts[i] = []
+            else:
+                failures[i] = "ModelResponseInvalid: the answer has no fact for this cluster"
+    return drafts, failures
+
+
+def check(
+    ctx: StageContext, index: int, group: conversations.Group, drafts: list[prompts.FactDraft], first_key: int
+) -> tuple[list[_Proposal], list[tuple[list[int], str]], str | None]:
+    """A group's drafts as proposals; the facts refused (their new episodes, why); a group failure."""
+    shown = {int(r["id"]): r for r in group.shown}
+    new = set(group.new_ids)
+    texts = [conversations.text(r) for r in group.shown]
+    proposals: list[_Proposal] = []
+    refused: list[tuple[list[int], str]] = []
+    for n, draft in enumerate(drafts, 1):
+        summary = (draft.summary or "").strip()
+        if not summary:
+            continue  # nothing worth keeping
+        cited = [i for i in dict.fromkeys(draft.sources) if i in shown]
+        common.bump(ctx, "citations_dropped", len(set(draft.sources)) - len(cited))
+        if not cited:
+            what = "cluster" if not group.conversational else "window"
+            return [], [], (f"fact {n} of the {what} ({summary[:80]!r}) cites none of its items "
+                            f"(cited {sorted(set(draft.sources))}; listed {sorted(shown)})")
+        cited_new = [i for i in cited if i in new]
+        if not cited_new:
+            common.bump(ctx, "facts_on_earlier_turns")
+            continue
+        problems = validate(draft, texts, [*group.participants, *group.known])
+        if problems:
+            common.bump(ctx, "facts_refused")
+            refused.append((cited_new, f"grounding of {summary[:80]!r}: " + "; ".join(problems)))
+            continue
+        members = [shown[i] for i in cited]
+        proposals.append(_Proposal(
+            key=first_key + len(proposals),
+            draft=draft,
+            episodes=sorted(cited),
+            confidence=base_confidence(len(cited), bool(draft.entity and draft.property)),
+            valid_from=event_start(draft, members),
+            group=index,
+            new_episodes=sorted(cited_new),
+        ))
+    return proposals, refused, None
+
+
 def process_episodes(
     ctx: StageContext,
     rows: list[dict[str, Any]],
@@ -229,59 +301,19 @@ def process_episodes(
 ) -> None:
     settings = ctx.settings
     ctx.report.rows_in += len(rows)
-    clusters = cluster(rows, settings.consolidation_similarity_threshold)
-    failures: dict[int, str] = {}
-    drafts: dict[int, prompts.FactDraft] = {}
-    per_call = per_call or settings.facts_clusters_per_call
-    groups = [list(range(s, min(s + per_call, len(clusters)))) for s in range(0, len(clusters), per_call)]
-    while groups:
-        group = groups.pop(0)
-        user = "\n\n".join(
-            f"Cluster {n}:\n" + prompts.listing([(int(r["id"]), r["content"]) for r in clusters[c]])
-            for n, c in enumerate(group, 1)
-        )
-        try:
-            answer = ctx.call(prompts.FACTS, user, prompts.FactsAnswer, split_on_truncation=len(group) > 1)
-        except errors.ModelResponseInvalid as exc:
-            if isinstance(exc, errors.ModelOutputTruncated) and len(group) > 1:
-                # Cut off at max_tokens: retry as two smaller batches (each a smaller answer).
-                groups[:0] = [group[: len(group) // 2], group[len(group) // 2 :]]
-                continue
-            for c in group:
-                failures[c] = f"ModelResponseInvalid: {exc.message}"
-            continue
-        by_cluster = {d.cluster: d for d in answer.facts}
-        for n, c in enumerate(group, 1):
-            draft = by_cluster.get(n)
-            if draft is not None:
-                drafts[c] = draft
-            elif len(group) == 1 and not answer.facts:
-                # Asked about this cluster alone, the model derived nothing: chatter, not a
-                # failure (an omission among several clusters may be a slip, so that one
-                # goes back for a call of its own).
-                drafts[c] = prompts.FactDraft(cluster=n, summary="")
-            else:
-                failures[c] = "ModelResponseInvalid: the answer has no fact for this cluster"
+    groups = group_episodes(ctx, rows)
+    drafts, failures = ask(ctx, groups, per_call or settings.facts_clusters_per_call)
 
     proposals: dict[int, _Proposal] = {}
-    for c, draft in drafts.items():
-        if not (draft.summary or "").strip():
-            continue  # nothing worth keeping: processed, no fact
-        sources = [r["content"] for r in clusters[c]]
-        problems = validate(draft, sources)
-        if problems:
-            failures[c] = "grounding: " + "; ".join(problems)
+    refused: dict[int, list[tuple[list[int], str]]] = {}
+    for index in sorted(drafts):
+        kept, refused[index], failure = check(ctx, index, groups[index], drafts[index], len(proposals))
+        if failure:
+            failures[index] = failure
             continue
-        structured = bool(draft.entity and draft.property)
-        proposals[c] = _Proposal(
-            key=c,
-            draft=draft,
-            episodes=[int(r["id"]) for r in clusters[c]],
-            confidence=base_confidence(len(clusters[c]), structured),
-            valid_from=event_start(draft, clusters[c]),
-        )
+        proposals |= {p.key: p for p in kept}
 
-    ordered = [proposals[c] for c in sorted(proposals)]
+    ordered = list(proposals.values())
     vectors = ctx.embed([(p.draft.summary or "").strip() for p in ordered])
     dedup = settings.consolidation_dedup_threshold
     created: list[_Proposal] = []
@@ -301,7 +333,7 @@ def process_episodes(
     # entity resolution: decided before the transaction (it may ask the model), and before
     # the contradiction check, which also compares facts stated under another alias
     resolver = Resolver(ctx)
-    resolver.plan(p.draft.entity for p in created if p.key in proposals)
+    resolver.plan(p.draft.entity for p in created)
 
     checked = {
         p.key: contradictions.NewFact(p.key, p.draft.entity, p.draft.property, p.draft.value, p.valid_from,
@@ -310,49 +342,61 @@ def process_episodes(
     }
     verdicts, failed_keys = contradictions.plan(ctx, list(checked.values()))
     for key in failed_keys:
-        failures[key] = "ModelResponseInvalid: the contradiction check got no valid answer"
-        proposals.pop(key, None)
+        proposal = proposals.pop(key)
+        refused.setdefault(proposal.group, []).append(
+            (proposal.new_episodes, "ModelResponseInvalid: the contradiction check got no valid answer"))
 
+    by_group: dict[int, list[_Proposal]] = {}
+    for proposal in proposals.values():
+        by_group.setdefault(proposal.group, []).append(proposal)
     with ctx.batch(cursor=cursor) as batch:
         if resolved:
             batch.done("episode", resolved)
         fact_ids: dict[int, int] = {}
-        for c, members in enumerate(clusters):
-            ids = [int(r["id"]) for r in members]
-            if c in failures:
-                batch.fail("episode", ids, failures[c])
+        for index, group in enumerate(groups):
+            if not group.new:
+                continue  # a window replaced by its halves
+            if index in failures:
+                batch.fail("episode", group.new_ids, failures[index])
                 continue
-            proposal = proposals.get(c)
-            with batch.item("episode", ids):
-                if proposal is None:
-                    continue
-                target = proposal.reinforce_id
-                if target is None and proposal.reinforce_key is not None:
-                    target = fact_ids.get(proposal.reinforce_key)
-                if target is not None:
-                    _reinforce(ctx, batch, target, proposal)
-                    continue
-                draft = proposal.draft
-                row = insert_fact(
-                    batch.tx,
-                    ctx.store,
-                    namespace_id=ctx.namespace_id,
-                    content=(draft.summary or "").strip(),
-                    origin="synthesis",
-                    confidence=proposal.confidence,
-                    entity=(draft.entity or "").strip() or None,
-                    property=(draft.property or "").strip() or None,
-                    value=(draft.value or "").strip() or None,
-                    parents=[("episode", i) for i in proposal.episodes],
-                    embedding=proposal.embedding,
-                    valid_from=proposal.valid_from,
-                    valid_until=checked[c].valid_until if c in checked else None,
-                )
-                resolver.link_fact(batch.tx, int(row["id"]), draft.entity)  # entity resolution
-                batch.wrote(1)
-                ctx.report.details["facts_created"] = ctx.report.details.get("facts_created", 0) + 1
-                fact_ids[c] = int(row["id"])
+            for ids, reason in refused.get(index, []):
+                batch.fail("episode", ids, reason)
+            for proposal in by_group.get(index, []):
+                with batch.item("episode", proposal.new_episodes):
+                    _write(ctx, batch, proposal, fact_ids, resolver, checked)
+            batch.done("episode", group.new_ids)  # a failure recorded above wins over this
         contradictions.apply(ctx, batch, verdicts, fact_ids)
+
+
+def _write(ctx: StageContext, batch: Any, proposal: _Proposal, fact_ids: dict[int, int], resolver: Resolver,
+           checked: dict[int, contradictions.NewFact]) -> None:
+    """One proposal: reinforce the fact it repeats, or insert it (lineage, entity link)."""
+    target = proposal.reinforce_id
+    if target is None and proposal.reinforce_key is not None:
+        target = fact_ids.get(proposal.reinforce_key)
+    if target is not None:
+        _reinforce(ctx, batch, target, proposal)
+        return
+    draft = proposal.draft
+    row = insert_fact(
+        batch.tx,
+        ctx.store,
+        namespace_id=ctx.namespace_id,
+        content=(draft.summary or "").strip(),
+        origin="synthesis",
+        confidence=proposal.confidence,
+        entity=(draft.entity or "").strip() or None,
+        property=(draft.property or "").strip() or None,
+        value=(draft.value or "").strip() or None,
+        parents=[("episode", i) for i in proposal.episodes],
+        embedding=proposal.embedding,
+        valid_from=proposal.valid_from,
+        valid_until=checked[proposal.key].valid_until if proposal.key in checked else None,
+    )
+    resolver.link_fact(batch.tx, int(row["id"]), draft.entity)  # entity resolution
+    batch.wrote(1)
+    common.bump(ctx, "facts_created")
+    fact_ids[proposal.key] = int(row["id"])
 
 
 def _reinforce(ctx: StageContext, batch: Any, fact_id: int, proposal: _Proposal) -> None:
@@ -360,4 +404,4 @@ def _reinforce(ctx: StageContext, batch: Any, fact_id: int, proposal: _Proposal)
     batch.tx.execute("stage_facts_reinforce", id=fact_id, namespace_id=ctx.namespace_id, gain=gain)
     lineage.add(batch.tx, ctx.namespace_id, "fact", fact_id, [("episode", i) for i in proposal.episodes])
     batch.wrote(1)
-    ctx.report.details["facts_reinforced"] = ctx.report.details.get("facts_reinforced", 0) + 1
+    common.bump(ctx, "facts_reinforced")

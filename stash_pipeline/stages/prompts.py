@@ -33,24 +33,37 @@ def listing(items: list[tuple[int, str]], limit: int = 600) -> str:
 # -- facts --------------------------------------------------------------------------------
 FACTS = system(
     "facts",
-    """Each cluster below groups related observations. For EACH cluster write ONE fact that
-synthesises what its observations state together:
+    """Each numbered cluster below is either a group of related observations or a window of a
+conversation: the window's participants, its earlier turns (context) and its new turns.
+From EACH cluster derive the facts worth keeping about people, things and events — one, or
+several when the items state several things. For each fact give:
 - "cluster": the cluster number;
+- "sources": the ids of the items the fact rests on, all of them and only them; in a
+  conversation at least one NEW turn (earlier turns were read before; cite them only with
+  a new turn that the fact also rests on);
 - "entity": the main subject, copied exactly as written (null if none);
 - "property": a short lowercase attribute name such as "uses", "location", "version" (null if none);
-- "value": the attribute's value, copied from the observations (null if none);
-- "summary": one sentence in the third person. Do not copy any single observation verbatim;
-  strip first-person wording; keep proper nouns, versions, paths and numbers exactly;
-- "valid_from": only when the observations state the date from which the fact holds, that
-  date in ISO 8601 ("2024-03-01"); otherwise null.
-Use an empty summary when the cluster states nothing worth keeping.
-Schema: {"facts": [{"cluster": 1, "entity": "...", "property": "...", "value": "...", "summary": "...",
-"valid_from": null}]}""",
+- "value": the attribute's value, copied from the items (null if none);
+- "summary": one sentence in the third person. Name people instead of "I", "you", "he" or
+  "she": a speaker is named before the colon of a turn, and "you" in a turn is the other
+  participant. Do not copy any single item verbatim; keep proper nouns, versions, paths
+  and numbers exactly;
+- "valid_from": only when the items state the date from which the fact holds, that date in
+  ISO 8601 ("2024-03-01"); otherwise null.
+A window may list facts known from earlier sessions: use them to understand the turns
+(who is who, what a plan was), never cite them and do not state them again.
+Greetings, small talk and turns that state nothing lasting give no fact. For a cluster that
+states nothing worth keeping, give one entry with that cluster number, no sources and an
+empty summary.
+Schema: {"facts": [{"cluster": 1, "sources": [3, 4], "entity": "...", "property": "...", "value": "...",
+"summary": "...", "valid_from": null}]}""",
 )
 
 
 class FactDraft(BaseModel):
     cluster: int
+    #: ids of the listed items the fact rests on (its lineage, once checked against the listing)
+    sources: list[int] = Field(default_factory=list)
     entity: str | None = None
     property: str | None = None
     value: str | None = None

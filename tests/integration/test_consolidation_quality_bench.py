@@ -72,3 +72,18 @@ def test_matching_is_normalised_and_hallucinations_are_caught():
     assert quality.hallucinated(paraphrase, "Alice joined Acme as a site reliability engineer in Lyon.") == []
     invented = {"entity": "Bob", "value": "42 elephants", "content": "Bob owns 42 elephants."}
     assert set(quality.hallucinated(invented, source)) >= {"bob", "42", "elephant"}
+
+
+def test_the_facts_stage_on_one_conversation_against_the_planted_truth(capsys):
+    """The default run, on the first conversation: windows only, every planted fact given,
+    under 2% of the turns dead-lettered, and the stage's facts add to recall."""
+    result = quality.main(["--conversations", "1", "--embedder", "hash"])
+    out = capsys.readouterr().out
+    assert "dead-lettered episodes" in out and "Recall with the stage's own facts" in out
+    assert result["conversations"] == 1 and result["windows"] > 0 and result["clusters"] == 0
+    assert result["planted_answered"] == result["planted_facts"] > 40
+    assert result["facts_created"] + result["facts_reinforced"] + result["facts_refused"] == result["planted_facts"]
+    assert result["dead_letter_rate"] < 0.02
+    assert 0 < result["facts_calls_per_episode"] <= 0.1
+    before, after = result["recall"]["episodes only"], result["recall"]["episodes + stage facts"]
+    assert after["dev/all"]["r@10"] > before["dev/all"]["r@10"]

@@ -9,6 +9,10 @@ real parsing/validation code. Knobs inject faults into chosen calls::
     model.inject_at(5, "status500")                  # the 5th chat request fails with HTTP 500
     with ScriptedOpenAI(model) as server: ...
 
+Facts prompts list clusters and conversation windows (``facts_blocks`` reads them back:
+new items, earlier turns, participants); by default each gets one fact citing all its new
+items, and ``model.facts_script = fn`` answers instead (``fn(user prompt) -> answer``).
+
 Fault kinds: garbage, think (valid JSON wrapped in <think>… plus prose), fence,
 wrong_ids (ids not in the listing), schema (valid JSON, wrong shape), invent (facts:
 an ungrounded "Bob owns 42 elephants"), status400, status500, status429, timeout (sleeps
@@ -21,6 +25,7 @@ import json
 import re
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +42,36 @@ _STOP = frozenset(
 _NEGATIONS = ("not ", "never ", "no longer", "failed to")
 #: "as of 2026-05-01" / "since 2026-05-01" in an observation: the date the fact holds from
 _STATED_DATE = re.compile(r"\b(?:as of|since|from|on) (\d{4}-\d{2}-\d{2})\b")
+
+
+@dataclass
+class FactsBlock:
+    """One cluster or conversation window of a facts-stage prompt."""
+
+    number: int
+    #: the items to derive facts from: a cluster's observations, a window's new turns
+    new: list[tuple[int, str]]
+    #: a window's earlier turns (context) and participants
+    context: list[tuple[int, str]] = field(default_factory=list)
+    participants: list[str] = field(default_factory=list)
+    header: str = ""
+
+
+_BLOCK = re.compile(r"^(Cluster (\d+)(?: \(([^)]*)\))?):\s*$", re.MULTILINE)
+
+
+def facts_blocks(user: str) -> list[FactsBlock]:
+    """The clusters and windows of a facts-stage user prompt, as the model reads them."""
+    heads = list(_BLOCK.finditer(user))
+    blocks = []
+    for k, head in enumerate(heads):
+        body = user[head.end() : heads[k + 1].start() if k + 1 < len(heads) else len(user)]
+        people = re.search(r"^Participants: (.*)$", body, re.MULTILINE)
+        context, new = (body.split("New turns:", 1) if "New turns:" in body else ("", body))
+        blocks.append(FactsBlock(number=int(head.group(2)), new=_items(new), context=_items(context),
+                                 participants=[p.strip() for p in people.group(1).split(",")] if people else [],
+                                 header=head.group(3) or ""))
+    return blocks
 
 
 def _items(text: str) -> list[tuple[int, str]]:
@@ -86,6 +121,8 @@ class ScriptedModel:
     calls: Counter = field(default_factory=Counter)
     #: a word in a cluster's first observation → the entity the facts answer names for it
     entity_names: dict[str, str] = field(default_factory=dict)
+    #: when set, the facts stage's answers: user prompt -> answer object (faults still apply first)
+    facts_script: Callable[[str], dict[str, Any]] | None = None
     _faults: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     def __post_init__(self) -> None:
@@ -143,20 +180,22 @@ class ScriptedModel:
     def _facts(self, user: str, fault: str | None) -> dict[str, Any]:
         if fault == "nothing":  # nothing worth keeping, said by leaving every cluster out
             return {"facts": []}
+        if self.facts_script is not None:
+            return self.facts_script(user)
         out = []
-        blocks = re.split(r"^Cluster (\d+):\s*$", user, flags=re.MULTILINE)
-        for number, body in zip(blocks[1::2], blocks[2::2], strict=True):
-            items = _items(body)
+        for block in facts_blocks(user):
+            number, items = block.number, block.new
             texts = [t for _, t in items]
             if fault == "invent":
-                out.append({"cluster": int(number), "entity": "Bob", "property": "owns",
+                out.append({"cluster": number, "sources": [i for i, _ in items], "entity": "Bob", "property": "owns",
                             "value": "42 elephants", "summary": "Bob owns 42 elephants"})
                 continue
             entity, prop, value = _entity_triple(texts[0]) if texts else (None, None, None)
             entity = next((name for word, name in self.entity_names.items() if texts and word in texts[0]), entity)
             excerpts = [" ".join(t.rstrip(".").split()[:8]) for t in texts[:3]]
             summary = f"{entity or 'it'} is noted as: " + " / ".join(excerpts)
-            draft = {"cluster": int(number), "entity": entity, "property": prop, "value": value, "summary": summary}
+            draft = {"cluster": number, "sources": [i for i, _ in items], "entity": entity, "property": prop,
+                     "value": value, "summary": summary}
             stated = _STATED_DATE.search(" ".join(texts))
             if stated:  # a date the observations state: the fact holds from then
                 draft["valid_from"] = stated.group(1)

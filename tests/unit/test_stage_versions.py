@@ -47,3 +47,28 @@ def test_an_answer_schema_change_changes_the_version(monkeypatch: pytest.MonkeyP
     before = code_version(get_stage("relationships"), "m")
     monkeypatch.setitem(versions.STAGE_PROMPTS, "relationships", ((prompts.RELATIONSHIPS, Wider),))
     assert code_version(get_stage("relationships"), "m") != before
+
+
+def test_the_facts_prompt_and_its_cited_sources_count_in_the_facts_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The facts stage asks for several facts per cluster or window, each citing its sources:
+    its prompt and answer schema are part of its version, so a change to either marks its
+    partitions unsynced (and nothing else's)."""
+    from pydantic import BaseModel
+
+    assert "sources" in prompts.FactDraft.model_fields
+    stages_before = {s.name: code_version(s, "m") for s in STAGES}
+    rest = versions.STAGE_PROMPTS["facts"][1:]
+    monkeypatch.setitem(versions.STAGE_PROMPTS, "facts", ((prompts.FACTS + "\nOne fact per cluster.", prompts.FactsAnswer),
+                                                          *rest))
+    changed = {s.name for s in STAGES if code_version(s, "m") != stages_before[s.name]}
+    assert changed == {"facts"}
+
+    class Uncited(BaseModel):  # the answer before facts cited their sources
+        cluster: int
+        summary: str | None = None
+
+    class OneEach(BaseModel):
+        facts: list[Uncited]
+
+    monkeypatch.setitem(versions.STAGE_PROMPTS, "facts", ((prompts.FACTS, OneEach), *rest))
+    assert code_version(get_stage("facts"), "m") != stages_before["facts"]

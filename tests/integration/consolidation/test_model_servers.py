@@ -110,7 +110,9 @@ def test_every_call_sends_max_tokens_sized_from_schema_and_batch(cstore, server,
     assert requests and all(0 < r["max_tokens"] <= 1024 for r in requests)
     facts_call = next(r for r in requests if "STAGE: facts" in r["messages"][0]["content"])
     per_cluster = reasoner_modes.tokens_per_item(prompts.FactsAnswer)
-    assert facts_call["max_tokens"] == 48 + 3 * per_cluster  # three clusters in one call
+    # three clusters of four observations in one call; a cluster may give several facts,
+    # so the budget counts the listed observations
+    assert facts_call["max_tokens"] == 48 + 4 * per_cluster
     capped = Reasoner(cstore.settings.model_copy(update={"reasoner_max_output_tokens": 200}), None)
     capped.call("facts", None, prompts.FACTS, "Cluster 1:\n[1] Alice works at Acme", prompts.FactsAnswer,
                 run=RunLedger())
