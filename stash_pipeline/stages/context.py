@@ -1,6 +1,6 @@
 """What a stage module runs with: ``StageContext``, its ``Batch`` transactions, the ``StageReport``.
 
-The runner (``stash_pipeline.consolidation``) builds one ``StageContext`` per stage run,
+The runner (``stash_pipeline.consolidation.runner``) builds one ``StageContext`` per stage run,
 holding the stage's lock. A stage module selects a bounded batch after ``ctx.cursor``,
 calls the model OUTSIDE any transaction (``ctx.call``), then commits the batch's outputs,
 lineage, dead-letter bookkeeping and the new cursor in ONE transaction
@@ -24,8 +24,8 @@ from stash_pipeline.db.gateway import translate_errors
 if TYPE_CHECKING:
     import numpy as np
 
+    from stash_pipeline.consolidation.reasoner import Reasoner, RunLedger
     from stash_pipeline.db.gateway import Session
-    from stash_pipeline.reasoner import Reasoner, RunLedger
     from stash_pipeline.store import Store
 
 #: item-level failures: counted, dead-lettered, the batch goes on (anything else fails the run)

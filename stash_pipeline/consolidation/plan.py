@@ -3,7 +3,7 @@
 ``plan(store, namespaces, stages)`` lists, per namespace of the trees and stage in run
 order: how many items wait (the stage's backlog after its cursor plus dead letters
 queued for a retry), how many items one model call takes, and the model calls that
-makes. It reads ``consolidation.status`` only: no model call, no write, no checkpoint.
+makes. It reads ``runner.status`` only: no model call, no write, no checkpoint.
 
 The call count is an estimate from the backlog and the batch sizes: for the facts stage
 it is an upper bound (it counts every episode as its own cluster; related episodes share
@@ -17,8 +17,8 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from stash_pipeline import consolidation
 from stash_pipeline.config import Settings
+from stash_pipeline.consolidation import runner
 from stash_pipeline.stages import (
     STAGES,
     causal_links,
@@ -53,7 +53,7 @@ def plan(store: Store, namespaces: Any = "/", stages: Iterable[str] | None = Non
     needs_model = {spec.name: spec.needs_model for spec in STAGES}
     settings = store.settings
     rows = []
-    for status in consolidation.status(store, namespaces):
+    for status in runner.status(store, namespaces):
         stage = status["stage"]
         if wanted is not None and stage not in wanted:
             continue
