@@ -104,6 +104,7 @@ def run_stage(
                 reasoner=reasoner,
                 ledger=ledger,
                 report=report,
+                prompts=spec.prompts,
                 cursor=int(checkpoint["cursor"]),
                 aux_cursor=int(checkpoint["aux_cursor"]),
             )

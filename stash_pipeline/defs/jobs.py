@@ -1,7 +1,7 @@
 """Rebuild jobs: one partitioned job per rebuildable stage, launchable as a backfill.
 
-``rebuild_facts`` (likewise ``rebuild_relationships``, ``rebuild_causal_links``,
-``rebuild_patterns``) selects the stage and every model stage downstream of it, and
+One job per stage whose ``STAGES`` entry has a ``rebuild_query``: ``rebuild_facts``
+(likewise ``rebuild_relationships``, ``rebuild_causal_links``, ``rebuild_patterns``) selects the stage and every model stage downstream of it, and
 carries the run tag ``stash/rebuild=<stage>``. In each namespace partition the stage's
 asset first withdraws what it derived there (and, through lineage, what later stages
 derived from that) and rewinds its cursor (``stash_pipeline.consolidation.rebuild``), then runs; the

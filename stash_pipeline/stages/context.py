@@ -36,6 +36,9 @@ ITEM_ERRORS: tuple[type[BaseException], ...] = (
     errors.RecordNotFound,
 )
 
+#: A (system prompt, answer schema) pair a stage sends to the model.
+Prompt = tuple[str, type[BaseModel]]
+
 #: Stable metadata keys shared by every stage (Dagster plots line up on them).
 REPORT_KEYS = (
     "rows_in",
@@ -133,6 +136,8 @@ class StageContext:
     reasoner: Reasoner | None
     ledger: RunLedger
     report: StageReport
+    #: the prompts the stage's table entry lists; ``call`` sends no other
+    prompts: tuple[Prompt, ...] = ()
     cursor: int = 0
     aux_cursor: int = 0
 
@@ -148,7 +153,16 @@ class StageContext:
         validate: Callable[[Any], None] | None = None,
         split_on_truncation: bool = False,
     ) -> Any:
-        """One validated model answer (see ``Reasoner.call``); ``validate`` raises ValueError to retry."""
+        """One validated model answer (see ``Reasoner.call``); ``validate`` raises ValueError to retry.
+
+        The prompt must be one of the stage's ``prompts`` (its ``STAGES`` entry): they are
+        its code version, and a prompt sent beside them would change its output while Dagster
+        still shows its partitions in sync.
+        """
+        if (system, schema) not in self.prompts:
+            raise errors.ConfigurationError(
+                f"stage {self.stage!r} sends a prompt ({schema.__name__}) its StageSpec.prompts does not list"
+            )
         if self.reasoner is None:
             raise errors.ReasonerNotConfigured()
         return self.reasoner.call(
