@@ -123,7 +123,7 @@ def test_the_backlog_query_reports_every_stage_of_the_table_a_new_one_too(store,
     with store.db.transaction() as tx:
         ns_id = tx.scalar("get_namespace_by_slug", slug="/e")
     echo = stages.StageSpec("echo", "Echo new facts while a goal is active.", lambda ctx: None, ("facts",), "facts",
-                            gate="active_goal")
+                            gate="active_goal", needs_model=False)
     monkeypatch.setattr(stages, "STAGES", (*stages.STAGES, echo))
 
     def rows():

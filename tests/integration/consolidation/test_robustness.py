@@ -128,10 +128,10 @@ def test_two_runners_never_duplicate(cstore, server, model):
     seed(cstore, "/c", EPISODES)
     results: list[object] = []
 
-    def runner(wait: bool) -> None:
+    def run_one(wait: bool) -> None:
         results.append(runner.run_stage(cstore, "/c", "facts", wait=wait))
 
-    threads = [threading.Thread(target=runner, args=(True,)) for _ in range(3)]
+    threads = [threading.Thread(target=run_one, args=(True,)) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
