@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -24,7 +24,6 @@ from stash_pipeline.db.gateway import translate_errors
 if TYPE_CHECKING:
     import numpy as np
 
-    from stash_pipeline.consolidation.reasoner import Reasoner, RunLedger
     from stash_pipeline.db.gateway import Session
     from stash_pipeline.store import Store
 
@@ -125,6 +124,27 @@ class Batch:
             self.done(item_kind, ids)
 
 
+class Model(Protocol):
+    """What a stage needs from the model: ``stash_pipeline.consolidation.reasoner.Reasoner``.
+
+    Stated here, not imported, so the stages depend on this one method and not on the
+    consolidation package that runs them (which imports the stages).
+    """
+
+    def call(
+        self,
+        stage: str,
+        namespace_id: int | None,
+        system: str,
+        user: str,
+        schema: type[Any],
+        *,
+        run: Any,
+        validate: Callable[[Any], None] | None = None,
+        split_on_truncation: bool = False,
+    ) -> Any: ...
+
+
 @dataclass
 class StageContext:
     """What a stage module gets: the store, its namespace, cursors, the model, the report."""
@@ -133,8 +153,9 @@ class StageContext:
     stage: str
     namespace_id: int
     namespace: str
-    reasoner: Reasoner | None
-    ledger: RunLedger
+    reasoner: Model | None
+    #: calls and tokens of this run (``consolidation.reasoner.RunLedger``), passed to every call
+    ledger: Any
     report: StageReport
     #: the prompts the stage's table entry lists; ``call`` sends no other
     prompts: tuple[Prompt, ...] = ()
