@@ -190,8 +190,8 @@ def main() -> int:
 
     import psycopg
 
-    from stash_pipeline import consolidation
     from stash_pipeline.config import load_settings
+    from stash_pipeline.consolidation import runner
     from stash_pipeline.db.dsn import database_dsn
     from stash_pipeline.db.migrate import migrate
     from stash_pipeline.memory import episodes, failures, goals, hypotheses, namespaces
@@ -250,7 +250,7 @@ def main() -> int:
                 episodes.remember_batch(store, namespace, [{"content": t} for t in texts])
             n_episodes = sum(len(t) for t in data.values())
 
-            reports = consolidation.run_tree(store, "/bench")
+            reports = runner.run_tree(store, "/bench")
             per_stage: dict[str, Counter[str]] = defaultdict(Counter)
             for report in reports:
                 stats = per_stage[report.stage]

@@ -178,7 +178,7 @@ def evaluate(base_url: str, model: str, *, embedder: str = "minilm", structured:
              timeout_s: float = 120.0, api_key: str | None = None,
              streams: list[str] | None = None) -> dict[str, Any]:
     """Consolidate every stream (or the named ones) against the endpoint and score the result."""
-    from stash_pipeline import consolidation
+    from stash_pipeline.consolidation import runner
     from stash_pipeline.memory import episodes, namespaces
 
     overrides: dict[str, Any] = {"openai_base_url": base_url, "reasoner_model": model,
@@ -196,7 +196,7 @@ def evaluate(base_url: str, model: str, *, embedder: str = "minilm", structured:
             namespace = f"/quality/{stream['stream']}"
             namespaces.create(store, namespace)
             episodes.remember_batch(store, namespace, [{"content": e["text"]} for e in stream["episodes"]])
-            for report in consolidation.run_all(store, namespace, stages=STAGES):
+            for report in runner.run_all(store, namespace, stages=STAGES):
                 statuses[f"{stream['stream']}/{report.stage}"] = report.status
             per_stream[stream["stream"]] = scored = _score_stream(store, stream, namespace)
             # progress for slow CPU runs: one line per stream as it finishes

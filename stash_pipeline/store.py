@@ -46,9 +46,10 @@ class Store:
         """The store for ``settings``: the one way a surface builds the database gateway.
 
         Without ``db``, a pool of ``pool_max`` connections (default STASH_DB_POOL_MAX) is
-        made for the database ``stash_pipeline.db.dsn`` picks, starting the embedded
-        server if it is the database and not running; ``timeout`` is how long a caller
-        waits for a connection (default 15 s).
+        made for the database ``stash_pipeline.db.dsn`` picks; an embedded server that is
+        the database must already run (entry points start it: ``stash up``, the CLI, test
+        fixtures), else ``DatabaseUnavailable`` says how to start it. ``timeout`` is how
+        long a caller waits for a connection (default 15 s).
         """
         return cls(
             settings=settings,

@@ -151,13 +151,15 @@ class Database:
     ) -> Database:
         """The gateway for ``settings`` (surfaces call ``Store.open``, which calls this).
 
-        The DSN comes from ``stash_pipeline.db.dsn``; an embedded server that is the
-        database and is not running is started.
+        The DSN comes from ``stash_pipeline.db.dsn``. An embedded server that is the
+        database and is not running is an error (``DatabaseUnavailable``, transient: a
+        Dagster step retries it); only entry points start it (``dsn.py``).
         """
-        from stash_pipeline.db.dsn import database_dsn
+        from stash_pipeline.db.dsn import database_dsn, require_running
 
+        require_running(settings)
         return cls(
-            database_dsn(settings, start=True),
+            database_dsn(settings),
             max_size=max_size or settings.db_pool_max,
             timeout=settings.db_timeout_s if timeout is None else timeout,
         )

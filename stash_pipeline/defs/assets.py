@@ -51,7 +51,7 @@ def run_or_fail(store: Store, slug: str, stage: str, run_id: str) -> StageReport
     """``run_stage``, with its outcome sorted into retry (re-raise) or permanent failure (``dg.Failure``)."""
     # Imported here: the runner pulls in the reasoner/openai stack, which sensor ticks and
     # the webserver (both import this module) never need.
-    from stash_pipeline.consolidation import run_stage
+    from stash_pipeline.consolidation.runner import run_stage
 
     try:
         report = run_stage(store, slug, stage, run_id=run_id)
@@ -78,13 +78,13 @@ def run_or_fail(store: Store, slug: str, stage: str, run_id: str) -> StageReport
 
 
 def rebuild_first(context: dg.AssetExecutionContext, store: Store, slug: str, stage: str) -> None:
-    """Withdraw what ``stage`` derived in the namespace and rewind it (``stash_pipeline.rebuild``).
+    """Withdraw what ``stage`` derived in the namespace and rewind it (``stash_pipeline.consolidation.rebuild``).
 
     The token is the root run id: a step retry or a re-execution of this run does not
     withdraw again what the run has re-derived since.
     """
+    from stash_pipeline.consolidation.rebuild import rebuild_namespace
     from stash_pipeline.memory.namespaces import get as get_namespace
-    from stash_pipeline.rebuild import rebuild_namespace
 
     with store.db.transaction() as tx:
         row = get_namespace(tx, slug)
@@ -105,7 +105,7 @@ def run_many(context: dg.AssetExecutionContext, stash: StashResource, spec: Stag
     Dagster records the summary on every partition of the range. A namespace that fails
     does not stop the others; the step fails afterwards, naming them.
     """
-    from stash_pipeline.consolidation import run_stage
+    from stash_pipeline.consolidation.runner import run_stage
 
     slugs = [namespace_slug(key) for key in context.partition_keys]
     totals = StageReport(stage=spec.name, namespace="")

@@ -4,9 +4,10 @@
   "Completed with errors" means the stage succeeded for the good items (its cursor
   advanced) and tells the operator to look at ``dead_letters``; downstream stages are not
   blocked.
-* ``lineage_complete`` on the stages whose rows must point at their sources (those with
-  a ``lineage_kind`` in ``STAGES``): WARN when a derived row of that kind in the
-  namespace has no lineage parent — every derived row must be traceable to what it came
+* ``lineage_complete`` on the stages whose rows must point at their sources (those whose
+  ``outputs`` in ``STAGES`` include a kind ``dagster_lineage_orphans`` counts,
+  ``LINEAGE_KINDS``): WARN when a derived row of such a kind in the namespace has no
+  lineage parent — every derived row must be traceable to what it came
   from. Asserted facts and links are the agent's own words and are exempt.
 
 Both are partitioned by namespace, so the UI shows them per partition. Partitioned
@@ -26,6 +27,13 @@ from stash_pipeline.store import Store
 
 ITEM_CHECK = "no_item_errors"
 LINEAGE_CHECK = "lineage_complete"
+#: the derived kinds the ``dagster_lineage_orphans`` query counts (one column each)
+LINEAGE_KINDS = ("fact", "relationship", "pattern", "causal_link")
+
+
+def lineage_kinds(spec: StageSpec) -> list[str]:
+    """The stage's output kinds that ``lineage_complete`` checks."""
+    return [kind for kind in spec.outputs if kind in LINEAGE_KINDS]
 
 
 def check_specs(spec: StageSpec) -> list[dg.AssetCheckSpec]:
@@ -46,13 +54,14 @@ def _check_specs(spec: StageSpec) -> list[dg.AssetCheckSpec]:
             description="Warns when items failed or were dead-lettered in this run (see dead_letters).",
         )
     ]
-    if spec.lineage_kind is not None:
+    kinds = lineage_kinds(spec)
+    if kinds:
         checks.append(
             dg.AssetCheckSpec(
                 LINEAGE_CHECK,
                 asset=spec.name,
                 partitions_def=namespaces_partitions,
-                description=f"Every derived {spec.lineage_kind} of the namespace has at least one lineage parent.",
+                description=f"Every derived {' / '.join(kinds)} of the namespace has at least one lineage parent.",
             )
         )
     return checks
@@ -68,16 +77,16 @@ def check_results(spec: StageSpec, report: StageReport, store: Store, slug: str)
             metadata={"items_failed": report.items_failed, "dead_lettered": report.dead_lettered},
         )
     ]
-    kind = spec.lineage_kind
-    if kind is not None:
+    kinds = lineage_kinds(spec)
+    if kinds:
         row = store.db.one("dagster_lineage_orphans", slug=slug) or {}
-        orphans = int(row.get(kind) or 0)
+        orphans = sum(int(row.get(kind) or 0) for kind in kinds)
         results.append(
             dg.AssetCheckResult(
                 check_name=LINEAGE_CHECK,
                 passed=orphans == 0,
                 severity=dg.AssetCheckSeverity.WARN,
-                metadata={"orphans": orphans, "kind": kind},
+                metadata={"orphans": orphans, "kind": ", ".join(kinds)},
             )
         )
     return results

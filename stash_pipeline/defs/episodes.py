@@ -72,13 +72,3 @@ def episode_events(
         events.append(dg.AssetMaterialization("episodes", partition=partition_key(slug), tags=tags, metadata=metadata))
         remember[slug] = head
     return events, remember
-
-
-def behind_keys(rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Partition keys whose episode head is ahead of the facts cursor."""
-    return [
-        partition_key(r["slug"])
-        for r in rows
-        if r["stage"] == EPISODE_STAGE and int(r["head"]) > int(r["cursor"])
-    ]
-

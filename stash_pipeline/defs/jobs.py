@@ -1,10 +1,10 @@
 """Rebuild jobs: one partitioned job per rebuildable stage, launchable as a backfill.
 
-``rebuild_facts`` (likewise ``rebuild_relationships``, ``rebuild_causal_links``,
-``rebuild_patterns``) selects the stage and every model stage downstream of it, and
+One job per stage whose ``STAGES`` entry has a ``rebuild_query``: ``rebuild_facts``
+(likewise ``rebuild_relationships``, ``rebuild_causal_links``, ``rebuild_patterns``) selects the stage and every model stage downstream of it, and
 carries the run tag ``stash/rebuild=<stage>``. In each namespace partition the stage's
 asset first withdraws what it derived there (and, through lineage, what later stages
-derived from that) and rewinds its cursor (``stash_pipeline.rebuild``), then runs; the
+derived from that) and rewinds its cursor (``stash_pipeline.consolidation.rebuild``), then runs; the
 downstream stages of the same run consume the re-derived rows. Launch it from the UI
 (Jobs → ``rebuild_facts`` → Materialize… / Launchpad, or its Partitions tab → Launch
 backfill over many namespaces) or with ``stash consolidate rebuild`` outside Dagster.
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+from stash_pipeline.consolidation.rebuild import REBUILDABLE
 from stash_pipeline.defs.assets import REBUILD_TAG, STAGE_KEYS
 from stash_pipeline.defs.partitions import namespaces_partitions
-from stash_pipeline.rebuild import REBUILDABLE
 from stash_pipeline.stages import STAGES
 
 #: stages a rebuild run re-derives after the rebuilt one (decay is left to its schedule)

@@ -19,8 +19,11 @@
     not requested twice within a bucket, yet a failed run is retried by a later bucket
     instead of being blocked by its run key forever. Model-bound stages are skipped while
     no reasoner is configured (their runs would fail); the skip reason then names the
-    blocked stages and how many namespaces wait on each, never "caught up". It also
-    reports each new episode head as the data version of ``episodes`` (``episodes.py``).
+    blocked stages, how many namespaces wait on each and the first of them by name, never
+    "caught up"; likewise a tick whose namespaces all have a run in flight names them. It
+    also reports each new episode head as the data version of ``episodes``
+    (``episodes.py``) and each stage partition's changed backlog as an observation of the
+    stage asset (``backlog.py``), so a namespace with input waiting does not look empty.
 
 Which stages are watched, their heads and gates all come from the stage table
 (``stash_pipeline.stages.STAGES``, passed to ``stage_backlog`` by ``backlog_parameters``).
@@ -40,7 +43,8 @@ import dagster as dg
 from dagster import SensorEvaluationContext
 
 from stash_pipeline.defs.assets import STAGE_KEYS
-from stash_pipeline.defs.episodes import behind_keys, episode_events
+from stash_pipeline.defs.backlog import backlog_events, changed_rows, count_backlog
+from stash_pipeline.defs.episodes import episode_events
 from stash_pipeline.defs.partitions import NAMESPACES, PARTITION_TAG, namespaces_partitions, partition_key
 from stash_pipeline.defs.resources import StashResource
 from stash_pipeline.stages import STAGES, backlog_parameters
@@ -49,6 +53,8 @@ from stash_pipeline.stages import STAGES, backlog_parameters
 MAX_RUNS_PER_TICK = 50
 #: Run keys repeat within this window: a failed run is re-requested at most once per bucket.
 RUN_KEY_BUCKET_S = 900
+#: Namespaces a skip reason names before "and N more".
+NAMED_IN_SKIP_REASON = 5
 #: New namespaces added per discovery tick.
 DISCOVERY_BATCH = 1000
 
@@ -109,11 +115,23 @@ def blocked_backlog(rows: Iterable[Mapping[str, Any]], *, reasoner_configured: b
             blocked.setdefault(spec.name, set()).add(row["slug"])
     if not blocked:
         return ""
-    stages = ", ".join(f"{stage} ({len(slugs)} namespace(s))" for stage, slugs in blocked.items())
+    stages = ", ".join(f"{stage} ({len(slugs)} namespace(s): {name_some(sorted(slugs))})" for stage, slugs in blocked.items())
     return (
         f"blocked: {stages} have new input but no reasoner is configured; "
         "set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL"
     )
+
+
+def name_some(slugs: Sequence[str], limit: int = NAMED_IN_SKIP_REASON) -> str:
+    """The first ``limit`` namespaces by name, and how many more: "/a, /b and 3 more"."""
+    shown = ", ".join(slugs[:limit])
+    return f"{shown} and {len(slugs) - limit} more" if len(slugs) > limit else shown
+
+
+def waiting_keys(rows: Iterable[Mapping[str, Any]], reported_backlog: Mapping[str, Any]) -> list[str]:
+    """Partition keys with input waiting for some stage, or reported waiting on an earlier tick."""
+    slugs = {r["slug"] for r in rows if int(r["head"] or 0) > int(r["cursor"] or 0)} | set(reported_backlog)
+    return sorted(partition_key(slug) for slug in slugs)
 
 
 def round_robin(slugs: Sequence[str], after: str, limit: int) -> list[str]:
@@ -175,32 +193,46 @@ def read_backlog(stash: StashResource) -> tuple[list[dict[str, Any]], bool]:
 )
 def watermark_sensor(context: SensorEvaluationContext, stash: StashResource) -> dg.SensorResult:
     state = json.loads(context.cursor) if context.cursor else {}
-    rows, reasoner_configured = read_backlog(stash)
+    reported_backlog = state.get("backlog", {})
+    with stash.open_store() as store:
+        rows = store.db.all("stage_backlog", **backlog_parameters())
+        reasoner_configured = store.settings.reasoner_configured
+        # one partition lookup for every key this tick may report on
+        keys = waiting_keys(rows, reported_backlog)
+        existing = context.instance.get_existing_dynamic_partitions(NAMESPACES, keys) if keys else set()
+        changed = changed_rows(rows, reported_backlog, existing)
+        counts = count_backlog(store, changed)
     # new episode heads become `episodes` data versions, so the UI shows partitions behind
-    behind = behind_keys(rows)
-    existing = context.instance.get_existing_dynamic_partitions(NAMESPACES, behind) if behind else set()
-    events, reported = episode_events(rows, state.get("observed", {}), existing)
+    episode_evts, reported = episode_events(rows, state.get("observed", {}), existing)
+    # each stage partition's backlog, so one with input waiting does not look empty
+    backlog_evts, backlog_state = backlog_events(
+        rows, changed, counts, reported_backlog, reasoner_configured=reasoner_configured
+    )
+    events = [*episode_evts, *backlog_evts]
     work = pending_work(rows, stages=WATERMARK_STAGES, reasoner_configured=reasoner_configured)
     blocked = blocked_backlog(rows, reasoner_configured=reasoner_configured)
+
+    def cursor(after: str) -> str:
+        return json.dumps({"after": after, "observed": reported, "backlog": backlog_state})
+
     if not work:
-        cursor = json.dumps({"after": state.get("after", ""), "observed": reported})
         return dg.SensorResult(
-            skip_reason=blocked or "every stage is caught up", cursor=cursor, asset_events=events
+            skip_reason=blocked or "every stage is caught up", cursor=cursor(state.get("after", "")), asset_events=events
         )
     busy = in_flight_partitions(context.instance, [partition_key(s) for s in work])
     ready = [slug for slug in work if partition_key(slug) not in busy]
     chosen = round_robin(ready, state.get("after", ""), MAX_RUNS_PER_TICK)
     if not chosen:
-        cursor = json.dumps({"after": state.get("after", ""), "observed": reported})
+        waiting = sorted(slug for slug in work if partition_key(slug) in busy)
         return dg.SensorResult(
-            skip_reason=f"{len(busy)} namespace(s) with work already have a run",
-            cursor=cursor,
+            skip_reason=f"{len(waiting)} namespace(s) with work already have a run: {name_some(waiting)}",
+            cursor=cursor(state.get("after", "")),
             asset_events=events,
         )
     return dg.SensorResult(
         run_requests=run_requests(work, chosen, trigger="watermark", now=time.time()),
         dynamic_partitions_requests=missing_partitions_request(context.instance, [partition_key(s) for s in chosen]),
-        cursor=json.dumps({"after": chosen[-1], "observed": reported}),
+        cursor=cursor(chosen[-1]),
         asset_events=events,
     )
 

@@ -1,13 +1,18 @@
 """The stage table: each consolidation stage described once, in ``STAGES``.
 
-Everything else is generated from / driven by this table: the runner calls
-``spec.run``; the ``stage_backlog`` query (``db/queries/consolidation.sql``) gets the
-table's source/head/gate columns as parameters (``backlog_parameters``); the Dagster
-assets take ``deps``, ``pool`` and ``needs_model``, the asset checks ``lineage_kind``,
-the watermark sensor every stage with a ``source``; the CLI and the MCP ``consolidate``
-tool list ``STAGE_NAMES``. Adding a stage is one entry here plus its module
-``stash_pipeline/stages/<name>.py`` exposing ``run(ctx: StageContext) -> None`` (and its
-prompts in ``versions.STAGE_PROMPTS``, so they count in its code version).
+It is the only list of stages; everything else reads it. The runner calls ``spec.run``
+(and lets a stage send only the ``prompts`` its entry lists); the ``stage_backlog`` query
+(``db/queries/consolidation.sql``) gets the table's source/head/gate columns as
+parameters (``backlog_parameters``); the stage's code version is a digest of its
+``prompts``, the model and ``logic_version`` (``stages/versions.py``); the dry-run plan
+divides the backlog by ``items_per_call`` (``consolidation/plan.py``); a rebuild runs the
+entry's ``rebuild_query`` (``consolidation/rebuild.py``); the Dagster assets take
+``deps``, ``pool`` and ``needs_model``, the asset checks ``outputs``, the watermark sensor
+every stage with a ``source``, the rebuild jobs every stage with a ``rebuild_query``; the
+CLI and the MCP ``consolidate`` tool list ``STAGE_NAMES``. Adding a stage is one entry
+here plus its module ``stash_pipeline/stages/<name>.py`` exposing
+``run(ctx: StageContext) -> None``; ``tests/unit/test_stage_table.py`` adds one and
+checks that everything follows.
 
 Columns that decide when a stage has work (``stage_backlog``):
 
@@ -19,8 +24,15 @@ Columns that decide when a stage has work (``stage_backlog``):
 * ``gate`` — work only while the namespace has one: ``active_goal`` |
   ``open_hypothesis`` | ``failure``.
 
-``logic_version`` is part of the stage's code version (``stages/versions.py``), with its
-prompts, answer schemas and the model name.
+Columns about what a stage sends and writes:
+
+* ``prompts`` — every (system prompt, answer schema) pair the stage sends
+  (``StageContext.call`` refuses any other, so none can escape the code version);
+* ``items_per_call`` — how many input items one model call takes, from the settings;
+* ``outputs`` — the lineage kinds of the rows the stage derives, its own kind first
+  (``lineage_complete`` checks them; a rebuild withdraws rows of the first);
+* ``rebuild_query`` — the named query withdrawing the stage's own rows in a namespace
+  (None: its outputs are kept as history and it cannot be rebuilt).
 
 ``deps`` are the upstream assets in the Dagster graph (``episodes`` is the external
 asset written by the MCP service).
@@ -30,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from stash_pipeline import errors
 from stash_pipeline.stages import (
@@ -41,11 +53,25 @@ from stash_pipeline.stages import (
     goal_progress,
     hypothesis_evidence,
     patterns,
+    prompts,
     relationships,
 )
-from stash_pipeline.stages.context import REPORT_KEYS, StageContext, StageReport
+from stash_pipeline.stages.context import REPORT_KEYS, Prompt, StageContext, StageReport
 
-__all__ = ["REPORT_KEYS", "STAGES", "STAGE_NAMES", "StageReport", "StageSpec", "backlog_parameters", "get_stage"]
+if TYPE_CHECKING:
+    from stash_pipeline.config import Settings
+
+__all__ = [
+    "REBUILDABLE",
+    "REPORT_KEYS",
+    "STAGES",
+    "STAGE_NAMES",
+    "Prompt",
+    "StageReport",
+    "StageSpec",
+    "backlog_parameters",
+    "get_stage",
+]
 
 Source = Literal["episodes", "facts", "failures", "none"]
 Gate = Literal["active_goal", "open_hypothesis", "failure"]
@@ -62,41 +88,88 @@ class StageSpec:
     head_stage: str | None = None
     aux_source: Source | None = None
     gate: Gate | None = None
-    #: lineage child kind of the rows the stage derives (checked by ``lineage_complete``)
-    lineage_kind: str | None = None
+    #: every (system prompt, answer schema) the stage sends; part of its code version
+    prompts: tuple[Prompt, ...] = ()
+    #: input items one model call takes (the stage module's batch size), for the dry-run plan
+    items_per_call: Callable[[Settings], int] | None = None
+    #: lineage kinds of the rows the stage derives, its own kind first (checked by ``lineage_complete``)
+    outputs: tuple[str, ...] = ()
+    #: named query withdrawing the stage's own rows in a namespace (None = not rebuildable)
+    rebuild_query: str | None = None
     needs_model: bool = True
     #: Dagster concurrency pool for model-bound steps (None = no pool)
     pool: str | None = "model"
     #: bump when the stage's Python logic changes what it writes (part of its code version)
     logic_version: int = 1
 
+    def __post_init__(self) -> None:
+        # a stage missing a column would fail later, far from its entry (a KeyError in the
+        # plan, a prompt outside its code version): refuse the entry itself
+        if self.needs_model and (not self.prompts or self.items_per_call is None):
+            raise errors.ConfigurationError(f"model stage {self.name!r} needs its prompts and items_per_call")
+        if not self.needs_model and self.prompts:
+            raise errors.ConfigurationError(f"stage {self.name!r} sends prompts but says it needs no model")
+        if self.rebuild_query is not None and not self.outputs:
+            raise errors.ConfigurationError(f"stage {self.name!r} is rebuildable but names no output kind")
+
     @property
     def watermarked(self) -> bool:
         """Whether new source rows trigger the stage (else only its schedule runs it)."""
         return self.source != "none"
 
+    @property
+    def lineage_kind(self) -> str | None:
+        """The kind of the stage's own rows (what a rebuild withdraws), if it derives any."""
+        return self.outputs[0] if self.outputs else None
+
+    def per_call(self, settings: Settings) -> int | None:
+        """Items one model call takes under ``settings`` (None for a stage without a model)."""
+        return self.items_per_call(settings) if self.items_per_call is not None else None
+
+
+_ENTITIES = (prompts.ENTITIES, prompts.EntitiesAnswer)
 
 STAGES: tuple[StageSpec, ...] = (
     StageSpec("facts", "Cluster new episodes and synthesise grounded facts (+ contradiction check).",
-              facts.run, ("episodes",), "episodes", lineage_kind="fact"),
+              facts.run, ("episodes",), "episodes",
+              prompts=((prompts.FACTS, prompts.FactsAnswer), (prompts.CONTRADICTIONS, prompts.ContradictionsAnswer),
+                       _ENTITIES),
+              items_per_call=lambda settings: settings.facts_clusters_per_call,
+              outputs=("fact", "contradiction"), rebuild_query="rebuild_withdraw_facts"),
     StageSpec("relationships", "Extract entity relationships from new facts, several facts per call.",
-              relationships.run, ("facts",), "facts", lineage_kind="relationship"),
+              relationships.run, ("facts",), "facts",
+              prompts=((prompts.RELATIONSHIPS, prompts.RelationshipsAnswer), _ENTITIES),
+              items_per_call=lambda settings: settings.relationships_facts_per_call,
+              outputs=("relationship",), rebuild_query="rebuild_withdraw_relationships"),
     StageSpec("causal_links", "Find cause→effect links among new facts (own cursor).",
-              causal_links.run, ("relationships", "facts"), "facts", lineage_kind="causal_link"),
+              causal_links.run, ("relationships", "facts"), "facts",
+              prompts=((prompts.CAUSAL_LINKS, prompts.CausalAnswer),),
+              items_per_call=lambda settings: causal_links.WINDOW,
+              outputs=("causal_link",), rebuild_query="rebuild_withdraw_causal_links"),
     StageSpec("patterns", "Abstract recurring patterns from facts and their relationships.",
               patterns.run, ("facts", "relationships"), "facts", head_stage="relationships",
-              lineage_kind="pattern"),
+              prompts=((prompts.PATTERNS, prompts.PatternsAnswer),),
+              items_per_call=lambda settings: patterns.BATCH,
+              outputs=("pattern",), rebuild_query="rebuild_withdraw_patterns"),
     StageSpec("goal_progress", "Append model progress notes to active goals from new facts.",
-              goal_progress.run, ("facts",), "facts", gate="active_goal"),
+              goal_progress.run, ("facts",), "facts", gate="active_goal",
+              prompts=((prompts.GOAL_PROGRESS, prompts.GoalProgressAnswer),),
+              items_per_call=lambda settings: goal_progress.BATCH),
     StageSpec("failure_patterns", "Detect repeated failures and failure patterns in new episodes.",
-              failure_patterns.run, ("episodes",), "episodes", aux_source="failures", gate="failure"),
+              failure_patterns.run, ("episodes",), "episodes", aux_source="failures", gate="failure",
+              prompts=((prompts.FAILURE_PATTERNS, prompts.FailurePatternsAnswer), _ENTITIES),
+              items_per_call=lambda settings: failure_patterns.EVIDENCE_BATCH),
     StageSpec("hypothesis_evidence", "Judge new facts as evidence for open hypotheses.",
-              hypothesis_evidence.run, ("facts",), "facts", gate="open_hypothesis"),
+              hypothesis_evidence.run, ("facts",), "facts", gate="open_hypothesis",
+              prompts=((prompts.HYPOTHESIS_EVIDENCE, prompts.HypothesisAnswer),),
+              items_per_call=lambda settings: hypothesis_evidence.BATCH),
     StageSpec("decay", "Decay stale current facts and expire those below the threshold (pure SQL).",
               decay.run, ("facts",), "none", needs_model=False, pool=None),
 )
 
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
+#: stages whose outputs a rebuild can withdraw (goal notes, verdicts, failure patterns are history)
+REBUILDABLE: tuple[str, ...] = tuple(s.name for s in STAGES if s.rebuild_query is not None)
 
 
 def get_stage(name: str) -> StageSpec:

@@ -1,6 +1,6 @@
 """What a stage module runs with: ``StageContext``, its ``Batch`` transactions, the ``StageReport``.
 
-The runner (``stash_pipeline.consolidation``) builds one ``StageContext`` per stage run,
+The runner (``stash_pipeline.consolidation.runner``) builds one ``StageContext`` per stage run,
 holding the stage's lock. A stage module selects a bounded batch after ``ctx.cursor``,
 calls the model OUTSIDE any transaction (``ctx.call``), then commits the batch's outputs,
 lineage, dead-letter bookkeeping and the new cursor in ONE transaction
@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from stash_pipeline.db.gateway import Session
-    from stash_pipeline.reasoner import Reasoner, RunLedger
     from stash_pipeline.store import Store
 
 #: item-level failures: counted, dead-lettered, the batch goes on (anything else fails the run)
@@ -35,6 +34,9 @@ ITEM_ERRORS: tuple[type[BaseException], ...] = (
     errors.Conflict,
     errors.RecordNotFound,
 )
+
+#: A (system prompt, answer schema) pair a stage sends to the model.
+Prompt = tuple[str, type[BaseModel]]
 
 #: Stable metadata keys shared by every stage (Dagster plots line up on them).
 REPORT_KEYS = (
@@ -122,6 +124,27 @@ class Batch:
             self.done(item_kind, ids)
 
 
+class Model(Protocol):
+    """What a stage needs from the model: ``stash_pipeline.consolidation.reasoner.Reasoner``.
+
+    Stated here, not imported, so the stages depend on this one method and not on the
+    consolidation package that runs them (which imports the stages).
+    """
+
+    def call(
+        self,
+        stage: str,
+        namespace_id: int | None,
+        system: str,
+        user: str,
+        schema: type[Any],
+        *,
+        run: Any,
+        validate: Callable[[Any], None] | None = None,
+        split_on_truncation: bool = False,
+    ) -> Any: ...
+
+
 @dataclass
 class StageContext:
     """What a stage module gets: the store, its namespace, cursors, the model, the report."""
@@ -130,9 +153,12 @@ class StageContext:
     stage: str
     namespace_id: int
     namespace: str
-    reasoner: Reasoner | None
-    ledger: RunLedger
+    reasoner: Model | None
+    #: calls and tokens of this run (``consolidation.reasoner.RunLedger``), passed to every call
+    ledger: Any
     report: StageReport
+    #: the prompts the stage's table entry lists; ``call`` sends no other
+    prompts: tuple[Prompt, ...] = ()
     cursor: int = 0
     aux_cursor: int = 0
 
@@ -148,7 +174,16 @@ class StageContext:
         validate: Callable[[Any], None] | None = None,
         split_on_truncation: bool = False,
     ) -> Any:
-        """One validated model answer (see ``Reasoner.call``); ``validate`` raises ValueError to retry."""
+        """One validated model answer (see ``Reasoner.call``); ``validate`` raises ValueError to retry.
+
+        The prompt must be one of the stage's ``prompts`` (its ``STAGES`` entry): they are
+        its code version, and a prompt sent beside them would change its output while Dagster
+        still shows its partitions in sync.
+        """
+        if (system, schema) not in self.prompts:
+            raise errors.ConfigurationError(
+                f"stage {self.stage!r} sends a prompt ({schema.__name__}) its StageSpec.prompts does not list"
+            )
         if self.reasoner is None:
             raise errors.ReasonerNotConfigured()
         return self.reasoner.call(

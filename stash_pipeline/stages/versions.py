@@ -1,7 +1,8 @@
 """Stage code versions: a digest of everything that decides what a stage writes.
 
-``code_version(spec, model)`` hashes the stage's prompts (system text), the JSON schema
-of each answer it asks the model for, the model name and the stage's
+``code_version(spec, model)`` hashes the stage's prompts (``StageSpec.prompts``: the
+system text and the JSON schema of each answer it asks the model for; the runner lets a
+stage send no other), the model name and the stage's
 ``logic_version`` (bumped by hand when its Python logic changes what it writes). Change
 any of them and the version changes, so Dagster marks every materialized partition of
 that stage as unsynced ("code version changed") until it is rebuilt.
@@ -15,28 +16,8 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
-
-from stash_pipeline.stages import prompts
-
 if TYPE_CHECKING:
     from stash_pipeline.stages import StageSpec
-
-#: The (system prompt, answer schema) pairs each stage sends; keep in step with the stage modules.
-STAGE_PROMPTS: dict[str, tuple[tuple[str, type[BaseModel]], ...]] = {
-    "facts": (
-        (prompts.FACTS, prompts.FactsAnswer),
-        (prompts.CONTRADICTIONS, prompts.ContradictionsAnswer),
-        (prompts.ENTITIES, prompts.EntitiesAnswer),
-    ),
-    "relationships": ((prompts.RELATIONSHIPS, prompts.RelationshipsAnswer), (prompts.ENTITIES, prompts.EntitiesAnswer)),
-    "causal_links": ((prompts.CAUSAL_LINKS, prompts.CausalAnswer),),
-    "patterns": ((prompts.PATTERNS, prompts.PatternsAnswer),),
-    "goal_progress": ((prompts.GOAL_PROGRESS, prompts.GoalProgressAnswer),),
-    "failure_patterns": ((prompts.FAILURE_PATTERNS, prompts.FailurePatternsAnswer), (prompts.ENTITIES, prompts.EntitiesAnswer)),
-    "hypothesis_evidence": ((prompts.HYPOTHESIS_EVIDENCE, prompts.HypothesisAnswer),),
-    "decay": (),
-}
 
 #: Length of the hex digest shown in the UI: short enough to read, long enough never to collide.
 DIGEST_CHARS = 12
@@ -49,7 +30,7 @@ def version_inputs(spec: StageSpec, model: str | None) -> dict[str, object]:
         "logic_version": spec.logic_version,
         "model": model if spec.needs_model else None,
         "prompts": [
-            {"system": system, "schema": schema.model_json_schema()} for system, schema in STAGE_PROMPTS.get(spec.name, ())
+            {"system": system, "schema": schema.model_json_schema()} for system, schema in spec.prompts
         ],
     }
 

@@ -173,7 +173,7 @@ def doctor_checks() -> list[Check]:
             """One tiny structured call: mode, latency, or what to fix."""
             if not settings.reasoner_configured:
                 return ""
-            from stash_pipeline.reasoner_probe import probe
+            from stash_pipeline.consolidation.probe import probe
 
             result = probe(settings, store.db if store is not None else None)
             if not result.ok:

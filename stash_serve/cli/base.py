@@ -135,16 +135,11 @@ def store(*, check_schema: bool = True) -> Store:
     """
     ctx = click.get_current_context().find_root()
     if "stash.store" not in ctx.meta:
-        from stash_pipeline.db.dsn import database_dsn, start_embedded_if_needed
+        from stash_pipeline.db.dsn import database_dsn
         from stash_pipeline.store import Store
 
         current = settings()
-        if start_embedded_if_needed(current):
-            click.echo(
-                f"started the embedded PostgreSQL on 127.0.0.1:{current.db_port} "
-                "(it keeps running; `stash db stop` stops it)",
-                err=True,
-            )
+        start_database()
         probe_database(database_dsn(current))
         opened = Store.open(current, pool_max=min(4, current.db_pool_max))
         ctx.call_on_close(opened.close)
@@ -152,6 +147,20 @@ def store(*, check_schema: bool = True) -> Store:
             ensure_schema_current(opened)
         ctx.meta["stash.store"] = opened
     return ctx.meta["stash.store"]
+
+
+def start_database() -> None:
+    """Start the embedded server when it is the database and is down (a CLI entry point may;
+    the library never does), saying so on stderr."""
+    from stash_pipeline.db.dsn import start_embedded_if_needed
+
+    current = settings()
+    if start_embedded_if_needed(current):
+        click.echo(
+            f"started the embedded PostgreSQL on 127.0.0.1:{current.db_port} "
+            "(it keeps running; `stash db stop` stops it)",
+            err=True,
+        )
 
 
 def probe_database(dsn: str, timeout: int = 5) -> None:

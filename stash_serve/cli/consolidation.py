@@ -1,5 +1,5 @@
 """``stash consolidate run|status|rebuild`` and ``stash dead-letters list|retry|drop``: the CLI face
-of the consolidation runner (``stash_pipeline.consolidation``) — the same entry point
+of the consolidation runner (``stash_pipeline.consolidation.runner``) — the same entry point
 Dagster and the MCP ``consolidate`` tool call."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def consolidate_run(
       stash consolidate run -n /projects/x --json
       stash consolidate run -n /projects/x --dry-run
     """
-    from stash_pipeline import consolidation
+    from stash_pipeline.consolidation import runner
     from stash_pipeline.stages import get_stage
 
     if stage is not None:
@@ -74,7 +74,7 @@ def consolidate_run(
     reports: list[Any] = []
     for path in [p.strip() for p in namespaces.split(",") if p.strip()] or ["/"]:
         reports.extend(
-            consolidation.run_tree(store, path, stages=[stage] if stage else None, wait=wait)
+            runner.run_tree(store, path, stages=[stage] if stage else None, wait=wait)
         )
     show(reports, as_json, REPORT_COLUMNS)
     if not as_json:
@@ -87,7 +87,7 @@ def consolidate_run(
 
 def _dry_run(store: Any, namespaces: str, stage: str | None, as_json: bool) -> None:
     """What ``run`` would do: read-only, no model call."""
-    from stash_pipeline.consolidation_plan import plan
+    from stash_pipeline.consolidation.plan import plan
 
     rows = plan(store, namespaces, [stage] if stage else None)
     show(rows, as_json, PLAN_COLUMNS)
@@ -129,11 +129,11 @@ def consolidate_status(namespaces: str, as_json: bool) -> None:
     Example:
       stash consolidate status -n /projects
     """
-    from stash_pipeline import consolidation
-    from stash_pipeline.reasoner_probe import describe_modes
+    from stash_pipeline.consolidation import runner
+    from stash_pipeline.consolidation.probe import describe_modes
 
     store = base.store()
-    show(consolidation.status(store, namespaces), as_json, STATUS_COLUMNS)
+    show(runner.status(store, namespaces), as_json, STATUS_COLUMNS)
     if not as_json:  # the JSON stays the per-stage list; the mode is in `stash doctor --json` too
         for line in describe_modes(store.settings, store.db):
             click.echo(line)
@@ -157,7 +157,7 @@ def consolidate_rebuild(namespace: str, stage: str, yes: bool, as_json: bool) ->
       stash consolidate rebuild -n /projects/x --stage facts
       stash consolidate rebuild -n /projects/x --stage facts --yes
     """
-    from stash_pipeline import rebuild
+    from stash_pipeline.consolidation import rebuild
 
     reports = rebuild.rebuild(base.store(), namespace, stage, apply=yes)
     show([r.to_json() for r in reports], as_json, REBUILD_COLUMNS)
@@ -192,7 +192,7 @@ def dead_letters_list(
     Example:
       stash dead-letters list -n /projects/x --status dead --json
     """
-    from stash_pipeline import dead_letters
+    from stash_pipeline.consolidation import dead_letters
 
     rows = dead_letters.list_(base.store(), namespaces, stage=stage, status=status, limit=limit, offset=offset)
     show(rows, as_json, DEAD_LETTER_COLUMNS)
@@ -211,7 +211,7 @@ def dead_letters_retry(ids: tuple[int, ...], namespaces: str, stage: str | None,
       stash dead-letters retry 12 13
       stash dead-letters retry -n /projects/x --stage facts
     """
-    from stash_pipeline import dead_letters
+    from stash_pipeline.consolidation import dead_letters
 
     result = dead_letters.retry(base.store(), list(ids) or None, namespaces=namespaces, stage=stage)
     _out("queued for retry", result, as_json)
@@ -230,7 +230,7 @@ def dead_letters_drop(ids: tuple[int, ...], namespaces: str, stage: str | None, 
     Example:
       stash dead-letters drop 12 --yes
     """
-    from stash_pipeline import dead_letters
+    from stash_pipeline.consolidation import dead_letters
 
     what = f"dead letter(s) {', '.join(map(str, ids))}" if ids else f"all dead letters{' of ' + stage if stage else ''} in {namespaces}"
     base.confirm(f"drop {what}?", yes)

@@ -37,6 +37,7 @@ def serve_mcp(transport: str, host: str, port: int, no_auth: bool) -> None:
     """
     from stash_serve.serve import run
 
+    base.start_database()  # an entry point: the library (Store.open) never starts the server
     run(base.settings(), transport=transport, host=host, port=port, no_auth=no_auth)
 
 

@@ -1,7 +1,8 @@
-"""`dagster dev -w workspace.yaml` (the packaged one) on Postgres: the daemon discovers a namespace and consolidates it.
+"""`dagster dev` in the repository root on Postgres: the daemon discovers a namespace and consolidates it.
 
-The whole deployment path, no manual step: the packaged dagster.yaml (storage in its
-own database on the test server), the workspace's code location, the sensors running
+The whole path from a checkout, no manual step: the root dagster.yaml and
+workspace.yaml, found by `dagster dev` itself (storage in its own database on the test
+server), the workspace's code location, the sensors running
 by default, runs launched in subprocesses that call the scripted model over HTTP.
 Slow (a minute or two): run with ``--run-slow``.
 """
@@ -80,7 +81,7 @@ def test_dagster_dev_discovers_and_consolidates_a_new_namespace(
     with ScriptedOpenAI(ScriptedModel()) as server:
         env = dagster_env(home=home, pg_admin_dsn=pg_admin_dsn, dagster_db=dagster_db, database_url=database_url,
                           stash_home=tmp_path / "stash_home", model_url=server.base_url)
-        proc = start_dagster_dev(home, env, port, tmp_path, log)
+        proc = start_dagster_dev(home, env, port, tmp_path, log, from_checkout=True)
         try:
             nodes = wait_for(
                 "the asset graph in the UI",

@@ -64,7 +64,7 @@ def test_stage_assets_declare_partitions_pools_retries_and_checks() -> None:
         assert asset.op.pool == spec.pool
         assert asset.op.retry_policy == RETRY_POLICY
         declared = {key.name for key in asset.check_keys}
-        expected = {checks.ITEM_CHECK} | ({checks.LINEAGE_CHECK} if spec.lineage_kind else set())
+        expected = {checks.ITEM_CHECK} | ({checks.LINEAGE_CHECK} if checks.lineage_kinds(spec) else set())
         assert declared == expected, spec.name
     assert {s.name for s in STAGES if s.pool == "model"} == {s.name for s in STAGES if s.needs_model}
 

@@ -238,7 +238,7 @@ def test_watermark_skips_model_stages_without_a_reasoner(
     # not "caught up": the skip reason names what is blocked and what to set
     reason = result.skip_reason.skip_message if result.skip_reason else ""
     assert "caught up" not in reason
-    assert "facts (1 namespace(s))" in reason and "relationships (" in reason
+    assert "facts (1 namespace(s): /a)" in reason and "relationships (1 namespace(s): /b)" in reason
     assert "STASH_REASONER_MODEL" in reason and "STASH_OPENAI_BASE_URL" in reason
 
 

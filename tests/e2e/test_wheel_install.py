@@ -88,7 +88,10 @@ def _check_wheel(work: Path, tmp_path: Path) -> None:
     built = time.monotonic()
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-    assert {"stash_serve/dagster_config/dagster.yaml", "stash_serve/dagster_config/workspace.yaml"} <= names
+        assert {"stash_serve/dagster_config/dagster.yaml", "stash_serve/dagster_config/workspace.yaml"} <= names
+        # what `stash up` runs with is the repository's one dagster.yaml / workspace.yaml
+        for name in ("dagster.yaml", "workspace.yaml"):
+            assert archive.read(f"stash_serve/dagster_config/{name}") == (ROOT / name).read_bytes(), name
 
     venv = work / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])

@@ -18,8 +18,9 @@ from alembic import command
 from click.testing import CliRunner
 from mcp import Client
 
-from stash_pipeline import consolidation, errors
+from stash_pipeline import errors
 from stash_pipeline.config import load_settings
+from stash_pipeline.consolidation import runner
 from stash_pipeline.db.migrate import _config, migrate
 from stash_pipeline.memory import facts, graph, interchange, namespaces, recall
 from stash_pipeline.store import Store
@@ -148,14 +149,14 @@ def test_resolving_keep_new_closes_the_old_interval_where_the_new_begins(store):
 def test_stage_facts_take_event_time_from_their_evidence(cstore, server, model):  # noqa: F811 (fixtures)
     paris_at = datetime(2026, 3, 1, 9, tzinfo=UTC)
     seed(cstore, "/t", ["Alice lives in Paris near the river Seine"], occurred_at=paris_at)
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     [paris] = rows(cstore, "SELECT id, valid_from, valid_until, recorded_at FROM facts")
     assert paris["valid_from"] == paris_at and paris["valid_until"] is None
     assert paris["recorded_at"] > paris_at
 
     # an older statement arriving late becomes history before the current fact
     seed(cstore, "/t", ["Alice lives in Lyon since the spring"], occurred_at=datetime(2025, 6, 1, tzinfo=UTC))
-    report = consolidation.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "facts")
     assert report.details["facts_created"] == 1 and "superseded" not in report.details
     lyon = rows(cstore, "SELECT * FROM facts WHERE value = 'Lyon'")[0]
     assert (lyon["valid_from"], lyon["valid_until"]) == (datetime(2025, 6, 1, tzinfo=UTC), paris_at)
@@ -167,7 +168,7 @@ def test_stage_facts_take_event_time_from_their_evidence(cstore, server, model):
     # a newer statement with a date in its text holds from that date and supersedes at it
     stated = datetime(2026, 6, 15, tzinfo=UTC)
     seed(cstore, "/t", ["Alice lives in Berlin since 2026-06-15"], occurred_at=datetime(2026, 7, 1, tzinfo=UTC))
-    report = consolidation.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "facts")
     assert report.details["superseded"] == 1
     berlin = rows(cstore, "SELECT id, valid_from FROM facts WHERE value = 'Berlin'")[0]
     assert berlin["valid_from"] == stated

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from stash_pipeline.reasoner import reset_mode_cache
+from stash_pipeline.consolidation.reasoner import reset_mode_cache
 from stash_serve.cli import cli
 from tests.support.openai_server import Reply, ScriptedOpenAI
 from tests.support.scripted_model import ScriptedModel

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from bench import consolidation_quality as quality
-from stash_pipeline.reasoner import reset_mode_cache
+from stash_pipeline.consolidation.reasoner import reset_mode_cache
 from tests.support.openai_server import ScriptedOpenAI
 from tests.support.scripted_model import ScriptedModel
 

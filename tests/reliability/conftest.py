@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from stash_pipeline import consolidation
+from stash_pipeline.consolidation import runner
 from stash_pipeline.memory import failures, goals, hypotheses
 from tests.integration.consolidation.conftest import cstore, model, rows, seed, server  # noqa: F401
 
@@ -187,16 +187,16 @@ def until_caught_up(store: Any, slug: str, max_runs: int = 6, **kwargs: Any) -> 
     Stages feed each other (failure_patterns writes repeat-failure episodes the facts stage
     reads next time), so one pass is not always a fixed point."""
     for n in range(1, max_runs + 1):
-        reports = consolidation.run_all(store, slug, **kwargs)
+        reports = runner.run_all(store, slug, **kwargs)
         quiet = all(r.rows_written == 0 and r.items_failed == 0 for r in reports)
-        if quiet and not any(r["has_work"] for r in consolidation.status(store, slug)):
+        if quiet and not any(r["has_work"] for r in runner.status(store, slug)):
             return n
-    raise AssertionError(f"{slug} not caught up after {max_runs} runs: {consolidation.status(store, slug)}")
+    raise AssertionError(f"{slug} not caught up after {max_runs} runs: {runner.status(store, slug)}")
 
 
 def cursor_problems(store: Any, slug: str) -> list[dict[str, Any]]:
     """(namespace, stage) rows whose cursor is beyond its source head."""
-    return [r for r in consolidation.status(store, slug) if r["stage"] != "decay" and r["cursor"] > r["head"]]
+    return [r for r in runner.status(store, slug) if r["stage"] != "decay" and r["cursor"] > r["head"]]
 
 
 def uncovered_before_cursor(store: Any, slug: str) -> list[str]:

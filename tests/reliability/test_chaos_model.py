@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from stash_pipeline import consolidation, errors
+from stash_pipeline import errors
+from stash_pipeline.consolidation import runner
 from tests.reliability.conftest import (
     FIGURES,
     duplicate_rows,
@@ -101,7 +102,7 @@ def _ledger(store: Any) -> int:
 
 @pytest.mark.parametrize("trial", trials(1, 5))
 def test_chaos_model_never_stalls_and_every_call_is_accounted(make_store: Any, trial: int) -> None:
-    from stash_pipeline.reasoner import reset_mode_cache
+    from stash_pipeline.consolidation.reasoner import reset_mode_cache
     from tests.reliability.conftest import WORKER_SETTINGS
     from tests.support.openai_server import ScriptedOpenAI
 
@@ -114,9 +115,9 @@ def test_chaos_model_never_stalls_and_every_call_is_accounted(make_store: Any, t
         )
         model.enabled = False
         prepare(store, "/calm")
-        consolidation.run_all(store, "/calm")
+        runner.run_all(store, "/calm")
         for _ in range(5):
-            consolidation.run_all(store, "/calm")
+            runner.run_all(store, "/calm")
         model.enabled = True
         prepare(store, "/chaos")
         (poison_id,) = seed(store, "/chaos", [POISON])
@@ -124,17 +125,17 @@ def test_chaos_model_never_stalls_and_every_call_is_accounted(make_store: Any, t
         failed_runs = 0
         for run in range(1, MAX_RUNS + 1):  # noqa: B007 (its last value is reported)
             try:
-                reports = consolidation.run_all(store, "/chaos")
+                reports = runner.run_all(store, "/chaos")
             except errors.StashError as exc:  # a run may fail; the next one must carry on
                 failed_runs += 1
                 FIGURES["chaos: run errors"][type(exc).__name__] += 1
                 continue
             failed_runs += any(r.status == "failed" for r in reports)
-            status = consolidation.status(store, "/chaos")
+            status = runner.status(store, "/chaos")
             if not any(r["has_work"] or r["dead_letters_pending"] for r in status):
                 break
         else:
-            raise AssertionError(f"stalled after {MAX_RUNS} runs: {consolidation.status(store, '/chaos')}")
+            raise AssertionError(f"stalled after {MAX_RUNS} runs: {runner.status(store, '/chaos')}")
 
         # every HTTP request the endpoint received is one ledger row (failed attempts included)
         received = len(server.chat_requests())
@@ -176,15 +177,15 @@ def test_truncated_body_is_a_recorded_transport_failure(cstore: Any, server: Any
     truncated = Reply(raw_body=b'{"id": "x", "choices": [{"index": 0, "message": {"content": "{\\"fa')
     server.responder = lambda request: truncated
     with pytest.raises(errors.ModelUnavailable, match="invalid response body"):
-        consolidation.run_stage(cstore, "/t", "facts")
+        runner.run_stage(cstore, "/t", "facts")
     assert _ledger(cstore) == len(server.chat_requests()) == 2  # first try + one retry, both recorded
     assert rows(cstore, "SELECT cursor, last_status FROM stage_checkpoints WHERE stage = 'facts'") == [
         {"cursor": 0, "last_status": "failed"}
     ]
-    reports = consolidation.run_all(cstore, "/t")  # run_all turns it into a failed report, never raises
+    reports = runner.run_all(cstore, "/t")  # run_all turns it into a failed report, never raises
     assert reports[0].status == "failed" and all(r.status == "skipped" for r in reports[1:-1])
     server.responder = model
-    assert consolidation.run_stage(cstore, "/t", "facts").rows_written == 1
+    assert runner.run_stage(cstore, "/t", "facts").rows_written == 1
 
 
 class PoisonModel(ScriptedModel):
@@ -210,7 +211,7 @@ def test_one_poison_episode_dead_letters_only_itself(cstore: Any, server: Any) -
     innocent = seed(cstore, "/p", [f"Deploy script failed with Postgres timeout on run {i}" for i in range(6)])
     (poison,) = seed(cstore, "/p", [POISON])
     for _ in range(6):
-        consolidation.run_all(cstore, "/p")
+        runner.run_all(cstore, "/p")
     dead = rows(cstore, "SELECT stage, item_id FROM dead_letters WHERE status = 'dead' ORDER BY stage, item_id")
     assert {(r["stage"], r["item_id"]) for r in dead if r["stage"] == "facts"} == {("facts", poison)}
     # the innocent episodes were judged as evidence (a repeat of the failure each), not dead-lettered

@@ -28,7 +28,7 @@ import dagster as dg
 import pytest
 from mcp import Client
 
-from stash_pipeline import consolidation
+from stash_pipeline.consolidation import runner
 from stash_pipeline.memory import namespaces as ns_ops
 from stash_serve.mcp.server import build_server
 from tests.dagster.conftest import resource_for
@@ -93,8 +93,8 @@ def test_four_runners_one_namespace_one_stage(
     for slug in ("/clean", "/race"):
         prepare(wstore, slug)
         if before:
-            consolidation.run_all(wstore, slug, stages=before)
-    clean = consolidation.run_stage(wstore, "/clean", stage)
+            runner.run_all(wstore, slug, stages=before)
+    clean = runner.run_stage(wstore, "/clean", stage)
     assert clean.rows_written > 0
 
     outcomes: dict[str, Any] = {}
@@ -113,7 +113,7 @@ def test_four_runners_one_namespace_one_stage(
 
     def library() -> None:
         wait_turn("library")
-        outcomes["library"] = consolidation.run_stage(wstore, "/race", stage).to_json()
+        outcomes["library"] = runner.run_stage(wstore, "/race", stage).to_json()
 
     def mcp_tool() -> None:
         async def go() -> Any:

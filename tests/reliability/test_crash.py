@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from stash_pipeline import consolidation
+from stash_pipeline.consolidation import runner
 from stash_pipeline.stages import STAGE_NAMES
 from tests.reliability.conftest import (
     FIGURES,
@@ -89,7 +89,7 @@ def test_kill9_worker_then_restart_equals_clean_run(
     for slug in ("/clean", "/crash"):
         prepare(wstore, slug)
     before = len(server.chat_requests())
-    consolidation.run_all(wstore, "/clean")
+    runner.run_all(wstore, "/clean")
     clean_calls = len(server.chat_requests()) - before
     until_caught_up(wstore, "/clean")
     assert clean_calls >= 10, "the corpus should keep a worker busy for many model calls"
@@ -124,7 +124,7 @@ def test_kill9_worker_then_restart_equals_clean_run(
     # confirms its hypothesis fact, so later batches (causal-link pairs, patterns) are cut
     # differently — equivalent knowledge, not the same rows (see docs/reliability.md).
     resume = list(STAGE_NAMES[STAGE_NAMES.index(killed_in):])
-    consolidation.run_all(wstore, "/crash", stages=resume, wait=True)
+    runner.run_all(wstore, "/crash", stages=resume, wait=True)
     until_caught_up(wstore, "/crash", wait=True)
     clean, crashed = canonical(wstore, "/clean"), canonical(wstore, "/crash")
     for kind in clean:
@@ -138,6 +138,6 @@ def test_kill9_worker_then_restart_equals_clean_run(
     FIGURES["crash"]["trials held"] += 1
 
     # and one more run is a no-op
-    again = consolidation.run_all(wstore, "/crash", wait=True)
+    again = runner.run_all(wstore, "/crash", wait=True)
     assert sum(r.rows_written for r in again) == 0
     assert canonical(wstore, "/crash") == crashed

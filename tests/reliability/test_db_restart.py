@@ -30,13 +30,14 @@ import httpx2
 import psycopg
 import pytest
 
-from stash_pipeline import consolidation, errors
+from stash_pipeline import errors
 from stash_pipeline.config import load_settings
+from stash_pipeline.consolidation import runner
+from stash_pipeline.consolidation.reasoner import reset_mode_cache
 from stash_pipeline.db.embedded import EmbeddedServer
 from stash_pipeline.db.gateway import Database
 from stash_pipeline.db.migrate import migrate
 from stash_pipeline.memory import namespaces as ns_ops
-from stash_pipeline.reasoner import reset_mode_cache
 from stash_pipeline.stages import STAGE_NAMES
 from stash_pipeline.store import Store
 from tests.conftest import _with_db, free_port
@@ -118,7 +119,7 @@ def test_restart_during_consolidation_run(
 
             def run() -> None:
                 try:
-                    outcome["reports"] = consolidation.run_all(store, "/crash")
+                    outcome["reports"] = runner.run_all(store, "/crash")
                 except BaseException as exc:  # what a client of the runner sees
                     outcome["error"] = exc
 
@@ -144,7 +145,7 @@ def test_restart_during_consolidation_run(
             # (as in the crash suite: the clean run's stage order) catches up to exactly the clean rows
             seen = server.chat_requests()[calls_before:]
             failed_in = _stage_of(seen)
-            consolidation.run_all(store, "/crash", stages=list(STAGE_NAMES[STAGE_NAMES.index(failed_in):]), wait=True)
+            runner.run_all(store, "/crash", stages=list(STAGE_NAMES[STAGE_NAMES.index(failed_in):]), wait=True)
             until_caught_up(store, "/crash", wait=True)
             clean, after = canonical(store, "/clean"), canonical(store, "/crash")
             for kind in clean:

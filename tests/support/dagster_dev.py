@@ -18,6 +18,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 from stash_serve.up import DAGSTER_CONFIG
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def dagster_env(
     *, home: Path, pg_admin_dsn: str, dagster_db: str, database_url: str, stash_home: Path, model_url: str
@@ -45,14 +47,28 @@ def dagster_env(
     return env
 
 
-def start_dagster_dev(home: Path, env: dict[str, str], port: int, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
-    """`dagster dev` with the project's dagster.yaml in ``home``, output to ``log``."""
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(DAGSTER_CONFIG / "dagster.yaml", home / "dagster.yaml")
+def start_dagster_dev(
+    home: Path, env: dict[str, str], port: int, cwd: Path, log: Path, *, from_checkout: bool = False
+) -> subprocess.Popen[bytes]:
+    """`dagster dev` with the project's dagster.yaml in ``home``, output to ``log``.
+
+    ``from_checkout``: as a user runs it in a checkout — in the repository root, with no
+    DAGSTER_HOME and no ``-w``, so Dagster reads the root ``dagster.yaml`` and
+    ``workspace.yaml`` itself (its temporary instance directory goes under the root and is
+    removed when it stops).
+    """
     dagster = str(Path(sys.executable).parent / "dagster")
+    command = [dagster, "dev", "-h", "127.0.0.1", "-p", str(port)]
+    if from_checkout:
+        env = {k: v for k, v in env.items() if k != "DAGSTER_HOME"}
+        cwd = ROOT
+    else:
+        home.mkdir(parents=True, exist_ok=True)
+        shutil.copy(DAGSTER_CONFIG / "dagster.yaml", home / "dagster.yaml")
+        command[2:2] = ["-w", str(DAGSTER_CONFIG / "workspace.yaml")]
     with open(log, "wb") as out:
         return subprocess.Popen(
-            [dagster, "dev", "-w", str(DAGSTER_CONFIG / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
+            command,
             cwd=cwd,
             env=env,
             stdout=out,

@@ -1,4 +1,4 @@
-"""The Docker deployment files parse and point at entrypoints that exist in the package.
+"""The deployment files parse, point at entrypoints that exist, and share one dagster.yaml.
 
 No Docker engine (nor the compose plugin) runs on CI machines, so this is the
 YAML-structure check the deployment issue allows instead of `docker compose config`.
@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from stash_serve.up import DAGSTER_CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker" / "docker-compose.yml"
@@ -57,21 +59,55 @@ def test_compose_entrypoints_exist(compose):
     __import__(module)
 
 
-def test_docker_dagster_yaml_uses_psycopg2_and_partition_limit():
-    cfg = yaml.safe_load((ROOT / "docker" / "dagster.yaml").read_text())
+def test_the_dagster_files_are_one_source_at_the_root() -> None:
+    """The root dagster.yaml / workspace.yaml (read by `dagster dev` in a checkout) are the
+    packaged files `stash up` uses, not copies that could drift."""
+    for name in ("dagster.yaml", "workspace.yaml"):
+        root, packaged = ROOT / name, DAGSTER_CONFIG / name
+        assert root.is_file() and packaged.is_file(), name
+        assert root.samefile(packaged) or root.read_bytes() == packaged.read_bytes(), name
+    # no other dagster.yaml in the repository to drift from it
+    others = [
+        p for p in ROOT.rglob("dagster.y*ml")
+        if not any(part.startswith((".venv", ".tmp_dagster_home")) for part in p.parts)  # not ours / a running `dagster dev`
+        and not p.samefile(DAGSTER_CONFIG / "dagster.yaml")
+    ]
+    assert others == [], others
+
+
+def test_the_docker_image_uses_the_one_dagster_yaml() -> None:
+    text = (ROOT / "docker" / "Dockerfile").read_text()
+    assert "COPY stash_serve/dagster_config/dagster.yaml docker/workspace.yaml /opt/stash/docker/" in text
+
+
+def test_the_docker_workspace_reaches_the_same_code_location(compose) -> None:
+    root = yaml.safe_load((ROOT / "workspace.yaml").read_text())["load_from"]
+    docker = yaml.safe_load((ROOT / "docker" / "workspace.yaml").read_text())["load_from"]
+    ((_, local),) = [next(iter(entry.items())) for entry in root]
+    ((kind, remote),) = [next(iter(entry.items())) for entry in docker]
+    assert kind == "grpc_server" and remote["location_name"] == local["location_name"]
+    server = compose["services"]["user-code"]["command"]
+    assert server[server.index("-m") + 1] == local["module_name"]
+    assert server[server.index("--location-name") + 1] == local["location_name"]
+    assert f'{remote["port"]}' == server[server.index("-p") + 1] and remote["host"] == "user-code"
+
+
+def test_dagster_yaml_uses_psycopg2_the_queue_and_the_partition_limit():
+    cfg = yaml.safe_load((DAGSTER_CONFIG / "dagster.yaml").read_text())
     assert cfg["storage"]["postgres"]["postgres_db"]["scheme"] == "postgresql+psycopg2"
+    assert cfg["run_coordinator"]["class"] == "QueuedRunCoordinator"
     limits = cfg["concurrency"]["runs"]["tag_concurrency_limits"]
     assert {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
     assert cfg["telemetry"]["enabled"] is False
 
 
-def test_docker_dagster_yaml_passes_dagsters_schema(monkeypatch):
+def test_dagster_yaml_passes_dagsters_schema(monkeypatch):
     from dagster._config import process_config
     from dagster._core.instance.config import dagster_instance_config_schema
 
     for var in ("HOST", "PORT", "USER", "PASSWORD", "DB"):
         monkeypatch.setenv(f"STASH_DAGSTER_PG_{var}", "5432" if var == "PORT" else "x")
-    cfg = yaml.safe_load((ROOT / "docker" / "dagster.yaml").read_text())
+    cfg = yaml.safe_load((DAGSTER_CONFIG / "dagster.yaml").read_text())
     result = process_config(dagster_instance_config_schema(), cfg)
     assert result.success, result.errors
 

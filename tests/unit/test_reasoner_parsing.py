@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from stash_pipeline import errors
-from stash_pipeline.reasoner import RunLedger, extract_json, parse_answer
+from stash_pipeline.consolidation.reasoner import RunLedger, extract_json, parse_answer
 
 
 class Answer(BaseModel):

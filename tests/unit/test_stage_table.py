@@ -16,7 +16,7 @@ from stash_pipeline.defs import checks
 from stash_pipeline.defs.assets import build_stage_asset
 from stash_pipeline.defs.definitions import build_definitions
 from stash_pipeline.defs.sensors import WATERMARK_STAGES, pending_work, run_requests
-from stash_pipeline.stages import STAGE_NAMES, STAGES, StageSpec, backlog_parameters
+from stash_pipeline.stages import STAGE_NAMES, STAGES, StageSpec, backlog_parameters, prompts
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
@@ -24,7 +24,7 @@ defs = build_definitions(model="scripted")
 
 
 def _expected_checks(spec: StageSpec) -> set[str]:
-    return {checks.ITEM_CHECK} | ({checks.LINEAGE_CHECK} if spec.lineage_kind else set())
+    return {checks.ITEM_CHECK} | ({checks.LINEAGE_CHECK} if checks.lineage_kinds(spec) else set())
 
 
 def test_every_stage_runs_the_run_function_of_its_own_module() -> None:
@@ -55,7 +55,9 @@ def test_the_asset_graph_is_the_stage_table() -> None:
 
 
 def test_a_new_table_entry_becomes_an_asset_with_its_deps_and_checks() -> None:
-    new = StageSpec("echo", "Echo new facts.", lambda ctx: None, ("facts", "patterns"), "facts", lineage_kind="fact")
+    new = StageSpec("echo", "Echo new facts.", lambda ctx: None, ("facts", "patterns"), "facts",
+                    prompts=((prompts.PATTERNS, prompts.PatternsAnswer),), items_per_call=lambda settings: 3,
+                    outputs=("fact",))
     asset = build_stage_asset(new)
     key = dg.AssetKey("echo")
     assert asset.keys == {key}

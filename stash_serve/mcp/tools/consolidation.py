@@ -1,6 +1,6 @@
 """Consolidation tools: consolidate (start the stages now), consolidation_status.
 
-The library side is ``stash_pipeline.consolidation`` (the stage runner). ``consolidate``
+The library side is ``stash_pipeline.consolidation.runner`` (the stage runner). ``consolidate``
 never waits on a model: with Dagster running it submits one run per namespace and
 returns their ids; without, it starts a background job and returns its handle
 (``stash_serve.runs``). ``consolidation_status`` shows both.
@@ -13,7 +13,8 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
-from stash_pipeline import consolidation, errors
+from stash_pipeline import errors
+from stash_pipeline.consolidation import runner
 from stash_pipeline.memory.namespaces import resolve_trees
 from stash_pipeline.stages import STAGE_NAMES
 from stash_serve.mcp.calls import Scope, ToolCalls
@@ -65,7 +66,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
             def background(job: Job) -> list[dict[str, Any]]:
                 reports: list[dict[str, Any]] = []
                 for path in roots:
-                    reports.extend(r.to_json() for r in consolidation.run_tree(store, path, stages=[stage] if stage else None))
+                    reports.extend(r.to_json() for r in runner.run_tree(store, path, stages=[stage] if stage else None))
                     job.reports = list(reports)  # progress, tree by tree
                 return reports
 
@@ -82,7 +83,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
 
         def work(s: Scope) -> Any:
             paths = s.read(namespaces)
-            items = consolidation.status(store, paths)
+            items = runner.status(store, paths)
             dagster = DagsterRuns.find(store.settings)
             if dagster is not None:
                 slugs = sorted({row["namespace"] for row in items})

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from stash_pipeline.consolidation.reasoner import reset_mode_cache
 from stash_pipeline.memory import episodes, namespaces
-from stash_pipeline.reasoner import reset_mode_cache
 from tests.support.openai_server import ScriptedOpenAI
 from tests.support.scripted_model import ScriptedModel
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stash_pipeline import consolidation
+from stash_pipeline.consolidation import runner
 from stash_pipeline.memory import namespaces
 from stash_pipeline.stages import backlog_parameters
 
@@ -11,18 +11,18 @@ def test_status_reports_every_stage_and_not_configured_leaves_cursors(store):
     namespaces.create(store, "/a")
     with store.db.transaction() as tx:
         ns_id = tx.scalar("get_namespace_by_slug", slug="/a")
-    rows = consolidation.status(store, "/a")
+    rows = runner.status(store, "/a")
     assert [r["stage"] for r in rows] == [
         "facts", "relationships", "causal_links", "patterns", "goal_progress",
         "failure_patterns", "hypothesis_evidence", "decay",
     ]
     assert all(r["cursor"] == 0 and r["head"] == 0 and not r["has_work"] for r in rows)
-    report = consolidation.run_stage(store, "/a", "facts")
+    report = runner.run_stage(store, "/a", "facts")
     assert report.status == "not_configured"
     assert "reasoner not configured" in report.message
-    decay = consolidation.run_stage(store, "/a", "decay")
+    decay = runner.run_stage(store, "/a", "decay")
     assert decay.status == "idle"
-    reports = consolidation.run_all(store, "/a")
+    reports = runner.run_all(store, "/a")
     assert [r.status for r in reports] == ["not_configured"] * 7 + ["idle"]
     assert ns_id is not None
 
@@ -35,14 +35,14 @@ def test_backlog_rules_per_stage(cstore, server, model):
     seed(cstore, "/w/child", [])
 
     def work(path):
-        return {r["stage"]: (r["head"], r["has_work"]) for r in consolidation.status(cstore, path)
+        return {r["stage"]: (r["head"], r["has_work"]) for r in runner.status(cstore, path)
                 if r["namespace"] == path}
 
     # not configured: nothing moves, status says so
     assert work("/w")["facts"] == (ids[0], True)
     assert work("/w")["failure_patterns"] == (ids[0], False)  # no failure yet
-    consolidation.run_stage(cstore, "/w", "facts")
-    fact_head = consolidation.status(cstore, "/w")[1]["head"]
+    runner.run_stage(cstore, "/w", "facts")
+    fact_head = runner.status(cstore, "/w")[1]["head"]
     backlog = work("/w")
     assert backlog["facts"] == (ids[0], False)
     assert backlog["relationships"] == (fact_head, True) and backlog["causal_links"] == (fact_head, True)
@@ -62,7 +62,7 @@ def test_backlog_rules_per_stage(cstore, server, model):
     assert {r["slug"] for r in every} == {"/", "/w", "/w/child"}
     assert set(every[0]) >= {"namespace_id", "slug", "stage", "cursor", "head", "has_work"}
     # run_tree runs every namespace of the tree separately
-    reports = consolidation.run_tree(cstore, "/w", stages=["facts", "relationships"])
+    reports = runner.run_tree(cstore, "/w", stages=["facts", "relationships"])
     assert [(r.namespace, r.stage) for r in reports] == [
         ("/w", "facts"), ("/w", "relationships"), ("/w/child", "facts"), ("/w/child", "relationships"),
     ]
@@ -73,7 +73,7 @@ def test_not_configured_keeps_cursors(store):
     from tests.integration.consolidation.conftest import rows, seed
 
     seed(store, "/n", ["Bob deploys Kubernetes clusters every Friday"])
-    reports = consolidation.run_all(store, "/n")
+    reports = runner.run_all(store, "/n")
     assert {r.status for r in reports[:-1]} == {"not_configured"}
     assert rows(store, "SELECT stage, cursor, last_status FROM stage_checkpoints WHERE stage = 'facts'") == [
         {"stage": "facts", "cursor": 0, "last_status": "not_configured"}
@@ -82,13 +82,13 @@ def test_not_configured_keeps_cursors(store):
 
 
 def test_dead_letter_bulk_retry_and_drop_by_stage(cstore, server, model):
-    from stash_pipeline import dead_letters
+    from stash_pipeline.consolidation import dead_letters
     from tests.integration.consolidation.conftest import seed
 
     seed(cstore, "/x", ["Alice uses Python for data work"])
     model.inject("facts", "invent", times=20)
     for _ in range(3):
-        consolidation.run_stage(cstore, "/x", "facts")
+        runner.run_stage(cstore, "/x", "facts")
     assert [d["status"] for d in dead_letters.list_(cstore, "/x")] == ["dead"]
     assert len(dead_letters.retry(cstore, namespaces="/x", stage="facts")) == 1
     assert dead_letters.list_(cstore, "/x", status="pending")[0]["attempts"] == 0
@@ -97,7 +97,7 @@ def test_dead_letter_bulk_retry_and_drop_by_stage(cstore, server, model):
 
 
 def test_status_backlog_counts_rows_of_this_namespace_only(store):
-    from stash_pipeline import consolidation
+    from stash_pipeline.consolidation import runner
     from stash_pipeline.memory import episodes, namespaces
 
     namespaces.create(store, "/mine")
@@ -107,7 +107,7 @@ def test_status_backlog_counts_rows_of_this_namespace_only(store):
         episodes.remember(store, "/mine", f"mine {i}")
         for j in range(4):
             episodes.remember(store, "/theirs", f"theirs {i}.{j}")
-    rows = {r["stage"]: r for r in consolidation.status(store, "/mine")}
+    rows = {r["stage"]: r for r in runner.status(store, "/mine")}
     assert rows["facts"]["backlog"] == 3
     assert rows["failure_patterns"]["backlog"] == 3
     assert rows["relationships"]["backlog"] == 0
@@ -123,7 +123,7 @@ def test_the_backlog_query_reports_every_stage_of_the_table_a_new_one_too(store,
     with store.db.transaction() as tx:
         ns_id = tx.scalar("get_namespace_by_slug", slug="/e")
     echo = stages.StageSpec("echo", "Echo new facts while a goal is active.", lambda ctx: None, ("facts",), "facts",
-                            gate="active_goal")
+                            gate="active_goal", needs_model=False)
     monkeypatch.setattr(stages, "STAGES", (*stages.STAGES, echo))
 
     def rows():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stash_pipeline import consolidation
+from stash_pipeline.consolidation import runner
 from stash_pipeline.memory import failures, goals, hypotheses, lineage
 from stash_pipeline.stages import STAGE_NAMES
 from tests.integration.consolidation.conftest import rows, seed
@@ -64,8 +64,8 @@ def test_crash_mid_batch_then_resume(cstore, server, model, monkeypatch, stage):
     for slug in ("/clean", "/crash"):
         _prepare(cstore, slug)
         if before:
-            consolidation.run_all(cstore, slug, stages=before)
-    consolidation.run_stage(cstore, "/clean", stage)
+            runner.run_all(cstore, slug, stages=before)
+    runner.run_stage(cstore, "/clean", stage)
     pre = _signature(cstore, "/crash")
     cursor_before = _cursors(cstore, stage)
 
@@ -83,16 +83,16 @@ def test_crash_mid_batch_then_resume(cstore, server, model, monkeypatch, stage):
 
     monkeypatch.setattr(lineage, "add", crash_mid_batch)
     with pytest.raises(RuntimeError, match="injected crash"):
-        consolidation.run_stage(cstore, "/crash", stage)
+        runner.run_stage(cstore, "/crash", stage)
     monkeypatch.setattr(lineage, "add", real_add)
     assert state["calls"] == crash_at
     assert _signature(cstore, "/crash") == pre  # nothing of the crashed batch was committed
     assert _cursors(cstore, stage) == cursor_before
 
-    resumed = consolidation.run_stage(cstore, "/crash", stage)
+    resumed = runner.run_stage(cstore, "/crash", stage)
     assert resumed.rows_written > 0
     assert _signature(cstore, "/crash") == _signature(cstore, "/clean")
 
-    third = consolidation.run_stage(cstore, "/crash", stage)
+    third = runner.run_stage(cstore, "/crash", stage)
     assert third.rows_written == 0
     assert _signature(cstore, "/crash") == _signature(cstore, "/clean")

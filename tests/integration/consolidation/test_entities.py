@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stash_pipeline import consolidation, errors
+from stash_pipeline import errors
+from stash_pipeline.consolidation import runner
 from stash_pipeline.memory import entities, export, facts, graph, namespaces, restore
 from tests.integration.consolidation.conftest import rows, seed
 from tests.integration.consolidation.test_entity_resolution import FIRST, LATER, SPELLINGS
@@ -16,9 +17,9 @@ BERLIN = ["Alice lives in Berlin since the spring"]
 def _alice(store):
     """Four spellings of Alice through the facts stage; returns her entity id."""
     seed(store, "/t", FIRST)
-    consolidation.run_stage(store, "/t", "facts")
+    runner.run_stage(store, "/t", "facts")
     seed(store, "/t", LATER)
-    consolidation.run_stage(store, "/t", "facts")
+    runner.run_stage(store, "/t", "facts")
     return entities.get_entity(store, name="Alice")["entity"]["id"]
 
 
@@ -41,9 +42,9 @@ def test_get_entity_lists_the_facts_of_every_spelling(cstore, server, model):
 
 def test_timeline_keeps_superseded_facts_in_valid_from_order(cstore, server, model):
     seed(cstore, "/t", PARIS)
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     seed(cstore, "/t", BERLIN)
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     got = entities.get_entity(cstore, name="Alice")
     assert [f["value"] for f in got["timeline"]] == ["Paris", "Berlin"]
     assert [f["current"] for f in got["timeline"]] == [False, True]
@@ -54,8 +55,8 @@ def test_timeline_keeps_superseded_facts_in_valid_from_order(cstore, server, mod
 
 def test_relationships_and_causal_links_of_an_entity(cstore, server, model):
     seed(cstore, "/t", ["Alice mentors Bob on the Atlas project", "Alice plays chess at the club every Monday"])
-    consolidation.run_stage(cstore, "/t", "facts")
-    consolidation.run_stage(cstore, "/t", "relationships")
+    runner.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "relationships")
     bob = entities.get_entity(cstore, name="Bob")
     assert [(r["from_entity"], r["to_entity"]) for r in bob["relationships"]] == [("Alice", "Bob")]
     alice = entities.get_entity(cstore, name="Alice")
@@ -68,7 +69,7 @@ def test_relationships_and_causal_links_of_an_entity(cstore, server, model):
 def test_merge_then_split_round_trips(cstore, server, model):
     model.entity_names.update({"chess": "Alice", "Lisbon": "Ally"})
     seed(cstore, "/t", ["Alice plays chess at the club every Monday", "Ally moved to Lisbon for the new job"])
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     alice = entities.get_entity(cstore, name="Alice")
     ally = entities.get_entity(cstore, name="Ally")
     assert alice["entity"]["id"] != ally["entity"]["id"]
@@ -136,7 +137,7 @@ def test_export_then_import_keeps_entities(cstore, server, model, tmp_path, file
     alice = _alice(cstore)
     seed(cstore, "/t", ["Ally moved to Porto for the new job"])
     model.entity_names["Porto"] = "Ally"
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     ally = entities.get_entity(cstore, name="Ally")["entity"]["id"]
     entities.merge_entities(cstore, alice, ally)
     manifest = export.export_tables(cstore, "/t", tmp_path / "out", format=file_format)
@@ -160,8 +161,8 @@ def test_tree_export_then_import_keeps_entities(cstore, server, model, tmp_path)
     model.entity_names.update(SPELLINGS)
     alice = _alice(cstore)
     seed(cstore, "/t", ["Alice mentors Bob on the Atlas project"])
-    consolidation.run_stage(cstore, "/t", "facts")
-    consolidation.run_stage(cstore, "/t", "relationships")
+    runner.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "relationships")
     bob = entities.get_entity(cstore, name="Bob")["entity"]["id"]
     entities.split_entity(cstore, alice, ["Alice Chen"])
     exported = interchange.export_tree(cstore, "/t", tmp_path / "tree.jsonl")
@@ -188,9 +189,9 @@ def test_a_new_value_under_another_alias_supersedes_the_old_one(cstore, server, 
     # old one even though the two facts spell her differently
     model.entity_names.update({"Chen": "Alice Chen", "Berlin": "Alice"})
     seed(cstore, "/t", [text.replace("Alice", "Alice Chen") for text in PARIS])
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     seed(cstore, "/t", BERLIN)
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     got = entities.get_entity(cstore, name="Alice")
     assert [(f["entity"], f["current"]) for f in got["timeline"]] == [("Alice Chen", False), ("Alice", True)]
     assert got["timeline"][0]["superseded_by"] == got["timeline"][1]["id"]

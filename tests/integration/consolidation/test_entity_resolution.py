@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stash_pipeline import consolidation
+from stash_pipeline.consolidation import runner
 from stash_pipeline.stages.entity_resolution import resolvable_key, subset_match
 from tests.integration.consolidation.conftest import rows, seed
 
@@ -30,10 +30,10 @@ def _aliases(store):
 def test_four_spellings_of_one_person_resolve_to_one_entity(cstore, server, model):
     model.entity_names.update(SPELLINGS)
     seed(cstore, "/t", FIRST)
-    first = consolidation.run_stage(cstore, "/t", "facts")
+    first = runner.run_stage(cstore, "/t", "facts")
     assert first.status == "ok" and first.details["facts_created"] == 2
     seed(cstore, "/t", LATER)
-    later = consolidation.run_stage(cstore, "/t", "facts")
+    later = runner.run_stage(cstore, "/t", "facts")
     assert later.details["facts_created"] == 2
     # "Alice Chen" by the token-subset rule, "she (Alice)" by its alias: no model call for either
     assert later.details["entities_by_subset"] == 1 and later.details["entities_by_alias"] == 1
@@ -49,8 +49,8 @@ def test_four_spellings_of_one_person_resolve_to_one_entity(cstore, server, mode
 
 def test_relationship_ends_resolve_to_the_entities_of_their_names(cstore, server, model):
     seed(cstore, "/t", ["Alice mentors Bob on the Atlas project"])
-    consolidation.run_stage(cstore, "/t", "facts")
-    report = consolidation.run_stage(cstore, "/t", "relationships")
+    runner.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "relationships")
     assert report.rows_written >= 1
     named = {e["normalised"]: e["id"] for e in _entities(cstore)}
     rels = rows(cstore, "SELECT from_entity, to_entity, from_entity_id, to_entity_id FROM relationships")
@@ -63,9 +63,9 @@ def test_relationship_ends_resolve_to_the_entities_of_their_names(cstore, server
 def test_a_name_in_the_unsure_band_is_decided_by_one_recorded_model_call(cstore, server, model):
     model.entity_names.update({"Lisbon": "Alice Chen", "Porto": "Dr. Alice Chen"})
     seed(cstore, "/t", ["Alice Chen moved to Lisbon for the new job"])
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     seed(cstore, "/t", ["Dr. Alice Chen gave a talk in Porto about compilers"])
-    report = consolidation.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "facts")
     assert report.details["entities_by_model"] == 1
     assert report.model_calls == 2  # the facts call and the entity check
     assert len(_entities(cstore)) == 1
@@ -78,10 +78,10 @@ def test_a_name_in_the_unsure_band_is_decided_by_one_recorded_model_call(cstore,
 def test_an_unanswered_check_makes_a_new_entity(cstore, server, model):
     model.entity_names.update({"Lisbon": "Alice Chen", "Porto": "Dr. Alice Chen"})
     seed(cstore, "/t", ["Alice Chen moved to Lisbon for the new job"])
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     model.inject("entities", "garbage", times=5)
     seed(cstore, "/t", ["Dr. Alice Chen gave a talk in Porto about compilers"])
-    report = consolidation.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "facts")
     assert report.status == "ok" and report.details["facts_created"] == 1
     assert report.details["entity_checks_failed"] == 1
     assert [e["name"] for e in _entities(cstore)] == ["Alice Chen", "Dr. Alice Chen"]
@@ -90,8 +90,8 @@ def test_an_unanswered_check_makes_a_new_entity(cstore, server, model):
 def test_entities_are_per_namespace(cstore, server, model):
     seed(cstore, "/a", ["Alice plays chess at the club every Monday"])
     seed(cstore, "/b", ["Alice plays chess at the club every Monday"])
-    consolidation.run_stage(cstore, "/a", "facts")
-    consolidation.run_stage(cstore, "/b", "facts")
+    runner.run_stage(cstore, "/a", "facts")
+    runner.run_stage(cstore, "/b", "facts")
     entities = rows(cstore, "SELECT namespace_id, normalised FROM entities ORDER BY id")
     assert [e["normalised"] for e in entities] == ["alice", "alice"]
     assert len({e["namespace_id"] for e in entities}) == 2
@@ -125,10 +125,10 @@ def test_a_failure_pattern_fact_resolves_its_entity(cstore, server, model):
 
     seed(cstore, "/f", ["Deploy script failed on Friday with Postgres timeout"])
     failures.create(cstore, "/f", "Deploy script failed with Postgres timeout", "pool too small", "raise the pool")
-    consolidation.run_stage(cstore, "/f", "failure_patterns")
+    runner.run_stage(cstore, "/f", "failure_patterns")
     seed(cstore, "/f", ["Deploy script failed again with Postgres timeout at noon",
                         "Nightly deploy script failed with Postgres timeout"])
-    report = consolidation.run_stage(cstore, "/f", "failure_patterns")
+    report = runner.run_stage(cstore, "/f", "failure_patterns")
     assert report.details["pattern_facts"] == 1
     [fact] = rows(cstore, "SELECT f.entity, e.normalised FROM facts f JOIN entities e ON e.id = f.entity_id "
                           "WHERE f.origin = 'failure_pattern'")

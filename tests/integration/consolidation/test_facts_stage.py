@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stash_pipeline import consolidation
+from stash_pipeline.consolidation import runner
 from stash_pipeline.stages import facts as facts_stage
 from stash_pipeline.stages.prompts import FactDraft
 from tests.integration.consolidation.conftest import rows, seed
@@ -36,7 +36,7 @@ def _fact_parents(store, fact_id):
 def test_facts_happy_path_exact_rows_lineage_and_rerun(cstore, server, model):
     alice = seed(cstore, "/t", ALICE)
     bob = seed(cstore, "/t", BOB)
-    report = consolidation.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "facts")
     assert report.status == "ok"
     assert (report.rows_in, report.rows_written, report.items_failed) == (3, 2, 0)
     assert (report.cursor_from, report.cursor_to) == (0, bob[0])
@@ -52,7 +52,7 @@ def test_facts_happy_path_exact_rows_lineage_and_rerun(cstore, server, model):
     calls = rows(cstore, "SELECT stage, run_id, ok, prompt_tokens > 0 AS tokens FROM model_calls")
     assert [(c["stage"], c["ok"], c["tokens"]) for c in calls] == [("facts", True, True)]
 
-    again = consolidation.run_stage(cstore, "/t", "facts")
+    again = runner.run_stage(cstore, "/t", "facts")
     assert again.status == "idle" and again.model_calls == 0
     assert _facts(cstore) == got
     assert rows(cstore, "SELECT cursor FROM stage_checkpoints WHERE stage = 'facts'")[0]["cursor"] == bob[0]
@@ -60,11 +60,11 @@ def test_facts_happy_path_exact_rows_lineage_and_rerun(cstore, server, model):
 
 def test_dedup_reinforces_and_replacement_supersedes(cstore, server, model):
     seed(cstore, "/t", ALICE + BOB)
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     before = {f["entity"]: f for f in _facts(cstore)}
     again = seed(cstore, "/t", BOB)  # the same observation again → reinforce, no new fact
     moved = seed(cstore, "/t", ["Alice lives in Berlin since the spring"])
-    report = consolidation.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "facts")
     assert report.details["facts_reinforced"] == 1
     assert report.details["facts_created"] == 1
     assert report.details["superseded"] == 1
@@ -92,9 +92,9 @@ def test_low_confidence_contradiction_stays_unresolved(cstore, server, model):
     model.contradiction_class = "contradiction"
     model.contradiction_confidence = 0.7
     seed(cstore, "/t", ALICE)
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     seed(cstore, "/t", ["Alice lives in Berlin since the spring"])
-    consolidation.run_stage(cstore, "/t", "facts")
+    runner.run_stage(cstore, "/t", "facts")
     contra = rows(cstore, "SELECT classification, method, resolved FROM contradictions")
     assert contra == [{"classification": "contradiction", "method": "structured", "resolved": False}]
     assert not any(f["retired"] for f in _facts(cstore))
@@ -116,7 +116,7 @@ def test_grounding_rejects_invented_entities_and_numbers():
 def test_invented_fact_is_dead_lettered_and_cursor_moves(cstore, server, model):
     ids = seed(cstore, "/t", ["Alice uses Python for data work"])
     model.inject("facts", "invent", times=10)
-    report = consolidation.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "facts")
     assert (report.items_failed, report.rows_written, report.cursor_to) == (1, 0, ids[0])
     letters = rows(cstore, "SELECT item_kind, item_id, attempts, status, last_error FROM dead_letters")
     assert [(d["item_kind"], d["item_id"], d["attempts"], d["status"]) for d in letters] == [
@@ -130,7 +130,7 @@ def test_invented_fact_is_dead_lettered_and_cursor_moves(cstore, server, model):
 def test_tolerant_parsing_think_and_fences(cstore, server, model, fault):
     seed(cstore, "/t", BOB)
     model.inject("facts", fault)
-    report = consolidation.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "facts")
     assert (report.rows_written, report.items_failed, report.model_calls) == (1, 0, 1)
 
 
@@ -163,7 +163,7 @@ def test_a_cluster_asked_alone_with_nothing_to_derive_is_done_not_dead(cstore, s
     """Chatter: the model leaves the only cluster out; the episode is processed, no fact, no dead letter."""
     chatter = seed(cstore, "/t", ["brb, coffee"])
     model.inject("facts", "nothing")
-    report = consolidation.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "facts")
     assert (report.status, report.rows_written, report.items_failed) == ("ok", 0, 0)
     assert report.cursor_to == chatter[0]
     assert rows(cstore, "SELECT * FROM dead_letters") == []
@@ -174,11 +174,11 @@ def test_a_cluster_left_out_among_several_goes_back_for_a_call_of_its_own(cstore
     """Among several clusters an omission may be a slip: retried alone, where an empty answer settles it."""
     seed(cstore, "/t", ALICE + BOB)
     model.inject("facts", "nothing")
-    first = consolidation.run_stage(cstore, "/t", "facts")
+    first = runner.run_stage(cstore, "/t", "facts")
     assert first.items_failed == 3 and _facts(cstore) == []  # counted per episode
     pending = rows(cstore, "SELECT status FROM dead_letters ORDER BY item_id")
     assert [r["status"] for r in pending] == ["pending"] * 3
     model.inject("facts", "nothing", times=2)
-    second = consolidation.run_stage(cstore, "/t", "facts")
+    second = runner.run_stage(cstore, "/t", "facts")
     assert second.items_failed == 0 and second.model_calls == 2  # one call per cluster
     assert {r["status"] for r in rows(cstore, "SELECT status FROM dead_letters")} == {"retried"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stash_pipeline import consolidation
+from stash_pipeline.consolidation import runner
 from tests.integration.consolidation.conftest import rows, seed
 from tests.support.openai_server import last_user_message, system_prompt
 
@@ -28,7 +28,7 @@ def _listed_ids(server, stage):
 
 def test_graph_stages_exact_rows_and_lineage(cstore, server, model):
     seed(cstore, "/g", EPISODES)
-    reports = {r.stage: r for r in consolidation.run_all(cstore, "/g")}
+    reports = {r.stage: r for r in runner.run_all(cstore, "/g")}
     facts = rows(cstore, "SELECT id, entity, property, value FROM facts ORDER BY id")
     assert [(f["entity"], f["property"], f["value"]) for f in facts] == [
         ("Alice", "works", "Acme"), ("Alice", "drives", "Tesla"), ("Bob", "deploys", "Kubernetes"),
@@ -64,7 +64,7 @@ def test_graph_stages_exact_rows_and_lineage(cstore, server, model):
 
     # run twice → nothing new, no model calls
     calls_before = len(server.chat_requests())
-    again = consolidation.run_all(cstore, "/g")
+    again = runner.run_all(cstore, "/g")
     assert all(r.rows_written == 0 for r in again)
     assert len(server.chat_requests()) == calls_before
     assert len(rows(cstore, "SELECT id FROM relationships")) == 3
@@ -73,28 +73,28 @@ def test_graph_stages_exact_rows_and_lineage(cstore, server, model):
 
 def test_patterns_wait_for_relationships_cursor(cstore, server, model):
     seed(cstore, "/g", EPISODES)
-    consolidation.run_stage(cstore, "/g", "facts")
-    early = consolidation.run_stage(cstore, "/g", "patterns")
+    runner.run_stage(cstore, "/g", "facts")
+    early = runner.run_stage(cstore, "/g", "patterns")
     assert early.status == "idle" and early.model_calls == 0
-    status = {r["stage"]: r for r in consolidation.status(cstore, "/g")}
+    status = {r["stage"]: r for r in runner.status(cstore, "/g")}
     assert status["patterns"]["head"] == 0 and not status["patterns"]["has_work"]
     assert status["relationships"]["has_work"] and status["causal_links"]["has_work"]
-    consolidation.run_stage(cstore, "/g", "relationships")
-    status = {r["stage"]: r for r in consolidation.status(cstore, "/g")}
+    runner.run_stage(cstore, "/g", "relationships")
+    status = {r["stage"]: r for r in runner.status(cstore, "/g")}
     assert status["patterns"]["has_work"] and status["causal_links"]["has_work"]
     assert not status["relationships"]["has_work"]
-    late = consolidation.run_stage(cstore, "/g", "patterns")
+    late = runner.run_stage(cstore, "/g", "patterns")
     assert late.rows_written == 1
 
 
 def test_superseded_facts_are_not_fed_to_later_stages(cstore, server, model):
     seed(cstore, "/s", ["Alice lives in Paris near the river Seine", "Alice lives in Paris near the river"])
-    consolidation.run_stage(cstore, "/s", "facts")
+    runner.run_stage(cstore, "/s", "facts")
     seed(cstore, "/s", ["Alice lives in Berlin since the spring"])
-    consolidation.run_stage(cstore, "/s", "facts")
+    runner.run_stage(cstore, "/s", "facts")
     facts = rows(cstore, "SELECT id, value, valid_until IS NOT NULL AS retired FROM facts ORDER BY id")
     assert [(f["value"], f["retired"]) for f in facts] == [("Paris", True), ("Berlin", False)]
-    consolidation.run_stage(cstore, "/s", "relationships")
+    runner.run_stage(cstore, "/s", "relationships")
     assert _listed_ids(server, "relationships") == [facts[1]["id"]]
     cursor = rows(cstore, "SELECT cursor FROM stage_checkpoints WHERE stage = 'relationships'")[0]["cursor"]
     assert cursor == facts[1]["id"]

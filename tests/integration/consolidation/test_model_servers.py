@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from stash_pipeline import consolidation, dead_letters, errors, reasoner_modes
-from stash_pipeline.reasoner import Reasoner, RunLedger, reset_mode_cache
+from stash_pipeline import errors
+from stash_pipeline.consolidation import dead_letters, model_server, runner
+from stash_pipeline.consolidation.reasoner import Reasoner, RunLedger, reset_mode_cache
 from stash_pipeline.stages import prompts
 from tests.integration.consolidation.conftest import rows, seed
 from tests.support.openai_server import Reply, ScriptedOpenAI
@@ -43,7 +44,7 @@ def test_a_500_refusing_json_schema_steps_down_and_is_remembered_in_the_database
     with ScriptedOpenAI(ScriptedModel(), reject_formats=("json_schema",), reject_status=500) as srv:
         store = _store(make_store, srv)
         seed(store, "/m", EPISODES)
-        report = consolidation.run_stage(store, "/m", "facts")
+        report = runner.run_stage(store, "/m", "facts")
         assert report.status == "ok" and report.rows_written == 3
         assert _formats(srv) == ["json_schema", "json_object"]  # one refusal, no outage retries
         calls = rows(store, "SELECT ok, error FROM model_calls ORDER BY id")
@@ -58,7 +59,7 @@ def test_a_500_refusing_json_schema_steps_down_and_is_remembered_in_the_database
         # Another process (empty cache) starts from the database: json_schema is not asked again.
         reset_mode_cache()
         seed(store, "/m", ["Dave tests Python scripts on Monday"])
-        assert consolidation.run_stage(store, "/m", "facts").rows_written == 1
+        assert runner.run_stage(store, "/m", "facts").rows_written == 1
         assert _formats(srv)[2:] == ["json_object"]
     reset_mode_cache()
 
@@ -68,7 +69,7 @@ def test_refusals_step_down_to_no_response_format(make_store):
     with ScriptedOpenAI(ScriptedModel(), reject_formats=("json_schema", "json_object"), reject_status=500) as srv:
         store = _store(make_store, srv)
         seed(store, "/m", EPISODES[:1])
-        assert consolidation.run_stage(store, "/m", "facts").rows_written == 1
+        assert runner.run_stage(store, "/m", "facts").rows_written == 1
         assert _formats(srv) == ["json_schema", "json_object", None]
         assert rows(store, "SELECT mode FROM reasoner_modes") == [{"mode": "none"}]
     reset_mode_cache()
@@ -85,7 +86,7 @@ def test_an_error_without_a_format_refusal_stays_an_outage(make_store, status):
         store = _store(make_store, srv)
         seed(store, "/m", EPISODES[:1])
         with pytest.raises(errors.ModelUnavailable, match=f"after 2 tries \\({status}\\)"):
-            consolidation.run_stage(store, "/m", "facts")
+            runner.run_stage(store, "/m", "facts")
         assert _formats(srv) == ["json_schema", "json_schema"]  # retried as an outage, format kept
         assert rows(store, "SELECT mode FROM reasoner_modes") == []
     reset_mode_cache()
@@ -98,18 +99,18 @@ def test_connection_refused_is_an_outage(make_store):
     store = make_store(openai_base_url=url, reasoner_model="small", reasoner_backoff_s=0.01, reasoner_max_retries=1)
     seed(store, "/m", EPISODES[:1])
     with pytest.raises(errors.ModelUnavailable, match="connection error"):
-        consolidation.run_stage(store, "/m", "facts")
+        runner.run_stage(store, "/m", "facts")
     assert [c["error"].split(":")[0] for c in rows(store, "SELECT error FROM model_calls")] == ["connection error"] * 2
     assert rows(store, "SELECT mode FROM reasoner_modes") == []
 
 
 def test_every_call_sends_max_tokens_sized_from_schema_and_batch(cstore, server, model):
     seed(cstore, "/m", EPISODES)
-    consolidation.run_all(cstore, "/m", stages=["facts", "relationships"])
+    runner.run_all(cstore, "/m", stages=["facts", "relationships"])
     requests = server.chat_requests()
     assert requests and all(0 < r["max_tokens"] <= 1024 for r in requests)
     facts_call = next(r for r in requests if "STAGE: facts" in r["messages"][0]["content"])
-    per_cluster = reasoner_modes.tokens_per_item(prompts.FactsAnswer)
+    per_cluster = model_server.tokens_per_item(prompts.FactsAnswer)
     # three clusters of four observations in one call; a cluster may give several facts,
     # so the budget counts the listed observations
     assert facts_call["max_tokens"] == 48 + 4 * per_cluster
@@ -127,7 +128,7 @@ def test_a_model_that_never_stops_is_cut_at_max_tokens_and_dead_lettered(make_st
         store = _store(make_store, srv, reasoner_max_output_tokens=256)
         ids = seed(store, "/m", EPISODES)
         started = time.monotonic()
-        report = consolidation.run_stage(store, "/m", "facts")
+        report = runner.run_stage(store, "/m", "facts")
         assert time.monotonic() - started < 10
         assert report.status == "ok" and report.rows_written == 0 and report.cursor_to == ids[-1]
         assert report.items_failed == 4  # every episode of the three clusters, dead-lettered
@@ -149,7 +150,7 @@ def test_a_model_that_never_stops_is_cut_at_max_tokens_and_dead_lettered(make_st
 def test_a_model_that_rambles_once_still_yields_every_fact(cstore, server, model):
     seed(cstore, "/m", EPISODES)
     model.inject("facts", "ramble", times=1)
-    report = consolidation.run_stage(cstore, "/m", "facts")
+    report = runner.run_stage(cstore, "/m", "facts")
     assert report.status == "ok" and report.rows_written == 3 and report.items_failed == 0
     calls = rows(cstore, "SELECT error FROM model_calls ORDER BY id")
     assert calls[0]["error"].startswith("truncated") and [c["error"] for c in calls[1:]] == [None, None]
@@ -165,7 +166,7 @@ def test_a_single_slot_server_still_busy_after_a_timeout_is_waited_for(make_stor
     with ScriptedOpenAI(model, single_slot=True) as srv:
         store = _store(make_store, srv)
         seed(store, "/m", EPISODES)
-        report = consolidation.run_stage(store, "/m", "facts")
+        report = runner.run_stage(store, "/m", "facts")
         assert report.status == "ok" and report.rows_written == 3
         calls = rows(store, "SELECT ok, attempt, error FROM model_calls ORDER BY id")
         assert [(c["ok"], c["attempt"]) for c in calls] == [(False, 1), (True, 2)]

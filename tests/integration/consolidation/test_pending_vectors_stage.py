@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stash_pipeline import consolidation
+from stash_pipeline.consolidation import runner
 from stash_pipeline.embedding.pending import embed_pending
 from stash_pipeline.memory import episodes
 from tests.integration.consolidation.conftest import rows, seed
@@ -14,7 +14,7 @@ BOB = "Bob deploys Kubernetes clusters every Friday"
 
 
 def _facts_status(store: Any) -> dict[str, Any]:
-    return next(s for s in consolidation.status(store, "/t") if s["stage"] == "facts")
+    return next(s for s in runner.status(store, "/t") if s["stage"] == "facts")
 
 
 def test_watermark_and_cursor_stop_before_a_waiting_episode(cstore: Any, make_store: Any, server: Any) -> None:
@@ -28,19 +28,19 @@ def test_watermark_and_cursor_stop_before_a_waiting_episode(cstore: Any, make_st
     status = _facts_status(cstore)
     assert (status["head"], status["backlog"], status["has_work"]) == (alice[1], 2, True)
 
-    report = consolidation.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "facts")
     assert report.status == "ok"
     assert (report.rows_in, report.cursor_to) == (2, alice[1])  # not past Bob, so Carol waits too
     parents = rows(cstore, "SELECT DISTINCT parent_id FROM lineage WHERE parent_kind = 'episode' ORDER BY 1")
     assert [r["parent_id"] for r in parents] == alice
     status = _facts_status(cstore)
     assert (status["cursor"], status["head"], status["has_work"]) == (alice[1], alice[1], False)
-    assert consolidation.run_stage(cstore, "/t", "facts").status == "idle"
+    assert runner.run_stage(cstore, "/t", "facts").status == "idle"
 
     # the vector arrives: Bob and Carol are consumed, nothing was skipped
     assert embed_pending(deferring) == 1
     assert _facts_status(cstore)["head"] == later
-    report = consolidation.run_stage(cstore, "/t", "facts")
+    report = runner.run_stage(cstore, "/t", "facts")
     assert (report.status, report.rows_in, report.cursor_to) == ("ok", 2, later)
     parents = rows(cstore, "SELECT DISTINCT parent_id FROM lineage WHERE parent_kind = 'episode' ORDER BY 1")
     assert [r["parent_id"] for r in parents] == [*alice, bob, later]

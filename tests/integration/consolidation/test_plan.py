@@ -1,4 +1,4 @@
-"""consolidation_plan.plan: what a run would do, from the backlog alone — no model call,
+"""consolidation.plan.plan: what a run would do, from the backlog alone — no model call,
 no write — and an estimate the real run stays within."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from stash_pipeline import consolidation, errors
-from stash_pipeline.consolidation_plan import plan
+from stash_pipeline import errors
+from stash_pipeline.consolidation import runner
+from stash_pipeline.consolidation.plan import plan
 from stash_pipeline.stages import STAGE_NAMES
 from tests.integration.consolidation.conftest import rows, seed
 
@@ -20,7 +21,7 @@ def _by(rows_: list[dict], namespace: str) -> dict[str, dict]:
 def test_plan_counts_items_and_calls_without_calling_or_writing(cstore, server, model):
     seed(cstore, "/w", [f"Team {n} deploys service {n} on day {n % 7}" for n in range(20)])
     seed(cstore, "/w/child", ["Alice owns the billing service", "Bob reviews every migration", "CI runs nightly"])
-    before_status = consolidation.status(cstore, "/w")
+    before_status = runner.status(cstore, "/w")
     before_checkpoints = rows(cstore, "SELECT count(*) AS n FROM stage_checkpoints")
 
     planned = plan(cstore, "/w")
@@ -39,10 +40,10 @@ def test_plan_counts_items_and_calls_without_calling_or_writing(cstore, server, 
     # read-only: no model request, no checkpoint, nothing moved
     assert server.chat_requests() == []
     assert rows(cstore, "SELECT count(*) AS n FROM stage_checkpoints") == before_checkpoints
-    assert consolidation.status(cstore, "/w") == before_status
+    assert runner.status(cstore, "/w") == before_status
 
     # the estimate is an upper bound of the facts stage's own calls
-    consolidation.run_all(cstore, "/w", stages=["facts"])
+    runner.run_all(cstore, "/w", stages=["facts"])
     assert 1 <= model.calls["facts"] <= top["facts"]["model_calls"]
     after = _by(plan(cstore, "/w", ["facts", "relationships"]), "/w")
     assert set(after) == {"facts", "relationships"}

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from stash_pipeline import consolidation, errors, rebuild
+from stash_pipeline import errors
+from stash_pipeline.consolidation import rebuild, runner
 from stash_pipeline.memory import facts as facts_api
 from tests.integration.consolidation.conftest import rows, seed
 
@@ -30,7 +31,7 @@ def live(store: Any, table: str, namespace: str) -> list[int]:
 
 
 def cursor(store: Any, namespace: str, stage: str) -> int:
-    (row,) = [r for r in consolidation.status(store, namespace) if r["namespace"] == namespace and r["stage"] == stage]
+    (row,) = [r for r in runner.status(store, namespace) if r["namespace"] == namespace and r["stage"] == stage]
     return int(row["cursor"])
 
 
@@ -39,7 +40,7 @@ def consolidated(cstore: Any) -> Any:
     seed(cstore, "/p/x", TEXTS)
     seed(cstore, "/p/y", TEXTS[:1])
     facts_api.assert_fact(cstore, "/p/x", "The billing service is written in Go.")
-    consolidation.run_tree(cstore, "/p")
+    runner.run_tree(cstore, "/p")
     assert live(cstore, "facts", "/p/x") and live(cstore, "relationships", "/p/x")
     return cstore
 
@@ -70,7 +71,7 @@ def test_rebuild_withdraws_rewinds_and_the_next_run_re_derives(consolidated: Any
     episodes = rows(store, "SELECT count(*) AS n FROM episodes WHERE deleted_at IS NULL")[0]["n"]
     assert episodes == len(TEXTS) + 1
 
-    consolidation.run_tree(store, "/p/x")
+    runner.run_tree(store, "/p/x")
     new_facts = live(store, "facts", "/p/x")
     assert len(new_facts) == len(old_facts)
     assert min(set(new_facts) - set(asserted)) > max(set(old_facts) - set(asserted))  # new rows, not revived
@@ -82,7 +83,7 @@ def test_rebuild_withdraws_rewinds_and_the_next_run_re_derives(consolidated: Any
 def test_a_token_makes_a_repeated_rebuild_a_no_op(consolidated: Any) -> None:
     store = consolidated
     (first,) = rebuild.rebuild(store, "/p/x", "facts", apply=True, token="run-1")
-    consolidation.run_tree(store, "/p/x")
+    runner.run_tree(store, "/p/x")
     re_derived = live(store, "facts", "/p/x")
     (again,) = rebuild.rebuild(store, "/p/x", "facts", apply=True, token="run-1")  # a retried step
     assert first.status == "rebuilt" and again.status == "skipped"
@@ -98,7 +99,7 @@ def test_rebuilding_relationships_brings_identical_ones_back(consolidated: Any) 
     (report,) = rebuild.rebuild(store, "/p/x", "relationships", apply=True)
     assert report.withdrawn == len(before) and live(store, "relationships", "/p/x") == []
     assert live(store, "facts", "/p/x") == facts_before  # upstream untouched
-    consolidation.run_all(store, "/p/x", stages=["relationships"])
+    runner.run_all(store, "/p/x", stages=["relationships"])
     assert live(store, "relationships", "/p/x") == before  # the same rows, withdrawn then derived again
 
 

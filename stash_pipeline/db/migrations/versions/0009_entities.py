@@ -2,8 +2,11 @@
 
 After the tables exist, every existing fact and relationship end is given an entity by
 normalised exact match, one entity per (namespace, normalised spelling); no model is
-called. The normalisation is ``stash_pipeline.memory.entities.normalise``, the one the
-stages use, so a later stage run finds the backfilled aliases.
+called. The normalisation is a frozen copy (``_normalise`` below) of
+``stash_pipeline.memory.entities.normalise`` as it was when this migration was written:
+a migration replayed later must give the same data, whatever the application's
+normaliser has become since (``tests/integration/test_entity_migration.py`` checks the
+copy against today's normaliser on a sample).
 
 Revision ID: 0009
 Revises: 0007
@@ -11,6 +14,8 @@ Revises: 0007
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from pathlib import Path
 
 from alembic import context, op
@@ -20,6 +25,38 @@ revision = "0009"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
+
+# -- the normaliser, frozen ----------------------------------------------------------------
+_PRONOUNS = frozenset(
+    {
+        "i", "me", "my", "mine", "we", "us", "our", "ours", "you", "your", "yours",
+        "he", "him", "his", "she", "her", "hers", "it", "its", "they", "them", "their", "theirs",
+        "this", "that", "these", "those", "who", "whom",
+    }
+)
+_PARENTHESISED = re.compile(r"^(?P<outside>[^()]*)\((?P<inside>[^()]*)\)(?P<after>[^()]*)$")
+
+
+def _words(text: str) -> str:
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    kept = "".join(ch if ch.isalnum() else " " for ch in folded)
+    return " ".join(kept.split())
+
+
+def _normalise(name: str) -> str:
+    """"Alice", " alice! " and "she (Alice)" → "alice"; "Alice Chen (CTO)" → "alice chen"."""
+    if not isinstance(name, str):
+        return ""
+    match = _PARENTHESISED.match(name.strip())
+    if match:
+        outside = _words(match["outside"] + " " + match["after"])
+        inside = _words(match["inside"])
+        if inside and (not outside or all(word in _PRONOUNS for word in outside.split())):
+            return inside
+        if outside:
+            return outside
+    return _words(name)
+
 
 # The statements here are fixed text with bound values; none is built from data.
 _SPELLINGS = text(
@@ -46,8 +83,6 @@ _LINK = (
 
 
 def upgrade() -> None:
-    from stash_pipeline.memory.entities import normalise
-
     vector_dim = int(context.config.attributes["vector_dim"])
     sql = Path(__file__).with_suffix(".sql").read_text(encoding="utf-8")
     op.execute(sql.replace("{vector_dim}", str(vector_dim)))
@@ -57,7 +92,7 @@ def upgrade() -> None:
     groups: dict[tuple[int, str], list[str]] = {}
     # facts first, then relationship ends; within each, the spelling first written first
     for namespace_id, spelling, _source, _first in connection.execute(_SPELLINGS):
-        key = normalise(spelling)
+        key = _normalise(spelling)
         if key:
             spellings = groups.setdefault((int(namespace_id), key), [])
             if spelling not in spellings:

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 import openai
 from pydantic import BaseModel
 
-from stash_pipeline import errors, reasoner_modes
-from stash_pipeline.reasoner import Reasoner, RunLedger
+from stash_pipeline import errors
+from stash_pipeline.consolidation import model_server
+from stash_pipeline.consolidation.reasoner import Reasoner, RunLedger
 
 if TYPE_CHECKING:
     from stash_pipeline.config import Settings
@@ -55,7 +56,7 @@ def probe(settings: Settings, db: Database | None) -> ProbeResult:
     reasoner = Reasoner(quick, db)
     endpoint, model = reasoner.base_url, reasoner.model
     if reasoner.auto:
-        reasoner_modes.renegotiate(endpoint, model)
+        model_server.renegotiate(endpoint, model)
     started = time.monotonic()
     try:
         reasoner.call("doctor", None, SYSTEM, USER, Ping, run=RunLedger(), max_tokens=MAX_TOKENS)
@@ -96,7 +97,7 @@ def explain(exc: Exception, settings: Settings) -> str:
                 "model the server lists at GET /v1/models (Ollama: `ollama pull` it first), and check that "
                 "STASH_OPENAI_BASE_URL ends in /v1"
             )
-        if reasoner_modes.is_format_refusal(status, reasoner_modes.error_body(cause)):
+        if model_server.is_format_refusal(status, model_server.error_body(cause)):
             return (
                 f"HTTP {status}: the server refuses response_format {settings.reasoner_structured} — fix: "
                 "set STASH_REASONER_STRUCTURED=auto to let Stash find the mode it accepts"
@@ -118,7 +119,7 @@ def explain(exc: Exception, settings: Settings) -> str:
 def describe_modes(settings: Settings, db: Database) -> list[str]:
     """One line per endpoint + model with the structured-output mode in use (``consolidate status``)."""
     lines = []
-    known = reasoner_modes.known_modes(db)
+    known = model_server.known_modes(db)
     for row in known:
         when = f"answered {row['verified_at']:%Y-%m-%d %H:%M}" if row["verified_at"] else "not answered yet"
         refused = f"; refused before: {row['reason'][:120]}" if row["reason"] else ""

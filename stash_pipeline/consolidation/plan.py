@@ -2,8 +2,9 @@
 
 ``plan(store, namespaces, stages)`` lists, per namespace of the trees and stage in run
 order: how many items wait (the stage's backlog after its cursor plus dead letters
-queued for a retry), how many items one model call takes, and the model calls that
-makes. It reads ``consolidation.status`` only: no model call, no write, no checkpoint.
+queued for a retry), how many items one model call takes (the stage's ``items_per_call`` in ``STAGES``),
+and the model calls that
+makes. It reads ``runner.status`` only: no model call, no write, no checkpoint.
 
 The call count is an estimate from the backlog and the batch sizes: for the facts stage
 it is an upper bound (it counts every episode as its own cluster; related episodes share
@@ -14,32 +15,12 @@ answers are counted.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from stash_pipeline import consolidation
-from stash_pipeline.config import Settings
-from stash_pipeline.stages import (
-    STAGES,
-    causal_links,
-    failure_patterns,
-    get_stage,
-    goal_progress,
-    hypothesis_evidence,
-    patterns,
-)
+from stash_pipeline.consolidation import runner
+from stash_pipeline.stages import get_stage
 from stash_pipeline.store import Store
-
-#: items one model call of each model stage takes (the stage modules' batch sizes)
-ITEMS_PER_CALL: dict[str, Callable[[Settings], int]] = {
-    "facts": lambda settings: settings.facts_clusters_per_call,
-    "relationships": lambda settings: settings.relationships_facts_per_call,
-    "causal_links": lambda settings: causal_links.WINDOW,
-    "patterns": lambda settings: patterns.BATCH,
-    "goal_progress": lambda settings: goal_progress.BATCH,
-    "failure_patterns": lambda settings: failure_patterns.EVIDENCE_BATCH,
-    "hypothesis_evidence": lambda settings: hypothesis_evidence.BATCH,
-}
 
 
 def plan(store: Store, namespaces: Any = "/", stages: Iterable[str] | None = None) -> list[dict[str, Any]]:
@@ -50,16 +31,15 @@ def plan(store: Store, namespaces: Any = "/", stages: Iterable[str] | None = Non
     configured: the run would skip it).
     """
     wanted = None if stages is None else {get_stage(name).name for name in stages}
-    needs_model = {spec.name: spec.needs_model for spec in STAGES}
     settings = store.settings
     rows = []
-    for status in consolidation.status(store, namespaces):
+    for status in runner.status(store, namespaces):
         stage = status["stage"]
         if wanted is not None and stage not in wanted:
             continue
         retries = int(status["dead_letters_pending"])
         items = (int(status["backlog"]) if status["has_work"] else 0) + retries
-        per_call = ITEMS_PER_CALL[stage](settings) if needs_model.get(stage, False) else None
+        per_call = get_stage(stage).per_call(settings)  # the table's items_per_call
         if per_call is None:
             action = "run"  # a stage without a model (decay) runs every time, whatever the backlog
         elif items == 0:
@@ -82,4 +62,4 @@ def plan(store: Store, namespaces: Any = "/", stages: Iterable[str] | None = Non
     return rows
 
 
-__all__ = ["ITEMS_PER_CALL", "plan"]
+__all__ = ["plan"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stash_pipeline import reasoner_modes
+from stash_pipeline.consolidation import model_server
 from stash_pipeline.stages import prompts
 
 
@@ -26,7 +26,7 @@ from stash_pipeline.stages import prompts
     ],
 )
 def test_format_refusals_are_recognised_whatever_the_status(status, body):
-    assert reasoner_modes.is_format_refusal(status, body)
+    assert model_server.is_format_refusal(status, body)
 
 
 @pytest.mark.parametrize(
@@ -44,20 +44,20 @@ def test_format_refusals_are_recognised_whatever_the_status(status, body):
     ],
 )
 def test_other_errors_are_not_format_refusals(status, body):
-    assert not reasoner_modes.is_format_refusal(status, body)
+    assert not model_server.is_format_refusal(status, body)
 
 
 def test_budget_grows_with_the_batch_and_stops_at_the_cap():
-    one = reasoner_modes.output_budget(prompts.FactsAnswer, "Cluster 1:\n[1] a\n[2] b", 4096)
-    three = reasoner_modes.output_budget(prompts.FactsAnswer, "Cluster 1:\n[1] a\n\nCluster 2:\n[2] b\n\nCluster 3:\n[3] c", 4096)
-    per_item = reasoner_modes.tokens_per_item(prompts.FactsAnswer)
+    one = model_server.output_budget(prompts.FactsAnswer, "Cluster 1:\n[1] a\n[2] b", 4096)
+    three = model_server.output_budget(prompts.FactsAnswer, "Cluster 1:\n[1] a\n\nCluster 2:\n[2] b\n\nCluster 3:\n[3] c", 4096)
+    per_item = model_server.tokens_per_item(prompts.FactsAnswer)
     assert three - one == 2 * per_item  # clusters count, not their listed episodes
-    listed = reasoner_modes.output_budget(prompts.RelationshipsAnswer, "\n".join(f"[{i}] fact" for i in range(5)), 4096)
-    assert listed == 48 + 5 * reasoner_modes.tokens_per_item(prompts.RelationshipsAnswer)
-    assert reasoner_modes.output_budget(prompts.FactsAnswer, "Cluster 1:\n" * 50, 700) == 700
-    assert reasoner_modes.output_budget(prompts.FactsAnswer, "", 64) == 64  # the cap wins over the floor
-    assert reasoner_modes.output_budget(prompts.CausalAnswer, "", 4096) >= 128
+    listed = model_server.output_budget(prompts.RelationshipsAnswer, "\n".join(f"[{i}] fact" for i in range(5)), 4096)
+    assert listed == 48 + 5 * model_server.tokens_per_item(prompts.RelationshipsAnswer)
+    assert model_server.output_budget(prompts.FactsAnswer, "Cluster 1:\n" * 50, 700) == 700
+    assert model_server.output_budget(prompts.FactsAnswer, "", 64) == 64  # the cap wins over the floor
+    assert model_server.output_budget(prompts.CausalAnswer, "", 4096) >= 128
 
 
 def test_text_fields_cost_more_than_numbers():
-    assert reasoner_modes.tokens_per_item(prompts.FactsAnswer) > reasoner_modes.tokens_per_item(prompts.CausalAnswer)
+    assert model_server.tokens_per_item(prompts.FactsAnswer) > model_server.tokens_per_item(prompts.CausalAnswer)

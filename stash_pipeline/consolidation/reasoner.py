@@ -7,7 +7,7 @@ One ``Reasoner`` per process (or per run) wraps the real ``openai`` client:
   starts with the remembered mode (else ``json_schema``) and steps down json_schema →
   json_object → none when the server refuses the format — recognised from the error body
   whatever the status (400, 422, even 500); the working mode is remembered per
-  endpoint + model in the database (``reasoner_modes``, see ``reasoner_modes.py``);
+  endpoint + model in the database (``reasoner_modes``, see ``model_server.py``);
 * bounded generations: every call sends ``max_tokens`` sized from the answer schema and
   the number of listed items (capped by ``STASH_REASONER_MAX_OUTPUT_TOKENS``); an answer
   cut off by that limit (``finish_reason == "length"``) is invalid: retried once, or raised
@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import openai
 from pydantic import BaseModel, ValidationError
 
-from stash_pipeline import errors, reasoner_modes
+from stash_pipeline import errors
+from stash_pipeline.consolidation import model_server
 
 if TYPE_CHECKING:
     from stash_pipeline.config import Settings
@@ -209,7 +210,7 @@ class Reasoner:
         """The structured-output mode the next request uses."""
         if not self.auto:
             return self.settings.reasoner_structured
-        return reasoner_modes.remembered_mode(self.db, self.base_url, self.model)
+        return model_server.remembered_mode(self.db, self.base_url, self.model)
 
     def call(
         self,
@@ -232,7 +233,7 @@ class Reasoner:
         ``ModelOutputTruncated`` — at once when ``split_on_truncation`` (the caller retries
         with a smaller batch).
         """
-        budget = max_tokens or reasoner_modes.output_budget(schema, user, self.settings.reasoner_max_output_tokens)
+        budget = max_tokens or model_server.output_budget(schema, user, self.settings.reasoner_max_output_tokens)
         messages: list[dict[str, str]] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         last_error = ""
         truncated = 0
@@ -327,7 +328,7 @@ class Reasoner:
             response_format = self._response_format(mode, schema)
             if response_format is not None:
                 kwargs["response_format"] = response_format
-            with reasoner_modes.endpoint_slot(self.base_url, self.settings.reasoner_concurrency):
+            with model_server.endpoint_slot(self.base_url, self.settings.reasoner_concurrency):
                 self._drain()
                 started = time.monotonic()
                 try:
@@ -337,12 +338,12 @@ class Reasoner:
                     failure = exc
             if isinstance(failure, openai.APIStatusError):
                 status = failure.status_code
-                body = reasoner_modes.error_body(failure)
-                if response_format is not None and reasoner_modes.is_format_refusal(status, body):
+                body = model_server.error_body(failure)
+                if response_format is not None and model_server.is_format_refusal(status, body):
                     self._record(stage, namespace_id, run, started, attempt, ok=False,
                                  error=f"{status}: response_format {mode} refused: {failure.message}"[:500])
                     following = (
-                        reasoner_modes.step_down(self.db, self.base_url, self.model, mode, failure.message)
+                        model_server.step_down(self.db, self.base_url, self.model, mode, failure.message)
                         if self.auto else None
                     )
                     if following is None:
@@ -395,7 +396,7 @@ class Reasoner:
         response: Any, mode: str, max_tokens: int,
     ) -> Completion:
         if self.auto:
-            reasoner_modes.mark_verified(self.db, self.base_url, self.model, mode)
+            model_server.mark_verified(self.db, self.base_url, self.model, mode)
         usage = response.usage
         prompt_tokens = int(usage.prompt_tokens) if usage else 0
         completion_tokens = int(usage.completion_tokens) if usage else 0
@@ -443,6 +444,6 @@ class Reasoner:
 
 def reset_mode_cache() -> None:
     """Forget remembered structured-output modes and pending drains of this process (tests)."""
-    reasoner_modes.forget()
+    model_server.forget()
     with _DRAIN_LOCK:
         _DRAIN_UNTIL.clear()

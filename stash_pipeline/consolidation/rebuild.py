@@ -24,7 +24,8 @@ namespace, so a retried step does not withdraw what it has re-derived since.
 ``apply=False`` runs the same statements and rolls them back: the preview is exactly
 what would be withdrawn.
 
-Only stages whose outputs can be withdrawn are rebuildable; goal notes, hypothesis
+Only stages whose outputs can be withdrawn are rebuildable: those whose ``STAGES`` entry
+names a ``rebuild_query`` (withdrawing rows of its first output kind); goal notes, hypothesis
 verdicts and failure patterns are append-only history, and decay has no derived rows.
 """
 
@@ -38,22 +39,13 @@ from stash_pipeline import errors
 from stash_pipeline.db.locks import session_lock, stage_lock
 from stash_pipeline.memory import lineage
 from stash_pipeline.memory.namespaces import resolve_trees
-from stash_pipeline.stages import get_stage
+from stash_pipeline.stages import REBUILDABLE, get_stage
 
 if TYPE_CHECKING:
     from stash_pipeline.db.gateway import Session
     from stash_pipeline.store import Store
 
-__all__ = ["REBUILDABLE", "RebuildReport", "rebuild", "rebuild_namespace"]
-
-#: stage → the query withdrawing what it derived in a namespace
-REBUILDABLE: dict[str, str] = {
-    "facts": "rebuild_withdraw_facts",
-    "relationships": "rebuild_withdraw_relationships",
-    "causal_links": "rebuild_withdraw_causal_links",
-    "patterns": "rebuild_withdraw_patterns",
-}
-
+__all__ = ["RebuildReport", "check_rebuildable", "rebuild", "rebuild_namespace"]
 
 @dataclass
 class RebuildReport:
@@ -82,7 +74,7 @@ class _Preview(Exception):
 
 def check_rebuildable(stage: str) -> str:
     spec = get_stage(stage)
-    if spec.name not in REBUILDABLE:
+    if spec.rebuild_query is None:
         raise errors.InvalidInput(
             f"stage {spec.name!r} cannot be rebuilt (its outputs are kept as history); "
             f"rebuildable: {', '.join(REBUILDABLE)}"
@@ -143,9 +135,10 @@ def rebuild_namespace(
 
 
 def _withdraw_and_rewind(tx: Session, namespace_id: int, stage: str, report: RebuildReport) -> None:
-    kind = get_stage(stage).lineage_kind
-    assert kind is not None  # every rebuildable stage derives a withdrawable kind
-    own = [int(r["id"]) for r in tx.all(REBUILDABLE[stage], namespace_id=namespace_id, reason=f"rebuild of {stage}")]
+    spec = get_stage(stage)
+    kind, query = spec.lineage_kind, spec.rebuild_query
+    assert kind is not None and query is not None  # StageSpec refuses a rebuild query without an output kind
+    own = [int(r["id"]) for r in tx.all(query, namespace_id=namespace_id, reason=f"rebuild of {stage}")]
     report.withdrawn = len(own)
     if own:
         cascade = lineage.withdraw_cascade(tx, [(kind, i) for i in own], f"rebuild of {stage}")

@@ -30,10 +30,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from stash_pipeline import errors
+from stash_pipeline.consolidation.reasoner import Reasoner, RunLedger
 from stash_pipeline.db.locks import session_lock, stage_lock
 from stash_pipeline.memory.namespaces import get as get_namespace
 from stash_pipeline.memory.namespaces import resolve_trees
-from stash_pipeline.reasoner import Reasoner, RunLedger
 from stash_pipeline.stages import STAGES, StageReport, backlog_parameters, get_stage
 from stash_pipeline.stages.context import StageContext, error_message
 
@@ -104,6 +104,7 @@ def run_stage(
                 reasoner=reasoner,
                 ledger=ledger,
                 report=report,
+                prompts=spec.prompts,
                 cursor=int(checkpoint["cursor"]),
                 aux_cursor=int(checkpoint["aux_cursor"]),
             )
