@@ -134,8 +134,8 @@ def _mean(rows: list[dict[str, float]], key: str) -> float:
 
 def run(conversations_n: int | None = None, embedder: str = "minilm") -> dict[str, Any]:
     """Import, ask (episodes only), consolidate with the planted-truth model, ask again."""
-    from stash_pipeline import consolidation
-    from stash_pipeline.reasoner import reset_mode_cache
+    from stash_pipeline.consolidation import runner as consolidation
+    from stash_pipeline.consolidation.reasoner import reset_mode_cache
     from tests.support.openai_server import ScriptedOpenAI
     from tests.support.scripted_model import ScriptedModel
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from stash_pipeline import consolidation
+from stash_pipeline.consolidation import runner
 from stash_pipeline.memory import episodes, lineage, namespaces
 from stash_pipeline.stages import facts as facts_stage
 from stash_pipeline.stages.prompts import FactDraft
@@ -78,7 +78,7 @@ def test_a_turn_reaches_the_model_with_its_session_and_participants(small, serve
     first = _chat(small, "/c", SESSION_1, 1)
     more = _chat(small, "/c", SESSION_1_MORE, 1)
     later = _chat(small, "/c", SESSION_2, 2)
-    report = consolidation.run_stage(small, "/c", "facts")
+    report = runner.run_stage(small, "/c", "facts")
     assert report.status == "ok" and report.items_failed == 0
     calls = [r for r in server.chat_requests() if "STAGE: facts" in r["messages"][0]["content"]]
     prompts = [r["messages"][1]["content"] for r in calls]
@@ -113,7 +113,7 @@ def test_a_fact_naming_the_other_participant_is_grounded_with_exact_lineage(smal
         ]
 
     model.facts_script = _script(plan)
-    report = consolidation.run_stage(small, "/c", "facts")
+    report = runner.run_stage(small, "/c", "facts")
     assert (report.items_failed, report.details["facts_created"]) == (0, 4)
     got = _facts(small)
     assert [(f["entity"], _parents(small, f["id"])) for f in got] == [
@@ -127,7 +127,7 @@ def test_a_fact_naming_the_other_participant_is_grounded_with_exact_lineage(smal
     assert any("'Jolene'" in p for p in alone)
     assert rows(small, "SELECT * FROM dead_letters") == []
     # a second run: nothing new, nothing written
-    again = consolidation.run_stage(small, "/c", "facts")
+    again = runner.run_stage(small, "/c", "facts")
     assert again.status == "idle" and again.model_calls == 0 and _facts(small) == got
 
 
@@ -138,7 +138,7 @@ def test_a_participant_named_only_in_metadata_grounds_too(cstore, server, model)
            for who, text in turns]
     model.facts_script = _script(lambda block: [("Caroline congratulated Jolene on the aquarium job",
                                                  ["Caroline: Congrats, you earned it."])])
-    report = consolidation.run_stage(cstore, "/m", "facts")
+    report = runner.run_stage(cstore, "/m", "facts")
     assert report.items_failed == 0
     (block,) = facts_blocks(server.chat_requests()[0]["messages"][1]["content"])
     assert block.participants == ["Jolene", "Caroline"]
@@ -153,7 +153,7 @@ def test_a_name_the_conversation_never_mentions_is_still_refused(cstore, server,
         ("Jolene starts at the aquarium on Monday as a marine biologist", [SESSION_1[2]]),
         ("Priscilla hired Jolene at the aquarium", [SESSION_1[0]]),
     ])
-    report = consolidation.run_stage(cstore, "/c", "facts")
+    report = runner.run_stage(cstore, "/c", "facts")
     assert (report.rows_written, report.items_failed, report.details["facts_refused"]) == (1, 1, 1)
     (kept,) = _facts(cstore)
     assert kept["entity"] == "Jolene" and _parents(cstore, kept["id"]) == [ids[2]]
@@ -168,7 +168,7 @@ def test_citations_are_checked_against_the_window(cstore, server, model):
         # one id outside the window is dropped; the fact keeps the one it rests on
         ("Jolene got a job at the aquarium", [SESSION_1[0], 987654]),
     ])
-    report = consolidation.run_stage(cstore, "/c", "facts")
+    report = runner.run_stage(cstore, "/c", "facts")
     assert (report.items_failed, report.details["citations_dropped"]) == (0, 1)
     (fact,) = _facts(cstore)
     assert _parents(cstore, fact["id"]) == [ids[0]]
@@ -178,7 +178,7 @@ def test_citations_are_checked_against_the_window(cstore, server, model):
         ("Biscuit had surgery on his back leg", [SESSION_2[0]]),
         ("Jolene worries about Biscuit", [987654]),  # rests on nothing shown
     ])
-    report = consolidation.run_stage(cstore, "/c", "facts")
+    report = runner.run_stage(cstore, "/c", "facts")
     assert (report.rows_written, report.items_failed) == (0, 2)  # the whole window waits for a retry
     letters = rows(cstore, "SELECT item_id, last_error FROM dead_letters ORDER BY item_id")
     assert [d["item_id"] for d in letters] == more
@@ -200,7 +200,7 @@ def test_several_facts_from_one_embedding_cluster_each_cite_their_observations(c
         ]}
 
     model.facts_script = answer
-    report = consolidation.run_stage(cstore, "/o", "facts")
+    report = runner.run_stage(cstore, "/o", "facts")
     assert (report.rows_written, report.items_failed, report.details["clusters"]) == (2, 0, 1)
     assert [_parents(cstore, f["id"]) for f in _facts(cstore)] == [[ids[0]], ids]
 
@@ -222,7 +222,7 @@ def test_crash_mid_batch_then_resume_equals_a_clean_run(small, server, model, mo
     for slug in ("/clean", "/crash"):
         _chat(small, slug, SESSION_1 + SESSION_1_MORE, 1)
         _chat(small, slug, SESSION_2, 2)
-    consolidation.run_stage(small, "/clean", "facts")
+    runner.run_stage(small, "/clean", "facts")
     clean = _signature(small, "/clean")
     assert len(clean) >= 4
 
@@ -237,22 +237,22 @@ def test_crash_mid_batch_then_resume_equals_a_clean_run(small, server, model, mo
 
     monkeypatch.setattr(lineage, "add", crash)
     with pytest.raises(RuntimeError, match="injected crash"):
-        consolidation.run_stage(small, "/crash", "facts")
+        runner.run_stage(small, "/crash", "facts")
     monkeypatch.setattr(lineage, "add", real_add)
     assert _signature(small, "/crash") == []
     assert rows(small, "SELECT count(*) AS n FROM stage_checkpoints c JOIN namespaces n ON n.id = c.namespace_id"
                        " WHERE n.slug = '/crash' AND c.cursor > 0")[0]["n"] == 0
-    resumed = consolidation.run_stage(small, "/crash", "facts")
+    resumed = runner.run_stage(small, "/crash", "facts")
     assert resumed.rows_written == len(clean)
     assert _signature(small, "/crash") == clean
-    third = consolidation.run_stage(small, "/crash", "facts")
+    third = runner.run_stage(small, "/crash", "facts")
     assert third.rows_written == 0 and _signature(small, "/crash") == clean
 
 
 def test_a_window_cut_off_at_max_tokens_is_asked_again_as_two_halves(cstore, server, model):
     ids = _chat(cstore, "/c", SESSION_1, 1)
     model.inject("facts", "ramble")  # the whole window's answer never ends
-    report = consolidation.run_stage(cstore, "/c", "facts")
+    report = runner.run_stage(cstore, "/c", "facts")
     assert (report.status, report.items_failed) == ("ok", 0)
     prompts = [r["messages"][1]["content"] for r in server.chat_requests()
                if "STAGE: facts" in r["messages"][0]["content"]]
@@ -269,9 +269,9 @@ def test_a_dead_lettered_turn_is_retried_with_its_conversation(cstore, server, m
         [("Jolene starts at the aquarium on Monday as a marine biologist", [SESSION_1[2]])],
     ])
     model.facts_script = _script(lambda block: next(answers))
-    first = consolidation.run_stage(cstore, "/c", "facts")
+    first = runner.run_stage(cstore, "/c", "facts")
     assert (first.items_failed, first.rows_written) == (1, 0)
-    second = consolidation.run_stage(cstore, "/c", "facts")
+    second = runner.run_stage(cstore, "/c", "facts")
     assert (second.items_failed, second.rows_written, second.model_calls) == (0, 1, 1)
     retry = facts_blocks(server.chat_requests()[-1]["messages"][1]["content"])[0]
     assert [i for i, _ in retry.new] == [ids[2]] and [i for i, _ in retry.context] == ids[:2]
@@ -284,13 +284,13 @@ def test_a_dead_lettered_turn_is_retried_with_its_conversation(cstore, server, m
 def test_a_window_knows_what_earlier_sessions_established(cstore, server, model):
     plan = _chat(cstore, "/c", ["Jolene: I'm planning a trip to Lisbon this summer.", "Caroline: Jealous!"], 1)
     model.facts_script = _script(lambda block: [("Jolene plans a summer trip to Lisbon", [block.new[0][1]])])
-    consolidation.run_stage(cstore, "/c", "facts")
+    runner.run_stage(cstore, "/c", "facts")
     change = _chat(cstore, "/c", ["Jolene: Change of plans, we're going to Kyoto instead.", "Caroline: Even better!"], 2)
     model.facts_script = _script(lambda block: [
         ("Jolene switched her summer trip from Lisbon to Kyoto", [block.new[0][1]]),  # Lisbon: session 1 only
         ("Jolene switched her trip from Porto to Kyoto", [block.new[0][1]]),  # Porto: nowhere
     ])
-    report = consolidation.run_stage(cstore, "/c", "facts")
+    report = runner.run_stage(cstore, "/c", "facts")
     assert (report.rows_written, report.details["facts_refused"]) == (1, 1)
     user = server.chat_requests()[-1]["messages"][1]["content"]
     assert "Known from earlier sessions (for reference, not citable):\n- Jolene plans a summer trip to Lisbon" in user
@@ -310,7 +310,7 @@ def test_turns_without_session_metadata_are_threaded_by_time(small, server, mode
     turns.append("Build: the nightly deploy finished in 4 minutes")
     times.append("2023-03-11T20:00:00+00:00")
     ids = [episodes.remember(small, "/t", t, occurred_at=when)["id"] for t, when in zip(turns, times, strict=True)]
-    report = consolidation.run_stage(small, "/t", "facts")
+    report = runner.run_stage(small, "/t", "facts")
     assert report.items_failed == 0
     assert (report.details["windows"], report.details["clusters"]) == (3, 1)
     blocks = [b for r in server.chat_requests() if "STAGE: facts" in r["messages"][0]["content"]
