@@ -1045,3 +1045,10 @@ WHERE h.id = ANY(%(ids)s)
        OR n.metadata ->> 'session' = h.metadata ->> 'session'
        OR n.metadata ->> 'thread' = h.metadata ->> 'thread')
 ORDER BY h.id, n.id
+
+-- bench_bare_hnsw --
+-- The floor for "the ten nearest memories": one HNSW top-10 over the episodes, default
+-- settings, no filter, no scoring (bench/recall_service.py).
+SELECT id, content FROM episodes
+ORDER BY embedding <=> %(embedding)s::vector
+LIMIT 10
