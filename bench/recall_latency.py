@@ -18,8 +18,9 @@ reference's read: cosine over facts and episodes, default HNSW settings):
   baseline: the raw embedder + the vector-only SQL;
 * end to end, embedding cached — the same queries again; ``recall`` has no hook for a
   precomputed vector, so its embedding is a cache hit (one indexed lookup);
-* SQL alone — the recall round trip (``recall_begin`` + ``recall`` pipelined) executed
-  directly with the precomputed vector, exactly as ``recall`` runs it, vs the vector-only SQL;
+* SQL alone — the recall round trip (``recall_search_params`` + ``recall_check`` +
+  ``recall`` pipelined) with the precomputed vector given, as ``recall`` runs it, vs the
+  vector-only SQL;
 * SQL alone, the first BM25 recall statement — the hybrid statement as first shipped with
   BM25 (``bench_recall_first_bm25``), same parameters, interleaved query by query;
 * SQL alone, server CPU time — the CPU the server process spent on each of those
@@ -181,7 +182,7 @@ def entity_leg_table(store: Any, questions: list[str], entities: int) -> None:
 
 
 def recall_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = None) -> list[dict[str, Any]]:
-    """The recall round trip (recall_begin + recall, pipelined) as recall runs it; ``cpu``
+    """The recall round trip (its three statements pipelined) as recall runs it; ``cpu``
     receives the server CPU time it took (ms)."""
     from stash_pipeline.db.sql import query
     from stash_pipeline.memory.recall_config import DEFAULT
@@ -191,12 +192,12 @@ def recall_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = Non
         before = common.server_cpu_ms(conn)
         conn.autocommit = True
         try:
+            cursors = [conn.cursor() for _ in range(3)]
             with conn.pipeline():
-                first = conn.execute(query("recall_begin"), {"ef_search": str(DEFAULT.ef_search),
-                                                             "paths": params["paths"]})
-                second = conn.execute(query("recall"), params)
-                first.fetchall()
-                rows = second.fetchall()
+                cursors[0].execute(query("recall_search_params"), {"ef_search": str(DEFAULT.ef_search)})
+                cursors[1].execute(query("recall_check"), params)
+                cursors[2].execute(query("recall"), params)
+            rows = cursors[2].fetchall()
         finally:
             conn.autocommit = False
         after = common.server_cpu_ms(conn)
@@ -256,7 +257,7 @@ def explain(store: Any, params: dict[str, Any]) -> tuple[list[str], list[str]]:
     from stash_pipeline.memory.recall_config import DEFAULT
 
     with store.db.transaction() as tx:
-        tx.one("recall_begin", ef_search=str(DEFAULT.ef_search), paths=params["paths"])
+        tx.one("recall_search_params", ef_search=str(DEFAULT.ef_search))
         ours = tx.conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + named("recall"), params).fetchall()
     with store.db.transaction() as tx:
         base = tx.conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + common.sql("bench_vector_only"),

@@ -230,7 +230,8 @@ class Database:
                     conn.autocommit = False
 
     def pipelined(self, *statements: tuple[str, Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
-        """Several statements as one transaction in one round trip; each one's rows.
+        """Several statements as one transaction in one round trip; each one's rows (none
+        for a statement that returns none).
 
         In autocommit mode the server runs the statements of a pipeline up to its one
         sync as a single implicit transaction (one snapshot, transaction-local settings
@@ -240,11 +241,12 @@ class Database:
         with self._checked_connection() as conn, translate_errors():
             conn.autocommit = True
             try:
+                cursors = [conn.cursor() for _ in statements]
                 with conn.pipeline():
-                    cursors = [conn.cursor() for _ in statements]
                     for cur, (name, params) in zip(cursors, statements, strict=True):
                         cur.execute(query(name), params or None)
-                    return [cur.fetchall() for cur in cursors]
+                # leaving the pipeline was the one wait: every result is in
+                return [cur.fetchall() if cur.description is not None else [] for cur in cursors]
             finally:
                 with contextlib.suppress(psycopg.Error):
                     conn.autocommit = False

@@ -271,7 +271,7 @@ def forget(
         all_ns, ids = read_scope(tx, namespaces)
     vector = store.embedder.embed_one(text)
     with store.db.transaction() as tx:
-        tx.one("recall_begin", ef_search="100", paths=[])  # recall's HNSW settings
+        tx.one("recall_search_params", ef_search="100")
         match = tx.one("episode_nearest", embedding=vector, all_namespaces=all_ns, namespace_ids=ids)
         if match is None or float(match["similarity"]) < limit:
             return ForgetPreview(

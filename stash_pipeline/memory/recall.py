@@ -1,9 +1,11 @@
 """Recall: hybrid retrieval over current facts and episodes, ranked together.
 
-After the query's vector, one round trip (``recall_begin`` and ``recall`` pipelined as one
-transaction) resolves the namespaces, runs the entity leg, gathers candidates — pgvector
-HNSW cosine over facts and over episodes, and full-text matches of the query's rarest
-words — scores and fuses them and fetches each episode hit's context turns. The tuning
+One round trip (``recall_search_params``, ``recall_check`` and ``recall`` pipelined as one
+transaction) reads the query's vector from the embedding cache, resolves the
+namespaces, runs the entity leg, gathers candidates — pgvector HNSW cosine over facts
+and over episodes, and full-text matches of the query's rarest words — scores and fuses
+them and fetches each episode hit's context turns. A query never seen before has no
+cached vector: the model embeds it (and caches it) and the round trip runs again. The tuning
 is a ``RecallConfig`` value (``memory/recall_config.py``) passed in, its fields sent as
 statement parameters; what each row may see (as of, known at, history) is the one SQL
 definition of visibility (``fact_visible``, ``episode_visible``, migration 0011).
@@ -60,6 +62,7 @@ from datetime import datetime
 from typing import Any
 
 from stash_pipeline import errors
+from stash_pipeline.embedding.cache import text_hash
 from stash_pipeline.memory import entity_recall, validate
 from stash_pipeline.memory.recall_config import DEFAULT, RecallConfig
 from stash_pipeline.memory.scope import read_scope
@@ -152,9 +155,11 @@ def _search(
 ) -> list[dict[str, Any]]:
     """The ranked rows of one recall, each episode's ``context`` turns with it.
 
-    After the query's vector (the embedder, with its cache), one round trip: ``recall_begin``
-    (settings, unknown namespaces) and ``recall`` (scope, entity leg, hybrid ranking,
-    fusion, neighbours) pipelined as one transaction.
+    One round trip: ``recall_search_params`` (settings), ``recall_check`` (unknown
+    namespaces, a query vector still to compute) and ``recall`` (the query's vector from
+    the embedding cache, scope, entity leg, hybrid ranking, fusion, neighbours) pipelined
+    as one transaction. Only a query never seen before (no cached vector) waits for the
+    model and then runs the statements again.
     """
     text = validate.content(store.settings, query, "query")
     limit = _limit(limit)
@@ -165,17 +170,45 @@ def _search(
     paths = validate.slugs(namespaces)
     use_vector = mode in ("hybrid", "vector")
     use_text = mode in ("hybrid", "text")
-    embedding = store.embedder.embed_one(text) if use_vector else None
-    begin, found = store.db.pipelined(
-        ("recall_begin", {"ef_search": str(config.ef_search), "paths": paths}),
-        ("recall", recall_parameters(text, paths, embedding, limit=limit, as_of=when, known_at=known,
-                                     include_history=bool(include_history), use_vector=use_vector,
-                                     use_text=use_text, context=context, config=config)),
+    embedder = store.embedder
+    if use_vector:
+        embedder.ensure_lock()  # (once per process) the model the stored vectors were made with
+    params = recall_parameters(text, paths, None, limit=limit, as_of=when, known_at=known,
+                               include_history=bool(include_history), use_vector=use_vector, use_text=use_text,
+                               context=context, config=config) | {
+        "text_hash": text_hash(text), "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
+    needs_vector, rows = round_trip(store, params, config)
+    if needs_vector:  # a query never seen before: the model embeds it, then the search runs
+        params["embedding"] = embedder.compute({params["text_hash"]: text})[params["text_hash"]]
+        needs_vector, rows = round_trip(store, params, config, cache=True)
+    return rows
+
+
+def round_trip(
+    store: Store, params: dict[str, Any], config: RecallConfig, *, cache: bool = False
+) -> tuple[bool, list[dict[str, Any]]]:
+    """The recall statements pipelined as one transaction: (the vector is missing, the rows).
+
+    ``cache``: the query's vector was just computed; the same transaction stores it in the
+    embedding cache (without waiting for the WAL flush, as every cache write), so the
+    next recall of this query finds it.
+    """
+    writes: list[tuple[str, dict[str, Any]]] = []
+    if cache:
+        writes = [("embedding_cache_relaxed_commit", {}),
+                  ("embedding_cache_insert_many", {
+                      "model": params["embedding_model"], "endpoint": params["embedding_endpoint"],
+                      "hashes": [params["text_hash"]], "embeddings": [params["embedding"]]})]
+    *_, check, rows = store.db.pipelined(
+        *writes,
+        ("recall_search_params", {"ef_search": str(config.ef_search)}),
+        ("recall_check", params),
+        ("recall", params),
     )
-    missing = begin[0]["missing"]
+    missing = check[0]["missing"]
     if missing:
         raise errors.NamespaceNotFound(f"namespace {missing[0]!r} not found")
-    return found
+    return bool(check[0]["needs_vector"]), rows
 
 
 def recall_parameters(
@@ -381,7 +414,7 @@ def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit
         all_ns, ids = read_scope(tx, namespaces)
     embedding = store.embedder.embed_one(text)
     with store.db.transaction() as tx:
-        tx.one("recall_begin", ef_search=str(config.ef_search), paths=[])
+        tx.one("recall_search_params", ef_search=str(config.ef_search))
         params = {"embedding": embedding, "all_namespaces": all_ns, "namespace_ids": ids}
         fact_rows = tx.all("recall_facts_first_facts", limit=limit, **params)
         episode_rows = (

@@ -56,7 +56,7 @@ def plan(store: Any, params: dict[str, Any] | None, name: str = "recall", *, set
     """The plan a statement gets (under recall's own settings): custom (with values) or generic."""
     with store.db.transaction() as tx:
         if settings:
-            tx.one("recall_begin", ef_search=str(DEFAULT.ef_search), paths=[])
+            tx.one("recall_search_params", ef_search=str(DEFAULT.ef_search))
         if params is None:
             rows = tx.conn.execute("EXPLAIN (GENERIC_PLAN, COSTS OFF) " + with_numbered_parameters(query(name)))
         else:

@@ -1,35 +1,43 @@
--- recall_begin --
--- The first statement of a recall, pipelined with the recall statement in one round trip:
--- the per-transaction settings it runs under, and which of the %(paths)s name no
--- namespace (recall then raises NamespaceNotFound). Settings: a wider HNSW beam and
--- iterative scans, so namespace and validity filters applied during the index scan still
--- yield enough candidates; a generic plan once the statement is prepared (the client
--- prepares a query run 5 times on a connection), since planning this statement costs
--- about as much as running it and its best plan does not depend on the values; and no
--- read of a whole facts or episodes table at any size: at a few thousand rows the planner
--- would otherwise read every row (a sequential scan, or a bitmap scan of a partial index)
--- and sort it by distance instead of asking the HNSW index. With sorts off, a plan that
--- needs no sort for the nearest rows wins; the sorts every plan needs (text matches, the
--- final order) are still made, and the entity leg's ordered reads have (entity, order)
--- indexes (0011), so no plan walks a whole index to avoid a sort.
+-- recall_search_params --
+-- Per-transaction settings for the recall statement (and the other HNSW reads): a wider
+-- HNSW beam and iterative scans, so namespace and validity filters applied during the
+-- index scan still yield enough candidates; a generic plan once the statement is prepared
+-- (the client prepares a query run 5 times on a connection), since planning this
+-- statement costs about as much as running it and its best plan does not depend on the
+-- values; and no read of a whole facts or episodes table at any size: at a few thousand
+-- rows the planner would otherwise read every row (a sequential scan, or a bitmap scan of
+-- a partial index) and sort it by distance instead of asking the HNSW index. With sorts
+-- off, a plan that needs no sort for the nearest rows wins; the sorts every plan needs
+-- (text matches, the final order) are still made, and the entity leg's ordered reads have
+-- (entity, order) indexes (0011), so no plan walks a whole index to avoid a sort.
 SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
        set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
        set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
        set_config('enable_seqscan', 'off', true) AS enable_seqscan,
-       set_config('enable_sort', 'off', true) AS enable_sort,
-       ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
+       set_config('enable_sort', 'off', true) AS enable_sort
+
+-- recall_check --
+-- Pipelined with recall_search_params and the recall statement (one round trip, one
+-- transaction): which of the %(paths)s name no namespace (recall then raises
+-- NamespaceNotFound), and whether the query still needs its vector computed (none given
+-- and none in the embedding cache: recall embeds it and runs the statement again).
+SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
              WHERE p.slug <> '/'
                AND NOT EXISTS (
                    SELECT 1 FROM namespaces n
                    WHERE n.slug = p.slug
                       OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%'))
-           AS missing
+           AS missing,
+       (%(use_vector)s AND %(embedding)s::vector IS NULL
+        AND NOT EXISTS (SELECT 1 FROM embedding_cache c
+                        WHERE c.text_hash = %(text_hash)s AND c.model = %(embedding_model)s
+                          AND c.endpoint = %(embedding_endpoint)s)) AS needs_vector
 
 -- recall --
 -- Recall in one statement: the namespaces in scope, the entity leg, the hybrid candidates,
 -- their scores and context neighbours, the fusion, the top %(limit)s and each episode
--- hit's context turns. Run right after recall_begin (one pipelined round trip, one
--- transaction: memory/recall.py).
+-- hit's context turns. Run after recall_search_params and recall_check (one pipelined
+-- round trip, one transaction: memory/recall.py).
 --
 -- Scope: the namespaces %(paths)s name and their descendants (resolve_namespace_tree's
 -- rule), unless %(all_namespaces)s.
@@ -77,6 +85,17 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
 -- entity count as matched when the fact lacks them: entity_credit times their idf but at
 -- least entity_match of the query, times hop_factor one hop away.
 WITH
+-- the query's vector: the one given, else the embedding cache's (%(text_hash)s under the
+-- configured model and endpoint), so a query seen before needs no round trip of its own;
+-- when there is none (recall_check says so), nothing below finds anything and recall
+-- embeds the query and runs again
+query_vector AS MATERIALIZED (
+    SELECT v, (v IS NOT NULL OR NOT %(use_vector)s) AS ready
+    FROM (SELECT COALESCE(%(embedding)s::vector,
+                          (SELECT c.embedding FROM embedding_cache c
+                           WHERE c.text_hash = %(text_hash)s AND c.model = %(embedding_model)s
+                             AND c.endpoint = %(embedding_endpoint)s)) AS v) q
+),
 scope AS MATERIALIZED (
     SELECT COALESCE(array_agg(n.id), '{}')::bigint[] AS ids
     FROM namespaces n
@@ -87,6 +106,7 @@ scope AS MATERIALIZED (
 ),
 query_lexemes AS (
     SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
+    WHERE (SELECT ready FROM query_vector)
 ),
 corpus AS (
     SELECT COALESCE(sum(documents), 0)::float8 AS documents,
@@ -122,18 +142,18 @@ tq AS (
 ),
 fact_vec AS (
     SELECT f.id FROM facts f
-    WHERE %(use_vector)s
+    WHERE %(use_vector)s AND (SELECT ready FROM query_vector)
       AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-    ORDER BY f.embedding <=> %(embedding)s::vector
+    ORDER BY f.embedding <=> (SELECT v FROM query_vector)
     LIMIT %(candidates)s
 ),
 episode_vec AS (
     SELECT e.id FROM episodes e
-    WHERE %(use_vector)s AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
+    WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
       AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
       AND episode_visible(e, %(as_of)s, %(known_at)s)
-    ORDER BY e.embedding <=> %(embedding)s::vector
+    ORDER BY e.embedding <=> (SELECT v FROM query_vector)
     LIMIT %(candidates)s
 ),
 fact_text AS (
@@ -182,7 +202,7 @@ candidates AS (
 -- MATERIALIZED: every score is computed once per candidate, however often it is used
 scored AS MATERIALIZED (
     SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata, c.embedding,
-           CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> %(embedding)s::vector) END AS cosine,
+           CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> (SELECT v FROM query_vector)) END AS cosine,
            CASE WHEN %(use_text)s THEN COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
                           / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(c.search) / co.average_length)))
@@ -257,7 +277,7 @@ neighbours AS (
 -- neighbours that were no candidate get their own scores too (a handful of rows), so a
 -- reply that shares a little with the query and follows a strong hit can rank
 extra AS MATERIALIZED (
-    SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> %(embedding)s::vector) AS cosine,
+    SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> (SELECT v FROM query_vector)) AS cosine,
            COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
                           / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(e.search) / co.average_length)))
@@ -291,7 +311,7 @@ ranked AS (
 entity_matched AS MATERIALIZED (
     SELECT a.entity_id, a.alias
     FROM entity_aliases a
-    WHERE a.normalised = ANY(%(phrases)s::text[])
+    WHERE a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
       AND (%(all_namespaces)s OR a.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
 ),
 entity_named AS MATERIALIZED (
@@ -351,7 +371,7 @@ entity_reached AS (
     ) f
 ),
 entity_scored AS (
-    SELECT DISTINCT ON (r.id) r.id, r.hop, 1 - (f.embedding <=> %(embedding)s::vector) AS cosine,
+    SELECT DISTINCT ON (r.id) r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine,
            COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
                           / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(f.search) / co.average_length)))
