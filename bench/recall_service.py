@@ -65,7 +65,8 @@ class Writer:
         self.on = threading.Event()
         self.stop = threading.Event()
         self.written = 0
-        self.busy_seconds = 0.0
+        self.on_seconds = 0.0
+        self._since: float | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -87,6 +88,21 @@ class Writer:
                 time.sleep(pause)
             else:
                 due = time.perf_counter()  # behind: write as fast as it goes, no burst to catch up
+
+    def switch(self, on: bool) -> None:
+        """Writing on or off; the time spent on is summed for the achieved rate."""
+        now = time.perf_counter()
+        if on and self._since is None:
+            self._since = now
+            self.on.set()
+        elif not on and self._since is not None:
+            self.on.clear()
+            self.on_seconds += now - self._since
+            self._since = None
+
+    @property
+    def rate(self) -> float:
+        return self.written / self.on_seconds if self.on_seconds else 0.0
 
     @contextlib.contextmanager
     def running(self) -> Any:
@@ -120,7 +136,7 @@ async def measure(store: Any, questions: list[dict[str, Any]], vectors: Any, rou
         for i in range(-5, rounds):  # warm-up rounds (imports, pools, plans, caches) not kept
             state = "writing" if writer is not None and i >= 0 and (i // block) % 2 == 1 else "idle"
             if writer is not None:
-                (writer.on.set if state == "writing" else writer.on.clear)()
+                writer.switch(state == "writing")
             q = questions[i % len(questions)]
             vector = vectors[i % len(questions)]
             for k in range(len(paths)):
@@ -137,7 +153,7 @@ async def measure(store: Any, questions: list[dict[str, Any]], vectors: Any, rou
             if (i + 1) % 25 == 0:
                 common.log(f"round {i + 1}/{rounds}, load average {os.getloadavg()[0]:.1f}")
     if writer is not None:
-        writer.on.clear()
+        writer.switch(False)
     return samples
 
 
@@ -160,10 +176,8 @@ def main(argv: list[str] | None = None) -> None:
         common.log(f"loaded {len(data['turns']):,} turns in {len({t['namespace'] for t in data['turns']})} namespaces")
         writer = Writer(store, data["turns"], args.writes_per_second) if args.writes_per_second else None
         with writer.running() if writer else contextlib.nullcontext():
-            began = time.perf_counter()
             samples = anyio.run(measure, store, questions, vectors, args.rounds, Path(tmp), baseline, writer,
                                 args.block)
-            seconds = time.perf_counter() - began
     load_after = os.getloadavg()
     conditions = (f"{len(data['turns']):,} turns, {args.embedder}, load average {load_before[0]:.1f} before, "
                   f"{load_after[0]:.1f} after")
@@ -178,9 +192,9 @@ def main(argv: list[str] | None = None) -> None:
                          common.ratio(s["p95"], floor["p95"])])
         title = "Recall through MCP stdio vs a bare HNSW top-10, ms"
         if writer is not None:
-            rate = writer.written / seconds * 2  # (the writer runs in half the rounds)
             title += (f" — {'with the writer on' if state == 'writing' else 'writer off'} "
-                      f"(about {rate:.0f} remembers/s achieved while on, {args.writes_per_second:.0f} asked)")
+                      f"({writer.written:,} remembers at {writer.rate:.0f}/s achieved while on, "
+                      f"{args.writes_per_second:.0f}/s asked)")
         common.print_table(f"{title} ({conditions})",
                            ["path", "n", "p50", "p95", "p50 / bare HNSW", "p95 / bare HNSW"], rows)
 

@@ -357,10 +357,10 @@ entity_neighbours AS (
     LIMIT %(max_neighbours)s
 ),
 entity_reached AS (
-    SELECT x.hop, x.words, f.id
-    FROM (SELECT entity_id, 0 AS hop, words FROM entity_words
+    SELECT x.hop, x.named_id, f.id
+    FROM (SELECT entity_id, 0 AS hop, entity_id AS named_id FROM entity_named
           UNION ALL
-          SELECT nb.entity_id, 1, m.words FROM entity_neighbours nb JOIN entity_words m ON m.entity_id = nb.named_id) x
+          SELECT nb.entity_id, 1, nb.named_id FROM entity_neighbours nb) x
     CROSS JOIN LATERAL (
         SELECT f.id FROM facts f
         WHERE f.entity_id = x.entity_id
@@ -370,8 +370,16 @@ entity_reached AS (
         LIMIT %(facts_per_entity)s
     ) f
 ),
+-- each reached fact once, at its nearest hop, with the named entity whose words it is
+-- credited (MATERIALIZED, grouped by hashing: a sorted
+-- DISTINCT under recall's settings walked the whole facts primary key to avoid a sort)
+entity_facts AS MATERIALIZED (
+    SELECT r.id, min(r.hop) AS hop, (array_agg(r.named_id ORDER BY r.hop, r.named_id))[1] AS named_id
+    FROM entity_reached r
+    GROUP BY r.id
+),
 entity_scored AS (
-    SELECT DISTINCT ON (r.id) r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine,
+    SELECT r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine,
            COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
                           / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(f.search) / co.average_length)))
@@ -380,8 +388,9 @@ entity_scored AS (
                CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25,
            COALESCE((SELECT sum(w.idf) FROM weights w
                      WHERE w.lexeme = ANY(r.words) AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
-    FROM entity_reached r JOIN facts f ON f.id = r.id, corpus co
-    ORDER BY r.id, r.hop
+    FROM (SELECT t.id, t.hop, m.words FROM entity_facts t JOIN entity_words m ON m.entity_id = t.named_id) r
+    CROSS JOIN LATERAL (SELECT x.embedding, x.search FROM facts x WHERE x.id = r.id) f
+    CROSS JOIN corpus co
 ),
 entity_ranked AS (
     SELECT c.id, c.cosine, c.bm25, c.coverage,
