@@ -20,10 +20,10 @@ load drift hits all alike:
   settings, in this process: the floor for "find the ten nearest memories";
 * ``recall_results`` in this process (the library call the tool makes).
 
-Table 2, the same rounds while a writer thread remembers new turns into the same
-namespaces at ``--writes-per-second`` (cached texts, so a write is its database work:
-insert, full-text and HNSW index entries, term statistics) vs without it, blocks of
-rounds alternating; the achieved write rate is reported.
+Table 2, the same rounds while ``--writers`` threads remember turns into the same
+namespaces at ``--writes-per-second`` in all (cached texts, so a write is its database
+work: insert, full-text and HNSW index entries, term statistics) vs without them, blocks
+of rounds alternating; the achieved write rate is reported.
 
 Every table reports the load average beside it: the machine is shared.
 """
@@ -58,21 +58,23 @@ def bare_hnsw(store: Any, vector: Any) -> list[dict[str, Any]]:
 
 
 class Writer:
-    """Remembers cached-text turns into the conversations at a steady rate, in a thread."""
+    """Remembers cached-text turns into the conversations at a steady rate, in ``threads``
+    threads (each paced at its share of the rate, each on its own pooled connection)."""
 
-    def __init__(self, store: Any, turns: list[dict[str, Any]], per_second: float) -> None:
-        self.store, self.turns, self.interval = store, turns, 1.0 / per_second
+    def __init__(self, store: Any, turns: list[dict[str, Any]], per_second: float, threads: int = 1) -> None:
+        self.store, self.turns, self.interval = store, turns, threads / per_second
         self.on = threading.Event()
         self.stop = threading.Event()
         self.written = 0
         self.on_seconds = 0.0
         self._since: float | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self._count = threading.Lock()
+        self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True) for k in range(threads)]
 
-    def _run(self) -> None:
+    def _run(self, k: int) -> None:
         from stash_pipeline.memory import episodes
 
-        i = 0
+        i = k * 997  # the threads write different turns
         due = time.perf_counter()
         while not self.stop.is_set():
             if not self.on.wait(0.05):
@@ -81,7 +83,8 @@ class Writer:
             turn = self.turns[i % len(self.turns)]
             episodes.remember(self.store, turn["namespace"], turn["content"], occurred_at=turn["occurred_at"])
             i += 1
-            self.written += 1
+            with self._count:
+                self.written += 1
             due += self.interval
             pause = due - time.perf_counter()
             if pause > 0:
@@ -106,12 +109,14 @@ class Writer:
 
     @contextlib.contextmanager
     def running(self) -> Any:
-        self.thread.start()
+        for thread in self.threads:
+            thread.start()
         try:
             yield self
         finally:
             self.stop.set()
-            self.thread.join()
+            for thread in self.threads:
+                thread.join()
 
 
 @contextlib.asynccontextmanager
@@ -164,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--baseline-src", type=Path, help="an earlier version's source tree: its server too")
     parser.add_argument("--writes-per-second", type=float, default=0.0,
                         help="with a writer at this rate in alternate blocks of rounds (e.g. 200)")
+    parser.add_argument("--writers", type=int, default=4, help="writer threads sharing that rate (default 4)")
     parser.add_argument("--block", type=int, default=10, help="rounds per block with / without the writer")
     args = parser.parse_args(argv)
     baseline = args.baseline_src.resolve() if args.baseline_src else None
@@ -174,7 +180,8 @@ def main(argv: list[str] | None = None) -> None:
     with common.fresh_store(args.embedder) as store, tempfile.TemporaryDirectory(prefix="stash-recall-") as tmp:
         conversation_quality.load(store, data)
         common.log(f"loaded {len(data['turns']):,} turns in {len({t['namespace'] for t in data['turns']})} namespaces")
-        writer = Writer(store, data["turns"], args.writes_per_second) if args.writes_per_second else None
+        writer = (Writer(store, data["turns"], args.writes_per_second, args.writers)
+                  if args.writes_per_second else None)
         with writer.running() if writer else contextlib.nullcontext():
             samples = anyio.run(measure, store, questions, vectors, args.rounds, Path(tmp), baseline, writer,
                                 args.block)
@@ -192,9 +199,9 @@ def main(argv: list[str] | None = None) -> None:
                          common.ratio(s["p95"], floor["p95"])])
         title = "Recall through MCP stdio vs a bare HNSW top-10, ms"
         if writer is not None:
-            title += (f" — {'with the writer on' if state == 'writing' else 'writer off'} "
+            title += (f" — {'with the writers on' if state == 'writing' else 'writers off'} "
                       f"({writer.written:,} remembers at {writer.rate:.0f}/s achieved while on, "
-                      f"{args.writes_per_second:.0f}/s asked)")
+                      f"{args.writes_per_second:.0f}/s asked of {args.writers} threads)")
         common.print_table(f"{title} ({conditions})",
                            ["path", "n", "p50", "p95", "p50 / bare HNSW", "p95 / bare HNSW"], rows)
 
