@@ -141,10 +141,12 @@ def score(ranked: list[Key], evidence: set[Key]) -> dict[str, float]:
 
 
 def evaluate(
-    store: Any, questions: list[dict[str, Any]], keys: dict[int, Key], baselines: PythonBaselines, system: str
+    store: Any, questions: list[dict[str, Any]], keys: dict[int, Key], baselines: PythonBaselines, system: str,
+    config: Any = None,
 ) -> dict[str, list[dict[str, float]]]:
-    """Per-kind lists of per-question scores of one system."""
+    """Per-kind lists of per-question scores of one system (``config``: a ``RecallConfig``, default as shipped)."""
     from stash_pipeline.memory import recall
+    from stash_pipeline.memory.recall_config import DEFAULT
 
     query_vectors = common.dataset_vectors([q["query"] for q in questions])
     out: dict[str, list[dict[str, float]]] = defaultdict(list)
@@ -156,6 +158,7 @@ def evaluate(
             ids = [int(r["id"]) for r in previous_rows(store, q["query"], ns) if r["kind"] == "episode"]
         else:
             mode = "vector" if system == "vector" else "hybrid"
-            ids = [h.id for h in recall.recall(store, q["query"], ns, limit=LIMIT, mode=mode) if h.kind == "episode"]
+            hits = recall.recall(store, q["query"], ns, limit=LIMIT, mode=mode, config=config or DEFAULT)
+            ids = [h.id for h in hits if h.kind == "episode"]
         out[q["kind"]].append(score([keys[i] for i in ids], {(ns, d) for d in q["evidence"]}))
     return out

@@ -15,16 +15,15 @@ and facts (``assert_fact`` with ``supersede``). Relationships are written with b
 (bench/queries.sql), as only the relationships stage writes them.
 
 ``recall`` = recall as shipped, ``recall_no_entities`` = the same call with the leg off
-(``entity_recall.ENABLED = False``), in the same run. ENTITY_MATCH x HOP_FACTOR is swept
-on the DEV questions only (the entity set's and the agent-memory set's).
+(``RecallConfig.entity_leg`` False), in the same run. ``entity_match`` x ``hop_factor`` is
+swept on the DEV questions only (the entity set's and the agent-memory set's).
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from bench import common
@@ -35,23 +34,7 @@ GRID_MATCH = (0.4, 0.5, 0.6, 0.7)
 GRID_HOP = (0.6, 0.8, 1.0)
 
 Ref = tuple[str, int]
-Evaluate = Callable[[Any, list[dict[str, Any]], dict[str, Ref], str], dict[str, list[dict[str, float]]]]
-
-
-@contextlib.contextmanager
-def entity_leg(enabled: bool, **constants: float) -> Iterator[None]:
-    """Recall with the entity leg on or off (and constants overridden), restored after."""
-    from stash_pipeline.memory import entity_recall
-
-    saved = {"ENABLED": entity_recall.ENABLED} | {k: getattr(entity_recall, k) for k in constants}
-    entity_recall.ENABLED = enabled
-    for key, value in constants.items():
-        setattr(entity_recall, key, value)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            setattr(entity_recall, key, value)
+Evaluate = Callable[..., dict[str, list[dict[str, float]]]]
 
 
 def resolve(store: Any, namespace: str, name: str, aliases: list[str]) -> int:
@@ -124,21 +107,23 @@ def load_speakers(store: Any, turns: list[dict[str, Any]]) -> int:
 
 def sweep(store: Any, entity_dev: list[dict[str, Any]], agent_dev: list[dict[str, Any]], refs: dict[str, Ref],
           evaluate: Evaluate, overall: Callable[[Any], dict[str, float]]) -> dict[str, float]:
-    """ENTITY_MATCH x HOP_FACTOR on the DEV questions; the best entity r@10 whose agent-memory
+    """entity_match x hop_factor on the DEV questions; the best entity r@10 whose agent-memory
     DEV r@10 stays within 0.01 of the leg-off value. Prints the table, returns the choice."""
-    with entity_leg(False):
-        base_agent = overall(evaluate(store, agent_dev, refs, "recall"))
-        base_entity = overall(evaluate(store, entity_dev, refs, "recall"))
+    from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
+
+    off = VARIANTS["no_entity_leg"]
+    base_agent = overall(evaluate(store, agent_dev, refs, "recall", off))
+    base_entity = overall(evaluate(store, entity_dev, refs, "recall", off))
     rows, best, best_key = [], {}, (-1.0, -1.0)
     for match, hop in itertools.product(GRID_MATCH, GRID_HOP):
-        with entity_leg(True, ENTITY_MATCH=match, HOP_FACTOR=hop):
-            m_entity = overall(evaluate(store, entity_dev, refs, "recall"))
-            m_agent = overall(evaluate(store, agent_dev, refs, "recall"))
-        rows.append([f"ENTITY_MATCH={match}, HOP_FACTOR={hop}", m_entity["r@10"], m_entity["mrr"], m_agent["r@10"],
+        point = DEFAULT.replace(entity_match=match, hop_factor=hop)
+        m_entity = overall(evaluate(store, entity_dev, refs, "recall", point))
+        m_agent = overall(evaluate(store, agent_dev, refs, "recall", point))
+        rows.append([f"entity_match={match}, hop_factor={hop}", m_entity["r@10"], m_entity["mrr"], m_agent["r@10"],
                      m_agent["mrr"]])
         key = (m_entity["r@10"], m_entity["mrr"])
         if m_agent["r@10"] >= base_agent["r@10"] - 0.01 and key > best_key:
-            best, best_key = {"ENTITY_MATCH": match, "HOP_FACTOR": hop}, key
+            best, best_key = {"entity_match": match, "hop_factor": hop}, key
     rows.sort(key=lambda r: (-r[1], -r[2]))
     rows.append(["entity leg off", base_entity["r@10"], base_entity["mrr"], base_agent["r@10"], base_agent["mrr"]])
     common.print_table("Entity leg, DEV questions: ranking constants (entity set and agent-memory set)",
@@ -154,10 +139,8 @@ def report(store: Any, questions: list[dict[str, Any]], refs: dict[str, Ref], ev
     for split in ("dev", "test"):
         asked = [q for q in questions if q["split"] == split]
         results[split] = {}
-        for system in SYSTEMS:
-            with entity_leg(system != "recall_no_entities"):
-                results[split][system] = evaluate(store, asked, refs,
-                                                  "recall" if system == "recall_no_entities" else system)
+        for system in SYSTEMS:  # (recall_no_entities: the same recall, RecallConfig.entity_leg off)
+            results[split][system] = evaluate(store, asked, refs, system)
     rows = []
     for qtype in (*TYPES, "all"):
         for system in SYSTEMS:

@@ -18,9 +18,10 @@ reference's read: cosine over facts and episodes, default HNSW settings):
   baseline: the raw embedder + the vector-only SQL;
 * end to end, embedding cached — the same queries again; ``recall`` has no hook for a
   precomputed vector, so its embedding is a cache hit (one indexed lookup);
-* SQL alone — the ``recall_hybrid`` named query executed directly with the precomputed
-  vector, exactly as ``recall`` runs it, vs the vector-only SQL;
-* SQL alone, the first BM25 recall statement — ``recall_hybrid`` as first shipped with
+* SQL alone — the recall round trip (``recall_search_params`` + ``recall_check`` +
+  ``recall`` pipelined) with the precomputed vector given, as ``recall`` runs it, vs the
+  vector-only SQL;
+* SQL alone, the first BM25 recall statement — the hybrid statement as first shipped with
   BM25 (``bench_recall_first_bm25``), same parameters, interleaved query by query;
 * SQL alone, server CPU time — the CPU the server process spent on each of those
   statements (from /proc, local server only): on a machine shared with other work it is
@@ -40,8 +41,11 @@ name skip the fill (after migrating it to the current schema) and measure the cu
 Entity leg: one entity per ten memories (the agent-memory facts' subjects first, so the
 questions that name a service match one; then "entity <i>"), three aliases each, every
 fact about one of them, three relationships each. Measured on the same queries: recall
-with the entity leg vs without it (embedding cached, interleaved), and the
-``recall_entity_facts`` query alone.
+with the entity leg vs without it (embedding cached, interleaved), and the recall round
+trip with and without the query's phrases (the leg is part of the statement).
+
+Recall steps (bench/recall_steps.py): each step's time and share, the path before one
+round trip (its statements kept in bench/queries.sql) vs the current one, in turn.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import common
+from bench import common, recall_steps
 from bench.data import generate
 
 NAMESPACE = "/bench/recall"
@@ -119,82 +123,84 @@ def fill_entities(store: Any, size: int) -> int:
     return count
 
 
-def recall_statement_params(store: Any, query: str, names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    """The exact parameters ``recall`` passes to the named statements for this query (a spy).
+def recall_statement_params(store: Any, query: str, **options: Any) -> dict[str, Any]:
+    """The exact parameters ``recall`` passes to the ``recall`` statement for this query (a spy).
 
     Capturing, rather than rebuilding them here, keeps the SQL-alone rows in step with
     whatever recall.py currently sends.
     """
-    from stash_pipeline.db.gateway import Session
+    from stash_pipeline.db.gateway import Database
     from stash_pipeline.memory import recall
 
-    captured: dict[str, dict[str, Any]] = {}
-    original = Session.all
+    captured: dict[str, Any] = {}
+    original = Database.pipelined
 
-    def spy(self: Any, name: str, /, **params: Any) -> list[dict[str, Any]]:
-        if name in names:
-            captured[name] = params
-        return original(self, name, **params)
+    def spy(self: Any, *statements: tuple[str, Any]) -> list[list[dict[str, Any]]]:
+        captured.update(dict(statements)["recall"])
+        return original(self, *statements)
 
-    Session.all = spy  # type: ignore[method-assign]
+    Database.pipelined = spy  # type: ignore[method-assign]
     try:
-        recall.recall(store, query, "/", limit=10)
+        recall.recall(store, query, "/", limit=10, **options)
     finally:
-        Session.all = original  # type: ignore[method-assign]
+        Database.pipelined = original  # type: ignore[method-assign]
     return captured
 
 
 def hybrid_params(store: Any, query: str, vector: np.ndarray) -> dict[str, Any]:
-    """The parameters ``recall`` passes to ``recall_hybrid`` for this query, with ``vector``."""
-    return recall_statement_params(store, query, ("recall_hybrid",))["recall_hybrid"] | {"embedding": vector}
-
-
-def entity_params(store: Any, query: str) -> dict[str, dict[str, Any]]:
-    """The parameters ``recall`` passes to the entity leg's statements, by query name."""
-    return recall_statement_params(store, query, ("recall_entity_names", "recall_entity_facts"))
+    """The ``recall`` statement's parameters for this query, with ``vector`` (and the old
+    statements' namespace ids, for the earlier recall statements measured beside it)."""
+    return recall_statement_params(store, query) | {"embedding": vector, "namespace_ids": []}
 
 
 def entity_leg_table(store: Any, questions: list[str], entities: int) -> None:
-    """Cached recall with and without the entity leg (interleaved), and the leg's statements alone."""
-    from stash_pipeline.memory import entity_recall, recall
+    """Cached recall with and without the entity leg (in turn), and the statement with and without it."""
+    from stash_pipeline.memory import recall
+    from stash_pipeline.memory.recall_config import VARIANTS
 
-    with_leg, without, leg_sql, named = [], [], [], 0
+    with_leg, without, sql_on, sql_off, named = [], [], [], [], 0
     for q in questions:
-        params = entity_params(store, q)
+        params = recall_statement_params(store, q)
         with_leg.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
-        entity_recall.ENABLED = False
-        try:
-            without.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
-        finally:
-            entity_recall.ENABLED = True
-
-        def leg(params: dict[str, dict[str, Any]] = params) -> None:
-            with store.db.transaction() as tx:
-                for name, values in params.items():
-                    tx.all(name, **values)
-
-        leg_sql.append(common.timed(leg)[0])
-        named += "recall_entity_facts" in params
-    a, b, c = common.summarize(with_leg), common.summarize(without), common.summarize(leg_sql)
+        without.append(common.timed(
+            lambda q=q: recall.recall(store, q, "/", limit=10, config=VARIANTS["no_entity_leg"]))[0])
+        took, rows = common.timed(lambda p=params: recall_sql(store, p))
+        sql_on.append(took)
+        sql_off.append(common.timed(lambda p=params: recall_sql(store, p | {"phrases": []}))[0])
+        named += any(r["entity_score"] is not None for r in rows)
+    a, b = common.summarize(with_leg), common.summarize(without)
+    c, d = common.summarize(sql_on), common.summarize(sql_off)
     common.print_table(
         f"Entity leg cost: {entities:,} entities (3 aliases, 3 relationships each), {len(questions)} queries, "
-        f"{named} of them name an entity; embedding cached",
+        f"{named} of them reach an entity's fact in the top 10; embedding cached",
         ["measure", "p50 ms", "p95 ms"],
         [["recall, entity leg on", a["p50"], a["p95"]], ["recall, entity leg off", b["p50"], b["p95"]],
          ["difference", a["p50"] - b["p50"], a["p95"] - b["p95"]],
-         ["the leg's statements alone (own transaction)", c["p50"], c["p95"]]])
+         ["the recall round trip, leg on", c["p50"], c["p95"]],
+         ["the recall round trip, leg off (no phrases)", d["p50"], d["p95"]],
+         ["difference (the leg inside the statement)", c["p50"] - d["p50"], c["p95"] - d["p95"]]])
 
 
-def hybrid_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = None) -> list[dict[str, Any]]:
-    """recall_hybrid as recall runs it; ``cpu`` receives the server CPU time it took (ms)."""
-    from stash_pipeline.memory import recall
+def recall_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = None) -> list[dict[str, Any]]:
+    """The recall round trip (its three statements pipelined) as recall runs it; ``cpu``
+    receives the server CPU time it took (ms)."""
+    from stash_pipeline.db.sql import query
+    from stash_pipeline.memory.recall_config import DEFAULT
 
-    with store.db.transaction() as tx:
-        before = common.server_cpu_ms(tx.conn)
-        with tx.conn.pipeline():
-            tx.one("recall_search_params", ef_search=str(recall.EF_SEARCH))
-            rows = tx.all("recall_hybrid", **params)
-        after = common.server_cpu_ms(tx.conn)
+    # Database.pipelined's round trip, on a connection held for the CPU readings around it
+    with store.db.connection() as conn:
+        before = common.server_cpu_ms(conn)
+        conn.autocommit = True
+        try:
+            cursors = [conn.cursor() for _ in range(3)]
+            with conn.pipeline():
+                cursors[0].execute(query("recall_search_params"), {"ef_search": str(DEFAULT.ef_search)})
+                cursors[1].execute(query("recall_check"), params)
+                cursors[2].execute(query("recall"), params)
+            rows = cursors[2].fetchall()
+        finally:
+            conn.autocommit = False
+        after = common.server_cpu_ms(conn)
     if cpu is not None and before is not None and after is not None:
         cpu.append(after - before)
     return rows
@@ -230,9 +236,9 @@ def first_bm25_sql(store: Any, params: dict[str, Any], cpu: list[float] | None =
 
 
 def params_ef_search() -> int:
-    from stash_pipeline.memory import recall
+    from stash_pipeline.memory.recall_config import DEFAULT
 
-    return recall.EF_SEARCH
+    return DEFAULT.ef_search
 
 
 def vector_sql(store: Any, vector: np.ndarray, cpu: list[float] | None = None) -> list[dict[str, Any]]:
@@ -246,13 +252,13 @@ def vector_sql(store: Any, vector: np.ndarray, cpu: list[float] | None = None) -
 
 
 def explain(store: Any, params: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """EXPLAIN (ANALYZE) lines of the hybrid query and of the vector-only baseline."""
+    """EXPLAIN (ANALYZE) lines of the recall statement and of the vector-only baseline."""
     from stash_pipeline.db.sql import query as named
-    from stash_pipeline.memory import recall
+    from stash_pipeline.memory.recall_config import DEFAULT
 
     with store.db.transaction() as tx:
-        tx.one("recall_search_params", ef_search=str(recall.EF_SEARCH))
-        ours = tx.conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + named("recall_hybrid"), params).fetchall()
+        tx.one("recall_search_params", ef_search=str(DEFAULT.ef_search))
+        ours = tx.conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + named("recall"), params).fetchall()
     with store.db.transaction() as tx:
         base = tx.conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + common.sql("bench_vector_only"),
                                {"embedding": params["embedding"], "limit": 10}).fetchall()
@@ -295,7 +301,7 @@ def main(argv: list[str] | None = None) -> None:
         prepared = [hybrid_params(store, q, v) for q, v in zip(questions, vectors, strict=True)]
         for q, v, params in zip(questions, vectors, prepared, strict=True):
             cached.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
-            sql_ours.append(common.timed(lambda p=params: hybrid_sql(store, p, cpu_ours))[0])
+            sql_ours.append(common.timed(lambda p=params: recall_sql(store, p, cpu_ours))[0])
             sql_ref.append(common.timed(lambda v=v: vector_sql(store, v, cpu_ref))[0])
             sql_first.append(common.timed(lambda p=params: first_bm25_sql(store, p, cpu_first))[0])
             sql_previous.append(common.timed(lambda q=q, v=v: previous_sql(store, q, v))[0])
@@ -306,6 +312,7 @@ def main(argv: list[str] | None = None) -> None:
         probe = next(i for i, q in enumerate(questions) if q.startswith("What was the root cause of INC-"))
         plan, base_plan = explain(store, prepared[probe])
         entity_leg_table(store, questions, entities)
+        recall_steps.steps_table(store, questions, NAMESPACE)
         sizes = common.relation_sizes(store)
     resources = [["fill + index builds (s)" if builds else "no fill: the kept database was filled earlier (s)",
                   fill_seconds]]
@@ -351,7 +358,7 @@ def main(argv: list[str] | None = None) -> None:
                        f"(maintenance_work_mem {common.BUILD_MEMORY}, {common.BUILD_WORKERS} parallel worker)",
                        ["measure", "value"], resources)
 
-    for title, lines in (("recall_hybrid (ours)", plan), ("vector-only baseline", base_plan)):
+    for title, lines in (("recall (ours)", plan), ("vector-only baseline", base_plan)):
         print(f"EXPLAIN (ANALYZE) of {title} for {questions[probe]!r}, scan lines:")
         for line in lines:
             if any(word in line for word in ("hnsw", "_gin", "Seq Scan", "Execution Time", "Planning Time")):

@@ -8,7 +8,7 @@
    per turn, 756 questions of four kinds, evidence = turn ids). Systems: Okapi BM25 and a
    min-max cosine + BM25 mix in Python over the same texts, vector-only, the previous
    recall query and the shipped recall (bench/conversation_quality.py). The ranking
-   constants are swept on the DEV split (a small grid of W_VECTOR x NEIGHBOUR_WEIGHT);
+   constants are swept on the DEV split (a small grid of w_vector x neighbour_weight);
    both splits are reported, per kind, with the shipped constants and the dev-best ones.
 2. The agent-memory set (bench/data: 2,300 episodes over 7 namespaces, 73 asserted facts
    of which 15 are retired by supersede, 325 questions; plus, with --large,
@@ -112,28 +112,31 @@ def aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
 # --- systems ------------------------------------------------------------------------------
 
 
-def run_system(store: Any, system: str, question: dict[str, Any], limit: int = LIMIT) -> list[Any]:
+def run_system(store: Any, system: str, question: dict[str, Any], limit: int = LIMIT, config: Any = None) -> list[Any]:
+    """One question's hits from one system; ``config`` a ``RecallConfig`` (default: as shipped)."""
     from stash_pipeline.memory import recall
+    from stash_pipeline.memory.recall_config import DEFAULT
 
+    config = config or DEFAULT
     if system == "facts_first":
         return recall.facts_first_recall(store, question["query"], question["namespaces"], limit=limit)
     if system == "previous":
         return previous_hits(store, question["query"], question["namespaces"])
     if system == "recall_no_entities":  # the same recall with its entity leg off
-        with entity_quality.entity_leg(False):
-            return recall.recall(store, question["query"], question["namespaces"], limit=limit)
+        return recall.recall(store, question["query"], question["namespaces"], limit=limit,
+                             config=config.replace(entity_leg=False))
     if system == "recall":
         system = "hybrid"
-    return recall.recall(store, question["query"], question["namespaces"], limit=limit, mode=system)
+    return recall.recall(store, question["query"], question["namespaces"], limit=limit, mode=system, config=config)
 
 
 def evaluate(
-    store: Any, questions: list[dict[str, Any]], refs: dict[str, Ref], system: str
+    store: Any, questions: list[dict[str, Any]], refs: dict[str, Ref], system: str, config: Any = None
 ) -> dict[str, list[dict[str, float]]]:
     """Per-type lists of per-question scores for one system."""
     out: dict[str, list[dict[str, float]]] = defaultdict(list)
     for q in questions:
-        hits = run_system(store, system, q)
+        hits = run_system(store, system, q, config=config)
         ranked = [(h.kind, h.id) for h in hits]
         scores = score_question(ranked, {refs[k] for k in q["relevant"]}, {refs[k] for k in q["stale"]})
         out[q["type"]].append(scores)
@@ -163,7 +166,7 @@ def previous_hits(store: Any, query: str, namespaces: Any) -> list[Any]:
 
 def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Load the conversational set, sweep on dev, report dev and test per kind."""
-    from stash_pipeline.memory import recall
+    from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
 
     cq = conversation_quality
     keys = cq.load(store, data)
@@ -171,15 +174,11 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]]) -> di
     baselines = cq.PythonBaselines(store, data, keys)
     dev = [q for q in data["questions"] if q["split"] == "dev"]
     test = [q for q in data["questions"] if q["split"] == "test"]
-    shipped = {name: getattr(recall, name) for name in ("W_VECTOR", "NEIGHBOUR_WEIGHT")}
+    shipped = {"w_vector": DEFAULT.w_vector, "neighbour_weight": DEFAULT.neighbour_weight}
     sweep = []
-    try:
-        for w_vector, neighbour in itertools.product(GRID_W_VECTOR, GRID_NEIGHBOUR):
-            recall.W_VECTOR, recall.NEIGHBOUR_WEIGHT = w_vector, neighbour
-            sweep.append(({"W_VECTOR": w_vector, "NEIGHBOUR_WEIGHT": neighbour},
-                          overall(cq.evaluate(store, dev, keys, baselines, "recall"))))
-    finally:
-        recall.W_VECTOR, recall.NEIGHBOUR_WEIGHT = shipped["W_VECTOR"], shipped["NEIGHBOUR_WEIGHT"]
+    for w_vector, neighbour in itertools.product(GRID_W_VECTOR, GRID_NEIGHBOUR):
+        point = {"w_vector": w_vector, "neighbour_weight": neighbour}
+        sweep.append((point, overall(cq.evaluate(store, dev, keys, baselines, "recall", DEFAULT.replace(**point)))))
     sweep.sort(key=lambda item: (-item[1]["r@10"], -item[1]["mrr"]))
     common.print_table("Conversational set, DEV split: ranking constants (real query)",
                        ["setting", "recall@5", "recall@10", "MRR"],
@@ -191,14 +190,9 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]]) -> di
     results: dict[str, dict[str, Any]] = {}
     for split, questions in (("dev", dev), ("test", test)):
         per = {s: cq.evaluate(store, questions, keys, baselines, s) for s in cq.SYSTEMS}
-        with entity_quality.entity_leg(False):
-            per["recall_no_entities"] = cq.evaluate(store, questions, keys, baselines, "recall")
+        per["recall_no_entities"] = cq.evaluate(store, questions, keys, baselines, "recall", VARIANTS["no_entity_leg"])
         if best != shipped:
-            try:
-                recall.W_VECTOR, recall.NEIGHBOUR_WEIGHT = best["W_VECTOR"], best["NEIGHBOUR_WEIGHT"]
-                per["recall_dev_best"] = cq.evaluate(store, questions, keys, baselines, "recall")
-            finally:
-                recall.W_VECTOR, recall.NEIGHBOUR_WEIGHT = shipped["W_VECTOR"], shipped["NEIGHBOUR_WEIGHT"]
+            per["recall_dev_best"] = cq.evaluate(store, questions, keys, baselines, "recall", DEFAULT.replace(**best))
         results[split] = per
     systems = list(results["test"])
     rows = []

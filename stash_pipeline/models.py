@@ -249,7 +249,7 @@ class RecallHit(Record):
     @property
     def relevance(self) -> float:
         """The score clipped to [0, 1]: comparable across queries, for an agent to threshold
-        (``recall.RELEVANCE_FLOOR``); ``recall.recall_results`` puts it in every result."""
+        (``RecallConfig.relevance_floor``); ``recall.recall_results`` puts it in every result."""
         return round(min(max(self.score, 0.0), 1.0), 4)
 
 

@@ -231,6 +231,28 @@ class Database:
                 with contextlib.suppress(psycopg.Error):
                     conn.autocommit = False
 
+    def pipelined(self, *statements: tuple[str, Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
+        """Several statements as one transaction in one round trip; each one's rows (none
+        for a statement that returns none).
+
+        In autocommit mode the server runs the statements of a pipeline up to its one
+        sync as a single implicit transaction (one snapshot, transaction-local settings
+        carry over, an error rolls back all), so a read made of dependent statements
+        waits for the server once instead of once per statement plus BEGIN and COMMIT.
+        """
+        with self._checked_connection() as conn, translate_errors():
+            conn.autocommit = True
+            try:
+                cursors = [conn.cursor() for _ in statements]
+                with conn.pipeline():
+                    for cur, (name, params) in zip(cursors, statements, strict=True):
+                        cur.execute(query(name), params or None)
+                # leaving the pipeline was the one wait: every result is in
+                return [cur.fetchall() if cur.description is not None else [] for cur in cursors]
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    conn.autocommit = False
+
     def all(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         with self.transaction() as tx:
             return tx.all(name, **params)

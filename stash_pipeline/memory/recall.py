@@ -1,44 +1,52 @@
 """Recall: hybrid retrieval over current facts and episodes, ranked together.
 
-One SQL statement (``recall_hybrid``) gathers candidates — pgvector HNSW cosine over facts
-and over episodes, and full-text matches of the query's rarest words — and scores each:
+One round trip (``recall_search_params``, ``recall_check`` and ``recall`` pipelined as one
+transaction) reads the query's vector from the embedding cache, resolves the
+namespaces, runs the entity leg, gathers candidates — pgvector HNSW cosine over facts
+and over episodes, and full-text matches of the query's rarest words — scores and fuses
+them and fetches each episode hit's context turns. A query never seen before has no
+cached vector: the model embeds it (and caches it) and the round trip runs again. The tuning
+is a ``RecallConfig`` value (``memory/recall_config.py``) passed in, its fields sent as
+statement parameters; what each row may see (as of, known at, history) is the one SQL
+definition of visibility (``fact_visible``, ``episode_visible``, migration 0012).
+Scores:
 
 * ``vector``: cosine similarity to the query;
-* ``text``: Okapi BM25 (k1 = BM25_K1, b = BM25_B) with per-namespace document
+* ``text``: Okapi BM25 (``bm25_k1``, ``bm25_b``) with per-namespace document
   frequencies and lengths that triggers keep current on every write, forget, purge and
   namespace deletion (``recall_term_stats`` / ``recall_text_stats``);
 * ``coverage``: BM25 divided by the sum of the query words' idf, i.e. the share of the
   query's information the row matches (unseen query words count: "quantum banana
   telescope" matches nothing and covers 0);
-* fused: ``W_VECTOR * cosine + (1 - W_VECTOR) * coverage``, times STALE_FACTOR for an
+* fused: ``w_vector * cosine + (1 - w_vector) * coverage``, times ``stale_factor`` for an
   episode whose derived facts were all retired (its correction wins);
 * supersession by recency (hybrid mode): an episode candidate with a *newer* episode
   candidate in the same namespace (later ``occurred_at``) that is a near-duplicate —
-  embedding cosine >= SUPERSEDE_SIMILARITY and matching every query word the older one
+  embedding cosine >= ``supersede_similarity`` and matching every query word the older one
   matches — is taken as restated or corrected by it. Its score drops to just below the
-  newer one's (SUPERSEDE_MARGIN times it), but never below SUPERSEDED_FACTOR times its
-  own: the correction outranks the old value, which otherwise keeps its place (a
+  newer one's (``supersede_margin`` times it), but never below ``superseded_factor``
+  times its own: the correction outranks the old value, which otherwise keeps its place (a
   multi-session answer still finds both). The word test keeps look-alikes that differ in
   a detail the query names (another service, day or person) from demoting each other.
-  Only the best ``limit + CONTEXT_POOL`` candidates are checked against the others (a
+  Only the best ``limit + context_pool`` candidates are checked against the others (a
   demotion only lowers a score), which bounds the pairs compared. Not applied with
   ``as_of``, ``known_at`` or ``include_history``, nor when the query asks about a time
   (``asks_about_time``: a month, year or date, "before", "used to", "originally" ...),
   since then the old value may be the answer;
-* ``context``: in hybrid mode, an episode within CONTEXT_WINDOW turns of one of the best
-  CONTEXT_POOL episodes, in the same session (same given ``occurred_at``, or the same
-  ``metadata.session`` / ``metadata.thread``), gains NEIGHBOUR_WEIGHT times that hit's
+* ``context``: in hybrid mode, an episode within ``context_window`` turns of one of the best
+  ``context_pool`` episodes, in the same session (same given ``occurred_at``, or the same
+  ``metadata.session`` / ``metadata.thread``), gains ``neighbour_weight`` times that hit's
   score: in a conversation the answer is often the reply after the turn naming the topic.
 
-* ``entity`` (hybrid mode, current facts only): when the query names a known entity by an
-  alias, that entity's current facts and its neighbours' (one current relationship
-  away, bounded) join the candidates, scored as above with the name's words counted as
+* ``entity`` (hybrid mode): when the query names a known entity by an alias, that
+  entity's visible facts and its neighbours' (one visible relationship away, bounded;
+  as of / known at like every other row) join the candidates, scored as above with the name's words counted as
   matched in the facts that lack them (``memory/entity_recall.py``). A query naming no
   entity ranks exactly as without it.
 
 ``relevance`` is the score clipped to [0, 1]. It is absolute (cosine and coverage do not
-depend on the other results), so an agent can threshold it: below RELEVANCE_FLOOR a hit is
-probably not about the query.
+depend on the other results), so an agent can threshold it: below ``relevance_floor`` a
+hit is probably not about the query.
 
 ``recall`` returns ``RecallHit`` records; ``recall_results`` returns the lean JSON shape
 for agents (no nulls, score_parts on request, neighbour turns as ``context``, max_tokens
@@ -54,49 +62,14 @@ from datetime import datetime
 from typing import Any
 
 from stash_pipeline import errors
+from stash_pipeline.embedding.cache import text_hash
 from stash_pipeline.memory import entity_recall, validate
+from stash_pipeline.memory.recall_config import DEFAULT, RecallConfig
 from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
 
-# Ranking constants (module level so bench/ can tune them; chosen on the DEV split of the
-# conversational set in bench/data, see bench/README.md).
-#: weight of the cosine similarity in the fused score; the rest goes to BM25 coverage
-W_VECTOR = 0.4
-#: Okapi BM25 parameters (the usual defaults)
-BM25_K1 = 1.2
-BM25_B = 0.75
-#: candidates per vector list = max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit)
-CANDIDATE_FACTOR = 3
-MIN_CANDIDATES = 30
-#: full-text candidates: the query's rarest lexemes are matched while their summed
-#: document frequency stays within this many rows (per kind, newest first beyond it)
-TEXT_SCAN_LIMIT = 400
-#: of those matches, the best this many by BM25 join the vector candidates (cosine and the
-#: fused score are computed for the union only)
-TEXT_CANDIDATES = 60
-EF_SEARCH = 100
-#: hybrid mode: an episode within CONTEXT_WINDOW turns of one of the best CONTEXT_POOL
-#: episodes (same namespace, same session) gains NEIGHBOUR_WEIGHT times that hit's score:
-#: in a conversation the turn that answers often follows the one that names the subject
-NEIGHBOUR_WEIGHT = 0.35
-CONTEXT_POOL = 20
-#: how many episodes on each side of a hit count as its neighbours
-CONTEXT_WINDOW = 2
-#: ``relevance`` below this means "probably not about the query" (a query about nothing,
-#: "quantum banana telescope", stays under it; chosen on the DEV split, bench/README.md)
-RELEVANCE_FLOOR = 0.3
-#: factor on an episode whose derived facts were all retired (its correction should win)
-STALE_FACTOR = 0.5
-#: supersession by recency: an episode candidate with a NEWER episode candidate in the same
-#: namespace at least this similar (embedding cosine) that matches every query word it
-#: matches is taken as restated or corrected (chosen on the DEV split of the agent-memory
-#: set's ``updated`` questions, with both sets' recall@10 held, bench/README.md)
-SUPERSEDE_SIMILARITY = 0.5
-#: the older one then scores SUPERSEDE_MARGIN times the newer one's score (just below it) ...
-SUPERSEDE_MARGIN = 0.99
-#: ... but never less than this factor times its own score
-SUPERSEDED_FACTOR = 0.5
+#: the call's bounds (part of the tools' contract, not tuning)
 LIMIT_DEFAULT = 10
 LIMIT_MAX = 100
 #: turns on each side of an episode hit that recall_results returns with it by default
@@ -151,6 +124,7 @@ def recall(
     max_tokens: int | None = None,
     mode: str = "hybrid",
     known_at: datetime | str | None = None,
+    config: RecallConfig = DEFAULT,
 ) -> list[RecallHit]:
     """Facts and episodes most relevant to ``query``, best first (hybrid vector + full text).
 
@@ -158,65 +132,132 @@ def recall(
     had occurred by then) and ``known_at`` (system time: what Stash had recorded and not
     withdrawn or forgotten by then, with a fact's interval as Stash believed it then, see
     ``memory.facts``). ``include_history`` without either time returns retired facts too.
+    ``config`` is the ranking's tuning (``memory/recall_config.py``).
+    """
+    budget = _max_tokens(max_tokens)
+    rows = _search(store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history,
+                   mode=mode, known_at=known_at, context=0, config=config)
+    return _within_budget([to_hit(r) for r in rows], budget)
+
+
+def _search(
+    store: Store,
+    query: str,
+    namespaces: Any,
+    *,
+    limit: Any,
+    as_of: datetime | str | None,
+    include_history: bool,
+    mode: str,
+    known_at: datetime | str | None,
+    context: int,
+    config: RecallConfig,
+) -> list[dict[str, Any]]:
+    """The ranked rows of one recall, each episode's ``context`` turns with it.
+
+    One round trip: ``recall_search_params`` (settings), ``recall_check`` (unknown
+    namespaces, a query vector still to compute) and ``recall`` (the query's vector from
+    the embedding cache, scope, entity leg, hybrid ranking, fusion, neighbours) pipelined
+    as one transaction. Only a query never seen before (no cached vector) waits for the
+    model and then runs the statements again.
     """
     text = validate.content(store.settings, query, "query")
     limit = _limit(limit)
-    budget = _max_tokens(max_tokens)
     when = validate.timestamp(as_of, "as_of")
     known = validate.timestamp(known_at, "known_at")
     if mode not in MODES:
         raise errors.InvalidInput(f"mode must be one of {', '.join(MODES)}")
+    paths = validate.slugs(namespaces)
     use_vector = mode in ("hybrid", "vector")
     use_text = mode in ("hybrid", "text")
-    with store.db.transaction() as tx:
-        all_ns, ids = read_scope(tx, namespaces)
-    embedding = store.embedder.embed_one(text) if use_vector else None
-    # entity leg (memory/entity_recall.py): current facts of the entities the query names
-    entity_leg = (entity_recall.ENABLED and use_vector and use_text
-                  and when is None and known is None and not include_history)
-    phrases = entity_recall.query_phrases(text) if entity_leg else []
-    with store.db.transaction() as tx:
-        # the entity leg first: recall_search_params turns off sequential scans, sorts and
-        # custom plans for the rest of the transaction, which suits recall_hybrid only
-        named = tx.all("recall_entity_names", **entity_recall.named_parameters(phrases, all_ns, ids)) if phrases else []
-        found = tx.all("recall_entity_facts", **entity_recall.parameters(
-            text, named, embedding, all_ns, ids, w_vector=W_VECTOR, k1=BM25_K1, b=BM25_B)) if named else []
-        with tx.conn.pipeline():  # the settings and the search share one round trip
-            tx.one("recall_search_params", ef_search=str(EF_SEARCH))
-            rows = tx.all(
-                "recall_hybrid",
-                query=text,
-                embedding=embedding,
-                use_vector=use_vector,
-                use_text=use_text,
-                text_scan_limit=TEXT_SCAN_LIMIT,
-                all_namespaces=all_ns,
-                namespace_ids=ids,
-                as_of=when,
-                known_at=known,
-                include_history=bool(include_history),
-                candidates=max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit),
-                text_candidates=TEXT_CANDIDATES,
-                limit=limit,
-                w_vector=W_VECTOR,
-                k1=BM25_K1,
-                b=BM25_B,
-                stale_factor=STALE_FACTOR,
-                supersede=use_vector and use_text and not asks_about_time(text),
-                supersede_similarity=SUPERSEDE_SIMILARITY,
-                superseded_factor=SUPERSEDED_FACTOR,
-                supersede_margin=SUPERSEDE_MARGIN,
-                # what can reach the results or the context pool
-                supersede_pool=limit + CONTEXT_POOL,
-                # neighbours lift hits in hybrid mode only: the single-signal modes are
-                # the baselines it is measured against
-                neighbour_weight=NEIGHBOUR_WEIGHT if use_vector and use_text else 0.0,
-                context_pool=CONTEXT_POOL,
-                context_window=CONTEXT_WINDOW,
-            )
-    if found:
-        rows = entity_recall.fuse(rows, found, limit)
-    return _within_budget([_hit(r) for r in rows], budget)
+    embedder = store.embedder
+    if use_vector:
+        embedder.ensure_lock()  # (once per process) the model the stored vectors were made with
+    params = recall_parameters(text, paths, None, limit=limit, as_of=when, known_at=known,
+                               include_history=bool(include_history), use_vector=use_vector, use_text=use_text,
+                               context=context, config=config) | {
+        "text_hash": text_hash(text), "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
+    needs_vector, rows = round_trip(store, params, config)
+    if needs_vector:  # a query never seen before: the model embeds it, then the search runs
+        params["embedding"] = embedder.compute({params["text_hash"]: text})[params["text_hash"]]
+        needs_vector, rows = round_trip(store, params, config, cache=True)
+    return rows
+
+
+def round_trip(
+    store: Store, params: dict[str, Any], config: RecallConfig, *, cache: bool = False
+) -> tuple[bool, list[dict[str, Any]]]:
+    """The recall statements pipelined as one transaction: (the vector is missing, the rows).
+
+    ``cache``: the query's vector was just computed; the same transaction stores it in the
+    embedding cache (without waiting for the WAL flush, as every cache write), so the
+    next recall of this query finds it.
+    """
+    writes: list[tuple[str, dict[str, Any]]] = []
+    if cache:
+        writes = [("embedding_cache_relaxed_commit", {}),
+                  ("embedding_cache_insert_many", {
+                      "model": params["embedding_model"], "endpoint": params["embedding_endpoint"],
+                      "hashes": [params["text_hash"]], "embeddings": [params["embedding"]]})]
+    *_, check, rows = store.db.pipelined(
+        *writes,
+        ("recall_search_params", {"ef_search": str(config.ef_search)}),
+        ("recall_check", params),
+        ("recall", params),
+    )
+    missing = check[0]["missing"]
+    if missing:
+        raise errors.NamespaceNotFound(f"namespace {missing[0]!r} not found")
+    return bool(check[0]["needs_vector"]), rows
+
+
+def recall_parameters(
+    text: str,
+    paths: list[str],
+    embedding: Any,
+    *,
+    limit: int,
+    as_of: datetime | None,
+    known_at: datetime | None,
+    include_history: bool,
+    use_vector: bool,
+    use_text: bool,
+    context: int,
+    config: RecallConfig,
+) -> dict[str, Any]:
+    """The ``recall`` statement's parameters: the call's values and ``config``'s tuning."""
+    hybrid = use_vector and use_text
+    return {
+        "query": text,
+        "embedding": embedding,
+        "use_vector": use_vector,
+        "use_text": use_text,
+        "all_namespaces": "/" in paths,
+        "paths": paths,
+        "as_of": as_of,
+        "known_at": known_at,
+        "include_history": include_history,
+        "limit": limit,
+        "context": context,
+        "candidates": max(config.min_candidates, config.candidate_factor * limit),
+        "text_scan_limit": config.text_scan_limit,
+        "text_candidates": config.text_candidates,
+        "w_vector": config.w_vector,
+        "k1": config.bm25_k1,
+        "b": config.bm25_b,
+        "stale_factor": config.stale_factor,
+        "supersede": hybrid and not asks_about_time(text, config),
+        "supersede_similarity": config.supersede_similarity,
+        "superseded_factor": config.superseded_factor,
+        "supersede_margin": config.supersede_margin,
+        # what can reach the results or the context pool
+        "supersede_pool": limit + config.context_pool,
+        # neighbours lift hits in hybrid mode only: the single-signal modes are the
+        # baselines it is measured against
+        "neighbour_weight": config.neighbour_weight if hybrid else 0.0,
+        "context_pool": config.context_pool,
+        "context_window": config.context_window,
+    } | entity_recall.parameters(text, config, enabled=hybrid)
 
 
 def compact(hit: RecallHit, *, score_parts: bool = False) -> dict[str, Any]:
@@ -266,6 +307,7 @@ def recall_results(
     context: int = CONTEXT_DEFAULT,
     score_parts: bool = False,
     known_at: datetime | str | None = None,
+    config: RecallConfig = DEFAULT,
 ) -> dict[str, Any]:
     """Recall in the lean shape agents get: ``{"results": [compact hits]}``.
 
@@ -276,23 +318,25 @@ def recall_results(
     """
     budget = _max_tokens(max_tokens)
     window = _context_window(context)
-    hits = recall(
-        store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history, mode=mode,
-        known_at=known_at,
-    )
-    around: dict[int, list[dict[str, Any]]] = {}
-    episode_ids = [h.id for h in hits if h.kind == "episode"]
-    if window and episode_ids:
-        with store.db.transaction() as tx:
-            for row in tx.all("recall_neighbours", ids=episode_ids, window=window):
-                if int(row["id"]) not in episode_ids:
-                    around.setdefault(int(row["hit_id"]), []).append({"id": int(row["id"]), "content": row["content"]})
+    rows = _search(store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history,
+                   mode=mode, known_at=known_at, context=window, config=config)
+    return shape_results([(to_hit(r), r["context"] or []) for r in rows], budget=budget, score_parts=score_parts)
+
+
+def shape_results(
+    hits: list[tuple[RecallHit, list[dict[str, Any]]]], *, budget: int | None, score_parts: bool
+) -> dict[str, Any]:
+    """Ranked hits (each with its context turns) as the agent's answer, within ``budget`` tokens.
+
+    The one place recall's results take their final shape: a step that regroups or
+    diversifies the ranked hits runs before this.
+    """
     results: list[dict[str, Any]] = []
     characters = len(_wire({"results": []}))
-    for hit in hits:
+    for hit, around in hits:
         item = compact(hit, score_parts=score_parts)
-        if hit.kind == "episode" and around.get(hit.id):
-            item["context"] = around[hit.id]
+        if hit.kind == "episode" and around:
+            item["context"] = around
         # exactly the characters this item adds to the serialised answer (and a comma)
         added = len(_wire(item)) + (1 if results else 0)
         if budget is not None and _tokens_of(characters + added) > budget:
@@ -313,16 +357,13 @@ _TIME_WORDS = re.compile(
     r"last (?:week|month|year|spring|summer|autumn|fall|winter)|ago|old|history)\b",
     re.IGNORECASE,
 )
-#: set False to measure recall without the query-side guard
-TIME_GUARD = True
-
-
-def asks_about_time(query: str) -> bool:
+def asks_about_time(query: str, config: RecallConfig = DEFAULT) -> bool:
     """Whether ``query`` names a date, month or year or asks about the past ("used to").
 
-    Such a query wants the value as it was then, so newer near-duplicates must not demote it.
+    Such a query wants the value as it was then, so newer near-duplicates must not demote
+    it (``config.time_guard`` False measures recall without this guard).
     """
-    return TIME_GUARD and _TIME_WORDS.search(query) is not None
+    return config.time_guard and _TIME_WORDS.search(query) is not None
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][\w.-]*(?:\d[\w.-]*|[-_][\w.-]+)")
@@ -338,7 +379,7 @@ def _optional(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _hit(row: dict[str, Any]) -> RecallHit:
+def to_hit(row: dict[str, Any]) -> RecallHit:
     is_fact = row["kind"] == "fact"
     return RecallHit(
         kind=row["kind"],
@@ -364,7 +405,8 @@ def _hit(row: dict[str, Any]) -> RecallHit:
     )
 
 
-def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit: int = LIMIT_DEFAULT) -> list[RecallHit]:
+def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit: int = LIMIT_DEFAULT,
+                       config: RecallConfig = DEFAULT) -> list[RecallHit]:
     """The reference's recall (benchmark baseline): facts take slots first, raw cosine, no full text."""
     text = validate.content(store.settings, query, "query")
     limit = _limit(limit)
@@ -372,7 +414,7 @@ def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit
         all_ns, ids = read_scope(tx, namespaces)
     embedding = store.embedder.embed_one(text)
     with store.db.transaction() as tx:
-        tx.one("recall_search_params", ef_search=str(EF_SEARCH))
+        tx.one("recall_search_params", ef_search=str(config.ef_search))
         params = {"embedding": embedding, "all_namespaces": all_ns, "namespace_ids": ids}
         fact_rows = tx.all("recall_facts_first_facts", limit=limit, **params)
         episode_rows = (

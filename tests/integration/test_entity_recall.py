@@ -1,6 +1,7 @@
 """Entity-aware recall: a query that names a known entity gets that entity's current facts
 (stated under any of its aliases) and, one current relationship away, its neighbours'
-facts; a query naming no entity ranks exactly as without the entity leg.
+facts; a query naming no entity ranks exactly as without the entity leg; with as_of or
+known_at the leg follows the facts and relationships of that time.
 
 The graph: Alice Chen (aliases "Alice", "achen") worked on the courier tracker (superseded)
 and now works on the loyalty platform (alias "Kestrel"); chatter episodes name "Alice" and
@@ -15,6 +16,7 @@ import pytest
 
 from stash_pipeline.memory import entities, entity_recall, episodes, facts, namespaces, recall
 from stash_pipeline.memory.entities import normalise
+from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
 
 NS = "/org"
 OTHER = "/elsewhere"
@@ -60,31 +62,40 @@ def graph(store: Any) -> dict[str, int]:
     namespaces.create(store, OTHER)
     episodes.remember_batch(store, NS, [{"content": text} for text in CHATTER])
     episodes.remember_batch(store, OTHER, [{"content": "Alice from accounting sent the invoices."}])
+    # the old project and its datastore first, then the move: "then" lies between them
     ids = {
         "old_work": _fact(store, "Alice Chen works on the courier tracker.", "Alice Chen", "works_on", "courier tracker"),
+        "old_database": _fact(store, "The courier tracker keeps its records in DynamoDB.", "courier tracker",
+                              "datastore", "DynamoDB"),
         "role": _fact(store, "Alice Chen is a staff engineer.", "Alice Chen", "role", "staff engineer"),
+    }
+    with store.db.transaction() as tx:
+        ids["then"] = tx.conn.execute("SELECT clock_timestamp() AS t").fetchone()["t"]
+    ids |= {
         "work": _fact(store, "achen moved to the Kestrel team this quarter.", "Alice Chen", "works_on",
                       "loyalty platform"),
         "database": _fact(store, "Kestrel keeps its records in Postgres 16.", "loyalty platform", "datastore",
                           "Postgres 16"),
-        "old_database": _fact(store, "The courier tracker keeps its records in DynamoDB.", "courier tracker",
-                              "datastore", "DynamoDB"),
     }
     alice = _entity(store, "Alice Chen", ["Alice", "achen"])  # the facts above already named "Alice Chen"
     loyalty = _entity(store, "loyalty platform", ["Kestrel", "loyalty-platform"])
     courier = _entity(store, "courier tracker", [])
     with store.db.transaction() as tx:
         namespace_id = namespaces.resolve_id(tx, NS)
-        # only the relationships stage writes relationships: the row it would write
+        # only the relationships stage writes relationships: the row it would write, on its
+        # source fact's two time axes
         for target, target_id, fact_key in (("courier tracker", courier, "old_work"),
                                              ("loyalty platform", loyalty, "work")):
             tx.conn.execute(
                 "INSERT INTO relationships (namespace_id, from_entity, relation_type, to_entity, source_fact_id,"
-                " from_entity_id, to_entity_id) VALUES (%s, 'Alice Chen', 'works_on', %s, %s, %s, %s)",
-                (namespace_id, target, ids[fact_key], alice, target_id),
+                " from_entity_id, to_entity_id, valid_from, valid_until, recorded_at, retired_at)"
+                " SELECT %s, 'Alice Chen', 'works_on', %s, f.id, %s, %s, f.valid_from, f.valid_until,"
+                " f.recorded_at, f.retired_at FROM facts f WHERE f.id = %s",
+                (namespace_id, target, alice, target_id, ids[fact_key]),
             )
         linked = {r["id"]: r["entity_id"] for r in tx.conn.execute(
-            "SELECT id, entity_id FROM facts WHERE id = ANY(%s)", (list(ids.values()),)).fetchall()}
+            "SELECT id, entity_id FROM facts WHERE id = ANY(%s)", ([v for k, v in ids.items() if k != "then"],)
+        ).fetchall()}
     assert linked[ids["work"]] == linked[ids["role"]] == alice  # assert_fact linked them by name
     assert linked[ids["database"]] == loyalty
     return ids
@@ -94,7 +105,7 @@ def _ids(hits: list[Any], kind: str = "fact") -> list[int]:
     return [h.id for h in hits if h.kind == kind]
 
 
-def test_a_named_person_gets_her_current_facts_under_any_alias_not_superseded_ones(store, graph, monkeypatch):
+def test_a_named_person_gets_her_current_facts_under_any_alias_not_superseded_ones(store, graph):
     hits = recall.recall(store, "What does Alice work on?", NS)
     found = _ids(hits)
     assert graph["work"] in found  # stated as "achen ...": no word in common with the query
@@ -104,34 +115,33 @@ def test_a_named_person_gets_her_current_facts_under_any_alias_not_superseded_on
     assert work.score_parts["entity"] == pytest.approx(work.score)
     assert work.current is True
 
-    monkeypatch.setattr(entity_recall, "ENABLED", False)
-    without = _ids(recall.recall(store, "What does Alice work on?", NS))
+    without = _ids(recall.recall(store, "What does Alice work on?", NS, config=VARIANTS["no_entity_leg"]))
     assert graph["work"] not in without  # the chatter outranks it on words alone
 
 
-def test_one_hop_reaches_the_current_project_not_the_old_one(store, graph, monkeypatch):
+def test_one_hop_reaches_the_current_project_not_the_old_one(store, graph):
     hits = recall.recall(store, "Which database does Alice's project use?", NS)
     found = _ids(hits)
     assert graph["database"] in found
     assert graph["old_database"] not in found  # its relationship's source fact is superseded
     hop = next(h for h in hits if h.id == graph["database"] and h.kind == "fact")
     direct = next(h for h in hits if h.id == graph["work"] and h.kind == "fact")
-    # the hop fact gets HOP_FACTOR of the credit for "Alice" that the direct fact gets
+    # the hop fact gets hop_factor of the credit for "Alice" that the direct fact gets
     assert hop.score_parts["coverage"] < direct.score_parts["coverage"]
     assert direct.score_parts["entity"] == pytest.approx(
-        recall.W_VECTOR * max(direct.score_parts["vector"], 0)
-        + (1 - recall.W_VECTOR) * min(direct.score_parts["coverage"], 1))
+        DEFAULT.w_vector * max(direct.score_parts["vector"], 0)
+        + (1 - DEFAULT.w_vector) * min(direct.score_parts["coverage"], 1))
 
-    monkeypatch.setattr(entity_recall, "ENABLED", False)
-    assert graph["database"] not in _ids(recall.recall(store, "Which database does Alice's project use?", NS))
+    off = VARIANTS["no_entity_leg"]
+    assert graph["database"] not in _ids(recall.recall(store, "Which database does Alice's project use?", NS,
+                                                       config=off))
 
 
-def test_a_query_naming_no_entity_is_unaffected(store, graph, monkeypatch):
+def test_a_query_naming_no_entity_is_unaffected(store, graph):
     query = "who brought cake for the floor"
     assert entity_recall.query_phrases(query)  # phrases were looked up, none is an alias
     with_leg = [(h.kind, h.id, h.score) for h in recall.recall(store, query, NS)]
-    monkeypatch.setattr(entity_recall, "ENABLED", False)
-    without = [(h.kind, h.id, h.score) for h in recall.recall(store, query, NS)]
+    without = [(h.kind, h.id, h.score) for h in recall.recall(store, query, NS, config=VARIANTS["no_entity_leg"])]
     assert with_leg == without
 
 
@@ -141,9 +151,16 @@ def test_aliases_resolve_only_in_the_namespaces_in_scope(store, graph):
     assert all(h.namespace == OTHER for h in hits)
 
 
-def test_history_and_as_of_do_not_use_the_entity_leg(store, graph):
-    hits = recall.recall(store, "What does Alice work on?", NS, limit=5, include_history=True)
-    assert all(h.score_parts.get("entity") is None for h in hits)
+@pytest.mark.parametrize("time", ["as_of", "known_at"])
+def test_as_of_and_known_at_follow_the_links_and_facts_of_that_time(store, graph, time):
+    query = "Which database does Alice's project use?"
+    then = recall.recall(store, query, NS, **{time: graph["then"]})
+    reached = {h.id: h for h in then if h.kind == "fact" and "entity" in h.score_parts}
+    # then: the old project's datastore, one link away (link and source fact current then)
+    assert graph["old_database"] in reached
+    assert graph["database"] not in _ids(then) and graph["work"] not in _ids(then)  # not yet true / known
+    now = {h.id for h in recall.recall(store, query, NS) if h.kind == "fact" and "entity" in h.score_parts}
+    assert graph["database"] in now and graph["old_database"] not in now
 
 
 def test_query_phrases_are_normalised_ngrams_without_possessives():
@@ -151,4 +168,4 @@ def test_query_phrases_are_normalised_ngrams_without_possessives():
     assert "alice chen" in phrases and "alice" in phrases
     assert "loyalty platform" in phrases  # "loyalty-platform" normalises as its alias does
     assert "chen s" not in phrases and "s" not in phrases
-    assert len(entity_recall.query_phrases(" ".join(f"w{i}" for i in range(100)))) == entity_recall.MAX_PHRASES
+    assert len(entity_recall.query_phrases(" ".join(f"w{i}" for i in range(100)))) == DEFAULT.max_phrases

@@ -14,6 +14,7 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.memory import episodes, facts, interchange, namespaces, recall
+from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
 from stash_pipeline.models import RecallHit
 
 NS = "/chat/one"
@@ -117,14 +118,13 @@ def test_the_rare_word_outranks_common_ones(store):
     assert hits[0].score_parts["text"] > hits[1].score_parts["text"]
 
 
-def test_old_evidence_is_found_when_common_words_fill_the_scan(store, monkeypatch):
-    monkeypatch.setattr(recall, "TEXT_SCAN_LIMIT", 20)
-    monkeypatch.setattr(recall, "NEIGHBOUR_WEIGHT", 0.0)
+def test_old_evidence_is_found_when_common_words_fill_the_scan(store):
+    config = DEFAULT.replace(text_scan_limit=20, neighbour_weight=0.0)
     namespaces.create(store, NS)
     old = episodes.remember(store, NS, "Melanie: the pottery market is on the last Friday")["id"]
     episodes.remember_batch(store, NS, [{"content": f"Melanie: the market was busy, stall {i}"}
                                         for i in range(200)])
-    hits = recall.recall(store, "When is the pottery market?", NS, mode="text")
+    hits = recall.recall(store, "When is the pottery market?", NS, mode="text", config=config)
     assert hits[0].id == old  # the newest-first cap would have dropped it
 
 
@@ -139,8 +139,8 @@ def test_relevance_floor_for_a_query_about_nothing(make_store):
     ])
     real = recall.recall(store, "What dog did Caroline adopt from the shelter?", NS)
     nothing = recall.recall(store, "quantum banana telescope", NS)
-    assert real[0].relevance >= recall.RELEVANCE_FLOOR
-    assert nothing and all(h.relevance < recall.RELEVANCE_FLOOR for h in nothing)
+    assert real[0].relevance >= DEFAULT.relevance_floor
+    assert nothing and all(h.relevance < DEFAULT.relevance_floor for h in nothing)
     assert real[0].relevance > 2 * nothing[0].relevance
 
 
@@ -176,8 +176,8 @@ def test_neighbours_follow_metadata_session_when_dates_differ(store):
     assert not hits[ids[2]].score_parts["context"]
 
 
-def test_an_episode_whose_facts_were_all_superseded_loses_to_its_correction(store, monkeypatch):
-    monkeypatch.setattr(recall, "NEIGHBOUR_WEIGHT", 0.0)  # adjacent episodes would lift each other
+def test_an_episode_whose_facts_were_all_superseded_loses_to_its_correction(store):
+    config = VARIANTS["no_neighbours"]  # adjacent episodes would lift each other
     namespaces.create(store, NS)
     old = episodes.remember(store, NS, "Tom's favourite editor is vim")["id"]
     twin = episodes.remember(store, NS, "Tom's favourite editor is vim, he said")["id"]  # no facts: control
@@ -186,7 +186,8 @@ def test_an_episode_whose_facts_were_all_superseded_loses_to_its_correction(stor
     new = episodes.remember(store, NS, "Tom switched editors, his favourite is emacs now")["id"]
 
     def scores(**options):
-        return {h.id: h.score for h in recall.recall(store, "Tom favourite editor", NS, mode="text", **options)
+        return {h.id: h.score for h in recall.recall(store, "Tom favourite editor", NS, mode="text", config=config,
+                                                     **options)
                 if h.kind == "episode"}
 
     before = scores()
@@ -194,7 +195,7 @@ def test_an_episode_whose_facts_were_all_superseded_loses_to_its_correction(stor
     facts.assert_fact(store, NS, "Tom's favourite editor is emacs", entity="Tom", property="editor",
                       value="emacs", source_episode_ids=[new], supersede=True)
     after = scores()
-    assert after[old] / after[twin] == pytest.approx(recall.STALE_FACTOR * before[old] / before[twin], rel=0.05)
+    assert after[old] / after[twin] == pytest.approx(config.stale_factor * before[old] / before[twin], rel=0.05)
     assert after[new] > after[old]  # the correction now wins
     history = scores(include_history=True)
     assert history[old] / history[twin] == pytest.approx(before[old] / before[twin], rel=0.05)
@@ -256,8 +257,8 @@ def test_context_option_returns_the_turns_around_an_episode_hit(store):
         recall.recall_results(store, "beagle", NS, context=99)
 
 
-def test_an_older_episode_loses_to_its_newer_near_duplicate(make_store, monkeypatch):
-    monkeypatch.setattr(recall, "NEIGHBOUR_WEIGHT", 0.0)  # isolate the supersession rule
+def test_an_older_episode_loses_to_its_newer_near_duplicate(make_store):
+    config = VARIANTS["no_neighbours"]  # isolate the supersession rule
     store = make_store(embedder="minilm", vector_dim=384)
     namespaces.create(store, NS)
     # written newest first, so neither id order nor creation time can explain the ranking
@@ -269,14 +270,14 @@ def test_an_older_episode_loses_to_its_newer_near_duplicate(make_store, monkeypa
                                   occurred_at="2026-02-01T09:00:00Z")["id"]
 
     def ranked(query: str, **options) -> dict[int, RecallHit]:
-        return {h.id: h for h in recall.recall(store, query, NS, **options)}
+        return {h.id: h for h in recall.recall(store, query, NS, config=config, **options)}
 
     current = ranked("Which PostgreSQL version does the staging database run?")
     assert next(iter(current)) == new  # best first
     plain = ranked("Which PostgreSQL version does the staging database run?", include_history=True)
     assert next(iter(plain)) == old  # without the rule the older, shorter statement wins
-    # just below its correction, never under SUPERSEDED_FACTOR times its own score
-    expected = max(recall.SUPERSEDED_FACTOR * plain[old].score, recall.SUPERSEDE_MARGIN * plain[new].score)
+    # just below its correction, never under superseded_factor times its own score
+    expected = max(config.superseded_factor * plain[old].score, config.supersede_margin * plain[new].score)
     assert current[old].score == pytest.approx(expected, rel=0.01)
     assert current[old].score < current[new].score
     assert current[new].score == pytest.approx(plain[new].score, rel=0.01)  # the newest is kept

@@ -1,4 +1,4 @@
-"""How often ``remember`` waits for the server, observed in libpq's protocol trace.
+"""How often ``remember`` and ``recall`` wait for the server, observed in libpq's protocol trace.
 
 Every wait for the server ends a client message batch with ``Sync`` (extended protocol)
 or is a simple ``Query``; counting those frontend messages counts round trips. The
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from stash_pipeline.memory import episodes, namespaces
+from stash_pipeline.memory import episodes, facts, namespaces, recall
 
 
 @pytest.fixture
@@ -123,3 +123,28 @@ def test_the_one_statement_insert_keeps_term_statistics_current(store):
         ).fetchone()["documents"]
         conn.commit()
     assert (kept, text) == (3, 3)
+
+
+def test_recall_of_a_query_seen_before_is_one_checkout_and_one_round_trip(store, traced):
+    """Cached query vector, scope, entity leg, hybrid ranking, fusion and context turns:
+    one wait for the server. A new query waits once more, around the model."""
+    namespaces.create(store, "/projects/x")
+    episodes.remember_batch(store, "/projects/x", [
+        {"content": text, "metadata": {"session": "s1"}}
+        for text in ("we deploy on Fridays", "Alice runs the deploy", "after lunch usually",
+                     *(f"unrelated turn {i} about the weather" for i in range(8)))])
+    facts.assert_fact(store, "/projects/x", "Alice owns the deploy pipeline", entity="Alice", property="owns",
+                      value="deploy pipeline")
+    query = "what does Alice do for the deploy"
+    store.embedder.ensure_lock()  # once per process
+    traced.clear()
+    first = recall.recall_results(store, query, "/projects/x", limit=2, context=1, score_parts=True)
+    # the round trip finds no cached vector; the model embeds the query; the round trip
+    # again, caching the vector in the same transaction
+    assert round_trips(traced) == (2, 2)
+    traced.clear()
+    out = recall.recall_results(store, query, "/projects/x", limit=2, context=1, score_parts=True)
+    assert round_trips(traced) == (1, 1)
+    assert out == first
+    assert any("context" in r for r in out["results"])  # the neighbours came with it
+    assert any("entity" in r["score_parts"] for r in out["results"] if r["kind"] == "fact")  # the leg ran

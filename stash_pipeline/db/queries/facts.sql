@@ -30,13 +30,12 @@ SELECT LEAST((SELECT min(valid_from) FROM facts WHERE id = ANY(%(fact_ids)s::big
 
 -- fact_get --
 -- One fact by id (any state) with its namespace, source episodes and current flag:
--- current = valid at as_of as known at known_at (both default to now).
+-- current = visible at as_of as known at known_at (both default to now; fact_visible).
 SELECT f.id, f.namespace_id, n.slug AS namespace, f.content, f.entity, f.property, f.value,
        f.confidence, f.origin, f.valid_from,
        -- the interval end (and replacement) as Stash believed them at known_at: the end
-       -- first recorded, and no replacement, before the fact was retired
-       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
-            ELSE f.valid_until END AS valid_until,
+       -- first recorded, and no replacement, before the fact was retired (migration 0012)
+       fact_valid_until(f, %(known_at)s::timestamptz) AS valid_until,
        CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
             ELSE f.superseded_by END AS superseded_by, f.withdrawn_at,
        f.withdrawn_reason, f.needs_recheck, f.reinforcements, f.rationale, f.created_at, f.updated_at,
@@ -44,11 +43,7 @@ SELECT f.id, f.namespace_id, n.slug AS namespace, f.content, f.entity, f.propert
        ARRAY(SELECT l.parent_id FROM lineage l
              WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
              ORDER BY l.parent_id) AS source_episode_ids,
-       (f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-        AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-        AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-        AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
-                          ELSE f.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now())) AS current
+       fact_visible(f, %(as_of)s::timestamptz, %(known_at)s::timestamptz, false) AS current
 FROM facts f JOIN namespaces n ON n.id = f.namespace_id
 WHERE f.id = %(id)s
 
@@ -126,9 +121,8 @@ SELECT ins.*, n.slug AS namespace FROM ins JOIN namespaces n ON n.id = ins.names
 SELECT f.id, f.namespace_id, n.slug AS namespace, f.content, f.entity, f.property, f.value,
        f.confidence, f.origin, f.valid_from,
        -- the interval end (and replacement) as Stash believed them at known_at: the end
-       -- first recorded, and no replacement, before the fact was retired
-       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
-            ELSE f.valid_until END AS valid_until,
+       -- first recorded, and no replacement, before the fact was retired (migration 0012)
+       fact_valid_until(f, %(known_at)s::timestamptz) AS valid_until,
        CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
             ELSE f.superseded_by END AS superseded_by, f.withdrawn_at,
        f.withdrawn_reason, f.needs_recheck, f.reinforcements, f.rationale, f.created_at, f.updated_at,
@@ -136,11 +130,7 @@ SELECT f.id, f.namespace_id, n.slug AS namespace, f.content, f.entity, f.propert
        ARRAY(SELECT l.parent_id FROM lineage l
              WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
              ORDER BY l.parent_id) AS source_episode_ids,
-       (f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-        AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-        AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-        AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
-                          ELSE f.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now())) AS current
+       fact_visible(f, %(as_of)s::timestamptz, %(known_at)s::timestamptz, false) AS current
 FROM facts f JOIN namespaces n ON n.id = f.namespace_id
 WHERE (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
   AND (%(entity)s::text IS NULL OR lower(f.entity) = lower(%(entity)s::text))
@@ -149,14 +139,8 @@ WHERE (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
   AND (%(since)s::timestamptz IS NULL OR f.valid_from >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR f.valid_from < %(until)s::timestamptz)
   -- valid at as_of (event time) as Stash knew it at known_at (system time), both now by
-  -- default: recorded by known_at, not withdrawn by then, and as_of inside the interval
-  -- Stash believed then (the end as first recorded when the fact was retired later)
-  AND ((%(include_history)s AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL)
-       OR (f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-           AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-           AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-           AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
-                             ELSE f.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now())))
+  -- default; every fact with include_history (fact_visible, migration 0012)
+  AND fact_visible(f, %(as_of)s::timestamptz, %(known_at)s::timestamptz, %(include_history)s)
 ORDER BY f.id DESC
 LIMIT %(limit)s OFFSET %(offset)s
 

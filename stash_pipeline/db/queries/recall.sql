@@ -1,22 +1,46 @@
 -- recall_search_params --
--- Per-transaction settings for recall_hybrid: a wider HNSW beam and iterative scans, so
--- namespace and validity filters applied during the index scan still yield enough
--- candidates; a generic plan once the statement is prepared (the client prepares a query
--- run 5 times on a connection), since planning this statement costs about as much as
--- running it and its best plan does not depend on the values; and no read of a whole
--- facts or episodes table at any size: at a few thousand rows the planner would otherwise
--- read every row (a sequential scan, or a bitmap scan of a partial index) and sort it by
--- distance instead of asking the HNSW index. With sorts off, a plan that needs no sort
--- for the nearest rows wins; the sorts every plan needs (text matches, the final order)
--- are still made.
+-- Per-transaction settings for the recall statement (and the other HNSW reads): a wider
+-- HNSW beam and iterative scans, so namespace and validity filters applied during the
+-- index scan still yield enough candidates; a generic plan once the statement is prepared
+-- (the client prepares a query run 5 times on a connection), since planning this
+-- statement costs about as much as running it and its best plan does not depend on the
+-- values; and no read of a whole facts or episodes table at any size: at a few thousand
+-- rows the planner would otherwise read every row (a sequential scan, or a bitmap scan of
+-- a partial index) and sort it by distance instead of asking the HNSW index. With sorts
+-- off, a plan that needs no sort for the nearest rows wins; the sorts every plan needs
+-- (text matches, the final order) are still made, and the entity leg's ordered reads have
+-- (entity, order) indexes (0011), so no plan walks a whole index to avoid a sort.
 SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
        set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
        set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
        set_config('enable_seqscan', 'off', true) AS enable_seqscan,
        set_config('enable_sort', 'off', true) AS enable_sort
 
--- recall_hybrid --
--- One statement: candidates, their scores, context neighbours, the top %(limit)s.
+-- recall_check --
+-- Pipelined with recall_search_params and the recall statement (one round trip, one
+-- transaction): which of the %(paths)s name no namespace (recall then raises
+-- NamespaceNotFound), and whether the query still needs its vector computed (none given
+-- and none in the embedding cache: recall embeds it and runs the statement again).
+SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
+             WHERE p.slug <> '/'
+               AND NOT EXISTS (
+                   SELECT 1 FROM namespaces n
+                   WHERE n.slug = p.slug
+                      OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%'))
+           AS missing,
+       (%(use_vector)s AND %(embedding)s::vector IS NULL
+        AND NOT EXISTS (SELECT 1 FROM embedding_cache c
+                        WHERE c.text_hash = %(text_hash)s AND c.model = %(embedding_model)s
+                          AND c.endpoint = %(embedding_endpoint)s)) AS needs_vector
+
+-- recall --
+-- Recall in one statement: the namespaces in scope, the entity leg, the hybrid candidates,
+-- their scores and context neighbours, the fusion, the top %(limit)s and each episode
+-- hit's context turns. Run after recall_search_params and recall_check (one pipelined
+-- round trip, one transaction: memory/recall.py).
+--
+-- Scope: the namespaces %(paths)s name and their descendants (resolve_namespace_tree's
+-- rule), unless %(all_namespaces)s.
 --
 -- Candidates: HNSW cosine over facts and over episodes (%(candidates)s each), and
 -- full-text matches of the query's RAREST lexemes: lexemes are taken in ascending
@@ -49,26 +73,53 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
 -- context_pool episodes, in the same namespace and session (the same given occurred_at,
 -- or the same metadata.session or metadata.thread), gains neighbour_weight times that
 -- hit's score.
--- Facts: current only by default; valid at as_of (event time) as known at known_at
--- (system time) when either is given (the other is now); everything with
--- include_history. Episodes: not forgotten; with as_of/known_at: stored by known_at, not
--- forgotten then, occurred by as_of.
+-- Visibility (fact_visible, episode_visible, relationship_visible: migration 0012, one
+-- definition for every read): facts current by default, valid at as_of as known at
+-- known_at when either is given, everything with include_history; episodes not
+-- forgotten, or stored by known_at, not forgotten then and occurred by as_of.
+-- Entity leg (when %(phrases)s name an alias in scope): the visible facts of the named
+-- entities and of their neighbours one visible relationship away, bounded (at most
+-- %(max_named)s named, %(links_per_entity)s newest links each, %(max_neighbours)s
+-- neighbours, %(facts_per_entity)s newest facts per entity, the best %(max_facts)s),
+-- scored as a fact is here except that the query words of the alias that named its
+-- entity count as matched when the fact lacks them: entity_credit times their idf but at
+-- least entity_match of the query, times hop_factor one hop away.
 WITH
+-- the query's vector: the one given, else the embedding cache's (%(text_hash)s under the
+-- configured model and endpoint), so a query seen before needs no round trip of its own;
+-- when there is none (recall_check says so), nothing below finds anything and recall
+-- embeds the query and runs again
+query_vector AS MATERIALIZED (
+    SELECT v, (v IS NOT NULL OR NOT %(use_vector)s) AS ready
+    FROM (SELECT COALESCE(%(embedding)s::vector,
+                          (SELECT c.embedding FROM embedding_cache c
+                           WHERE c.text_hash = %(text_hash)s AND c.model = %(embedding_model)s
+                             AND c.endpoint = %(embedding_endpoint)s)) AS v) q
+),
+scope AS MATERIALIZED (
+    SELECT COALESCE(array_agg(n.id), '{}')::bigint[] AS ids
+    FROM namespaces n
+    WHERE NOT %(all_namespaces)s
+      AND EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug)
+                  WHERE n.slug = p.slug
+                     OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%')
+),
 query_lexemes AS (
     SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
+    WHERE (SELECT ready FROM query_vector)
 ),
 corpus AS (
     SELECT COALESCE(sum(documents), 0)::float8 AS documents,
            GREATEST(COALESCE(sum(total_length), 0)::float8 / NULLIF(sum(documents), 0), 1) AS average_length
     FROM recall_text_stats
-    WHERE %(use_text)s AND (%(all_namespaces)s OR namespace_id = ANY(%(namespace_ids)s))
+    WHERE %(use_text)s AND (%(all_namespaces)s OR namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
 ),
 terms AS MATERIALIZED (
     -- one index lookup per query word (a join let the planner scan the whole table);
     -- MATERIALIZED: weights reads df five times, each would repeat the lookups
     SELECT q.lexeme,
            (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
-            WHERE t.lexeme = q.lexeme AND (%(all_namespaces)s OR t.namespace_id = ANY(%(namespace_ids)s))) AS df
+            WHERE t.lexeme = q.lexeme AND (%(all_namespaces)s OR t.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))) AS df
     FROM query_lexemes q
     WHERE %(use_text)s
 ),
@@ -91,57 +142,33 @@ tq AS (
 ),
 fact_vec AS (
     SELECT f.id FROM facts f
-    WHERE %(use_vector)s
-      AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
-      -- fact validity (bitemporal, as facts_query): valid at as_of as known at known_at
-      AND ((%(include_history)s AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL)
-           OR (f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-               AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-               AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-               AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now())
-                                 THEN f.recorded_valid_until ELSE f.valid_until END, 'infinity')
-                   > COALESCE(%(as_of)s::timestamptz, now())))
-      -- end of fact validity
-    ORDER BY f.embedding <=> %(embedding)s::vector
+    WHERE %(use_vector)s AND (SELECT ready FROM query_vector)
+      AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+      AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+    ORDER BY f.embedding <=> (SELECT v FROM query_vector)
     LIMIT %(candidates)s
 ),
 episode_vec AS (
     SELECT e.id FROM episodes e
-    WHERE %(use_vector)s AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
-      AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
-      -- episode validity: stored by known_at and not forgotten then, occurred by as_of
-      AND (CASE WHEN %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL THEN e.deleted_at IS NULL
-                ELSE e.created_at <= COALESCE(%(known_at)s::timestamptz, now())
-                     AND (e.deleted_at IS NULL OR e.deleted_at > COALESCE(%(known_at)s::timestamptz, now()))
-                     AND e.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()) END)
-    ORDER BY e.embedding <=> %(embedding)s::vector
+    WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
+      AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+      AND episode_visible(e, %(as_of)s, %(known_at)s)
+    ORDER BY e.embedding <=> (SELECT v FROM query_vector)
     LIMIT %(candidates)s
 ),
 fact_text AS (
     SELECT f.id, f.search FROM facts f, tq
     WHERE %(use_text)s AND f.search @@ tq.q_rare
-      AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
-      -- fact validity (bitemporal, as facts_query): valid at as_of as known at known_at
-      AND ((%(include_history)s AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL)
-           OR (f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-               AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-               AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-               AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now())
-                                 THEN f.recorded_valid_until ELSE f.valid_until END, 'infinity')
-                   > COALESCE(%(as_of)s::timestamptz, now())))
-      -- end of fact validity
+      AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+      AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
     ORDER BY f.id + 0 DESC  -- "+ 0": sort the matches; walking the primary key backwards
     LIMIT %(text_scan_limit)s    -- and testing each row for the words reads thousands of rows
 ),
 episode_text AS (
     SELECT e.id, e.search FROM episodes e, tq
     WHERE %(use_text)s AND e.search @@ tq.q_rare
-      AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
-      -- episode validity: stored by known_at and not forgotten then, occurred by as_of
-      AND (CASE WHEN %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL THEN e.deleted_at IS NULL
-                ELSE e.created_at <= COALESCE(%(known_at)s::timestamptz, now())
-                     AND (e.deleted_at IS NULL OR e.deleted_at > COALESCE(%(known_at)s::timestamptz, now()))
-                     AND e.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()) END)
+      AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+      AND episode_visible(e, %(as_of)s, %(known_at)s)
     ORDER BY e.id + 0 DESC  -- (as in fact_text)
     LIMIT %(text_scan_limit)s
 ),
@@ -175,7 +202,7 @@ candidates AS (
 -- MATERIALIZED: every score is computed once per candidate, however often it is used
 scored AS MATERIALIZED (
     SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata, c.embedding,
-           CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> %(embedding)s::vector) END AS cosine,
+           CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> (SELECT v FROM query_vector)) END AS cosine,
            CASE WHEN %(use_text)s THEN COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
                           / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(c.search) / co.average_length)))
@@ -200,8 +227,7 @@ judged AS MATERIALIZED (
                        AND NOT EXISTS (
                            SELECT 1 FROM lineage l JOIN facts f ON f.id = l.child_id
                            WHERE l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact'
-                             AND f.withdrawn_at IS NULL AND f.valid_from <= now()
-                             AND (f.valid_until IS NULL OR f.valid_until > now()))
+                             AND fact_visible(f, NULL, NULL, false))
                   THEN %(stale_factor)s::float8 ELSE 1 END AS score
     FROM scored s, tq
 ),
@@ -251,7 +277,7 @@ neighbours AS (
 -- neighbours that were no candidate get their own scores too (a handful of rows), so a
 -- reply that shares a little with the query and follows a strong hit can rank
 extra AS MATERIALIZED (
-    SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> %(embedding)s::vector) AS cosine,
+    SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> (SELECT v FROM query_vector)) AS cosine,
            COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
                           / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(e.search) / co.average_length)))
@@ -278,20 +304,157 @@ ranked AS (
     FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id
     ORDER BY score DESC, kind, id DESC
     LIMIT %(limit)s
+),
+-- the entity leg (memory/entity_recall.py): the entities the query's phrases name by an
+-- alias (MATERIALIZED: found by the (namespace_id, normalised) index, never by walking an
+-- entity_id index in order for the LIMIT), with the aliases that matched
+entity_matched AS MATERIALIZED (
+    SELECT a.entity_id, a.alias
+    FROM entity_aliases a
+    WHERE a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
+      AND (%(all_namespaces)s OR a.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+),
+entity_named AS MATERIALIZED (
+    SELECT m.entity_id, string_agg(m.alias, ' ' ORDER BY m.alias) AS aliases
+    FROM entity_matched m
+    GROUP BY m.entity_id
+    ORDER BY m.entity_id
+    LIMIT %(max_named)s
+),
+-- the query words each named entity's matched aliases account for
+entity_words AS (
+    SELECT m.entity_id,
+           ARRAY(SELECT w.lexeme FROM weights w
+                 WHERE w.lexeme = ANY(tsvector_to_array(to_tsvector('english', m.aliases)))) AS words
+    FROM entity_named m
+),
+-- per named entity its newest visible relationships each way (its source fact visible
+-- too), by the (entity id, id) indexes
+entity_links AS (
+    SELECT l.id, l.entity_id, m.entity_id AS named_id
+    FROM entity_named m
+    CROSS JOIN LATERAL (
+        (SELECT r.id, r.to_entity_id AS entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
+         WHERE r.from_entity_id = m.entity_id AND r.to_entity_id IS NOT NULL
+           AND relationship_visible(r, %(as_of)s, %(known_at)s, %(include_history)s)
+           AND fact_visible(s, %(as_of)s, %(known_at)s, %(include_history)s)
+         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
+        UNION ALL
+        (SELECT r.id, r.from_entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
+         WHERE r.to_entity_id = m.entity_id AND r.from_entity_id IS NOT NULL
+           AND relationship_visible(r, %(as_of)s, %(known_at)s, %(include_history)s)
+           AND fact_visible(s, %(as_of)s, %(known_at)s, %(include_history)s)
+         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
+    ) l
+),
+-- (named_id: the named entity it was reached from, by its newest link)
+entity_neighbours AS (
+    SELECT l.entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
+    FROM entity_links l
+    WHERE l.entity_id NOT IN (SELECT entity_id FROM entity_named)
+    GROUP BY l.entity_id
+    ORDER BY max(l.id) DESC
+    LIMIT %(max_neighbours)s
+),
+entity_reached AS (
+    SELECT x.hop, x.named_id, f.id
+    FROM (SELECT entity_id, 0 AS hop, entity_id AS named_id FROM entity_named
+          UNION ALL
+          SELECT nb.entity_id, 1, nb.named_id FROM entity_neighbours nb) x
+    CROSS JOIN LATERAL (
+        SELECT f.id FROM facts f
+        WHERE f.entity_id = x.entity_id
+          AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+          AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+        ORDER BY f.valid_from DESC, f.id DESC
+        LIMIT %(facts_per_entity)s
+    ) f
+),
+-- each reached fact once, at its nearest hop, with the named entity whose words it is
+-- credited (MATERIALIZED, grouped by hashing: a sorted
+-- DISTINCT under recall's settings walked the whole facts primary key to avoid a sort)
+entity_facts AS MATERIALIZED (
+    SELECT r.id, min(r.hop) AS hop, (array_agg(r.named_id ORDER BY r.hop, r.named_id))[1] AS named_id
+    FROM entity_reached r
+    GROUP BY r.id
+),
+entity_scored AS (
+    SELECT r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine,
+           COALESCE((
+               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(f.search) / co.average_length)))
+               FROM unnest(f.search) AS u
+               JOIN weights w ON w.lexeme = u.lexeme
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25,
+           COALESCE((SELECT sum(w.idf) FROM weights w
+                     WHERE w.lexeme = ANY(r.words) AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
+    FROM (SELECT t.id, t.hop, m.words FROM entity_facts t JOIN entity_words m ON m.entity_id = t.named_id) r
+    CROSS JOIN LATERAL (SELECT x.embedding, x.search FROM facts x WHERE x.id = r.id) f
+    CROSS JOIN corpus co
+),
+entity_ranked AS (
+    SELECT c.id, c.cosine, c.bm25, c.coverage,
+           %(w_vector)s * GREATEST(c.cosine, 0) + (1 - %(w_vector)s) * LEAST(COALESCE(c.coverage, 0), 1) AS score
+    FROM (SELECT s.id, s.cosine, s.bm25,
+                 (s.bm25 + CASE WHEN s.missing > 0
+                                THEN power(%(hop_factor)s::float8, s.hop)
+                                     * GREATEST(%(entity_credit)s::float8 * s.missing, %(entity_match)s::float8 * tq.full_match)
+                                ELSE 0 END) / NULLIF(tq.full_match, 0) AS coverage
+          FROM entity_scored s, tq) c
+    ORDER BY score DESC, c.id DESC
+    LIMIT %(max_facts)s
+),
+-- fusion with the entity leg: a fact found by both keeps its hybrid row (text and context
+-- parts) with the higher score, entity_score the leg's; then the best %(limit)s
+both_legs AS (
+    SELECT r.kind, r.id, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.score,
+           NULL::float8 AS entity_score, 0 AS leg
+    FROM ranked r
+    UNION ALL
+    SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1
+    FROM entity_ranked x
+),
+top AS (
+    SELECT t.* FROM (
+        SELECT DISTINCT ON (b.kind, b.id) b.kind, b.id, b.cosine, b.bm25, b.coverage, b.own_score, b.context_score,
+               max(b.score) OVER (PARTITION BY b.kind, b.id) AS score,
+               max(b.entity_score) OVER (PARTITION BY b.kind, b.id) AS entity_score
+        FROM both_legs b
+        ORDER BY b.kind, b.id, b.leg
+    ) t
+    ORDER BY t.score DESC, t.kind, t.id DESC
+    LIMIT %(limit)s
 )
-SELECT r.kind, r.id, r.score, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score,
+SELECT r.kind, r.id, r.score, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
        n.slug AS namespace, COALESCE(f.content, e.content) AS content,
        f.confidence, f.valid_from, f.valid_until, f.withdrawn_at,
-       CASE WHEN r.kind = 'fact' THEN
-           (f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now()))
-       END AS current,
+       CASE WHEN r.kind = 'fact' THEN fact_visible(f, NULL, NULL, false) END AS current,
        CASE WHEN r.kind = 'fact' THEN
            ARRAY(SELECT l.parent_id FROM lineage l
                  WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
                  ORDER BY l.parent_id)
        END AS source_episode_ids,
-       e.metadata, e.occurred_at
-FROM ranked r
+       e.metadata, e.occurred_at,
+       -- the result's context: up to %(context)s turns on each side of an episode hit, in
+       -- its namespace and session (the same given occurred_at, or the same
+       -- metadata.session or metadata.thread), not forgotten, not results themselves
+       CASE WHEN r.kind = 'episode' AND %(context)s > 0 THEN ARRAY(
+           SELECT jsonb_build_object('id', c.id, 'content', c.content)
+           FROM (
+               (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
+                WHERE x.namespace_id = e.namespace_id AND x.id < e.id AND x.deleted_at IS NULL
+                ORDER BY x.id DESC LIMIT %(context)s)
+               UNION ALL
+               (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
+                WHERE x.namespace_id = e.namespace_id AND x.id > e.id AND x.deleted_at IS NULL
+                ORDER BY x.id LIMIT %(context)s)
+           ) c
+           WHERE ((c.occurred_at = e.occurred_at AND c.occurred_at <> c.created_at)
+                  OR c.metadata ->> 'session' = e.metadata ->> 'session'
+                  OR c.metadata ->> 'thread' = e.metadata ->> 'thread')
+             AND c.id NOT IN (SELECT t.id FROM top t WHERE t.kind = 'episode')
+           ORDER BY c.id) END AS context
+FROM top r
 LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id
 LEFT JOIN episodes e ON r.kind = 'episode' AND e.id = r.id
 JOIN namespaces n ON n.id = COALESCE(f.namespace_id, e.namespace_id)
@@ -316,166 +479,3 @@ WHERE e.deleted_at IS NULL AND e.embedding IS NOT NULL
   AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
 ORDER BY e.embedding <=> %(embedding)s::vector
 LIMIT %(limit)s
-
--- recall_neighbours --
--- The turns around each hit (for recall's context option): up to %(window)s episodes on
--- each side by id, in the hit's namespace and session (the same given occurred_at, or the
--- same metadata.session or metadata.thread), not forgotten.
-SELECT h.id AS hit_id, n.id, n.content, n.occurred_at
-FROM episodes h
-CROSS JOIN LATERAL (
-    (SELECT e.id, e.content, e.occurred_at, e.created_at, e.metadata FROM episodes e
-     WHERE e.namespace_id = h.namespace_id AND e.id < h.id AND e.deleted_at IS NULL
-     ORDER BY e.id DESC LIMIT %(window)s)
-    UNION ALL
-    (SELECT e.id, e.content, e.occurred_at, e.created_at, e.metadata FROM episodes e
-     WHERE e.namespace_id = h.namespace_id AND e.id > h.id AND e.deleted_at IS NULL
-     ORDER BY e.id LIMIT %(window)s)
-) n
-WHERE h.id = ANY(%(ids)s)
-  AND ((n.occurred_at = h.occurred_at AND n.occurred_at <> n.created_at)
-       OR n.metadata ->> 'session' = h.metadata ->> 'session'
-       OR n.metadata ->> 'thread' = h.metadata ->> 'thread')
-ORDER BY h.id, n.id
-
--- recall_entity_names --
--- The entities a query names (entity leg of hybrid recall, stash_pipeline.memory.
--- entity_recall): aliases whose normalised form is one of the query's %(phrases)s, in the
--- namespaces in scope, found by entity_aliases' unique (namespace_id, normalised) index;
--- at most %(max_named)s entities, each with the aliases that matched. An entity merged into
--- another has moved its aliases, facts and relationship ends to the kept one, so these
--- rows name live entities only.
-WITH matched AS MATERIALIZED (
-    -- (MATERIALIZED: found by the (namespace_id, normalised) index, never by walking an
-    -- entity_id index in order for the LIMIT)
-    SELECT a.entity_id, a.alias
-    FROM entity_aliases a
-    WHERE a.normalised = ANY(%(phrases)s::text[])
-      AND (%(all_namespaces)s OR a.namespace_id = ANY(%(namespace_ids)s))
-)
-SELECT m.entity_id, string_agg(m.alias, ' ' ORDER BY m.alias) AS aliases
-FROM matched m
-GROUP BY m.entity_id
-ORDER BY m.entity_id
-LIMIT %(max_named)s
-
--- recall_entity_facts --
--- The entity leg's candidates: current facts about the named entities (%(entity_ids)s, with
--- the %(aliases)s that named each, from recall_entity_names) and about their neighbours one
--- current relationship away: at most %(links_per_entity)s newest current relationships per
--- named entity (live, source fact current), at most %(max_neighbours)s entities. Facts: at
--- most %(facts_per_entity)s newest current facts per entity, the best %(max_facts)s by score.
--- Scored as recall_hybrid scores a fact (w_vector * cosine + (1 - w_vector) * coverage,
--- same BM25), except when the fact lacks a query word of the alias that named its entity
--- ("achen moved to Kestrel" for "what does Alice do"): then the missing words count as
--- matched, as entity_credit times their idf but at least entity_match of the query, times
--- hop_factor one hop away. A fact that spells the name scores exactly as in recall_hybrid.
--- Same columns as recall_hybrid, plus hop.
-WITH
-named AS (
-    SELECT n.entity_id, n.aliases
-    FROM unnest(%(entity_ids)s::bigint[], %(aliases)s::text[]) AS n(entity_id, aliases)
-),
-query_lexemes AS (
-    SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
-),
-corpus AS (
-    SELECT COALESCE(sum(documents), 0)::float8 AS documents,
-           GREATEST(COALESCE(sum(total_length), 0)::float8 / NULLIF(sum(documents), 0), 1) AS average_length
-    FROM recall_text_stats
-    WHERE %(all_namespaces)s OR namespace_id = ANY(%(namespace_ids)s)
-),
-weights AS (
-    SELECT q.lexeme, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf
-    FROM query_lexemes q, corpus c,
-         LATERAL (SELECT COALESCE(sum(s.documents), 0)::float8 AS df FROM recall_term_stats s
-                  WHERE s.lexeme = q.lexeme AND (%(all_namespaces)s OR s.namespace_id = ANY(%(namespace_ids)s))) t
-),
-full_match AS (
-    SELECT sum(idf) AS idf FROM weights
-),
--- the query words each named entity's matched aliases account for
-named_words AS (
-    SELECT m.entity_id,
-           ARRAY(SELECT w.lexeme FROM weights w
-                 WHERE w.lexeme = ANY(tsvector_to_array(to_tsvector('english', m.aliases)))) AS words
-    FROM named m
-),
-links AS (
-    SELECT l.id, l.entity_id, m.entity_id AS named_id
-    FROM named m
-    CROSS JOIN LATERAL (
-        (SELECT r.id, r.to_entity_id AS entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
-         WHERE r.from_entity_id = m.entity_id AND r.to_entity_id IS NOT NULL AND r.withdrawn_at IS NULL
-           AND s.withdrawn_at IS NULL AND s.valid_from <= now() AND (s.valid_until IS NULL OR s.valid_until > now())
-         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
-        UNION ALL
-        (SELECT r.id, r.from_entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
-         WHERE r.to_entity_id = m.entity_id AND r.from_entity_id IS NOT NULL AND r.withdrawn_at IS NULL
-           AND s.withdrawn_at IS NULL AND s.valid_from <= now() AND (s.valid_until IS NULL OR s.valid_until > now())
-         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
-    ) l
-),
--- (named_id: the named entity it was reached from, by its newest link)
-neighbours AS (
-    SELECT l.entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
-    FROM links l
-    WHERE l.entity_id NOT IN (SELECT entity_id FROM named)
-    GROUP BY l.entity_id
-    ORDER BY max(l.id) DESC
-    LIMIT %(max_neighbours)s
-),
-reached AS (
-    SELECT x.hop, x.words, f.id
-    FROM (SELECT entity_id, 0 AS hop, words FROM named_words
-          UNION ALL
-          SELECT nb.entity_id, 1, m.words FROM neighbours nb JOIN named_words m ON m.entity_id = nb.named_id) x
-    CROSS JOIN LATERAL (
-        SELECT f.id FROM facts f
-        WHERE f.entity_id = x.entity_id
-          AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
-          AND f.withdrawn_at IS NULL AND f.valid_from <= now() AND (f.valid_until IS NULL OR f.valid_until > now())
-        ORDER BY f.valid_from DESC, f.id DESC
-        LIMIT %(facts_per_entity)s
-    ) f
-),
-scored AS (
-    SELECT DISTINCT ON (r.id) r.id, r.hop, 1 - (f.embedding <=> %(embedding)s::vector) AS cosine,
-           COALESCE((
-               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
-                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(f.search) / co.average_length)))
-               FROM unnest(f.search) AS u
-               JOIN weights w ON w.lexeme = u.lexeme
-               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25,
-           COALESCE((SELECT sum(w.idf) FROM weights w
-                     WHERE w.lexeme = ANY(r.words) AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
-    FROM reached r JOIN facts f ON f.id = r.id, corpus co
-    ORDER BY r.id, r.hop
-),
-credited AS (
-    SELECT s.id, s.hop, s.cosine, s.bm25,
-           (s.bm25 + CASE WHEN s.missing > 0
-                          THEN power(%(hop_factor)s::float8, s.hop)
-                               * GREATEST(%(entity_credit)s::float8 * s.missing, %(entity_match)s::float8 * fm.idf)
-                          ELSE 0 END) / NULLIF(fm.idf, 0) AS coverage
-    FROM scored s, full_match fm
-),
-ranked AS (
-    SELECT c.id, c.hop, c.cosine, c.bm25, c.coverage,
-           %(w_vector)s * GREATEST(c.cosine, 0) + (1 - %(w_vector)s) * LEAST(COALESCE(c.coverage, 0), 1) AS score
-    FROM credited c
-    ORDER BY score DESC, c.id DESC
-    LIMIT %(max_facts)s
-)
-SELECT 'fact'::text AS kind, r.id, r.score, r.cosine, r.bm25, r.coverage,
-       r.score AS own_score, NULL::float8 AS context_score, r.hop,
-       n.slug AS namespace, f.content, f.confidence, f.valid_from, f.valid_until, f.withdrawn_at,
-       true AS current,
-       ARRAY(SELECT l.parent_id FROM lineage l
-             WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
-             ORDER BY l.parent_id) AS source_episode_ids,
-       NULL::jsonb AS metadata, NULL::timestamptz AS occurred_at
-FROM ranked r
-JOIN facts f ON f.id = r.id
-JOIN namespaces n ON n.id = f.namespace_id
-ORDER BY r.score DESC, r.id DESC

@@ -1,0 +1,89 @@
+"""Recall's tuning as one frozen value: ranking weights, candidate bounds, the entity leg's.
+
+``recall.recall(store, query, config=...)`` takes a ``RecallConfig``; ``DEFAULT`` is what
+every surface uses. Every field reaches the SQL as a statement parameter, so a variant is
+a different call, never a patched module: bench/ measures ``VARIANTS`` (and sweeps with
+``dataclasses.replace``) side by side in one process. The values were chosen on the DEV
+splits of the labelled sets in bench/data (bench/README.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class RecallConfig:
+    """How recall ranks; see ``memory/recall.py`` and ``memory/entity_recall.py`` for the rules."""
+
+    #: weight of the cosine similarity in the fused score; the rest goes to BM25 coverage
+    w_vector: float = 0.4
+    #: Okapi BM25 parameters (the usual defaults)
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    #: candidates per vector list = max(min_candidates, candidate_factor * limit)
+    candidate_factor: int = 3
+    min_candidates: int = 30
+    #: full-text candidates: the query's rarest lexemes are matched while their summed
+    #: document frequency stays within this many rows (per kind, newest first beyond it)
+    text_scan_limit: int = 400
+    #: of those matches, the best this many by BM25 join the vector candidates
+    text_candidates: int = 60
+    #: HNSW beam width (hnsw.ef_search) for recall's vector candidates
+    ef_search: int = 100
+    #: hybrid mode: an episode within context_window turns of one of the best context_pool
+    #: episodes (same namespace, same session) gains neighbour_weight times that hit's
+    #: score: in a conversation the turn that answers often follows the one naming the subject
+    neighbour_weight: float = 0.35
+    context_pool: int = 20
+    context_window: int = 2
+    #: ``relevance`` below this means "probably not about the query"
+    relevance_floor: float = 0.3
+    #: factor on an episode whose derived facts were all retired (its correction should win)
+    stale_factor: float = 0.5
+    #: supersession by recency: a newer episode candidate at least this similar (cosine)
+    #: that matches every query word the older one matches restates or corrects it ...
+    supersede_similarity: float = 0.5
+    #: ... the older one then scores this times the newer one's score (just below it) ...
+    supersede_margin: float = 0.99
+    #: ... but never less than this factor times its own score
+    superseded_factor: float = 0.5
+    #: a query naming a time (a month, "used to" ...) turns supersession off
+    time_guard: bool = True
+    #: the entity leg (memory/entity_recall.py) in hybrid mode
+    entity_leg: bool = True
+    #: longest alias looked up, in words ("warehouse robot controller" has three)
+    max_alias_words: int = 4
+    #: n-grams looked up at most (a long query's first ones): bounds the index probes
+    max_phrases: int = 64
+    #: named entities at most; per named entity its newest links; neighbours reached at most
+    max_named: int = 5
+    links_per_entity: int = 20
+    max_neighbours: int = 10
+    #: per entity its newest facts; the leg's best facts at most
+    facts_per_entity: int = 20
+    max_facts: int = 20
+    #: a fact lacking the alias words that named its entity counts them as matched: this
+    #: factor of their idf ...
+    entity_credit: float = 1.0
+    #: ... but at least this share of the query's (coverage) ...
+    entity_match: float = 0.6
+    #: ... and a neighbour's fact (one relationship away) this factor of that
+    hop_factor: float = 0.8
+
+    def replace(self, **changes: Any) -> RecallConfig:
+        """This config with some fields changed (a bench variant or a sweep point)."""
+        return dataclasses.replace(self, **changes)
+
+
+DEFAULT = RecallConfig()
+
+#: named variants bench/ measures against the default in the same run
+VARIANTS: dict[str, RecallConfig] = {
+    "default": DEFAULT,
+    "no_entity_leg": DEFAULT.replace(entity_leg=False),
+    "no_neighbours": DEFAULT.replace(neighbour_weight=0.0),
+    "no_time_guard": DEFAULT.replace(time_guard=False),
+}
