@@ -17,23 +17,10 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
+from stash_pipeline.interchange.catalog import LINEAGE_KINDS
 
-KINDS = frozenset(
-    {
-        "episode",
-        "fact",
-        "failure",
-        "relationship",
-        "causal_link",
-        "pattern",
-        "contradiction",
-        "goal_note",
-        "hypothesis",
-        "hypothesis_evidence",
-        "entity",
-        "entity_correction",
-    }
-)
+#: the id spaces a lineage edge may name, from the table catalog
+KINDS = LINEAGE_KINDS
 #: kinds the cascade can withdraw (they have a withdrawn_at column)
 WITHDRAWABLE = ("fact", "relationship", "causal_link", "pattern")
 #: a safety net: a cascade deeper than this means a lineage cycle, which add() cannot create

@@ -249,7 +249,7 @@ def test_every_query_name_used_by_the_memory_core_exists():
     from pathlib import Path
 
     from stash_pipeline.db.sql import QUERIES
-    from stash_pipeline.memory import interchange
+    from stash_pipeline.interchange import episode_files as interchange
 
     root = Path(episodes.__file__).parent
     used: set[str] = set(interchange.IMPORT_QUERIES.values())

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stash_pipeline.memory import export, restore
+from stash_pipeline.interchange import export, readers
 from tests.integration.test_interchange import _sql
 from tests.integration.test_table_export import canonical
 
@@ -106,7 +106,7 @@ def test_any_graph_round_trips(store, tmp_path, graph):
     build(store, root, graph)
     first, second = tmp_path / f"first{number}", tmp_path / f"second{number}"
     export.export_tables(store, root, first, format=graph["file_format"])
-    result = restore.import_tables(store, first, into=copy)
+    result = readers.import_export(store, first, into=copy)
     assert result["skipped"] == {}
     export.export_tables(store, copy, second, format=graph["file_format"])
     assert canonical(first, root) == canonical(second, copy)

@@ -60,7 +60,7 @@ def main() -> None:
         fill(args.dsn, args.fill)
 
     from stash_pipeline.config import load_settings
-    from stash_pipeline.memory import export
+    from stash_pipeline.interchange import export
     from stash_pipeline.store import Store
 
     store = Store.open(load_settings(database_url=args.dsn, embedder="hash", vector_dim=384))

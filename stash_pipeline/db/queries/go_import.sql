@@ -1,4 +1,4 @@
--- migrate-from-go (memory/go_import.py): reading a Go Stash database, and the ledger of
+-- migrate-from-go (interchange/go_import.py): reading a Go Stash database, and the ledger of
 -- what was imported from it. The go_* reads run on the Go database's connection.
 
 -- go_table_exists --
@@ -143,3 +143,9 @@ ON CONFLICT (namespace_id, stage) DO UPDATE
 UPDATE facts f SET superseded_by = p.ref
   FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
  WHERE f.id = p.id AND f.superseded_by IS NULL
+
+-- go_identity --
+-- The Go database's identity: its cluster's system identifier and the database's oid and name.
+SELECT s.system_identifier, d.oid, d.datname
+  FROM pg_control_system() s, pg_database d
+ WHERE d.datname = current_database()
