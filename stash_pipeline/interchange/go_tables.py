@@ -255,11 +255,13 @@ def contradictions(run: GoImport, rows: list[Row]) -> None:
         if old is None or new is None or old == new:
             return None, "one of its facts was not imported", []
         record = {"namespace_id": ns, "old_fact_id": old, "new_fact_id": new, **mapping.contradiction(row)}
-        if record["resolution"] == "superseded":
-            run.superseded.append({"id": old, "ref": new})
         return record, None, [("fact", int(row["old_fact_id"])), ("fact", int(row["new_fact_id"]))]
 
     _simple(run, "contradictions", "contradictions", "contradiction", rows, build)
+    # only a contradiction the writer let in retires its old fact
+    for row in rows:
+        if run.new_id("contradiction", row["id"]) is not None and mapping.contradiction(row)["resolution"] == "superseded":
+            run.superseded.append({"id": run.new_id("fact", row["old_fact_id"]), "ref": run.new_id("fact", row["new_fact_id"])})
 
 
 def hypotheses(run: GoImport, rows: list[Row]) -> None:

@@ -232,8 +232,8 @@ def test_tree_export_import_round_trip_is_lossless(store, tmp_path):
     _build_tree(store)
     first = tmp_path / "a.jsonl"
     exported = export.export_tree(store, "/a", first)
-    assert exported["rows"]["namespace"] == 2 and exported["rows"]["episode"] == 3
-    assert exported["rows"]["fact"] == 3 and exported["rows"]["lineage"] == 5
+    assert exported["rows"]["namespaces"] == 2 and exported["rows"]["episodes"] == 3
+    assert exported["rows"]["facts"] == 3 and exported["rows"]["lineage"] == 5
     assert '"embedding":' not in first.read_text() and "outside the tree" not in first.read_text()
 
     imported = readers.import_export(store, first, into="/copy/of-a")
@@ -255,9 +255,15 @@ def test_tree_import_is_one_transaction(store, tmp_path):
     path = tmp_path / "a.jsonl"
     export.export_tree(store, "/a", path)
     before = _sql(store, "SELECT count(*) FROM episodes")[0]["count"]
-    # importing onto itself hits the idempotency key of e1 -> Conflict, and nothing stays
-    with pytest.raises(errors.Conflict):
-        readers.import_export(store, path)
+    # the last fact breaks the content cap: with stop, the import ends there and nothing stays
+    lines = path.read_text().splitlines()
+    last = max(i for i, line in enumerate(lines) if json.loads(line).get("type") == "fact")
+    record = json.loads(lines[last])
+    record["row"]["content"] = "x" * (store.settings.max_content_bytes + 1)
+    lines[last] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(errors.BadRow, match=r"^facts line \d+ column content: is \d+ bytes"):
+        readers.import_export(store, path, into="/copy", stop=True)
     assert _sql(store, "SELECT count(*) FROM episodes")[0]["count"] == before
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "something else"}\n')
