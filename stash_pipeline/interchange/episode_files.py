@@ -14,6 +14,8 @@ Every reader streams: a line, CSV block or Parquet row group over
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterator
@@ -138,27 +140,37 @@ def _read_rows(file: Path, kind: str) -> Iterator[tuple[str, dict[str, Any] | Ex
         raise errors.InvalidInput(f"{file.name} is not a readable {kind} file ({type(exc).__name__})") from None
 
 
-def read_episodes(store: Store, path: str | Path, *, format: str | None = None) -> list[dict[str, Any]]:
-    """Read and validate every row of an episode file; raise listing every bad line."""
-    file = regular_file(path)
-    kind = _format(file, format)
-    items: list[dict[str, Any]] = []
-    problems: list[str] = []
+def _items(store: Store, file: Path, kind: str, problems: list[str] | None) -> Iterator[dict[str, Any]]:
+    """The file's rows as remember_batch items, streamed; with ``problems``, bad rows are listed
+    there (and idempotency keys checked across the file) instead of raising."""
     keys: dict[str, tuple[str, str]] = {}
     for where, row in _read_rows(file, kind):
         try:
             if isinstance(row, Exception):
                 raise row
             item = _clean(row)
-            prepared = episodes.prepare(store, item)
-            key = prepared["idempotency_key"]
-            if key is not None:
-                if key in keys and keys[key][1] != prepared["content"]:
-                    raise errors.Conflict(f"its idempotency_key is also used on {keys[key][0]} with other content")
-                keys.setdefault(key, (where, prepared["content"]))
-            items.append(item)
+            if problems is not None:
+                prepared = episodes.prepare(store, item)
+                key = prepared["idempotency_key"]
+                if key is not None:
+                    digest = hashlib.sha256(prepared["content"].encode("utf-8")).hexdigest()
+                    if key in keys and keys[key][1] != digest:
+                        raise errors.Conflict(f"its idempotency_key is also used on {keys[key][0]} with other content")
+                    keys.setdefault(key, (where, digest))
+            yield item
         except (errors.InvalidInput, errors.Conflict) as exc:
+            if problems is None:
+                raise
             problems.append(f"{where}: {exc.message}")
+
+
+def read_episodes(store: Store, path: str | Path, *, format: str | None = None) -> int:
+    """Read and validate every row of an episode file (streamed); the row count, or raise
+    listing every bad line."""
+    file = regular_file(path)
+    kind = _format(file, format)
+    problems: list[str] = []
+    rows = sum(1 for _ in _items(store, file, kind, problems))
     if problems:
         more = f"\n  …and {len(problems) - MAX_REPORTED} more" if len(problems) > MAX_REPORTED else ""
         raise errors.InvalidInput(
@@ -166,9 +178,9 @@ def read_episodes(store: Store, path: str | Path, *, format: str | None = None) 
             + "\n  ".join(problems[:MAX_REPORTED])
             + more
         )
-    if not items:
+    if not rows:
         raise errors.InvalidInput(f"{file.name} holds no episodes")
-    return items
+    return rows
 
 
 def import_episodes(
@@ -179,17 +191,24 @@ def import_episodes(
     format: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Import episodes from a JSONL/CSV/Parquet file into one namespace, validated up front."""
+    """Import episodes from a JSONL/CSV/Parquet file into one namespace, validated up front.
+
+    The file is read twice, streaming both times: once to check every row (nothing is
+    written when one is bad), then in batches of ``BATCH_SIZE`` to write them.
+    """
     slug = validate.slug(namespace)
     with store.db.transaction() as tx:
         resolve_id(tx, slug)
-    items = read_episodes(store, path, format=format)
-    created = replayed = batches = 0
-    for start in range(0, len(items), BATCH_SIZE):
-        results = episodes.remember_batch(store, slug, items[start : start + BATCH_SIZE])
+    file = regular_file(path)
+    total = read_episodes(store, file, format=format)
+    created = replayed = batches = done = 0
+    items = _items(store, file, _format(file, format), None)
+    while batch := list(itertools.islice(items, BATCH_SIZE)):
+        results = episodes.remember_batch(store, slug, batch)
         batches += 1
+        done += len(results)
         created += sum(1 for r in results if r["created"])
         replayed += sum(1 for r in results if not r["created"])
         if progress is not None:
-            progress(start + len(results), len(items))
-    return {"namespace": slug, "rows": len(items), "created": created, "replayed": replayed, "batches": batches}
+            progress(done, total)
+    return {"namespace": slug, "rows": total, "created": created, "replayed": replayed, "batches": batches}

@@ -166,7 +166,7 @@ def test_tree_export_then_import_keeps_entities(cstore, server, model, tmp_path)
     entities.split_entity(cstore, alice, ["Alice Chen"])
     exported = export.export_tree(cstore, "/t", tmp_path / "tree.jsonl")
     # Alice, Alice Chen (split off), and the relationship ends Bob, Monday and Porto
-    assert exported["rows"]["entity"] == 5 and exported["rows"]["entity_correction"] == 1
+    assert exported["rows"]["entities"] == 5 and exported["rows"]["entity_corrections"] == 1
 
     result = readers.import_export(cstore, tmp_path / "tree.jsonl", into="/copy")
     assert result["skipped"] == {}
