@@ -49,7 +49,7 @@ def import_tables(path: Path, into: str | None, with_vectors: bool, as_json: boo
                    "nothing to do")
         return
     listed = ", ".join(f"{n} {name}" for name, n in result["rows"].items())
-    click.echo(f"restored {path} into {result['namespace']}: {listed or 'nothing'} (vectors {result['vectors']})")
+    click.echo(f"restored {path.name} into {result['namespace']}: {listed or 'nothing'} (vectors {result['vectors']})")
     for table, reasons in result["skipped"].items():
         for why, n in reasons.items():
             click.echo(f"  skipped {n} {table}: {why}")
