@@ -52,7 +52,6 @@ class GoImport:
         self.progress = progress
         self.model, self.dim = store.settings.embedding_model_name, store.settings.vector_dim
         self.ids: dict[str, dict[int, int]] = {}
-        self.namespace_of: dict[str, dict[int, int]] = {}  # Stash namespace of each imported row
         self.ledger: dict[str, dict[str, int | None]] = {}
         for row in tx.all("go_import_ledger", source=source):
             self.ledger.setdefault(row["source_table"], {})[row["source_id"]] = row["stash_id"]
@@ -154,7 +153,6 @@ class GoImport:
                     self.writer.note(kind, None, int(inserted["id"]), int(inserted["namespace_id"]))
                 if key.isdigit() and "id" in inserted:
                     self.ids.setdefault(kind, {})[int(key)] = int(inserted["id"])
-                    self.namespace_of.setdefault(kind, {})[int(key)] = int(inserted["namespace_id"])
                 for parent_kind, go_parent in parents:
                     parent = self.new_id(parent_kind, go_parent)
                     if parent is None:

@@ -141,7 +141,7 @@ def fact_sources(run: GoImport, rows: list[Row]) -> None:
             mapped.append((key, None, f"its {'fact' if fact is None else 'episode'} was not imported", []))
         else:
             edges.append({"child_kind": "fact", "child_id": fact, "parent_kind": "episode", "parent_id": episode,
-                          "namespace_id": run.namespace_of["fact"][int(row["fact_id"])]})
+                          "namespace_id": run.writer.namespace_of("fact", fact)})
             mapped.append((key, edges[-1], None, []))
     run.put("fact_sources", "lineage", "lineage", mapped)
 
@@ -183,7 +183,7 @@ def goals(run: GoImport, rows: list[Row]) -> None:
             if key in run.ledger.get("goals.notes", {}) or goal is None:
                 notes.append((key, None, None if goal is not None else "its goal was not imported", []))
                 continue
-            notes.append((key, {**note, "goal_id": goal, "namespace_id": run.namespace_of["goal"][int(row["id"])],
+            notes.append((key, {**note, "goal_id": goal, "namespace_id": run.writer.namespace_of("goal", goal),
                                 "created_at": row.get("updated_at")}, None, []))
     run.put("goals.notes", "goal_notes", "goal_note", notes)
 

@@ -167,8 +167,15 @@ class Writer:
             if column not in row:
                 row[column] = next((row[s] for s in sources if row.get(s) is not None), None)
 
-    def _namespace_of(self, kind: str, new: int) -> int | None:
-        return self.where.get(kind, {}).get(new)
+    def namespace_of(self, kind: str, new: int) -> int | None:
+        """The namespace of a row written by this import (or, for a Go migration, by an earlier run)."""
+        found = self.where.get(kind, {}).get(new)
+        if found is None and not self.remap:
+            rows = self.tx.all("interchange_namespaces_of", kind=kind, ids=[new])
+            found = int(rows[0]["namespace_id"]) if rows else None
+            if found is not None:
+                self.where.setdefault(kind, {})[new] = found
+        return found
 
     def _slug(self, namespace_id: int | None) -> str | None:
         if namespace_id is not None and namespace_id not in self.slugs:
@@ -216,12 +223,7 @@ class Writer:
         """Why a reference may not be written as is, or None."""
         if new is None:
             return "points outside the import"
-        target = self._namespace_of(kind, new)
-        if target is None and not self.remap:
-            rows = self.tx.all("interchange_namespaces_of", kind=kind, ids=[new])
-            target = int(rows[0]["namespace_id"]) if rows else None
-            if target is not None:
-                self.where.setdefault(kind, {})[new] = target
+        target = self.namespace_of(kind, new)
         if target is None:
             return "points outside the import"
         row_slug, target_slug = self._slug(ns), self._slug(target)
@@ -292,7 +294,7 @@ class Writer:
             mapped = []
             for new, old in pairs:
                 target = self.ids[ref.kind].get(old) if self.remap else old
-                why = self._outside(ref, ref.kind, target, self._namespace_of(table.kind, new))
+                why = self._outside(ref, ref.kind, target, self.namespace_of(table.kind, new))
                 if why is not None:
                     self.report(errors.BadRow(table.name, f"row id {new}", column, why), dropped=True)
                     target = None

@@ -359,3 +359,23 @@ def test_go_sql_ascii_database_is_read(store, pg_admin_dsn):
     assert report["tables"]["episodes"]["imported"] == 1
     assert any(p.startswith("episodes row Go id 11 column content: is not valid UTF-8") for p in report["problems"])
     assert _sql(store, "SELECT content FROM episodes ORDER BY id")[-1]["content"] == "café"
+
+
+def test_go_rerun_links_new_rows_to_rows_of_an_earlier_run(store, pg_admin_dsn):
+    """Rows added to the Go database after a first run reference rows that run imported; the
+    writer finds their namespaces in Stash and applies the same rules."""
+    rows = ("INSERT INTO namespaces (id, slug) VALUES (1, '/gx'), (2, '/gy-secret');\n"
+            "INSERT INTO episodes (id, namespace_id, content) VALUES (11, 1, 'tenant'), (12, 2, 'secret');\n"
+            "INSERT INTO facts (id, namespace_id, content) VALUES (21, 1, 'A tenant fact'), (22, 2, 'A secret'), "
+            "(23, 1, 'Another tenant fact');")
+    with go_database(pg_admin_dsn, rows) as dsn:
+        go_import.migrate_from_go(store, dsn)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("INSERT INTO fact_sources (fact_id, episode_id) VALUES (21, 11), (21, 12)")
+            conn.execute("INSERT INTO goals (id, namespace_id, content, notes) VALUES (61, 1, 'g', 'a note')")
+            conn.execute("INSERT INTO causal_links (id, namespace_id, cause_fact_id, effect_fact_id) "
+                         "VALUES (81, 1, 21, 23), (82, 1, 22, 21)")
+        again = go_import.migrate_from_go(store, dsn)
+    assert again["tables"]["fact_sources"]["imported"] == 1 and again["tables"]["causal_links"]["imported"] == 1
+    assert again["tables"]["goals.notes"]["imported"] == 1
+    assert_confined(store)
