@@ -139,6 +139,8 @@ BY_NAME = {t.name: t for t in TABLES}
 BY_KIND = {t.kind: t for t in TABLES}
 #: the id spaces a lineage edge may name
 LINEAGE_KINDS = frozenset(t.kind for t in TABLES if t.lineage)
+#: the id spaces lineage's cascade can withdraw: the tables with a ``withdrawn_at``
+WITHDRAWABLE = tuple(t.kind for t in TABLES if "withdrawn_at" in TIMES[t.name].split())
 #: tables with a namespace that are not part of an export, and why (the catalog test reads this)
 NOT_EXPORTED = {
     "model_calls": "operational log of model calls",

@@ -17,12 +17,12 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.interchange.catalog import LINEAGE_KINDS
+from stash_pipeline.interchange import catalog
 
 #: the id spaces a lineage edge may name, from the table catalog
-KINDS = LINEAGE_KINDS
-#: kinds the cascade can withdraw (they have a withdrawn_at column)
-WITHDRAWABLE = ("fact", "relationship", "causal_link", "pattern")
+KINDS = catalog.LINEAGE_KINDS
+#: kinds the cascade can withdraw (they have a withdrawn_at column), from the table catalog
+WITHDRAWABLE = catalog.WITHDRAWABLE
 #: a safety net: a cascade deeper than this means a lineage cycle, which add() cannot create
 MAX_ROUNDS = 1000
 

@@ -37,3 +37,4 @@ def test_every_namespaced_table_is_exported_or_excluded_on_purpose(store):
 def test_lineage_kinds_come_from_the_catalog():
     assert lineage.KINDS is catalog.LINEAGE_KINDS
     assert {"episode", "fact", "entity", "goal_note"} <= lineage.KINDS
+    assert lineage.WITHDRAWABLE == ("fact", "relationship", "causal_link", "pattern")
