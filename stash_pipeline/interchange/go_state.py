@@ -75,14 +75,14 @@ class GoImport:
         """Chunks of a Go table's rows (nothing when the Go database predates the table)."""
         if not self.go.scalar("go_table_exists", table=table):
             return
-        total = int(self.go.scalar(f"go_count_{table}") or 0)
+        estimate = int(self.go.scalar("go_count_estimate", table=table) or 0)
         done = 0
         for chunk in stream(self.go, f"go_rows_{table}", CHUNK_ROWS, True):
             self._entry(table)["read"] += len(chunk)
             yield [row for row in chunk if self._readable(table, row)]
             done += len(chunk)
             if self.progress is not None:
-                self.progress(table, done, total)
+                self.progress(table, done, max(estimate, done))
 
     def _readable(self, table: str, row: Row) -> bool:
         for column, value in row.items():
