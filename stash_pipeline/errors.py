@@ -6,6 +6,7 @@
     │   ├── EmptyContent             content/query is empty or whitespace
     │   ├── ContentTooLarge          content or metadata over STASH_MAX_CONTENT_BYTES / _METADATA_BYTES
     │   ├── ResultTooLarge           an answer over STASH_MAX_RESULT_BYTES; ask for fewer items
+    │   ├── BadRow                   an imported row (table, row, column) breaks a rule
     │   └── InvalidTransition        illegal state change (hypothesis, goal, contradiction)
     ├── NotFound
     │   ├── NamespaceNotFound
@@ -106,6 +107,18 @@ class ResultTooLarge(InvalidInput):
     """The answer is larger than STASH_MAX_RESULT_BYTES; ask for fewer items (a lower limit)."""
 
     code = "result_too_large"
+
+
+class BadRow(InvalidInput):
+    """An imported row breaks a rule of the live write path; nothing of it was written."""
+
+    code = "bad_row"
+
+    def __init__(self, table: str, row: str, column: str | None, why: str) -> None:
+        # one line naming where, never quoting the row's content
+        where = f"{table} {row}" + (f" column {column}" if column else "")
+        super().__init__(f"{where}: {why}", table=table, row=row, column=column)
+        self.why = why
 
 
 class InvalidTransition(InvalidInput):

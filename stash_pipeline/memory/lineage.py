@@ -18,26 +18,13 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
+from stash_pipeline.interchange import catalog
 from stash_pipeline.memory import timeline
 
-KINDS = frozenset(
-    {
-        "episode",
-        "fact",
-        "failure",
-        "relationship",
-        "causal_link",
-        "pattern",
-        "contradiction",
-        "goal_note",
-        "hypothesis",
-        "hypothesis_evidence",
-        "entity",
-        "entity_correction",
-    }
-)
-#: kinds the cascade can withdraw (they have a withdrawn_at column)
-WITHDRAWABLE = ("fact", "relationship", "causal_link", "pattern")
+#: the id spaces a lineage edge may name, from the table catalog
+KINDS = catalog.LINEAGE_KINDS
+#: kinds the cascade can withdraw (they have a withdrawn_at column), from the table catalog
+WITHDRAWABLE = catalog.WITHDRAWABLE
 #: a safety net: a cascade deeper than this means a lineage cycle, which add() cannot create
 MAX_ROUNDS = 1000
 

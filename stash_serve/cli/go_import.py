@@ -1,4 +1,4 @@
-"""``stash migrate-from-go``: import a Go Stash database (see ``stash_pipeline.memory.go_import``)."""
+"""``stash migrate-from-go``: import a Go Stash database (see ``stash_pipeline.interchange.go_import``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from stash_serve.cli.progress import Meter
 @click.option("--from", "source", required=True, metavar="DSN",
               help="The Go Stash database, e.g. postgresql://user:pass@host:5432/stash.")
 @click.option("--dry-run", is_flag=True, help="Do everything, report it, then roll it back.")
+@click.option("--stop-on-bad-row", is_flag=True, help="End the run at the first Go row that breaks a rule "
+              "(nothing is written) instead of skipping it with a report.")
 @base.json_option
-def migrate_from_go_command(source: str, dry_run: bool, as_json: bool) -> None:
+def migrate_from_go_command(source: str, dry_run: bool, stop_on_bad_row: bool, as_json: bool) -> None:
     """Bring every row of a Go Stash database over, in one transaction: namespaces,
     episodes, facts (validity, deletions as withdrawals, sources as lineage),
     relationships, patterns, contexts, contradictions, causal links, hypotheses, goals
@@ -27,11 +29,12 @@ def migrate_from_go_command(source: str, dry_run: bool, as_json: bool) -> None:
       stash migrate-from-go --from postgresql://stash@old-host/stash --dry-run
       stash migrate-from-go --from postgresql://stash@old-host/stash
     """
-    from stash_pipeline.memory import go_import
+    from stash_pipeline.interchange import go_import
 
     meter = Meter("reading")
     try:
-        report = go_import.migrate_from_go(base.store(), source, dry_run=dry_run, progress=meter)
+        report = go_import.migrate_from_go(base.store(), source, dry_run=dry_run, progress=meter,
+                                           stop=stop_on_bad_row)
     finally:
         meter.close()
     if as_json:
@@ -45,6 +48,8 @@ def migrate_from_go_command(source: str, dry_run: bool, as_json: bool) -> None:
     for table, entry in report["tables"].items():
         for why, n in entry["skipped"].items():
             click.echo(f"  {table}: {n} × {why}")
+    for problem in report["problems"]:
+        click.echo(f"  {problem}")
     vectors = report["vectors"]
     click.echo(f"  vectors: {vectors['reused']} reused, {vectors['recomputed']} recomputed")
 

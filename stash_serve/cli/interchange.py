@@ -17,7 +17,7 @@ def _is_tree_export(file: Path) -> bool:
     """Whether a file is a `stash export` (its first line is the stash-tree header)."""
     import json
 
-    from stash_pipeline.memory.interchange import EXPORT_FORMAT
+    from stash_pipeline.interchange.export import TREE_FORMAT as EXPORT_FORMAT
 
     try:
         with file.open(encoding="utf-8") as handle:
@@ -37,9 +37,12 @@ def _is_tree_export(file: Path) -> bool:
 @click.option("--into", default=None, help="Restore a table export under this namespace instead of its own root.")
 @click.option("--with-vectors", is_flag=True, help="Take the vectors a table export carries (same model and "
               "dimension only) instead of re-embedding.")
+@click.option("--stop-on-bad-row", is_flag=True, help="End the import at the first row that breaks a rule "
+              "(nothing is written) instead of skipping it with a report.")
 @base.json_option
 def import_command(
-    file: Path, namespace: str | None, fmt: str, into: str | None, with_vectors: bool, as_json: bool
+    file: Path, namespace: str | None, fmt: str, into: str | None, with_vectors: bool, stop_on_bad_row: bool,
+    as_json: bool,
 ) -> None:
     """Import episodes from JSONL, CSV or Parquet (fields: content, occurred_at, kind,
     metadata, idempotency_key) into -n NS; every row is checked first, one bad row and
@@ -57,21 +60,15 @@ def import_command(
       stash import backup/ --into /restored/x
     """
     from stash_pipeline.errors import InvalidInput
-    from stash_pipeline.memory import interchange
+    from stash_pipeline.interchange import episode_files as interchange
+    from stash_pipeline.interchange.files import regular_file
 
     if file.is_dir() or file.name == "manifest.json":
-        tables.import_tables(file, into or namespace, with_vectors, as_json)
+        tables.import_tables(file, into or namespace, with_vectors, as_json, stop_on_bad_row)
         return
-    file = interchange.regular_file(file)  # a device or FIFO is refused before anything reads it
+    file = regular_file(file)  # a device or FIFO is refused before anything reads it
     if _is_tree_export(file):
-        result = interchange.import_tree(base.store(), file, into=namespace)
-        if as_json:
-            emit_json({"file": str(file), **result})
-        else:
-            counts = ", ".join(f"{n} {k}" for k, n in sorted(result["rows"].items()))
-            click.echo(f"restored {file.name} into {result['namespace']}: {counts or 'nothing'}")
-            if result.get("skipped"):
-                click.echo(f"  skipped (references outside the export): {result['skipped']}")
+        tables.import_tables(file, into or namespace, False, as_json, stop_on_bad_row)
         return
     if namespace is None:
         raise InvalidInput("episode files go into one namespace: pass -n /path")
@@ -103,8 +100,9 @@ def import_command(
          "(auto: jsonl for a .jsonl/.ndjson name, else parquet).",
 )
 @click.option("--with-vectors", is_flag=True, help="Include episode and fact vectors (parquet/csv).")
+@click.option("--force", is_flag=True, help="Replace an existing file (or symlink) instead of refusing.")
 @base.json_option
-def export_command(file: Path, namespace: str, fmt: str, with_vectors: bool, as_json: bool) -> None:
+def export_command(file: Path, namespace: str, fmt: str, with_vectors: bool, force: bool, as_json: bool) -> None:
     """Write a namespace tree (every record and its lineage) that `stash import` restores
     losslessly: a JSONL file, or a directory of Parquet/CSV files, one per table, with a
     manifest of counts and checksums. Vectors only with --with-vectors.
@@ -114,12 +112,12 @@ def export_command(file: Path, namespace: str, fmt: str, with_vectors: bool, as_
       stash export backup.jsonl -n /projects/x
       stash export backup/ --format parquet -n /projects/x
     """
-    from stash_pipeline.memory import interchange
+    from stash_pipeline.interchange import export
 
     if fmt == "parquet" or fmt == "csv" or (fmt == "auto" and file.suffix.lower() not in (".jsonl", ".ndjson")):
-        tables.export_tables(namespace, file, "csv" if fmt == "csv" else "parquet", with_vectors, as_json)
+        tables.export_tables(namespace, file, "csv" if fmt == "csv" else "parquet", with_vectors, as_json, force)
         return
-    result = interchange.export_tree(base.store(), namespace, file)
+    result = export.export_tree(base.store(), namespace, file, force=force)
     if as_json:
         emit_json(result)
     else:

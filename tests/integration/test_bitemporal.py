@@ -22,7 +22,8 @@ from stash_pipeline import errors
 from stash_pipeline.config import load_settings
 from stash_pipeline.consolidation import runner
 from stash_pipeline.db.migrate import _config, migrate
-from stash_pipeline.memory import facts, graph, interchange, namespaces, recall
+from stash_pipeline.interchange import export, readers
+from stash_pipeline.memory import facts, graph, namespaces, recall
 from stash_pipeline.store import Store
 from stash_serve.cli import cli
 from stash_serve.mcp.server import build_server
@@ -218,10 +219,10 @@ def test_tree_export_import_keeps_both_axes(store, tmp_path):
                "superseded_by IS NOT NULL AS s")
     before = rows(store, f"SELECT {columns} FROM facts ORDER BY id")
     path = tmp_path / "tree.jsonl"
-    interchange.export_tree(store, NS, path)
+    export.export_tree(store, NS, path)
     exported = [json.loads(line) for line in path.read_text().splitlines()[1:]]
     assert all("recorded_valid_until" in r["row"] for r in exported if r["type"] == "fact")
-    interchange.import_tree(store, path, into="/copy")
+    readers.import_export(store, path, into="/copy")
     after = rows(store, f"SELECT f.{columns.replace(', ', ', f.')} FROM facts f JOIN namespaces n "
                  "ON n.id = f.namespace_id WHERE n.slug = '/copy' ORDER BY f.id")
     assert after == before
@@ -233,7 +234,7 @@ def test_a_file_without_system_time_gets_it_derived(store, tmp_path):
     _engine(store, "The database runs MySQL 8", "mysql 8", valid_from=DAY[0])
     _engine(store, "The database runs Postgres 16", "postgres 16", valid_from=DAY[3], supersede=True)
     path = tmp_path / "tree.jsonl"
-    interchange.export_tree(store, NS, path)
+    export.export_tree(store, NS, path)
     lines = path.read_text().splitlines()
     stripped = [lines[0]]
     for line in lines[1:]:
@@ -243,7 +244,7 @@ def test_a_file_without_system_time_gets_it_derived(store, tmp_path):
                 record["row"].pop(column)
         stripped.append(json.dumps(record))
     path.write_text("\n".join(stripped) + "\n")
-    interchange.import_tree(store, path, into="/copy")
+    readers.import_export(store, path, into="/copy")
     got = rows(store, "SELECT f.recorded_at = f.created_at AS recorded, f.retired_at = f.valid_until AS retired, "
                "f.valid_until FROM facts f JOIN namespaces n ON n.id = f.namespace_id WHERE n.slug = '/copy' "
                "ORDER BY f.id")

@@ -604,7 +604,7 @@ def test_export_and_restore_a_tree(run: Run, tmp_path: Path) -> None:
     run("goal", "create", "Ship billing v2", "-n", "/projects/x")
     backup = tmp_path / "backup.jsonl"
     exported = as_json(run("export", str(backup), "-n", "/projects/x", "--json"))
-    assert exported["rows"]["episode"] == 1 and exported["rows"]["fact"] == 1 and exported["rows"]["goal"] == 1
+    assert exported["rows"]["episodes"] == 1 and exported["rows"]["facts"] == 1 and exported["rows"]["goals"] == 1
     rows = [json.loads(line) for line in backup.read_text(encoding="utf-8").splitlines()]
     assert not contains_key([r.get("row") for r in rows], "embedding")  # no vectors in the file
 

@@ -50,3 +50,17 @@ def test_meter_draws_rate_and_eta_on_a_terminal_only() -> None:
     silent("episodes", 1, 2)
     silent.close()
     assert quiet.getvalue() == ""
+
+
+def test_export_refuses_an_existing_file_and_a_second_import_says_so(run: Run, tmp_path: Path) -> None:  # noqa: F811
+    run("namespace", "create", "/projects/y")
+    run("remember", "Standups are at ten", "-n", "/projects/y")
+    backup = tmp_path / "y.jsonl"
+    backup.write_text("keep me")
+    assert "already exists; pass --force" in run("export", str(backup), "-n", "/projects/y", expect=2).output
+    assert backup.read_text() == "keep me"
+    run("export", str(backup), "-n", "/projects/y", "--force")
+    first = as_json(run("import", str(backup), "--into", "/copy/y", "--stop-on-bad-row", "--json"))
+    assert first["rows"]["episodes"] == 1 and first["already_imported"] is None
+    again = run("import", str(backup), "--into", "/copy/y").output
+    assert "was already imported into /copy/y" in again and "nothing to do" in again

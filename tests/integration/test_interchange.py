@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 
 from stash_pipeline import errors
-from stash_pipeline.memory import episodes, interchange, namespaces
+from stash_pipeline.interchange import episode_files as interchange
+from stash_pipeline.interchange import export, readers
+from stash_pipeline.memory import episodes, namespaces
 
 NS = "/imports"
 
@@ -174,10 +176,11 @@ def _build_tree(store):
          hyp["id"], new.id)
     [goal] = _sql(store, "INSERT INTO goals (namespace_id, content) SELECT id, 'ship billing v2' FROM namespaces "
                   "WHERE slug = '/a' RETURNING id")
-    [child] = _sql(store, "INSERT INTO goals (namespace_id, parent_id, content) SELECT id, %s, 'write tests' "
-                   "FROM namespaces WHERE slug = '/a/sub' RETURNING id", goal["id"])
+    _sql(store, "INSERT INTO goals (namespace_id, parent_id, content) SELECT id, %s, 'write tests' "
+                   "FROM namespaces WHERE slug = '/a/sub'", goal["id"])
+    # a note lives with its goal, and its fact in the same namespace, as the live path writes them
     _sql(store, "INSERT INTO goal_notes (goal_id, namespace_id, author, content, fact_id) "
-         "SELECT %s, id, 'model', 'progress', %s FROM namespaces WHERE slug = '/a'", child["id"], new.id)
+         "SELECT %s, id, 'model', 'progress', %s FROM namespaces WHERE slug = '/a'", goal["id"], new.id)
     _sql(store, "INSERT INTO failures (namespace_id, goal_id, content, reason, lesson) "
          "SELECT id, %s, 'broke prod', 'no tests', 'write tests' FROM namespaces WHERE slug = '/a'", goal["id"])
     context.set_(store, "/a", "billing migration")
@@ -228,15 +231,15 @@ def _canonical(path, root):
 def test_tree_export_import_round_trip_is_lossless(store, tmp_path):
     _build_tree(store)
     first = tmp_path / "a.jsonl"
-    exported = interchange.export_tree(store, "/a", first)
-    assert exported["rows"]["namespace"] == 2 and exported["rows"]["episode"] == 3
-    assert exported["rows"]["fact"] == 3 and exported["rows"]["lineage"] == 5
+    exported = export.export_tree(store, "/a", first)
+    assert exported["rows"]["namespaces"] == 2 and exported["rows"]["episodes"] == 3
+    assert exported["rows"]["facts"] == 3 and exported["rows"]["lineage"] == 5
     assert '"embedding":' not in first.read_text() and "outside the tree" not in first.read_text()
 
-    imported = interchange.import_tree(store, first, into="/copy/of-a")
+    imported = readers.import_export(store, first, into="/copy/of-a")
     assert imported["rows"] == exported["rows"] and imported["skipped"] == {}
     second = tmp_path / "b.jsonl"
-    interchange.export_tree(store, "/copy/of-a", second)
+    export.export_tree(store, "/copy/of-a", second)
     assert _canonical(first, "/a") == _canonical(second, "/copy/of-a")
     # the copy behaves: its current facts and recall exclude the retired ones
     from stash_pipeline.memory import facts, recall
@@ -250,13 +253,19 @@ def test_tree_export_import_round_trip_is_lossless(store, tmp_path):
 def test_tree_import_is_one_transaction(store, tmp_path):
     _build_tree(store)
     path = tmp_path / "a.jsonl"
-    interchange.export_tree(store, "/a", path)
+    export.export_tree(store, "/a", path)
     before = _sql(store, "SELECT count(*) FROM episodes")[0]["count"]
-    # importing onto itself hits the idempotency key of e1 -> Conflict, and nothing stays
-    with pytest.raises(errors.Conflict):
-        interchange.import_tree(store, path)
+    # the last fact breaks the content cap: with stop, the import ends there and nothing stays
+    lines = path.read_text().splitlines()
+    last = max(i for i, line in enumerate(lines) if json.loads(line).get("type") == "fact")
+    record = json.loads(lines[last])
+    record["row"]["content"] = "x" * (store.settings.max_content_bytes + 1)
+    lines[last] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(errors.BadRow, match=r"^facts line \d+ column content: is \d+ bytes"):
+        readers.import_export(store, path, into="/copy", stop=True)
     assert _sql(store, "SELECT count(*) FROM episodes")[0]["count"] == before
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "something else"}\n')
     with pytest.raises(errors.InvalidInput, match="not a Stash tree export"):
-        interchange.import_tree(store, bad)
+        readers.import_export(store, bad)

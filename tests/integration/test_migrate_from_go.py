@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from stash_pipeline.memory import go_import
+from stash_pipeline.interchange import go_import
 from tests.conftest import _with_db
 from tests.integration.test_cli import Run, as_json, cli_env, run  # noqa: F401  (fixtures)
 from tests.integration.test_interchange import _sql

@@ -162,7 +162,7 @@ def test_batch_with_nothing_waiting_claims_nothing(make_store: Any) -> None:
 def test_export_carries_a_waiting_row_without_vector_and_restore_embeds_it(make_store: Any, tmp_path: Any) -> None:
     import pyarrow.parquet as pq
 
-    from stash_pipeline.memory import export, restore
+    from stash_pipeline.interchange import export, readers
 
     store = _async_store(make_store)
     sync = make_store(embed_on_write="sync")
@@ -173,7 +173,7 @@ def test_export_carries_a_waiting_row_without_vector_and_restore_embeds_it(make_
     assert len(rows[embedded]["embedding"]) == 384 and rows[waiting]["embedding"] is None
     assert _vector(store, waiting) is None  # exporting does not wait for (or compute) the vector
 
-    result = restore.import_tables(sync, tmp_path / "out", into="/copy", with_vectors=True)
+    result = readers.import_export(sync, tmp_path / "out", into="/copy", with_vectors=True)
     assert result["namespace"] == "/copy"
     with sync.db.connection() as conn:
         copied = conn.execute(

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline import errors
-from stash_pipeline.memory import episodes, facts, interchange, namespaces, recall
+from stash_pipeline.interchange import episode_files as interchange
+from stash_pipeline.memory import episodes, facts, namespaces, recall
 from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
 from stash_pipeline.models import RecallHit
 

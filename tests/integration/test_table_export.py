@@ -9,21 +9,21 @@ import pyarrow.parquet as pq
 import pytest
 
 from stash_pipeline import errors
-from stash_pipeline.memory import export, namespaces, restore
-from stash_pipeline.memory.tables import TABLES
+from stash_pipeline.interchange import export, files, readers
+from stash_pipeline.interchange.catalog import TABLES
+from stash_pipeline.memory import namespaces
 from tests.integration.test_interchange import _build_tree, _sql
 
 #: reference columns -> the id space they point into (lineage / dead letters carry their kind)
-REFERENCES = {column: kind for t in TABLES for column, kind in t.references.items()}
+REFERENCES = {column: ref.kind for t in TABLES for column, ref in t.refs.items() if ref.kind}
 KIND = {t.name: t.kind for t in TABLES}
 
 
 def read_rows(directory, manifest):
     """Every table's rows as Python values (typed), read back from the files."""
-    out = {}
-    for name, entry in manifest["tables"].items():
-        batches = restore._batches(directory / entry["file"], entry, manifest["file_format"], 1000)
-        out[name] = [row for batch in batches for row in batch]
+    out = {name: [] for name in manifest["tables"]}
+    for table, rows in readers.table_chunks(directory, manifest, 1000):
+        out[table.name] += [row for _, row in rows]
     return out
 
 
@@ -75,11 +75,11 @@ def test_round_trip_under_another_root_is_lossless(store, tmp_path, file_format)
     assert manifest["schema_version"] and manifest["root"] == "/a"
     for name, entry in manifest["tables"].items():
         assert (first / entry["file"]).is_file(), name
-        assert entry["sha256"] == export.sha256(first / entry["file"])
+        assert entry["sha256"] == files.sha256(first / entry["file"])
     names = {c["name"] for c in manifest["tables"]["episodes"]["columns"]}
     assert "embedding" not in names and "search" not in names and "metadata" in names
 
-    result = restore.import_tables(store, first, into="/copy/of-a")
+    result = readers.import_export(store, first, into="/copy/of-a")
     assert result["skipped"] == {} and result["vectors"] == "recomputed"
     assert result["rows"]["facts"] == 3 and result["rows"]["lineage"] == 5
     second = tmp_path / "second"
@@ -110,8 +110,8 @@ def test_vectors_travel_only_with_the_flag(store, tmp_path):
     # vectors no embedder would produce: a copy holding them took them from the file
     _sql(store, "UPDATE episodes SET embedding = array_fill(0.5, ARRAY[384])::vector")
     export.export_tables(store, "/a", tmp_path / "v", with_vectors=True)
-    assert restore.import_tables(store, tmp_path / "v", into="/b", with_vectors=True)["vectors"] == "reused"
-    assert restore.import_tables(store, tmp_path / "v", into="/c")["vectors"] == "recomputed"
+    assert readers.import_export(store, tmp_path / "v", into="/b", with_vectors=True)["vectors"] == "reused"
+    assert readers.import_export(store, tmp_path / "v", into="/c")["vectors"] == "recomputed"
     counts = _sql(store, "SELECT split_part(n.slug, '/', 2) AS root, count(*) FILTER "
                   "(WHERE e.embedding = array_fill(0.5, ARRAY[384])::vector) AS marked, count(*) AS total "
                   "FROM episodes e JOIN namespaces n ON n.id = e.namespace_id "
@@ -125,7 +125,7 @@ def test_a_tampered_file_is_refused(store, tmp_path):
     with (tmp_path / "out" / "episodes.csv").open("a") as handle:
         handle.write("tampered\n")
     with pytest.raises(errors.InvalidInput, match="checksum"):
-        restore.import_tables(store, tmp_path / "out", into="/b")
+        readers.import_export(store, tmp_path / "out", into="/b")
     with pytest.raises(errors.InvalidInput, match="not an empty directory"):
         export.export_tables(store, "/a", tmp_path / "out")
 
@@ -169,7 +169,7 @@ def test_round_trip_into_an_empty_database(store, tmp_path, pg_admin_dsn, templa
     other = Store.open(load_settings(database_url=_with_db(pg_admin_dsn, name), home=tmp_path / "h2",
                                      embedder="hash", vector_dim=384))
     try:
-        result = restore.import_tables(other, tmp_path / "first")
+        result = readers.import_export(other, tmp_path / "first")
         assert result["namespace"] == "/a" and result["skipped"] == {}
         export.export_tables(other, "/a", tmp_path / "second", format="parquet")
         assert canonical(tmp_path / "first", "/a") == canonical(tmp_path / "second", "/a")

@@ -75,7 +75,8 @@ def test_cli_flags_refuse_poison_timestamps(database_url: str, tmp_path: Path, f
 
 
 def test_import_files_refuse_poison_timestamps(store: Store, tmp_path: Path) -> None:
-    from stash_pipeline.memory import interchange, namespaces
+    from stash_pipeline.interchange import episode_files as interchange
+    from stash_pipeline.memory import namespaces
 
     namespaces.create(store, "/p")
     file = tmp_path / "e.jsonl"

@@ -1,6 +1,11 @@
-"""Peak memory of a table export, measured in a process of its own.
+"""Peak memory of a table export (or, with ``--restore``, of importing it back), measured in
+a process of its own.
 
     python -m tests.support.export_rss DSN OUT_DIR [--fill N] [--with-vectors] [--format parquet] [--chunk ROWS]
+    python -m tests.support.export_rss DSN OUT_DIR --restore [--with-vectors]
+
+``--restore`` imports ``OUT_DIR/export`` (written by a first run) under ``/restored``
+through the import writer and reports the same figures for the import.
 
 ``--fill N`` first loads N episodes into ``/bench`` of the (throwaway, migrated) database
 at DSN with one server-side INSERT … SELECT over generate_series, after dropping the
@@ -55,23 +60,30 @@ def main() -> None:
     parser.add_argument("--with-vectors", action="store_true")
     parser.add_argument("--format", default="parquet")
     parser.add_argument("--chunk", type=int, default=0, help="rows per chunk (default: the library's)")
+    parser.add_argument("--restore", action="store_true", help="import OUT_DIR/export instead of exporting")
     args = parser.parse_args()
     if args.fill:
         fill(args.dsn, args.fill)
 
     from stash_pipeline.config import load_settings
-    from stash_pipeline.memory import export
+    from stash_pipeline.interchange import export, readers
     from stash_pipeline.store import Store
 
     store = Store.open(load_settings(database_url=args.dsn, embedder="hash", vector_dim=384))
     try:
-        export.export_tables(store, "/", args.out / "warm-up", format=args.format)  # imports, pool, caches
+        if not args.restore:
+            export.export_tables(store, "/", args.out / "warm-up", format=args.format)  # imports, pool, caches
         baseline = _rss_mb()
         tracemalloc.start()
         started = time.monotonic()
-        manifest = export.export_tables(store, "/bench", args.out / "export", format=args.format,
-                                        with_vectors=args.with_vectors,
-                                        chunk_rows=args.chunk or export.CHUNK_ROWS)
+        if args.restore:
+            result = readers.import_export(store, args.out / "export", into="/restored",
+                                           with_vectors=args.with_vectors)
+            manifest = {"tables": {"episodes": {"rows": result["rows"].get("episodes", 0)}}}
+        else:
+            manifest = export.export_tables(store, "/bench", args.out / "export", format=args.format,
+                                            with_vectors=args.with_vectors,
+                                            chunk_rows=args.chunk or export.CHUNK_ROWS)
         seconds = time.monotonic() - started
         python_peak = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()

@@ -1,4 +1,4 @@
--- Table export (memory/export.py): per table, the row count and every row of a namespace
+-- Table and JSONL export (interchange/export.py): per table, the row count and every row of a namespace
 -- tree, all stored columns (SELECT *: a column added later travels without code changes),
 -- in an order an import can replay (ids ascending: parents before children).
 

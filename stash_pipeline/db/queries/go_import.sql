@@ -1,117 +1,65 @@
--- migrate-from-go (memory/go_import.py): reading a Go Stash database, and the ledger of
+-- migrate-from-go (interchange/go_import.py): reading a Go Stash database, and the ledger of
 -- what was imported from it. The go_* reads run on the Go database's connection.
+
+-- go_count_estimate --
+-- About how many rows a Go table holds (the planner's estimate: for progress only, no scan).
+SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass(%(table)s)
 
 -- go_table_exists --
 -- Whether the Go database has this table (older Go versions lack some).
 SELECT to_regclass(%(table)s) IS NOT NULL AS exists
 
--- go_count_namespaces --
--- How many namespaces rows the Go database holds (for progress).
-SELECT count(*) FROM namespaces
-
 -- go_rows_namespaces --
 -- Every Go namespaces row, all columns (they vary across Go versions), in id order.
 SELECT * FROM namespaces ORDER BY id
-
--- go_count_episodes --
--- How many episodes rows the Go database holds (for progress).
-SELECT count(*) FROM episodes
 
 -- go_rows_episodes --
 -- Every Go episodes row, all columns (they vary across Go versions), in id order.
 SELECT * FROM episodes ORDER BY id
 
--- go_count_goals --
--- How many goals rows the Go database holds (for progress).
-SELECT count(*) FROM goals
-
 -- go_rows_goals --
 -- Every Go goals row, all columns (they vary across Go versions), in id order.
 SELECT * FROM goals ORDER BY id
-
--- go_count_failures --
--- How many failures rows the Go database holds (for progress).
-SELECT count(*) FROM failures
 
 -- go_rows_failures --
 -- Every Go failures row, all columns (they vary across Go versions), in id order.
 SELECT * FROM failures ORDER BY id
 
--- go_count_facts --
--- How many facts rows the Go database holds (for progress).
-SELECT count(*) FROM facts
-
 -- go_rows_facts --
 -- Every Go facts row, all columns (they vary across Go versions), in id order.
 SELECT * FROM facts ORDER BY id
-
--- go_count_fact_sources --
--- How many fact_sources rows the Go database holds (for progress).
-SELECT count(*) FROM fact_sources
 
 -- go_rows_fact_sources --
 -- Every Go fact_sources row, all columns (they vary across Go versions), in id order.
 SELECT * FROM fact_sources ORDER BY fact_id, episode_id
 
--- go_count_relationships --
--- How many relationships rows the Go database holds (for progress).
-SELECT count(*) FROM relationships
-
 -- go_rows_relationships --
 -- Every Go relationships row, all columns (they vary across Go versions), in id order.
 SELECT * FROM relationships ORDER BY id
-
--- go_count_causal_links --
--- How many causal_links rows the Go database holds (for progress).
-SELECT count(*) FROM causal_links
 
 -- go_rows_causal_links --
 -- Every Go causal_links row, all columns (they vary across Go versions), in id order.
 SELECT * FROM causal_links ORDER BY id
 
--- go_count_patterns --
--- How many patterns rows the Go database holds (for progress).
-SELECT count(*) FROM patterns
-
 -- go_rows_patterns --
 -- Every Go patterns row, all columns (they vary across Go versions), in id order.
 SELECT * FROM patterns ORDER BY id
-
--- go_count_contradictions --
--- How many contradictions rows the Go database holds (for progress).
-SELECT count(*) FROM contradictions
 
 -- go_rows_contradictions --
 -- Every Go contradictions row, all columns (they vary across Go versions), in id order.
 SELECT * FROM contradictions ORDER BY id
 
--- go_count_hypotheses --
--- How many hypotheses rows the Go database holds (for progress).
-SELECT count(*) FROM hypotheses
-
 -- go_rows_hypotheses --
 -- Every Go hypotheses row, all columns (they vary across Go versions), in id order.
 SELECT * FROM hypotheses ORDER BY id
-
--- go_count_contexts --
--- How many contexts rows the Go database holds (for progress).
-SELECT count(*) FROM contexts
 
 -- go_rows_contexts --
 -- Every Go contexts row, all columns (they vary across Go versions), in id order.
 SELECT * FROM contexts ORDER BY namespace_id
 
--- go_count_embedding_cache --
--- How many embedding_cache rows the Go database holds (for progress).
-SELECT count(*) FROM embedding_cache
-
 -- go_rows_embedding_cache --
 -- Every Go embedding_cache row, all columns (they vary across Go versions), in id order.
 SELECT * FROM embedding_cache ORDER BY text_hash, model
-
--- go_count_consolidation_progress --
--- How many consolidation_progress rows the Go database holds (for progress).
-SELECT count(*) FROM consolidation_progress
 
 -- go_rows_consolidation_progress --
 -- Every Go consolidation_progress row, all columns (they vary across Go versions), in id order.
@@ -143,3 +91,9 @@ ON CONFLICT (namespace_id, stage) DO UPDATE
 UPDATE facts f SET superseded_by = p.ref
   FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
  WHERE f.id = p.id AND f.superseded_by IS NULL
+
+-- go_identity --
+-- The Go database's identity: its cluster's system identifier and the database's oid and name.
+SELECT s.system_identifier, d.oid, d.datname
+  FROM pg_control_system() s, pg_database d
+ WHERE d.datname = current_database()

@@ -6,7 +6,8 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.consolidation import runner
-from stash_pipeline.memory import entities, export, facts, graph, namespaces, restore
+from stash_pipeline.interchange import export, readers
+from stash_pipeline.memory import entities, facts, graph, namespaces
 from tests.integration.consolidation.conftest import rows, seed
 from tests.integration.consolidation.test_entity_resolution import FIRST, LATER, SPELLINGS
 
@@ -143,7 +144,7 @@ def test_export_then_import_keeps_entities(cstore, server, model, tmp_path, file
     manifest = export.export_tables(cstore, "/t", tmp_path / "out", format=file_format)
     assert manifest["tables"]["entities"]["rows"] == 2 and manifest["tables"]["entity_aliases"]["rows"] == 3
 
-    result = restore.import_tables(cstore, tmp_path / "out", into="/copy")
+    result = readers.import_export(cstore, tmp_path / "out", into="/copy")
     assert result["skipped"] == {}
     original, copy = entities.get_entity(cstore, alice), entities.get_entity(cstore, name="Alice", namespaces="/copy")
     assert copy["entity"]["id"] != alice and copy["entity"]["namespace"] == "/copy"
@@ -156,7 +157,6 @@ def test_export_then_import_keeps_entities(cstore, server, model, tmp_path, file
 
 
 def test_tree_export_then_import_keeps_entities(cstore, server, model, tmp_path):
-    from stash_pipeline.memory import interchange
 
     model.entity_names.update(SPELLINGS)
     alice = _alice(cstore)
@@ -165,11 +165,11 @@ def test_tree_export_then_import_keeps_entities(cstore, server, model, tmp_path)
     runner.run_stage(cstore, "/t", "relationships")
     bob = entities.get_entity(cstore, name="Bob")["entity"]["id"]
     entities.split_entity(cstore, alice, ["Alice Chen"])
-    exported = interchange.export_tree(cstore, "/t", tmp_path / "tree.jsonl")
+    exported = export.export_tree(cstore, "/t", tmp_path / "tree.jsonl")
     # Alice, Alice Chen (split off), and the relationship ends Bob, Monday and Porto
-    assert exported["rows"]["entity"] == 5 and exported["rows"]["entity_correction"] == 1
+    assert exported["rows"]["entities"] == 5 and exported["rows"]["entity_corrections"] == 1
 
-    result = interchange.import_tree(cstore, tmp_path / "tree.jsonl", into="/copy")
+    result = readers.import_export(cstore, tmp_path / "tree.jsonl", into="/copy")
     assert result["skipped"] == {}
     for name in ("Alice", "Alice Chen", "Bob", "Porto"):
         original = entities.get_entity(cstore, name=name, namespaces="/t")

@@ -1,6 +1,7 @@
-"""Export a namespace tree as one Parquet or CSV file per table, plus ``manifest.json``.
+"""Export a namespace tree: one Parquet or CSV file per table plus ``manifest.json``, or
+one JSONL file (a header line, then one ``{"type": kind, "row": {…}}`` line per row).
 
-Every table of ``tables.TABLES`` is read from one consistent snapshot (a REPEATABLE
+Every table of ``catalog.TABLES`` is read from one consistent snapshot (a REPEATABLE
 READ transaction) through a server-side cursor, ``CHUNK_ROWS`` rows at a time, and
 appended to its file as it arrives, so memory stays bounded by one chunk whatever the
 size of the tree. Columns are typed from the database catalog: timestamps stay
@@ -12,12 +13,13 @@ them back typed.
 
 The manifest names the format and its version, the schema revision, the exported root,
 the embedding model and vector dimension, and per table its file, row count, SHA-256
-and columns.
+and columns; the manifest's own SHA-256 is the export's identity, by which an import
+knows it has been imported already. A JSONL file's identity is its SHA-256. Neither
+writer replaces an existing file or writes through a symlink unless ``force``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -32,24 +34,52 @@ from psycopg.types.string import TextLoader
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.db.sql import query
+from stash_pipeline.interchange import files
+from stash_pipeline.interchange.catalog import DERIVED, TABLES, VECTOR, Table
+from stash_pipeline.interchange.writer import json_dumps
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import resolve_trees
-from stash_pipeline.memory.tables import DERIVED, TABLES, Table, arrow_type, is_json, is_list
 from stash_pipeline.store import Store
 
 MANIFEST = "manifest.json"
 FORMAT = "stash-tables"
 VERSION = 1
+TREE_FORMAT = "stash-tree"
+TREE_VERSION = 1
 CHUNK_ROWS = 5000
 SUFFIXES = {"parquet": ".parquet", "csv": ".csv"}
 #: progress(table, rows done, rows in the table)
 Progress = Callable[[str, int, int], None]
 
 
+_SCALARS: dict[str, pa.DataType] = {
+    "bigint": pa.int64(), "integer": pa.int32(), "smallint": pa.int16(), "real": pa.float32(),
+    "double precision": pa.float64(), "boolean": pa.bool_(), "date": pa.date32(),
+    "timestamp with time zone": pa.timestamp("us", tz="UTC"), "timestamp without time zone": pa.timestamp("us"),
+}
+
+
+def arrow_type(pg_type: str) -> pa.DataType:
+    """The Arrow type a PostgreSQL column is written as (JSON and text as strings)."""
+    if pg_type.endswith("[]"):
+        return pa.list_(arrow_type(pg_type[:-2]))
+    if pg_type.startswith("vector"):
+        return pa.list_(pa.float32())
+    return _SCALARS.get(pg_type, pa.string())
+
+
+def is_json(pg_type: str) -> bool:
+    return pg_type in ("jsonb", "json")
+
+
+def is_list(pg_type: str) -> bool:
+    return pg_type.endswith("[]") or pg_type.startswith("vector")
+
+
 def columns(tx: Session, table: str) -> list[dict[str, str]]:
     """The stored columns of a table with their PostgreSQL types, in table order."""
     return [{"name": r["name"], "type": r["type"]} for r in tx.all("interchange_columns", table=table)
-            if r["name"] not in DERIVED]
+            if r["name"] not in DERIVED.get(table, ())]
 
 
 def _cell(value: Any, pg_type: str, csv: bool) -> Any:
@@ -87,28 +117,22 @@ def stream(tx: Session, name: str, chunk: int, vectors: bool, **params: Any) -> 
             yield rows
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class _Writer:
-    """Appends Arrow tables to one Parquet or CSV file."""
+    """Appends Arrow tables to one new Parquet or CSV file."""
 
-    def __init__(self, path: Path, schema: pa.Schema, format: str) -> None:
+    def __init__(self, path: Path, schema: pa.Schema, format: str, force: bool) -> None:
+        self._file = files.create(path, force=force)
         if format == "parquet":
-            self._writer: Any = pq.ParquetWriter(path, schema, compression="zstd")
+            self._writer: Any = pq.ParquetWriter(self._file, schema, compression="zstd")
         else:
-            self._writer = pa_csv.CSVWriter(path, schema)
+            self._writer = pa_csv.CSVWriter(self._file, schema)
 
     def write(self, table: pa.Table) -> None:
         self._writer.write_table(table)
 
     def close(self) -> None:
         self._writer.close()
+        self._file.close()
 
 
 def export_tables(
@@ -120,15 +144,13 @@ def export_tables(
     with_vectors: bool = False,
     progress: Progress | None = None,
     chunk_rows: int = CHUNK_ROWS,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Write every table of a namespace tree into ``directory``; returns the manifest."""
     if format not in SUFFIXES:
         raise errors.InvalidInput(f"format must be one of {', '.join(SUFFIXES)} for a directory export")
     root = validate.slug(namespace)
-    out = Path(directory)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise errors.InvalidInput(f"{out} exists and is not an empty directory")
-    out.mkdir(parents=True, exist_ok=True)
+    out = files.directory(Path(directory), force=force)
     from stash_pipeline.db.migrate import current_revision
 
     csv = format == "csv"
@@ -143,20 +165,21 @@ def export_tables(
         ids = list(resolve_trees(tx, root))
         for table in TABLES:
             manifest["tables"][table.name] = _export_table(
-                tx, table, ids, out, format, with_vectors, progress, chunk_rows, csv)
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+                tx, table, ids, out, format, with_vectors, progress, chunk_rows, csv, force)
+    with files.create(out / MANIFEST, force=force) as handle:
+        handle.write((json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
     return manifest
 
 
 def _export_table(
     tx: Session, table: Table, ids: list[int], out: Path, format: str, with_vectors: bool,
-    progress: Progress | None, chunk_rows: int, csv: bool,
+    progress: Progress | None, chunk_rows: int, csv: bool, force: bool,
 ) -> dict[str, Any]:
     cols = [c for c in columns(tx, table.name) if with_vectors or not c["type"].startswith("vector")]
     schema = _schema(cols, csv)
     path = out / f"{table.name}{SUFFIXES[format]}"
     total = int(tx.scalar(f"interchange_count_{table.name}", ids=ids) or 0)
-    writer = _Writer(path, schema, format)
+    writer = _Writer(path, schema, format, force)
     done = 0
     try:
         if progress is not None:
@@ -168,4 +191,28 @@ def _export_table(
                 progress(table.name, done, total)
     finally:
         writer.close()
-    return {"file": path.name, "rows": done, "sha256": sha256(path), "columns": cols}
+    return {"file": path.name, "rows": done, "sha256": files.sha256(path), "columns": cols}
+
+
+def export_tree(store: Store, namespace: str, path: str | Path, *, force: bool = False,
+                chunk_rows: int = CHUNK_ROWS) -> dict[str, Any]:
+    """Write every row of a namespace tree to one JSONL file (no vectors); returns counts per table."""
+    root = validate.slug(namespace)
+    file = Path(path)
+    if not file.parent.is_dir():
+        raise errors.InvalidInput(f"cannot write {file}: the directory {file.parent} does not exist")
+    counts: dict[str, int] = {}
+    with files.create(file, force=force) as handle, store.db.transaction() as tx:
+        tx.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one consistent snapshot
+        ids = list(resolve_trees(tx, root))
+        header = {"type": TREE_FORMAT, "version": TREE_VERSION, "root": root,
+                  "embedding_model": store.settings.embedding_model_name}
+        handle.write((json.dumps(header) + "\n").encode("utf-8"))
+        for table in TABLES:
+            dropped = DERIVED.get(table.name, set()) | set(VECTOR.get(table.name, ()))
+            for rows in stream(tx, f"interchange_rows_{table.name}", chunk_rows, False, ids=ids):
+                for row in rows:
+                    line = {"type": table.kind, "row": {k: v for k, v in row.items() if k not in dropped}}
+                    handle.write((json_dumps(line) + "\n").encode("utf-8"))
+                counts[table.name] = counts.get(table.name, 0) + len(rows)
+    return {"namespace": root, "path": str(file), "rows": counts}

@@ -1,18 +1,24 @@
 """The state of one ``migrate-from-go`` run: Go id → Stash id maps, the ledger of rows
-already imported from this source, the report, and ``put``, which writes a chunk of mapped
-rows, records each in the ledger and writes their lineage."""
+already imported from this source, the report, and ``put``, which hands a chunk of mapped
+rows to the import writer (the live path's checks, references kept inside the rules of
+``catalog``), records each in the ledger and writes their lineage.
+
+The ledger is keyed on the Go database's identity — its cluster's system identifier and
+the database's oid and name — so another spelling of the same address finds the rows
+already imported, and another database at the same address is a new source."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
+from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.memory import go_mapping as mapping
-from stash_pipeline.memory.export import Progress, stream
-from stash_pipeline.memory.restore import json_dumps, vector_text
+from stash_pipeline.interchange import catalog
+from stash_pipeline.interchange import go_mapping as mapping
+from stash_pipeline.interchange.export import Progress, stream
+from stash_pipeline.interchange.writer import Writer, json_dumps, vector_text
 from stash_pipeline.store import Store
 
 CHUNK_ROWS = 1000
@@ -21,22 +27,31 @@ Row = dict[str, Any]
 Mapped = tuple[str, Row | None, str | None, list[tuple[str, int]]]
 
 
-def source_name(dsn: str) -> str:
-    """The Go database's identity in the ledger: host, port and database, never the password."""
-    parts = conninfo_to_dict(dsn)
-    return f"go-stash:{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
+def source_name(go: Session) -> str:
+    """The Go database's identity in the ledger: its cluster's system identifier, the
+    database's oid and name (never the address or the password used to reach it)."""
+    row = go.one("go_identity")
+    assert row is not None
+    return f"go-stash:{row['system_identifier']}/{row['oid']}:{row['datname']}"
+
+
+class Unreadable:
+    """A Go value the driver could not load (a timestamp ``infinity``, text that is not UTF-8)."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
 
 
 class GoImport:
     """One migration run: the id maps, the ledger and the report."""
 
     def __init__(self, store: Store, go: Session, tx: Session, source: str, dry_run: bool,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, stop: bool = False) -> None:
         self.store, self.go, self.tx, self.source, self.dry_run = store, go, tx, source, dry_run
+        self.writer = Writer(store, tx, stop=stop, remap=False)
         self.progress = progress
         self.model, self.dim = store.settings.embedding_model_name, store.settings.vector_dim
         self.ids: dict[str, dict[int, int]] = {}
-        self.namespace_of: dict[str, dict[int, int]] = {}  # Stash namespace of each imported row
         self.ledger: dict[str, dict[str, int | None]] = {}
         for row in tx.all("go_import_ledger", source=source):
             self.ledger.setdefault(row["source_table"], {})[row["source_id"]] = row["stash_id"]
@@ -60,14 +75,23 @@ class GoImport:
         """Chunks of a Go table's rows (nothing when the Go database predates the table)."""
         if not self.go.scalar("go_table_exists", table=table):
             return
-        total = int(self.go.scalar(f"go_count_{table}") or 0)
+        estimate = int(self.go.scalar("go_count_estimate", table=table) or 0)
         done = 0
         for chunk in stream(self.go, f"go_rows_{table}", CHUNK_ROWS, True):
             self._entry(table)["read"] += len(chunk)
-            yield chunk
+            yield [row for row in chunk if self._readable(table, row)]
             done += len(chunk)
             if self.progress is not None:
-                self.progress(table, done, total)
+                self.progress(table, done, max(estimate, done))
+
+    def _readable(self, table: str, row: Row) -> bool:
+        for column, value in row.items():
+            if isinstance(value, Unreadable):
+                key = row.get("id", row.get("namespace_id", "?"))
+                self.writer.report(errors.BadRow(table, f"row Go id {key}", column, value.why))
+                self.skip(table, f"unreadable {column}")
+                return False
+        return True
 
     def embed(self, rows: list[Row], go_rows: list[Row]) -> None:
         """Reuse Go's vector when model and dimension match, else embed the content again."""
@@ -89,7 +113,7 @@ class GoImport:
         for row, vector in zip(todo, vectors, strict=True):
             row["embedding"], row["embedding_model"] = vector_text(vector), self.model
 
-    def put(self, go_table: str, table: str, kind: str, mapped: list[Mapped]) -> None:
+    def put(self, go_table: str, table: str, kind: str, mapped: list[Mapped]) -> dict[str, Row | None]:
         """Insert the mapped rows not yet in the ledger, record them all, write their lineage."""
         done = self.ledger.setdefault(go_table, {})
         fresh: list[Mapped] = []
@@ -101,6 +125,12 @@ class GoImport:
                 continue
             if row is None:
                 self.skip(go_table, why or "not importable")
+                fresh.append((key, None, why, []))
+                continue
+            entry = catalog.BY_NAME.get(table)
+            if entry is not None and not self.writer.check(entry, f"row Go id {key}", row):
+                why = "refused: a value or reference breaks a rule (see problems)"
+                self.skip(go_table, why)
                 fresh.append((key, None, why, []))
                 continue
             fresh.append((key, row, None, parents))
@@ -119,16 +149,19 @@ class GoImport:
             if inserted is not None:
                 self._entry(go_table)["imported"] += 1
                 stash_id = inserted.get("id", inserted.get("namespace_id"))
+                if "id" in inserted and "namespace_id" in inserted:
+                    self.writer.note(kind, None, int(inserted["id"]), int(inserted["namespace_id"]))
                 if key.isdigit() and "id" in inserted:
                     self.ids.setdefault(kind, {})[int(key)] = int(inserted["id"])
-                    self.namespace_of.setdefault(kind, {})[int(key)] = int(inserted["namespace_id"])
                 for parent_kind, go_parent in parents:
                     parent = self.new_id(parent_kind, go_parent)
                     if parent is None:
                         self.skip(f"{go_table} lineage", f"the source {parent_kind} was not imported")
                         continue
-                    lineage.append({"child_kind": kind, "child_id": int(inserted["id"]), "parent_kind": parent_kind,
-                                    "parent_id": parent, "namespace_id": int(inserted["namespace_id"])})
+                    edge = {"child_kind": kind, "child_id": int(inserted["id"]), "parent_kind": parent_kind,
+                            "parent_id": parent, "namespace_id": int(inserted["namespace_id"])}
+                    if self.writer.check(catalog.BY_NAME["lineage"], f"row Go {go_table} id {key}", edge):
+                        lineage.append(edge)
             records.append({"source_table": go_table, "source_id": key, "kind": table,
                             "stash_id": stash_id, "skipped": why})
             done[key] = stash_id
@@ -136,3 +169,4 @@ class GoImport:
             self.tx.all("interchange_insert_rows", table="lineage", rows=Jsonb(lineage))
         if records:
             self.tx.execute("go_import_record", source=self.source, rows=Jsonb(records))
+        return by_key

@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
-from stash_pipeline.memory import go_mapping as mapping
-from stash_pipeline.memory.restore import json_dumps
+from stash_pipeline import errors
+from stash_pipeline.interchange import go_mapping as mapping
+from stash_pipeline.interchange.catalog import BY_NAME
+from stash_pipeline.interchange.writer import json_dumps, vector_text
+from stash_pipeline.memory import entities, validate
 
 if TYPE_CHECKING:
-    from stash_pipeline.memory.go_state import GoImport, Mapped
+    from stash_pipeline.interchange.go_state import GoImport, Mapped
 
 Row = dict[str, Any]
 
@@ -30,6 +33,10 @@ def namespaces(run: GoImport, rows: list[Row]) -> None:
             run.put("namespaces", "namespaces", "namespace", [(key, {}, None, [])])
             continue
         target = mapping.slug(row.get("slug"))
+        try:
+            target = None if target is None else validate.slug(target)
+        except errors.InvalidNamespace:
+            target = None  # longer than a Stash path may be
         if target is None or target in seen:
             why = (f"slug {row.get('slug')!r} has no usable Stash path" if target is None
                    else f"slug {row.get('slug')!r} maps to {target}, already taken by another Go namespace")
@@ -48,6 +55,7 @@ def namespaces(run: GoImport, rows: list[Row]) -> None:
                   "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}
         stash_id = int(run.tx.scalar("interchange_import_namespace", slug=target, row=Jsonb(record, dumps=json_dumps)))
         run.ids.setdefault("namespace", {})[int(row["id"])] = stash_id
+        run.writer.note("namespace", None, stash_id, stash_id, target)
         run._entry("namespaces")["imported"] += 1
         run.ledger.setdefault("namespaces", {})[key] = stash_id
         run.tx.execute("go_import_record", source=run.source, rows=Jsonb([
@@ -56,7 +64,7 @@ def namespaces(run: GoImport, rows: list[Row]) -> None:
 
 
 def _embedded(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row],
-              build: Any) -> None:
+              build: Any) -> dict[str, Row | None]:
     mapped: list[Mapped] = []
     sources: list[Row] = []
     for row in rows:
@@ -73,7 +81,7 @@ def _embedded(run: GoImport, go_table: str, table: str, kind: str, rows: list[Ro
         sources.append(row)
     run.embed([m[1] for m in mapped if m[1] is not None and str(m[0]) not in run.ledger.get(go_table, {})],
               sources)
-    run.put(go_table, table, kind, mapped)
+    return run.put(go_table, table, kind, mapped)
 
 
 def episodes(run: GoImport, rows: list[Row]) -> None:
@@ -104,7 +112,21 @@ def facts(run: GoImport, rows: list[Row]) -> None:
                 # system time: learned when created; no longer believed once closed or deleted
                 "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until}, parents
 
-    _embedded(run, "facts", "facts", "fact", rows, build)
+    inserted = _embedded(run, "facts", "facts", "fact", rows, build)
+    _link_entities(run, [(r, inserted.get(str(r["id"]))) for r in rows])
+
+
+def _link_entities(run: GoImport, facts: list[tuple[Row, Row | None]]) -> None:
+    """Link the facts just written to their entities, as the live write path links a new fact."""
+    linked = [(row, new) for row, new in facts if new is not None and entities.normalise(row.get("entity") or "")]
+    keys = [entities.normalise(row["entity"]) for row, _ in linked]
+    if not keys:
+        return
+    vectors = ([[0.0] * run.dim for _ in keys] if run.dry_run
+               else list(run.store.embedder.embed(keys)))
+    for (row, new), vector in zip(linked, vectors, strict=True):
+        entities.link_asserted_fact(run.tx, run.store, {"id": new["id"], "namespace_id": new["namespace_id"],
+                                                       "entity": row["entity"]}, vector_text(vector))
 
 
 def fact_sources(run: GoImport, rows: list[Row]) -> None:
@@ -119,7 +141,7 @@ def fact_sources(run: GoImport, rows: list[Row]) -> None:
             mapped.append((key, None, f"its {'fact' if fact is None else 'episode'} was not imported", []))
         else:
             edges.append({"child_kind": "fact", "child_id": fact, "parent_kind": "episode", "parent_id": episode,
-                          "namespace_id": run.namespace_of["fact"][int(row["fact_id"])]})
+                          "namespace_id": run.writer.namespace_of("fact", fact)})
             mapped.append((key, edges[-1], None, []))
     run.put("fact_sources", "lineage", "lineage", mapped)
 
@@ -161,7 +183,7 @@ def goals(run: GoImport, rows: list[Row]) -> None:
             if key in run.ledger.get("goals.notes", {}) or goal is None:
                 notes.append((key, None, None if goal is not None else "its goal was not imported", []))
                 continue
-            notes.append((key, {**note, "goal_id": goal, "namespace_id": run.namespace_of["goal"][int(row["id"])],
+            notes.append((key, {**note, "goal_id": goal, "namespace_id": run.writer.namespace_of("goal", goal),
                                 "created_at": row.get("updated_at")}, None, []))
     run.put("goals.notes", "goal_notes", "goal_note", notes)
 
@@ -233,11 +255,13 @@ def contradictions(run: GoImport, rows: list[Row]) -> None:
         if old is None or new is None or old == new:
             return None, "one of its facts was not imported", []
         record = {"namespace_id": ns, "old_fact_id": old, "new_fact_id": new, **mapping.contradiction(row)}
-        if record["resolution"] == "superseded":
-            run.superseded.append({"id": old, "ref": new})
         return record, None, [("fact", int(row["old_fact_id"])), ("fact", int(row["new_fact_id"]))]
 
     _simple(run, "contradictions", "contradictions", "contradiction", rows, build)
+    # only a contradiction the writer let in retires its old fact
+    for row in rows:
+        if run.new_id("contradiction", row["id"]) is not None and mapping.contradiction(row)["resolution"] == "superseded":
+            run.superseded.append({"id": run.new_id("fact", row["old_fact_id"]), "ref": run.new_id("fact", row["new_fact_id"])})
 
 
 def hypotheses(run: GoImport, rows: list[Row]) -> None:
@@ -321,8 +345,8 @@ def run_all(run: GoImport, tables: tuple[str, ...]) -> None:
     for table in tables:
         for chunk in run.rows(table):
             handlers[table](run, chunk)
-    if run.parents:
-        run.tx.execute("interchange_defer_goals_parent_id", pairs=Jsonb(
-            [{"id": p["id"], "ref": run.new_id("goal", p["old"])} for p in run.parents]))
+    run.writer.defer(BY_NAME["goals"], "parent_id",
+                     [(p["id"], new) for p in run.parents if (new := run.new_id("goal", p["old"])) is not None])
+    run.writer.finish()
     if run.superseded:
         run.tx.execute("go_import_supersede", pairs=Jsonb(run.superseded))

@@ -1,0 +1,112 @@
+"""``stash migrate-from-go``: bring a Go Stash database over, row by row.
+
+Every Go table is read in id order in chunks (``go_rows_<table>``), each row mapped by
+``go_mapping`` and written through ``interchange_insert``; the whole migration is ONE
+transaction. Each Go row is recorded in ``imported_rows`` (source, table, Go id → Stash
+id, or why it was skipped), so a second run finds every row already there and imports
+nothing; ``dry_run`` does the same work and rolls it back, so its report is exactly what
+a real run would do. Vectors are reused when the Go row's embedding model is the
+configured one and the dimension matches; otherwise the text is embedded again (a dry
+run puts zero vectors instead, to stay fast). Go's consolidation cursors become stage
+checkpoints (the Stash id of the last Go row each cursor had consumed), so consolidation
+continues where Go stopped instead of reading everything again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.adapt import Loader
+from psycopg.rows import dict_row
+from psycopg.types.datetime import DateLoader, TimestampLoader, TimestamptzLoader
+from psycopg.types.json import JsonbLoader, JsonLoader
+
+from stash_pipeline import errors
+from stash_pipeline.db.gateway import Session, translate_errors
+from stash_pipeline.interchange import go_tables
+from stash_pipeline.interchange.export import Progress
+from stash_pipeline.interchange.go_state import GoImport, Unreadable, source_name
+from stash_pipeline.store import Store
+
+#: Go tables in the order they are read (references before the rows that use them)
+GO_TABLES = ("namespaces", "episodes", "goals", "failures", "facts", "fact_sources", "relationships",
+             "causal_links", "patterns", "contradictions", "hypotheses", "contexts", "embedding_cache",
+             "consolidation_progress")
+
+
+class _Text(Loader):
+    """Text as UTF-8 whatever the database's encoding says (a SQL_ASCII database hands
+    over raw bytes); bytes that are not UTF-8 make the value unreadable, not the run."""
+
+    def load(self, data: Any) -> Any:
+        try:
+            return bytes(data).decode("utf-8")
+        except UnicodeDecodeError:
+            return Unreadable("is not valid UTF-8 text")
+
+
+def _guarded(base: type[Loader], why: str) -> type[Loader]:
+    """``base``'s loader, with a value it cannot load (``infinity``, year 10000) made unreadable."""
+
+    class Guarded(Loader):
+        def __init__(self, oid: int, context: Any = None) -> None:
+            super().__init__(oid, context)
+            self._inner = base(oid, context)
+
+        def load(self, data: Any) -> Any:
+            try:
+                return self._inner.load(data)
+            except (psycopg.DataError, ValueError, OverflowError):
+                return Unreadable(why)
+
+    return Guarded
+
+
+def _connect(dsn: str) -> psycopg.Connection[Any]:
+    try:
+        with translate_errors():
+            conn = psycopg.connect(dsn, row_factory=dict_row, connect_timeout=15)
+    except errors.DatabaseUnavailable as exc:
+        raise errors.DatabaseUnavailable(f"cannot reach the Go Stash database: {exc.message}") from None
+    for name in ("text", "varchar", "bpchar", "name"):
+        conn.adapters.register_loader(name, _Text)
+    for name, base in (("timestamptz", TimestamptzLoader), ("timestamp", TimestampLoader), ("date", DateLoader)):
+        conn.adapters.register_loader(name, _guarded(base, "is not a time Stash can store (e.g. infinity)"))
+    for name, base in (("jsonb", JsonbLoader), ("json", JsonLoader)):
+        conn.adapters.register_loader(name, _guarded(base, "is not valid JSON text"))
+    return conn
+
+
+def migrate_from_go(
+    store: Store, dsn: str, *, dry_run: bool = False, progress: Progress | None = None, stop: bool = False,
+) -> dict[str, Any]:
+    """Import a Go Stash database; returns the report (per table: read, imported, already, skipped).
+
+    A row that breaks a rule is skipped and reported (``problems``), or with ``stop`` ends
+    the run with that report and nothing written.
+    """
+    go_conn = _connect(dsn)
+    try:
+        go = Session(go_conn)
+        source = source_name(go)
+        if not all(go.scalar("go_table_exists", table=t) for t in ("episodes", "facts", "fact_sources")):
+            raise errors.InvalidInput("the --from database has no episodes/facts tables: not a Go Stash database")
+        with store.db.connection() as conn, translate_errors():
+            tx = Session(conn)
+            run = GoImport(store, go, tx, source, dry_run, progress, stop)
+            try:
+                go_tables.run_all(run, GO_TABLES)
+            except BaseException:
+                conn.rollback()
+                raise
+            if dry_run:
+                conn.rollback()
+            else:
+                conn.commit()
+    finally:
+        go_conn.close()
+    imported = sum(e["imported"] for e in run.report.values())
+    return {"source": source, "dry_run": dry_run, "imported": imported, "tables": run.report,
+            "vectors": run.vectors, "problems": run.writer.problems}
+

@@ -1,0 +1,304 @@
+"""The one writer every import goes through: a JSONL tree, a Parquet/CSV table export and a
+Go Stash database are only readers that hand it catalog rows.
+
+For every row it does what the live write path does before writing: text within the
+content cap and free of NUL bytes, JSON within the metadata cap, timestamps with a zone and
+inside the supported range, namespace paths valid (length included) with every ancestor
+created. Rows from an export get fresh ids and every reference is rewritten to them; each
+reference must then land where the live tools would let it point (``catalog.Ref.scope``):
+a nullable one that does not is dropped, any other refuses the row. Every refusal and
+drop is reported per table and row (``errors.BadRow``), and with ``stop`` the first one
+ends the import (nothing is written: it is one transaction).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from stash_pipeline import errors
+from stash_pipeline.db.gateway import Session
+from stash_pipeline.interchange import catalog
+from stash_pipeline.interchange.catalog import Table
+from stash_pipeline.memory import validate
+from stash_pipeline.memory.scope import is_ancestor_or_self, on_one_line
+from stash_pipeline.store import Store
+
+Row = dict[str, Any]
+#: how many one-line problems a report keeps (the counts per reason are always complete)
+MAX_PROBLEMS = 100
+
+
+def json_dumps(value: Any) -> str:
+    return json.dumps(value, default=lambda v: v.isoformat() if isinstance(v, datetime | date) else str(v))
+
+
+def vector_text(vector: Any) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def confined(slug: str, root: str) -> bool:
+    """Whether ``slug`` is ``root`` or below it, by path segment ('/exp-prod' is not below '/exp')."""
+    return is_ancestor_or_self(root, slug)
+
+
+def reroot(slug: str, root: str, into: str) -> str:
+    """``slug`` (below ``root``) moved under ``into``."""
+    relative = "" if slug == root else (slug if root == "/" else slug[len(root):])
+    return ((into if into != "/" else "") + relative) or "/"
+
+
+def _within(scope: str, row_slug: str, target_slug: str) -> bool:
+    if scope == "same":
+        return row_slug == target_slug
+    if scope == "ancestor":
+        return is_ancestor_or_self(target_slug, row_slug)
+    if scope == "tree":
+        return is_ancestor_or_self(row_slug, target_slug)
+    return on_one_line(row_slug, target_slug)
+
+
+class Writer:
+    """One import: the id maps, where every new row lives, the report."""
+
+    def __init__(self, store: Store, tx: Session, *, stop: bool = False, remap: bool = True) -> None:
+        self.store, self.tx, self.stop, self.remap = store, tx, stop, remap
+        self.settings = store.settings
+        self.ids: dict[str, dict[int, int]] = {t.kind: {} for t in catalog.TABLES}
+        #: kind -> new id -> its namespace id; namespace id -> slug
+        self.where: dict[str, dict[int, int]] = {t.kind: {} for t in catalog.TABLES}
+        self.slugs: dict[int, str] = {}
+        self.counts: dict[str, int] = {}
+        self.skipped: dict[str, dict[str, int]] = {}
+        self.problems: list[str] = []
+        self._pending: list[tuple[Table, str, list[tuple[int, int]]]] = []
+
+    # -- report -------------------------------------------------------------------------
+    def report(self, problem: errors.BadRow, *, dropped: bool = False) -> None:
+        """Count one refused row (or dropped reference); with ``stop``, end the import."""
+        if self.stop:
+            raise problem
+        table = problem.details["table"]
+        why = ("dropped: " if dropped else "") + problem.why
+        self.skipped.setdefault(table, {})
+        self.skipped[table][why] = self.skipped[table].get(why, 0) + 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(problem.message + (" (reference dropped)" if dropped else ""))
+
+    def skip(self, table: str, why: str) -> None:
+        """Count a row not imported for a reason that is no fault of the row (already present)."""
+        self.skipped.setdefault(table, {})
+        self.skipped[table][why] = self.skipped[table].get(why, 0) + 1
+
+    def result(self) -> dict[str, Any]:
+        return {"rows": self.counts, "skipped": self.skipped, "problems": self.problems}
+
+    # -- namespaces ---------------------------------------------------------------------
+    def ensure_ancestors(self, slug: str) -> None:
+        parts = slug.strip("/").split("/") if slug != "/" else []
+        for i in range(1, len(parts)):
+            self.tx.execute("ensure_namespace", slug="/" + "/".join(parts[:i]))
+
+    def namespace(self, where: str, row: Row, root: str, into: str) -> int | None:
+        """Create (or find) the namespace of an exported one; None when it is refused."""
+        try:
+            old = validate.slug(row.get("slug"))
+            if not confined(old, root):
+                raise errors.InvalidInput(f"its path is not under the export's root {root}")
+            slug = validate.slug(reroot(old, root, into))
+            for column in ("name", "description"):
+                validate.optional_text(self.settings, row.get(column), column)
+        except errors.InvalidInput as exc:
+            self.report(errors.BadRow("namespaces", where, "slug", exc.message))
+            return None
+        self.ensure_ancestors(slug)
+        new = int(self.tx.scalar("interchange_import_namespace", slug=slug, row=Jsonb(row, dumps=json_dumps)))
+        self.note("namespace", row.get("id"), new, new, slug)
+        self.counts["namespaces"] = self.counts.get("namespaces", 0) + 1
+        return new
+
+    def note(self, kind: str, old: Any, new: int, namespace_id: int, slug: str | None = None) -> None:
+        """Remember a written row: its new id (under its old one) and where it lives."""
+        if old is not None:
+            self.ids.setdefault(kind, {})[int(old)] = new
+        self.where.setdefault(kind, {})[new] = namespace_id
+        if slug is not None:
+            self.slugs[new] = slug
+
+    # -- rows ---------------------------------------------------------------------------
+    def check(self, table: Table, where: str, row: Row) -> bool:
+        """Validate and (when ``remap``) re-id one row in place; False when it is refused."""
+        try:
+            self._validate(table, where, row)
+            return self._references(table, where, row)
+        except errors.BadRow as exc:
+            self.report(exc)
+            return False
+
+    def _validate(self, table: Table, where: str, row: Row) -> None:
+        for column in list(row):
+            value = row[column]
+            try:
+                if value is None:
+                    continue
+                if column in table.text.split() or column == table.embedded:
+                    if column == table.embedded:
+                        validate.content(self.settings, value, column)
+                    else:
+                        validate.optional_text(self.settings, str(value), column)
+                elif column in table.json.split():
+                    value = json.loads(value) if isinstance(value, str) else value
+                    row[column] = value
+                    if isinstance(value, dict):
+                        validate.metadata(value, self.settings)
+                    else:
+                        validate.optional_text(self.settings, json_dumps(value), column)
+                elif catalog.is_time(table, column):
+                    row[column] = validate.timestamp(value, column)
+                elif column not in table.columns:
+                    raise errors.InvalidInput("is not a column of this table")
+            except (errors.InvalidInput, ValueError, TypeError) as exc:
+                why = exc.message if isinstance(exc, errors.StashError) else "is not valid JSON"
+                raise errors.BadRow(table.name, where, column, why.removeprefix(column).strip() or why) from None
+        for column, sources in catalog.FILLED.get(table.name, {}).items():
+            if column not in row:
+                row[column] = next((row[s] for s in sources if row.get(s) is not None), None)
+
+    def namespace_of(self, kind: str, new: int) -> int | None:
+        """The namespace of a row written by this import (or, for a Go migration, by an earlier run)."""
+        found = self.where.get(kind, {}).get(new)
+        if found is None and not self.remap:
+            rows = self.tx.all("interchange_namespaces_of", kind=kind, ids=[new])
+            found = int(rows[0]["namespace_id"]) if rows else None
+            if found is not None:
+                self.where.setdefault(kind, {})[new] = found
+        return found
+
+    def _slug(self, namespace_id: int | None) -> str | None:
+        if namespace_id is not None and namespace_id not in self.slugs:
+            for r in self.tx.all("interchange_namespace_slugs", ids=[namespace_id]):
+                self.slugs[int(r["id"])] = r["slug"]
+        return None if namespace_id is None else self.slugs.get(namespace_id)
+
+    def _id(self, table: Table, where: str, column: str, value: Any) -> int:
+        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
+            raise errors.BadRow(table.name, where, column, "is not an id")
+        return int(value)
+
+    def _references(self, table: Table, where: str, row: Row) -> bool:
+        if table.has_id and "id" in row and self.remap:
+            self._id(table, where, "id", row["id"])
+        ns = row.get("namespace_id")
+        if ns is not None:
+            ns = self._id(table, where, "namespace_id", ns)
+            ns = self.ids["namespace"].get(ns) if self.remap else ns
+            if ns is None or self._slug(ns) is None:
+                raise errors.BadRow(table.name, where, "namespace_id", "its namespace is not in the import")
+            row["namespace_id"] = ns
+        for column, ref in table.refs.items():
+            old = row.get(column)
+            if old is None:
+                continue
+            kind = row.get(ref.kind_column) if ref.kind_column else ref.kind
+            if ref.kind_column and kind not in self.ids:
+                raise errors.BadRow(table.name, where, ref.kind_column, "names no known kind")
+            old = self._id(table, where, column, old)
+            if ref.deferred:
+                continue  # resolved and checked by finish(), once the whole table is in
+            new = self.ids[kind].get(old) if self.remap else old
+            why = self._outside(ref, kind, new, ns)
+            if why is not None:
+                problem = errors.BadRow(table.name, where, column, why)
+                if not ref.nullable:
+                    raise problem
+                self.report(problem, dropped=True)
+                new = None
+            row[column] = new
+        return True
+
+    def _outside(self, ref: catalog.Ref, kind: str, new: int | None, ns: int | None) -> str | None:
+        """Why a reference may not be written as is, or None."""
+        if new is None:
+            return "points outside the import"
+        target = self.namespace_of(kind, new)
+        if target is None:
+            return "points outside the import"
+        row_slug, target_slug = self._slug(ns), self._slug(target)
+        if row_slug is None or target_slug is None or not _within(ref.scope, row_slug, target_slug):
+            return f"points into another namespace (allowed: {ref.scope})"
+        return None
+
+    def embed(self, table: Table, rows: list[Row], reuse: bool) -> None:
+        """Give embedded rows a vector: their own when ``reuse`` and present, else a new one."""
+        if table.embedded is None or not rows:
+            return
+        if reuse and all(r.get("embedding") is not None for r in rows):
+            for row in rows:
+                if not isinstance(row["embedding"], str):
+                    row["embedding"] = vector_text(row["embedding"])
+            return
+        vectors = self.store.embedder.embed([r[table.embedded] for r in rows])
+        for row, vector in zip(rows, vectors, strict=True):
+            row["embedding"] = vector_text(vector)
+            row["embedding_model"] = self.settings.embedding_model_name
+
+    def insert(self, table: Table, ready: list[tuple[str, Row, Row]]) -> list[Row | None]:
+        """Insert checked rows (where, original, row); returns each inserted row's ids or None."""
+        if not ready:
+            return []
+        for _, _, row in ready:
+            row.pop("id", None)
+            for column in table.deferred:
+                row[column] = None
+        results = self.tx.all("interchange_insert_rows", table=table.name,
+                              rows=Jsonb([r for _, _, r in ready], dumps=json_dumps))
+        deferred: dict[str, list[tuple[int, int]]] = {c: [] for c in table.deferred}
+        out: list[Row | None] = []
+        for (_, original, _), result in zip(ready, results, strict=True):
+            inserted = result["row"]
+            out.append(inserted)
+            if inserted is None:
+                self.skip(table.name, "already present (a unique key matched)")
+                continue
+            self.counts[table.name] = self.counts.get(table.name, 0) + 1
+            if "id" in inserted:
+                new = int(inserted["id"])
+                self.note(table.kind, original.get("id") if self.remap else None, new, int(inserted["namespace_id"]))
+                for column in table.deferred:
+                    if original.get(column) is not None:
+                        deferred[column].append((new, int(original[column])))
+        self._pending.extend((table, column, pairs) for column, pairs in deferred.items() if pairs)
+        return out
+
+    def rows(self, table: Table, batch: list[tuple[str, Row]], *, reuse_vectors: bool = False) -> None:
+        """Check, embed and insert a chunk of (where, row) of one table."""
+        ready = []
+        for where, row in batch:
+            original = dict(row)
+            if self.check(table, where, row):
+                ready.append((where, original, row))
+        self.embed(table, [r for _, _, r in ready], reuse_vectors)
+        self.insert(table, ready)
+
+    def defer(self, table: Table, column: str, pairs: list[tuple[int, int]]) -> None:
+        """Queue self-references (new row id, referenced id) for ``finish``."""
+        self._pending.append((table, column, pairs))
+
+    def finish(self) -> None:
+        """Fill in self-references once every row of their table has its new id, scope checked."""
+        for table, column, pairs in self._pending:
+            ref = table.refs[column]
+            mapped = []
+            for new, old in pairs:
+                target = self.ids[ref.kind].get(old) if self.remap else old
+                why = self._outside(ref, ref.kind, target, self.namespace_of(table.kind, new))
+                if why is not None:
+                    self.report(errors.BadRow(table.name, f"row id {new}", column, why), dropped=True)
+                    target = None
+                mapped.append({"id": new, "ref": target})
+            name = f"interchange_defer_{table.name}_{column}"  # a named query per deferred column
+            self.tx.execute(name, pairs=Jsonb(mapped))
+        self._pending = []
