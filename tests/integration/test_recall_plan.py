@@ -53,15 +53,18 @@ def with_numbered_parameters(sql: str) -> str:
     return re.sub(r"%\((\w+)\)s", number, sql).replace("%%", "%")
 
 
-def plan(store: Any, params: dict[str, Any] | None, name: str = "recall", *, settings: bool = True) -> str:
-    """The plan a statement gets (under recall's own settings): custom (with values) or generic."""
+def plan(store: Any, params: dict[str, Any] | None, name: str = "recall", *, settings: bool = True,
+         verbose: bool = False) -> str:
+    """The plan a statement gets (under recall's own settings): custom (with values) or generic;
+    ``verbose`` shows each node's output columns too (where a function in the select list would be)."""
+    options = "COSTS OFF, VERBOSE" if verbose else "COSTS OFF"
     with store.db.transaction() as tx:
         if settings:
             tx.one("recall_search_params", ef_search=str(DEFAULT.ef_search))
         if params is None:
-            rows = tx.conn.execute("EXPLAIN (GENERIC_PLAN, COSTS OFF) " + with_numbered_parameters(query(name)))
+            rows = tx.conn.execute(f"EXPLAIN (GENERIC_PLAN, {options}) " + with_numbered_parameters(query(name)))
         else:
-            rows = tx.conn.execute("EXPLAIN (COSTS OFF) " + query(name), params)
+            rows = tx.conn.execute(f"EXPLAIN ({options}) " + query(name), params)
         return "\n".join(next(iter(r.values())) for r in rows.fetchall())
 
 
@@ -182,8 +185,9 @@ def test_the_graph_and_entity_reads_inline_visibility_and_read_by_index(store):
     whole_scope = {"graph_trace_forward", "graph_trace_backward", "entity_causal_links"}
     problems = []
     for name, params in reads.items():
-        plans = {when: plan(store, params | values, name, settings=False) for when, values in times.items()}
-        plans["generic"] = plan(store, None, name, settings=False)
+        plans = {when: plan(store, params | values, name, settings=False, verbose=True)
+                 for when, values in times.items()}
+        plans["generic"] = plan(store, None, name, settings=False, verbose=True)
         for when, text in plans.items():
             if [f for f in GRAPH_VISIBILITY if f in text]:  # not inlined
                 problems.append((name, when, "a visibility function is called", text))
