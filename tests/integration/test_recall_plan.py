@@ -182,7 +182,7 @@ def test_the_graph_and_entity_reads_inline_visibility_and_read_by_index(store):
         "entity_relationships": {"id": ids["entity_id"], **page},
         "entity_causal_links": {"id": ids["entity_id"], **page},
     }
-    whole_scope = {"graph_trace_forward", "graph_trace_backward", "entity_causal_links"}
+    whole_scope = {"entity_causal_links"}  # reads every link yet: the next commit
     problems = []
     for name, params in reads.items():
         plans = {when: plan(store, params | values, name, settings=False, verbose=True)

@@ -103,7 +103,9 @@ UPDATE causal_links SET deleted_at = now() WHERE id = %(id)s AND deleted_at IS N
 -- (causal_link_visible, as graph_list_causal_links); `path` holds the facts
 -- visited on the branch so a cycle is reported once (its closing edge) and never
 -- expanded; depth is capped. Each link is reported once, at its shallowest depth.
-WITH RECURSIVE links AS (
+-- `links` is not materialized: inlined into both steps, each step reads the links of the
+-- facts it reached by index, instead of every link and fact of the scope first.
+WITH RECURSIVE links AS NOT MATERIALIZED (
     SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidence,
            cf.content AS cause, COALESCE(ef.content, fl.content) AS effect
     FROM causal_links c
@@ -135,8 +137,9 @@ ORDER BY depth, link_id
 
 -- graph_trace_backward --
 -- Causal chain into a fact following effect -> cause (fact edges only: a failure is
--- never a cause). Same scope, time, cycle and depth rules as graph_trace_forward.
-WITH RECURSIVE links AS (
+-- never a cause). Same scope, time, cycle and depth rules as graph_trace_forward, and
+-- `links` is not materialized for the same reason.
+WITH RECURSIVE links AS NOT MATERIALIZED (
     SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidence,
            cf.content AS cause, ef.content AS effect
     FROM causal_links c
