@@ -122,17 +122,22 @@ SELECT r.id, r.from_entity, r.from_entity_id, r.relation_type, r.to_entity, r.to
 -- entity_causal_links --
 -- Live causal links whose cause or effect is a (not withdrawn) fact of the entity. With
 -- as_of or known_at: those graph_list_causal_links returns for the same times
--- (causal_link_visible, migration 0013).
+-- (causal_link_visible, migration 0013). The links are found from the entity's facts,
+-- one index lookup per end (a UNION: an OR of the two ends would read every link).
+WITH own AS (
+    SELECT f.id FROM facts f
+     WHERE f.entity_id = %(id)s
+       AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+)
 SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidence, c.method, c.rationale,
        c.created_at
   FROM causal_links c
- WHERE c.deleted_at IS NULL
+ WHERE c.id IN (SELECT l.id FROM own JOIN causal_links l ON l.cause_fact_id = own.id WHERE l.deleted_at IS NULL
+                UNION
+                SELECT l.id FROM own JOIN causal_links l ON l.effect_fact_id = own.id WHERE l.deleted_at IS NULL)
+   AND c.deleted_at IS NULL
    AND (c.withdrawn_at IS NULL OR c.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
    AND causal_link_visible(c, %(as_of)s::timestamptz, %(known_at)s::timestamptz, true)
-   AND EXISTS (SELECT 1 FROM facts f
-                WHERE f.entity_id = %(id)s
-                  AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-                  AND (f.id = c.cause_fact_id OR f.id = c.effect_fact_id))
  ORDER BY c.id
  LIMIT %(limit)s OFFSET %(offset)s
 

@@ -30,3 +30,9 @@ CREATE FUNCTION fact_superseded_by(f facts, known_at timestamptz)
 RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN f.retired_at > COALESCE(known_at, now()) THEN NULL ELSE f.superseded_by END
 $$;
+
+-- get_entity finds an entity's causal links from its facts, by either end: the cause end
+-- reads causal_links_uidx (cause_fact_id first); the effect end needs its own index, as
+-- causal_links_effect_idx leads with the namespace, which a link need not share with its
+-- effect.
+CREATE INDEX causal_links_effect_fact_idx ON causal_links (effect_fact_id) WHERE deleted_at IS NULL;
