@@ -1,4 +1,4 @@
-"""Causal links and a fact's replacement read through the one visibility definition (see 0013_visibility_graph.sql).
+"""Causal links and a fact's replacement in the one visibility definition; an entity's links by effect (see the .sql).
 
 Revision ID: 0013
 Revises: 0012
