@@ -104,6 +104,20 @@ def test_get_entity_as_of_and_known_at(store, history):
     assert known["timeline"][0]["valid_until"] is None and known["facts"][0]["id"] == h["acme"]
 
 
+def test_get_entity_finds_causal_links_by_either_end(store, history):
+    h = history
+    # Alice's fact is the link's cause, the app's its effect: each entity lists it once
+    for name in ("Alice", "app"):
+        assert [c["id"] for c in entities.get_entity(store, name=name, namespaces=NS)["causal_links"]] == [h["link"]]
+        assert entities.get_entity(store, name=name, namespaces=NS, as_of=year(2023))["causal_links"] == []
+    # a link between two facts of one entity is listed once, not once per end
+    own = facts.assert_fact(store, NS, "Alice moved to Berlin", entity="Alice", property="lives_in",
+                            value="Berlin", valid_from=year(2024))["fact"].id
+    inner = graph.create_causal_link(store, NS, h["globex"], effect_id=own).id
+    found = entities.get_entity(store, name="Alice", namespaces=NS)["causal_links"]
+    assert [c["id"] for c in found] == [h["link"], inner]
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -5,8 +5,9 @@ sorts it instead of asking the HNSW index (measured at 2,000 facts). Both plans 
 can run are checked: the custom plan of a statement's first executions on a connection
 (planned with the values) and the generic plan it switches to once the client prepares it.
 The statement carries the entity leg too, so relationships and aliases are checked as
-well, and the visibility functions (migration 0012) must be inlined: their names never
-appear in a plan, which is then the predicate written out, with the same index use.
+well, and the visibility functions (migrations 0012, 0013) must be inlined: their names
+never appear in a plan, which is then the predicate written out, with the same index use.
+The graph and entity reads call the same functions and are checked the same way.
 """
 
 from __future__ import annotations
@@ -52,15 +53,18 @@ def with_numbered_parameters(sql: str) -> str:
     return re.sub(r"%\((\w+)\)s", number, sql).replace("%%", "%")
 
 
-def plan(store: Any, params: dict[str, Any] | None, name: str = "recall", *, settings: bool = True) -> str:
-    """The plan a statement gets (under recall's own settings): custom (with values) or generic."""
+def plan(store: Any, params: dict[str, Any] | None, name: str = "recall", *, settings: bool = True,
+         verbose: bool = False) -> str:
+    """The plan a statement gets (under recall's own settings): custom (with values) or generic;
+    ``verbose`` shows each node's output columns too (where a function in the select list would be)."""
+    options = "COSTS OFF, VERBOSE" if verbose else "COSTS OFF"
     with store.db.transaction() as tx:
         if settings:
             tx.one("recall_search_params", ef_search=str(DEFAULT.ef_search))
         if params is None:
-            rows = tx.conn.execute("EXPLAIN (GENERIC_PLAN, COSTS OFF) " + with_numbered_parameters(query(name)))
+            rows = tx.conn.execute(f"EXPLAIN (GENERIC_PLAN, {options}) " + with_numbered_parameters(query(name)))
         else:
-            rows = tx.conn.execute("EXPLAIN (COSTS OFF) " + query(name), params)
+            rows = tx.conn.execute(f"EXPLAIN ({options}) " + query(name), params)
         return "\n".join(next(iter(r.values())) for r in rows.fetchall())
 
 
@@ -131,3 +135,62 @@ def test_the_facts_reads_inline_the_one_visibility_definition(store):
         assert not [f for f in VISIBILITY if f in text], (name, text)
         if values is not None and name == "facts_query":
             assert "recorded_at" in text  # the predicate is there, written out by the planner
+
+
+GRAPH_VISIBILITY = (*VISIBILITY, "causal_link_visible", "fact_superseded_by")
+
+
+def graph_at_size(store: Any) -> dict[str, int]:
+    """500 facts of 250 entities in two namespaces, ten relationships and up to ten causal
+    links per fact (5,000 each): a size where reading a whole table is far dearer than an index."""
+    for slug in ("/plan/a", "/plan/b"):
+        namespaces.create(store, slug)
+        for i in range(250):
+            facts.assert_fact(store, slug, f"{TOPICS[i % len(TOPICS)]} owner {i} is person {i % 13}",
+                              entity=f"service-{i % 125}", property=f"owner-{i}", value=f"person {i % 13}")
+    with store.db.transaction() as tx:
+        # bulk rows for the plan only: the graph stages' inserts would take minutes here
+        tx.conn.execute(
+            "INSERT INTO relationships (namespace_id, from_entity, from_entity_id, relation_type, to_entity,"
+            " source_fact_id, valid_from)"
+            " SELECT f.namespace_id, f.entity, f.entity_id, 'depends_on', 'db-' || g, f.id, f.valid_from"
+            " FROM facts f, generate_series(1, 10) g")
+        tx.conn.execute(
+            "INSERT INTO causal_links (namespace_id, cause_fact_id, effect_fact_id, valid_from)"
+            " SELECT c.namespace_id, c.id, e.id, e.valid_from FROM facts c"
+            " JOIN facts e ON e.namespace_id = c.namespace_id AND e.id > c.id AND e.id <= c.id + 10")
+        for table in ("facts", "relationships", "causal_links"):
+            tx.conn.execute(f"ANALYZE {table}")
+        fact = tx.conn.execute("SELECT id, entity_id FROM facts ORDER BY id OFFSET 100 LIMIT 1").fetchone()
+        ns = tx.conn.execute("SELECT id FROM namespaces WHERE slug = '/plan/a'").fetchone()
+    return {"fact_id": next(iter(fact.values())), "entity_id": list(fact.values())[1], "ns": next(iter(ns.values()))}
+
+
+def test_the_graph_and_entity_reads_inline_visibility_and_read_by_index(store):
+    ids = graph_at_size(store)
+    now = datetime.now(UTC)
+    times = {"as_of": {"as_of": now, "known_at": None}, "known_at": {"as_of": None, "known_at": now},
+             "both": {"as_of": now, "known_at": now}}
+    page = {"limit": 20, "offset": 0}
+    reads = {
+        "graph_query_relationships": {"ns_ids": [ids["ns"]], "entity": "service-7", "relation_type": None,
+                                      "include_withdrawn": False, **page},
+        "graph_list_causal_links": {"ns_ids": [ids["ns"]], "include_withdrawn": False, **page},
+        "graph_trace_forward": {"fact_id": ids["fact_id"], "ns_ids": [ids["ns"]], "max_depth": 3},
+        "graph_trace_backward": {"fact_id": ids["fact_id"], "ns_ids": [ids["ns"]], "max_depth": 3},
+        "entity_facts": {"id": ids["entity_id"], **page},
+        "entity_relationships": {"id": ids["entity_id"], **page},
+        "entity_causal_links": {"id": ids["entity_id"], **page},
+    }
+    problems = []
+    for name, params in reads.items():
+        plans = {when: plan(store, params | values, name, settings=False, verbose=True)
+                 for when, values in times.items()}
+        plans["generic"] = plan(store, None, name, settings=False, verbose=True)
+        for when, text in plans.items():
+            if [f for f in GRAPH_VISIBILITY if f in text]:  # not inlined
+                problems.append((name, when, "a visibility function is called", text))
+            scans = {"facts", "relationships", "causal_links"} & set(re.findall(r"Seq Scan on (\w+)", text))
+            if scans:
+                problems.append((name, when, scans, text))
+    assert not problems, problems

@@ -90,16 +90,13 @@ SELECT id, name FROM entities WHERE merged_into = %(id)s ORDER BY id LIMIT %(lim
 -- entity_facts --
 -- Every fact of one entity that was not withdrawn (current and superseded), by valid_from.
 -- With as_of or known_at (the other defaulting to now): the facts recorded by known_at and
--- not withdrawn by then, each with the interval end Stash believed then (query_facts'
--- rule); current = valid at as_of as known at known_at.
+-- not withdrawn by then, each with the interval end and replacement Stash believed then
+-- (fact_valid_until, fact_superseded_by: query_facts' rule); current = visible at as_of
+-- as known at known_at (fact_visible, migrations 0012 and 0013).
 SELECT f.id, f.content, f.entity, f.property, f.value, f.confidence, f.origin, f.valid_from,
-       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
-            ELSE f.valid_until END AS valid_until,
-       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
-            ELSE f.superseded_by END AS superseded_by, f.created_at,
-       (f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-        AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN f.recorded_valid_until
-                          ELSE f.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now())) AS current
+       fact_valid_until(f, %(known_at)s::timestamptz) AS valid_until,
+       fact_superseded_by(f, %(known_at)s::timestamptz) AS superseded_by, f.created_at,
+       fact_visible(f, %(as_of)s::timestamptz, %(known_at)s::timestamptz, false) AS current
   FROM facts f
  WHERE f.entity_id = %(id)s
    AND f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
@@ -110,7 +107,7 @@ SELECT f.id, f.content, f.entity, f.property, f.value, f.confidence, f.origin, f
 -- entity_relationships --
 -- Live relationships with the entity at either end. With as_of or known_at: those
 -- graph_query_relationships returns for the same times (recorded by known_at, not
--- withdrawn by then, source fact valid at as_of as known at known_at).
+-- withdrawn by then, source fact visible at as_of as known at known_at: fact_visible).
 SELECT r.id, r.from_entity, r.from_entity_id, r.relation_type, r.to_entity, r.to_entity_id, r.confidence,
        r.source_fact_id, r.created_at
   FROM relationships r JOIN facts f ON f.id = r.source_fact_id
@@ -118,32 +115,29 @@ SELECT r.id, r.from_entity, r.from_entity_id, r.relation_type, r.to_entity, r.to
    AND (r.withdrawn_at IS NULL OR r.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
    AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
         OR r.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-           AND f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-           AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-           AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-           AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now())
-                             THEN f.recorded_valid_until ELSE f.valid_until END, 'infinity')
-               > COALESCE(%(as_of)s::timestamptz, now()))
+           AND fact_visible(f, %(as_of)s::timestamptz, %(known_at)s::timestamptz, false))
  ORDER BY r.id
  LIMIT %(limit)s OFFSET %(offset)s
 
 -- entity_causal_links --
 -- Live causal links whose cause or effect is a (not withdrawn) fact of the entity. With
--- as_of or known_at: those graph_list_causal_links returns for the same times.
+-- as_of or known_at: those graph_list_causal_links returns for the same times
+-- (causal_link_visible, migration 0013). The links are found from the entity's facts,
+-- one index lookup per end (a UNION: an OR of the two ends would read every link).
+WITH own AS (
+    SELECT f.id FROM facts f
+     WHERE f.entity_id = %(id)s
+       AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+)
 SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidence, c.method, c.rationale,
        c.created_at
   FROM causal_links c
- WHERE c.deleted_at IS NULL
+ WHERE c.id IN (SELECT l.id FROM own JOIN causal_links l ON l.cause_fact_id = own.id WHERE l.deleted_at IS NULL
+                UNION
+                SELECT l.id FROM own JOIN causal_links l ON l.effect_fact_id = own.id WHERE l.deleted_at IS NULL)
+   AND c.deleted_at IS NULL
    AND (c.withdrawn_at IS NULL OR c.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-   AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
-        OR c.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-           AND c.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-           AND COALESCE(CASE WHEN c.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
-                             ELSE c.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now()))
-   AND EXISTS (SELECT 1 FROM facts f
-                WHERE f.entity_id = %(id)s
-                  AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-                  AND (f.id = c.cause_fact_id OR f.id = c.effect_fact_id))
+   AND causal_link_visible(c, %(as_of)s::timestamptz, %(known_at)s::timestamptz, true)
  ORDER BY c.id
  LIMIT %(limit)s OFFSET %(offset)s
 

@@ -34,10 +34,9 @@ SELECT LEAST((SELECT min(valid_from) FROM facts WHERE id = ANY(%(fact_ids)s::big
 SELECT f.id, f.namespace_id, n.slug AS namespace, f.content, f.entity, f.property, f.value,
        f.confidence, f.origin, f.valid_from,
        -- the interval end (and replacement) as Stash believed them at known_at: the end
-       -- first recorded, and no replacement, before the fact was retired (migration 0012)
+       -- first recorded, and no replacement, before the fact was retired (migrations 0012, 0013)
        fact_valid_until(f, %(known_at)s::timestamptz) AS valid_until,
-       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
-            ELSE f.superseded_by END AS superseded_by, f.withdrawn_at,
+       fact_superseded_by(f, %(known_at)s::timestamptz) AS superseded_by, f.withdrawn_at,
        f.withdrawn_reason, f.needs_recheck, f.reinforcements, f.rationale, f.created_at, f.updated_at,
        f.recorded_at, f.retired_at, f.recorded_valid_until,
        ARRAY(SELECT l.parent_id FROM lineage l
@@ -121,10 +120,9 @@ SELECT ins.*, n.slug AS namespace FROM ins JOIN namespaces n ON n.id = ins.names
 SELECT f.id, f.namespace_id, n.slug AS namespace, f.content, f.entity, f.property, f.value,
        f.confidence, f.origin, f.valid_from,
        -- the interval end (and replacement) as Stash believed them at known_at: the end
-       -- first recorded, and no replacement, before the fact was retired (migration 0012)
+       -- first recorded, and no replacement, before the fact was retired (migrations 0012, 0013)
        fact_valid_until(f, %(known_at)s::timestamptz) AS valid_until,
-       CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
-            ELSE f.superseded_by END AS superseded_by, f.withdrawn_at,
+       fact_superseded_by(f, %(known_at)s::timestamptz) AS superseded_by, f.withdrawn_at,
        f.withdrawn_reason, f.needs_recheck, f.reinforcements, f.rationale, f.created_at, f.updated_at,
        f.recorded_at, f.retired_at, f.recorded_valid_until,
        ARRAY(SELECT l.parent_id FROM lineage l

@@ -14,8 +14,9 @@ ORDER BY f.id
 -- Relationships in the given namespaces; entity matches either end, case-insensitively.
 -- With neither as_of nor known_at: every state (withdrawn ones when asked). With either
 -- (the other defaulting to now): the relationships recorded by known_at, not withdrawn
--- by then, whose source fact was valid at as_of as Stash knew it at known_at (the
--- query_facts rule: a relationship holds over its source fact's interval).
+-- by then, whose source fact was visible at as_of as Stash knew it at known_at (the
+-- query_facts rule, fact_visible of migration 0012: a relationship holds over its source
+-- fact's interval here, not over its own as in recall's relationship_visible).
 SELECT r.*, n.slug AS namespace
 FROM relationships r JOIN namespaces n ON n.id = r.namespace_id
 JOIN facts f ON f.id = r.source_fact_id
@@ -28,12 +29,7 @@ WHERE r.namespace_id = ANY(%(ns_ids)s)
            THEN (%(include_withdrawn)s OR r.withdrawn_at IS NULL)
            ELSE r.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
                 AND (r.withdrawn_at IS NULL OR r.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-                AND f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-                AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-                AND f.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-                AND COALESCE(CASE WHEN f.retired_at > COALESCE(%(known_at)s::timestamptz, now())
-                                  THEN f.recorded_valid_until ELSE f.valid_until END, 'infinity')
-                    > COALESCE(%(as_of)s::timestamptz, now())
+                AND fact_visible(f, %(as_of)s::timestamptz, %(known_at)s::timestamptz, false)
       END
 ORDER BY r.id
 LIMIT %(limit)s OFFSET %(offset)s
@@ -83,19 +79,15 @@ WHERE c.id = %(id)s
 -- graph_list_causal_links --
 -- Non-deleted causal links in the given namespaces, oldest first. With neither as_of nor
 -- known_at: every state (withdrawn ones when asked). With either (the other defaulting
--- to now): the links recorded by known_at, not withdrawn by then, holding at as_of (a
--- link is recorded open-ended: an end set later is not known before retired_at).
+-- to now): the links visible at as_of as Stash knew it at known_at (causal_link_visible,
+-- migration 0013: recorded by known_at, not withdrawn by then, holding at as_of).
 SELECT c.*, n.slug AS namespace
 FROM causal_links c JOIN namespaces n ON n.id = c.namespace_id
 WHERE c.namespace_id = ANY(%(ns_ids)s)
   AND c.deleted_at IS NULL
   AND CASE WHEN %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
            THEN (%(include_withdrawn)s OR c.withdrawn_at IS NULL)
-           ELSE c.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-                AND (c.withdrawn_at IS NULL OR c.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
-                AND c.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-                AND COALESCE(CASE WHEN c.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
-                                  ELSE c.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now())
+           ELSE causal_link_visible(c, %(as_of)s::timestamptz, %(known_at)s::timestamptz, false)
       END
 ORDER BY c.id
 LIMIT %(limit)s OFFSET %(offset)s
@@ -107,11 +99,13 @@ UPDATE causal_links SET deleted_at = now() WHERE id = %(id)s AND deleted_at IS N
 -- graph_trace_forward --
 -- Causal chain from a fact following cause -> effect. Only links live at known_at (now
 -- by default) whose own, cause and effect namespaces are all inside the scope are
--- walked, and with as_of or known_at only those holding at as_of as known at known_at
--- (the graph_list_causal_links rule); `path` holds the facts
+-- walked, and with as_of or known_at only those visible at as_of as known at known_at
+-- (causal_link_visible, as graph_list_causal_links); `path` holds the facts
 -- visited on the branch so a cycle is reported once (its closing edge) and never
 -- expanded; depth is capped. Each link is reported once, at its shallowest depth.
-WITH RECURSIVE links AS (
+-- `links` is not materialized: inlined into both steps, each step reads the links of the
+-- facts it reached by index, instead of every link and fact of the scope first.
+WITH RECURSIVE links AS NOT MATERIALIZED (
     SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidence,
            cf.content AS cause, COALESCE(ef.content, fl.content) AS effect
     FROM causal_links c
@@ -122,11 +116,7 @@ WITH RECURSIVE links AS (
       AND (c.withdrawn_at IS NULL OR c.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
       AND c.namespace_id = ANY(%(ns_ids)s)
       AND (ef.namespace_id = ANY(%(ns_ids)s) OR fl.namespace_id = ANY(%(ns_ids)s))
-      AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
-           OR c.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-              AND c.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-              AND COALESCE(CASE WHEN c.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
-                                ELSE c.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now()))
+      AND causal_link_visible(c, %(as_of)s::timestamptz, %(known_at)s::timestamptz, true)
 ), chain AS (
     SELECT l.id AS link_id, 1 AS depth, l.cause_fact_id, l.effect_fact_id, l.effect_failure_id,
            l.confidence, l.cause, l.effect, ARRAY[l.cause_fact_id] AS path,
@@ -147,8 +137,9 @@ ORDER BY depth, link_id
 
 -- graph_trace_backward --
 -- Causal chain into a fact following effect -> cause (fact edges only: a failure is
--- never a cause). Same scope, time, cycle and depth rules as graph_trace_forward.
-WITH RECURSIVE links AS (
+-- never a cause). Same scope, time, cycle and depth rules as graph_trace_forward, and
+-- `links` is not materialized for the same reason.
+WITH RECURSIVE links AS NOT MATERIALIZED (
     SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidence,
            cf.content AS cause, ef.content AS effect
     FROM causal_links c
@@ -157,11 +148,7 @@ WITH RECURSIVE links AS (
     WHERE c.deleted_at IS NULL
       AND (c.withdrawn_at IS NULL OR c.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
       AND c.namespace_id = ANY(%(ns_ids)s)
-      AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
-           OR c.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-              AND c.valid_from <= COALESCE(%(as_of)s::timestamptz, now())
-              AND COALESCE(CASE WHEN c.retired_at > COALESCE(%(known_at)s::timestamptz, now()) THEN NULL
-                                ELSE c.valid_until END, 'infinity') > COALESCE(%(as_of)s::timestamptz, now()))
+      AND causal_link_visible(c, %(as_of)s::timestamptz, %(known_at)s::timestamptz, true)
 ), chain AS (
     SELECT l.id AS link_id, 1 AS depth, l.cause_fact_id, l.effect_fact_id, l.effect_failure_id,
            l.confidence, l.cause, l.effect, ARRAY[l.effect_fact_id] AS path,
