@@ -16,8 +16,10 @@ checks too, as the guard of callers that are not surfaces (stages, import).
 ``reach`` says how the caller's namespaces scope the call, and so what a token needs:
 ``trees`` (the ``namespaces`` trees, read, or changed with ``right``), ``namespace`` (a write to one exact
 ``namespace``), ``by_id`` (a record by id, in any namespace the caller may use with
-``right``), ``trees_or_by_id`` (the ``namespaces`` trees when given, else by id) or
-``none``.
+``right``), ``trees_or_by_id`` (the ``namespaces`` trees when given, else by id),
+``scope`` (the caller's whole ``Scope``, for a call whose answer depends on who asks:
+``init`` answers a token without /self, ``create_namespace`` counts a token's creations
+against its hourly allowance) or ``none``.
 """
 
 from __future__ import annotations
@@ -34,14 +36,36 @@ from stash_pipeline import errors
 from stash_pipeline.memory import validate
 
 Right = Literal["read", "write", "admin"]
-Reach = Literal["trees", "namespace", "by_id", "trees_or_by_id", "none"]
+Reach = Literal["trees", "namespace", "by_id", "trees_or_by_id", "scope", "none"]
 #: what a client may assume about a call: nothing changes, a change, a change that repeating
 #: does not repeat, a change that loses data (and repeating it does or does not change more)
 Effect = Literal["read", "write", "write_idempotent", "destructive", "destructive_idempotent"]
 
 
+class Allowance(Protocol):
+    """At most ``limit`` events per key in a window (``stash_serve.limits.SlidingWindow``)."""
+
+    limit: int
+
+    def acquire(self, key: Any, count: int = 1) -> bool: ...
+
+    def record(self, key: Any, count: int = 1) -> None: ...
+
+    def release(self, key: Any, count: int = 1) -> None: ...
+
+
 class Scope(Protocol):
-    """The caller's reach (``stash_serve.mcp.calls.Scope``; ``UNRESTRICTED`` at a shell)."""
+    """The caller's reach (``stash_serve.mcp.calls.Scope``; ``UNRESTRICTED`` at a shell).
+
+    ``token`` is the caller's ``stash_pipeline.auth.TokenInfo`` (None: unrestricted);
+    ``namespaces_created`` the allowance of namespaces a token creates an hour (None: no limit).
+    """
+
+    @property
+    def token(self) -> Any: ...
+
+    @property
+    def namespaces_created(self) -> Allowance | None: ...
 
     def read(self, namespaces: Any) -> list[str]: ...
 
@@ -52,6 +76,9 @@ class Scope(Protocol):
 
 class Unrestricted:
     """The reach of a local caller (the CLI, stdio without a token): any namespace."""
+
+    token = None
+    namespaces_created = None
 
     def read(self, namespaces: Any) -> list[str]:
         return validate.slugs(namespaces)
@@ -134,6 +161,8 @@ class Operation:
             return scope.read(args.namespaces)  # type: ignore[attr-defined]
         if self.reach in ("by_id", "trees_or_by_id"):
             return scope.by_id(self.right)
+        if self.reach == "scope":  # the call checks the scope itself
+            return scope
         return None
 
     def parse(self, values: dict[str, Any], label: Callable[[str], str] = str) -> Arguments:
@@ -205,6 +234,7 @@ def namespaces_or_none(value: Any) -> list[str] | None:
 
 __all__ = [
     "UNRESTRICTED",
+    "Allowance",
     "Arguments",
     "CliView",
     "Effect",

@@ -43,9 +43,11 @@ VERIFICATION_SCOPE_KEY = "stash.token_check"
 
 @dataclass(frozen=True)
 class Scope:
-    """The caller's reach: unrestricted (stdio, --no-auth) or one token's trees and rights."""
+    """The caller's reach: unrestricted (stdio, --no-auth) or one token's trees and rights,
+    with the per-token allowance of namespaces created an hour (``CallLimits``)."""
 
     token: TokenInfo | None
+    namespaces_created: SlidingWindow | None = None
 
     def read(self, namespaces: Any) -> list[str]:
         """Validated read paths; without a token any path, with one only inside its trees."""
@@ -147,7 +149,7 @@ class ToolCalls:
         if not await verified(ctx):  # nothing runs for a token that turned out revoked
             return error_result(errors.AccessDenied("access denied: unknown or revoked token"))
         try:
-            value = await anyio.to_thread.run_sync(work, Scope(token))
+            value = await anyio.to_thread.run_sync(work, Scope(token, self.limits.namespaces_created))
         except errors.StashError as exc:
             return error_result(exc)
         return self.result(value)
