@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from stash_pipeline.operations import (
     admin,
+    consolidation,
     context,
     contradictions,
     entities,
@@ -22,8 +23,11 @@ from stash_pipeline.operations import (
     namespaces,
 )
 
-#: the subjects declared here (recall's and most of consolidation's tools and commands are
-#: still written by hand: see docs/architecture.md)
-SUBJECTS = (namespaces, episodes, context, facts, entities, graph, contradictions, hypotheses, goals, failures, admin)
+#: the subjects declared here (recall's tool and command, and consolidate's, are written by
+#: hand: see docs/architecture.md)
+SUBJECTS = (
+    namespaces, episodes, context, facts, entities, graph, contradictions, hypotheses, goals, failures, consolidation,
+    admin,
+)
 
 __all__ = ["SUBJECTS"]

@@ -54,11 +54,19 @@ class Allowance(Protocol):
     def release(self, key: Any, count: int = 1) -> None: ...
 
 
+class Runs(Protocol):
+    """The consolidation runs a surface sees (``stash_serve.runs.BackgroundJobs``)."""
+
+    def in_flight(self, settings: Any, paths: list[str], slugs: list[str]) -> dict[str, Any]: ...
+
+
 class Scope(Protocol):
     """The caller's reach (``stash_serve.mcp.calls.Scope``; ``UNRESTRICTED`` at a shell).
 
     ``token`` is the caller's ``stash_pipeline.auth.TokenInfo`` (None: unrestricted);
-    ``namespaces_created`` the allowance of namespaces a token creates an hour (None: no limit).
+    ``namespaces_created`` the allowance of namespaces a token creates an hour (None: no
+    limit); ``runs`` the consolidation runs the caller's server started or sees (None at a
+    shell, which starts none in the background).
     """
 
     @property
@@ -66,6 +74,9 @@ class Scope(Protocol):
 
     @property
     def namespaces_created(self) -> Allowance | None: ...
+
+    @property
+    def runs(self) -> Runs | None: ...
 
     def read(self, namespaces: Any) -> list[str]: ...
 
@@ -79,6 +90,7 @@ class Unrestricted:
 
     token = None
     namespaces_created = None
+    runs = None
 
     def read(self, namespaces: Any) -> list[str]:
         return validate.slugs(namespaces)
@@ -241,6 +253,7 @@ __all__ = [
     "Operation",
     "Reach",
     "Right",
+    "Runs",
     "Scope",
     "Unrestricted",
     "duration",

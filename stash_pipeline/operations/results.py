@@ -192,6 +192,15 @@ class NamespaceDeletion(Result):
     counts: dict[str, int]
 
 
+class ConsolidationStatus(Result):
+    """Each (namespace, stage) row of ``consolidation.runner.status``, and the runs queued or
+    in flight: ``mode`` dagster (its runs) or background (the server's jobs); None at a shell."""
+
+    items: list[dict[str, Any]]
+    mode: str | None
+    runs: list[dict[str, Any]]
+
+
 class StoreStats(Result):
     """Counts of everything stored in some namespace trees (by status where records have one)."""
 
@@ -217,6 +226,7 @@ __all__ = [
     "Cascade",
     "CausalTrace",
     "Confirmation",
+    "ConsolidationStatus",
     "ContextCleared",
     "CurrentContext",
     "Deleted",
