@@ -139,7 +139,7 @@ class Operation:
     """One memory operation, declared once.
 
     ``call(store, args, namespaces)`` runs it: ``namespaces`` is what ``reach`` resolved
-    from the caller's scope (read paths, the write path, the by-id scope or None).
+    from the caller's scope (read paths, the write path, the by-id scope, the scope itself or None).
     ``paged`` operations return one page's rows; surfaces wrap them (MCP: ``items`` and
     ``next_offset``). ``result`` is the model of the answer (of each row when paged), for
     the output schema and the docs; None where the answer is a plain JSON object.
