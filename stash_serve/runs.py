@@ -270,6 +270,14 @@ class BackgroundJobs:
         threading.Thread(target=body, name=f"consolidate-{job.id}", daemon=True).start()
         return job
 
+    def in_flight(self, settings: Settings, paths: list[str], slugs: list[str]) -> dict[str, Any]:
+        """Runs queued or in flight for ``consolidation_status``: Dagster's (of ``slugs``) when
+        it runs, else this process's jobs touching ``paths``."""
+        dagster = DagsterRuns.find(settings)
+        if dagster is not None:
+            return {"mode": "dagster", "runs": dagster.in_flight(slugs)}
+        return {"mode": "background", "runs": self.list(paths)}
+
     def list(self, namespaces: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Jobs touching any of ``namespaces`` (all when None), newest first, each showing only
         what lies in those trees (``Job.view``)."""

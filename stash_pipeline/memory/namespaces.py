@@ -93,6 +93,42 @@ def create(
     return {"namespace": Namespace.from_row(row), "created": created, "ancestors_created": ancestors_created}
 
 
+def create_for_token(
+    store: Store,
+    token: Any,
+    slug: str,
+    name: str | None = None,
+    description: str | None = None,
+    *,
+    allowance: Any = None,
+) -> dict[str, Any]:
+    """``create`` for a token (``stash_pipeline.auth.TokenInfo``): ancestors outside its
+    trees must already exist, and with an ``allowance`` (a sliding window keyed by token id,
+    ``stash_serve.limits.SlidingWindow``) it creates at most ``allowance.limit`` namespaces
+    a window, STASH_NAMESPACES_PER_TOKEN_PER_HOUR. Updating a namespace counts nothing.
+    """
+    if allowance is None:
+        return create(store, slug, name, description, may_create=token.covers)
+    if not allowance.acquire(token.id):
+        if store.db.one("get_namespace_by_slug", slug=validate.slug(slug)) is None:
+            raise errors.RateLimited(
+                f"this token created {allowance.limit} namespaces in the last hour "
+                "(STASH_NAMESPACES_PER_TOKEN_PER_HOUR); retry later"
+            )
+        return create(store, slug, name, description, may_create=lambda _: False)
+    try:
+        result = create(store, slug, name, description, may_create=token.covers)
+    except BaseException:
+        allowance.release(token.id)
+        raise
+    made = int(result["created"]) + int(result["ancestors_created"])
+    if made == 0:
+        allowance.release(token.id)
+    elif made > 1:  # the one reserved above, and the ancestors it brought into being
+        allowance.record(token.id, made - 1)
+    return result
+
+
 def list_(store: Store, paths: Any = None, limit: Any = None, offset: Any = None) -> list[Namespace]:
     """Namespaces in the given trees (all when no path is given), ordered by slug."""
     limit, offset = validate.page(limit, offset)

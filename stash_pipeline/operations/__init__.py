@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from stash_pipeline.operations import (
     admin,
+    consolidation,
     context,
     contradictions,
     entities,
@@ -19,9 +20,14 @@ from stash_pipeline.operations import (
     goals,
     graph,
     hypotheses,
+    namespaces,
 )
 
-#: the subjects declared here so far (the others' tools and commands are still written by hand)
-SUBJECTS = (episodes, context, facts, entities, graph, contradictions, hypotheses, goals, failures, admin)
+#: the subjects declared here (recall's tool and command, and consolidate's, are written by
+#: hand: see docs/architecture.md)
+SUBJECTS = (
+    namespaces, episodes, context, facts, entities, graph, contradictions, hypotheses, goals, failures, consolidation,
+    admin,
+)
 
 __all__ = ["SUBJECTS"]

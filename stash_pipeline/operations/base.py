@@ -16,8 +16,10 @@ checks too, as the guard of callers that are not surfaces (stages, import).
 ``reach`` says how the caller's namespaces scope the call, and so what a token needs:
 ``trees`` (the ``namespaces`` trees, read, or changed with ``right``), ``namespace`` (a write to one exact
 ``namespace``), ``by_id`` (a record by id, in any namespace the caller may use with
-``right``), ``trees_or_by_id`` (the ``namespaces`` trees when given, else by id) or
-``none``.
+``right``), ``trees_or_by_id`` (the ``namespaces`` trees when given, else by id),
+``scope`` (the caller's whole ``Scope``, for a call whose answer depends on who asks:
+``init`` answers a token without /self, ``create_namespace`` counts a token's creations
+against its hourly allowance) or ``none``.
 """
 
 from __future__ import annotations
@@ -34,14 +36,47 @@ from stash_pipeline import errors
 from stash_pipeline.memory import validate
 
 Right = Literal["read", "write", "admin"]
-Reach = Literal["trees", "namespace", "by_id", "trees_or_by_id", "none"]
+Reach = Literal["trees", "namespace", "by_id", "trees_or_by_id", "scope", "none"]
 #: what a client may assume about a call: nothing changes, a change, a change that repeating
 #: does not repeat, a change that loses data (and repeating it does or does not change more)
 Effect = Literal["read", "write", "write_idempotent", "destructive", "destructive_idempotent"]
 
 
+class Allowance(Protocol):
+    """At most ``limit`` events per key in a window (``stash_serve.limits.SlidingWindow``)."""
+
+    limit: int
+
+    def acquire(self, key: Any, count: int = 1) -> bool: ...
+
+    def record(self, key: Any, count: int = 1) -> None: ...
+
+    def release(self, key: Any, count: int = 1) -> None: ...
+
+
+class Runs(Protocol):
+    """The consolidation runs a surface sees (``stash_serve.runs.BackgroundJobs``)."""
+
+    def in_flight(self, settings: Any, paths: list[str], slugs: list[str]) -> dict[str, Any]: ...
+
+
 class Scope(Protocol):
-    """The caller's reach (``stash_serve.mcp.calls.Scope``; ``UNRESTRICTED`` at a shell)."""
+    """The caller's reach (``stash_serve.mcp.calls.Scope``; ``UNRESTRICTED`` at a shell).
+
+    ``token`` is the caller's ``stash_pipeline.auth.TokenInfo`` (None: unrestricted);
+    ``namespaces_created`` the allowance of namespaces a token creates an hour (None: no
+    limit); ``runs`` the consolidation runs the caller's server started or sees (None at a
+    shell, which starts none in the background).
+    """
+
+    @property
+    def token(self) -> Any: ...
+
+    @property
+    def namespaces_created(self) -> Allowance | None: ...
+
+    @property
+    def runs(self) -> Runs | None: ...
 
     def read(self, namespaces: Any) -> list[str]: ...
 
@@ -52,6 +87,10 @@ class Scope(Protocol):
 
 class Unrestricted:
     """The reach of a local caller (the CLI, stdio without a token): any namespace."""
+
+    token = None
+    namespaces_created = None
+    runs = None
 
     def read(self, namespaces: Any) -> list[str]:
         return validate.slugs(namespaces)
@@ -100,7 +139,7 @@ class Operation:
     """One memory operation, declared once.
 
     ``call(store, args, namespaces)`` runs it: ``namespaces`` is what ``reach`` resolved
-    from the caller's scope (read paths, the write path, the by-id scope or None).
+    from the caller's scope (read paths, the write path, the by-id scope, the scope itself or None).
     ``paged`` operations return one page's rows; surfaces wrap them (MCP: ``items`` and
     ``next_offset``). ``result`` is the model of the answer (of each row when paged), for
     the output schema and the docs; None where the answer is a plain JSON object.
@@ -134,6 +173,8 @@ class Operation:
             return scope.read(args.namespaces)  # type: ignore[attr-defined]
         if self.reach in ("by_id", "trees_or_by_id"):
             return scope.by_id(self.right)
+        if self.reach == "scope":  # the call checks the scope itself
+            return scope
         return None
 
     def parse(self, values: dict[str, Any], label: Callable[[str], str] = str) -> Arguments:
@@ -205,12 +246,14 @@ def namespaces_or_none(value: Any) -> list[str] | None:
 
 __all__ = [
     "UNRESTRICTED",
+    "Allowance",
     "Arguments",
     "CliView",
     "Effect",
     "Operation",
     "Reach",
     "Right",
+    "Runs",
     "Scope",
     "Unrestricted",
     "duration",

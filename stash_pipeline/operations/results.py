@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from stash_pipeline.models import CausalStep, Context, Contradiction, Fact, Goal, Hypothesis
+from stash_pipeline.models import CausalStep, Context, Contradiction, Fact, Goal, Hypothesis, Namespace
 
 
 class Result(BaseModel):
@@ -164,6 +164,43 @@ class EpisodePurge(Result):
     cascade: Cascade
 
 
+class SelfTree(Result):
+    """The /self tree: its paths and those just created. A token that may not write there
+    gets ``self_available`` false, no paths and a ``message`` naming what it may use."""
+
+    ok: bool
+    namespaces: list[str]
+    namespaces_created: list[str]
+    self_available: bool
+
+
+class NamespaceCreated(Result):
+    """A created or updated namespace (``created`` false: it existed, its name or
+    description may have changed)."""
+
+    id: int
+    slug: str
+    created: bool
+    namespace: Namespace
+
+
+class NamespaceDeletion(Result):
+    """A namespace tree deleted, or (``deleted`` false) what deleting it would take."""
+
+    deleted: bool
+    namespaces: list[str]
+    counts: dict[str, int]
+
+
+class ConsolidationStatus(Result):
+    """Each (namespace, stage) row of ``consolidation.runner.status``, and the runs queued or
+    in flight: ``mode`` dagster (its runs) or background (the server's jobs); None at a shell."""
+
+    items: list[dict[str, Any]]
+    mode: str | None
+    runs: list[dict[str, Any]]
+
+
 class StoreStats(Result):
     """Counts of everything stored in some namespace trees (by status where records have one)."""
 
@@ -189,6 +226,7 @@ __all__ = [
     "Cascade",
     "CausalTrace",
     "Confirmation",
+    "ConsolidationStatus",
     "ContextCleared",
     "CurrentContext",
     "Deleted",
@@ -202,9 +240,12 @@ __all__ = [
     "FactWithdrawal",
     "GoalDeletion",
     "GoalFinish",
+    "NamespaceCreated",
+    "NamespaceDeletion",
     "Remembered",
     "RememberedBatch",
     "Resolution",
     "Result",
+    "SelfTree",
     "StoreStats",
 ]

@@ -1,6 +1,11 @@
 """``stash consolidate run|status|rebuild`` and ``stash dead-letters list|retry|drop``: the CLI face
 of the consolidation runner (``stash_pipeline.consolidation.runner``) — the same entry point
-Dagster and the MCP ``consolidate`` tool call."""
+Dagster and the MCP ``consolidate`` tool call.
+
+``consolidate status`` is derived from ``stash_pipeline.operations.consolidation``. The
+others are written here: ``run`` runs the stages in this terminal (the tool answers a run
+id or job handle at once), and rebuild and dead letters have no tool.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,13 @@ from typing import Any
 
 import click
 
+from stash_pipeline.operations import consolidation as ops
 from stash_serve.cli import base
+from stash_serve.cli.derive import command
 from stash_serve.cli.output import emit_json, show
 
 REPORT_COLUMNS = ("namespace", "stage", "status", "rows_in", "rows_written", "items_failed", "dead_lettered",
                   "cursor_from", "cursor_to", "model_calls", "duration_s", "message")
-STATUS_COLUMNS = ("namespace", "stage", "cursor", "head", "backlog", "last_run_at", "last_status",
-                  "dead_letters_pending", "dead_letters_dead")
 PLAN_COLUMNS = ("namespace", "stage", "action", "items", "retries", "items_per_call", "model_calls")
 REBUILD_COLUMNS = ("namespace", "stage", "status", "withdrawn", "cascade", "recheck", "cursor_was")
 DEAD_LETTER_COLUMNS = ("id", "namespace", "stage", "item_kind", "item_id", "status", "attempts", "last_error")
@@ -119,24 +124,17 @@ def _submit(store: Any, namespaces: str, stage: str | None, as_json: bool) -> bo
     return True
 
 
-@consolidate_group.command("status")
-@base.namespaces_option()
-@base.json_option
-def consolidate_status(namespaces: str, as_json: bool) -> None:
-    """Show cursor, backlog, last run and dead letters per namespace and stage.
-
-    \b
-    Example:
-      stash consolidate status -n /projects
-    """
-    from stash_pipeline.consolidation import runner
-    from stash_pipeline.consolidation.probe import describe_modes
-
-    store = base.store()
-    show(runner.status(store, namespaces), as_json, STATUS_COLUMNS)
+def _status(result: Any, as_json: bool, args: Any) -> None:
+    show(result.items, as_json, ops.CONSOLIDATION_STATUS.cli.columns)  # type: ignore[union-attr]
     if not as_json:  # the JSON stays the per-stage list; the mode is in `stash doctor --json` too
+        from stash_pipeline.consolidation.probe import describe_modes
+
+        store = base.store()
         for line in describe_modes(store.settings, store.db):
             click.echo(line)
+
+
+consolidate_group.add_command(command(ops.CONSOLIDATION_STATUS, render=_status))
 
 
 @consolidate_group.command("rebuild")

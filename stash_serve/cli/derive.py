@@ -105,7 +105,7 @@ def _parameter(op: Operation, name: str, info: FieldInfo) -> click.Parameter:
         return click.Option([*decls, name], is_flag=True, default=bool(info.default), help=help_text)
     required = info.is_required()
     default = None if required else info.default
-    if name == "namespaces" and op.reach == "trees":
+    if name == "namespaces" and op.reach in ("trees", "scope"):
         default = "/"
     if name == "namespace":
         # at a shell a write always names where it goes (an agent's defaults to "/")

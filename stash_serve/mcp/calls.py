@@ -31,6 +31,7 @@ from stash_pipeline.memory import validate
 from stash_pipeline.store import Store
 from stash_serve.limits import SlidingWindow
 from stash_serve.mcp import next_steps
+from stash_serve.runs import BackgroundJobs
 
 #: the ``_meta`` key of an error result's ``{"error": code, "message": ...}``
 ERROR_META_KEY = "stash/error"
@@ -43,9 +44,13 @@ VERIFICATION_SCOPE_KEY = "stash.token_check"
 
 @dataclass(frozen=True)
 class Scope:
-    """The caller's reach: unrestricted (stdio, --no-auth) or one token's trees and rights."""
+    """The caller's reach: unrestricted (stdio, --no-auth) or one token's trees and rights,
+    with the per-token allowance of namespaces created an hour (``CallLimits``) and the
+    server's consolidation runs (``stash_serve.runs``)."""
 
     token: TokenInfo | None
+    namespaces_created: SlidingWindow | None = None
+    runs: BackgroundJobs | None = None
 
     def read(self, namespaces: Any) -> list[str]:
         """Validated read paths; without a token any path, with one only inside its trees."""
@@ -130,14 +135,17 @@ class CallLimits:
 
 @dataclass(frozen=True)
 class ToolCalls:
-    """What every tool needs: the store it works on, whether callers need a token, limits."""
+    """What every tool needs: the store it works on, whether callers need a token, limits,
+    and the consolidations this server runs in the background (without Dagster)."""
 
     store: Store
     auth: bool
     limits: CallLimits = field(init=False)
+    jobs: BackgroundJobs = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "limits", CallLimits(self.store.settings))
+        object.__setattr__(self, "jobs", BackgroundJobs())
 
     async def run(self, ctx: Context | None, work: Callable[[Scope], Any]) -> Any:
         """Run ``work(scope)`` in a worker thread; StashError → tool error result."""
@@ -147,7 +155,7 @@ class ToolCalls:
         if not await verified(ctx):  # nothing runs for a token that turned out revoked
             return error_result(errors.AccessDenied("access denied: unknown or revoked token"))
         try:
-            value = await anyio.to_thread.run_sync(work, Scope(token))
+            value = await anyio.to_thread.run_sync(work, Scope(token, self.limits.namespaces_created, self.jobs))
         except errors.StashError as exc:
             return error_result(exc)
         return self.result(value)

@@ -36,9 +36,9 @@ DESTRUCTIVE_IDEMPOTENT = ToolAnnotations(
 # --- parameter types ---------------------------------------------------------------------
 #
 # The shared argument types are declared once, in stash_pipeline.operations.fields (the
-# naming rule is there too). The tools still written by hand take them without their
-# validators: in a tool signature the SDK would run them, and their errors would not be
-# tool errors; those tools' library functions check the values themselves.
+# naming rule is there too). The tools still written by hand (recall, consolidate) take
+# them without their validators: in a tool signature the SDK would run them, and their
+# errors would not be tool errors; those tools' library functions check the values.
 
 _VALIDATORS = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
 
@@ -51,18 +51,8 @@ def without_validators(annotated: Any) -> Any:
 
 
 Namespaces = without_validators(fields.Namespaces)
-Namespace = without_validators(fields.Namespace)
-#: a write's namespace where the tool defaults to the root, "/"
-RootNamespace = Namespace
-Limit = fields.Limit
-Offset = fields.Offset
-RecordId = fields.RecordId
-Confidence = fields.Confidence
-Timestamp = without_validators(fields.Timestamp)
 AsOf = without_validators(fields.AsOf)
 KnownAt = without_validators(fields.KnownAt)
-Metadata = fields.Metadata
-IdList = without_validators(fields.IdList)
 
 # --- paged lists -------------------------------------------------------------------------
 
@@ -100,18 +90,9 @@ __all__ = [
     "WRITE",
     "WRITE_IDEMPOTENT",
     "AsOf",
-    "Confidence",
-    "IdList",
     "KnownAt",
-    "Limit",
-    "Metadata",
-    "Namespace",
     "Namespaces",
-    "Offset",
     "Page",
-    "RecordId",
-    "RootNamespace",
-    "Timestamp",
     "page",
     "without_validators",
 ]

@@ -19,7 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import AfterValidator, Field
 
 from stash_pipeline.config import Settings
-from stash_pipeline.operations.base import Arguments, CliView, Operation, iso_time
+from stash_pipeline.operations.base import UNRESTRICTED, Arguments, CliView, Operation, iso_time
 from stash_pipeline.operations.fields import Limit, Namespaces, Offset
 from stash_serve.cli import derive as cli_derive
 from stash_serve.mcp import derive as mcp_derive
@@ -172,3 +172,33 @@ def test_every_declared_operation_is_a_tool_of_the_server_and_a_command() -> Non
                     continue
                 flag = "--namespace" if name == "namespaces" else "--" + name.replace("_", "-")
                 assert flag in options, (op.name, name)
+
+
+def _who_asks() -> Operation:
+    """An operation of reach ``scope``: its answer says what the caller's scope carried."""
+
+    class WhoAsks(Arguments):
+        pass
+
+    def call(store: Any, args: Any, scope: Any) -> dict[str, Any]:
+        return {
+            "token": scope.token,
+            "allowance": None if scope.namespaces_created is None else scope.namespaces_created.limit,
+            "runs": scope.runs is not None,
+        }
+
+    return Operation(
+        name="who_asks", description="Who is asking, as the call sees it.", arguments=WhoAsks, call=call,
+        right="read", reach="scope", effect="read",
+    )
+
+
+async def test_reach_scope_hands_the_call_the_whole_scope() -> None:
+    """The tool's call gets the server's per-token allowance and run board; a shell's, neither."""
+    async with Client(_server(_who_asks())) as client:
+        answer = await client.call_tool("who_asks", {})
+    assert answer.structured_content == {"token": None, "allowance": Settings().namespaces_per_token_per_hour,
+                                         "runs": True}
+    # what a command calls (it opens a store first; this operation ignores it)
+    op = _who_asks()
+    assert op.invoke(None, UNRESTRICTED, op.parse({})) == {"token": None, "allowance": None, "runs": False}

@@ -3,7 +3,10 @@
 The library side is ``stash_pipeline.consolidation.runner`` (the stage runner). ``consolidate``
 never waits on a model: with Dagster running it submits one run per namespace and
 returns their ids; without, it starts a background job and returns its handle
-(``stash_serve.runs``). ``consolidation_status`` shows both.
+(``stash_serve.runs``). It is written here, not declared: ``stash consolidate run`` runs
+the stages in the terminal instead, with other options and another answer.
+``consolidation_status`` shows both kinds of run; it is declared in
+``stash_pipeline.operations.consolidation``.
 """
 
 from __future__ import annotations
@@ -16,17 +19,19 @@ from pydantic import Field
 from stash_pipeline import errors
 from stash_pipeline.consolidation import runner
 from stash_pipeline.memory.namespaces import resolve_trees
+from stash_pipeline.operations.consolidation import CONSOLIDATION_STATUS
 from stash_pipeline.stages import STAGE_NAMES
 from stash_serve.mcp.calls import Scope, ToolCalls
-from stash_serve.mcp.params import READ, WRITE, Namespaces
-from stash_serve.runs import BackgroundJobs, DagsterRuns, Job, require_reasoner
+from stash_serve.mcp.derive import add_tool
+from stash_serve.mcp.params import WRITE, Namespaces
+from stash_serve.runs import DagsterRuns, Job, require_reasoner
 
 
 def register(server: MCPServer, calls: ToolCalls) -> None:
     """Add the consolidation tools to ``server``."""
     store = calls.store
     tool = server.tool
-    jobs = BackgroundJobs()
+    jobs = calls.jobs  # consolidation_status lists them
 
     @tool(annotations=WRITE)
     async def consolidate(
@@ -74,20 +79,4 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
 
         return await calls.run(ctx, work)
 
-    @tool(annotations=READ)
-    async def consolidation_status(
-        namespaces: Namespaces = None,
-        ctx: Context | None = None,
-    ) -> dict[str, Any]:
-        """Per namespace and stage: cursor, backlog, last run and dead letters; runs queued or in flight."""
-
-        def work(s: Scope) -> Any:
-            paths = s.read(namespaces)
-            items = runner.status(store, paths)
-            dagster = DagsterRuns.find(store.settings)
-            if dagster is not None:
-                slugs = sorted({row["namespace"] for row in items})
-                return {"items": items, "mode": "dagster", "runs": dagster.in_flight(slugs)}
-            return {"items": items, "mode": "background", "runs": jobs.list(paths)}
-
-        return await calls.run(ctx, work)
+    add_tool(server, calls, CONSOLIDATION_STATUS)
