@@ -34,12 +34,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
-def ts_client(request: pytest.FixtureRequest) -> Path:
-    """A directory holding the pinned SDK and the driver script (node resolves from it)."""
+def ts_client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding the pinned SDK and the driver script (node resolves from it).
+
+    It lives in pytest's cache, so a second run installs nothing; with the cache plugin
+    off (``-p no:cacheprovider``) in a temporary directory of this session.
+    """
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("node and npm are needed to run the TypeScript MCP SDK client")
-    home = Path(request.config.cache.mkdir("ts-mcp-client"))
+    cache = getattr(request.config, "cache", None)
+    home = Path(cache.mkdir("ts-mcp-client")) if cache is not None else tmp_path_factory.mktemp("ts-mcp-client")
     marker = home / "installed.txt"
     with (home / "install.lock").open("w") as lock:  # parallel test workers install once
         fcntl.flock(lock, fcntl.LOCK_EX)
