@@ -8,8 +8,15 @@ this script (committed; regenerating must reproduce them byte for byte):
 
 * ``conversations_turns.jsonl`` — ``{"namespace", "dia_id", "speaker", "content",
   "occurred_at"}`` in import order;
-* ``conversations_questions.jsonl`` — ``{"id", "split", "kind", "query", "namespace",
-  "evidence", "answer"}``: ``evidence`` lists the dia_ids that hold the answer.
+* ``conversations_questions.jsonl`` — ``{"id", "split", "kind", "shape", "query",
+  "namespace", "evidence", "answer", "subject"}``: ``evidence`` lists the dia_ids that hold
+  the answer; ``shape`` is ``"list"`` for the questions that gather one person's threads
+  across sessions ("What does she do in her spare time?"), else ``"single"``;
+* ``conversations_facts.jsonl`` — ``{"key", "split", "namespace", "session", "content",
+  "evidence", "valid_from", "entity", "property", "value", "subject"}``: the facts a capable
+  model would derive, per session, written from the planted truth
+  (``bench/data/conversation_facts.py``), each citing its evidence turns; ``valid_from`` is
+  the date of the latest session it rests on.
 
 Every conversation follows two friends over 18 to 20 sessions. Each session mixes
 greetings and chit-chat with two or three story threads ("arcs") about one of them: a
@@ -33,12 +40,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.data import jsonl
+from bench.data import conversation_facts, jsonl
 
 SEED = 20261130
 HERE = Path(__file__).parent
 TURNS_FILE = "conversations_turns.jsonl"
 QUESTIONS_FILE = "conversations_questions.jsonl"
+FACTS_FILE = "conversations_facts.jsonl"
 CONVERSATIONS = 12
 
 PEOPLE = [
@@ -73,6 +81,10 @@ class Arc:
     #: passing mentions in later sessions (role, text): they name the arc's subject without
     #: answering anything, as people do ("How's Biscuit?")
     echoes: list[tuple[str, str]] = field(default_factory=list)
+    #: the arc's type ("pet", "job", ...) and planted truth (breed, name, job, ...): what
+    #: ``conversation_facts`` writes derived facts and list questions from
+    name: str = ""
+    truth: dict[str, str] = field(default_factory=dict)
 
 
 # --- chit-chat: greetings, fillers, closings (no question ever cites them) ------------------
@@ -495,8 +507,30 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
         [("A", f"I still have {artist} stuck in my head."), ("B", "That show sounded incredible.")],
         [("A", f"Studying for {course} all weekend, send snacks."), ("B", "You got this!")],
     ]
-    for arc, lines in zip(arcs, echoes, strict=True):
+    # the planted truth of each arc, from which bench/data/conversation_facts.py writes the
+    # facts a capable model would derive (no random draws here: the turns stay as they were)
+    truths = [
+        ("pet", {"breed": breed, "animal": animal, "pet": pet, "ppos": ppos}),
+        ("job", {"job": job, "where": where, "promo": promo, "free": free}),
+        ("trip", {"first": first, "second": second, "reason": reason}),
+        ("race", {"race": race, "dist": dist}),
+        ("instrument", {"instrument": instrument, "teacher": teacher}),
+        ("craft", {"craft": craft, "result": result}),
+        ("book", {"book": book, "about": about}),
+        ("wedding", {"sib": sib, "month": month}),
+        ("move", {"new": new, "old": old}),
+        ("volunteer", {"org": org, "task": task}),
+        ("health", {"injury": injury, "treatment": treatment}),
+        ("car", {"old_car": old_car, "new_car": new_car}),
+        ("garden", {"plant": plant, "herb": herb}),
+        ("cook", {"dish": dish, "detail": detail}),
+        ("concert", {"artist": artist, "moment": moment}),
+        ("class", {"course": course, "topic": topic}),
+    ]
+    for arc, lines, (name, truth) in zip(arcs, echoes, truths, strict=True):
         arc.echoes = lines
+        arc.name = name
+        arc.truth = {"A": A, "s": s, "p": p, "obj": a.obj, "B": b.name} | truth
     return arcs
 
 
@@ -507,7 +541,9 @@ def _fmt(text: str, a: Person, b: Person) -> str:
     return text.replace("{A}", a.name).replace("{B}", b.name)
 
 
-def _conversation(rng: random.Random, index: int, one: Person, two: Person) -> tuple[list[dict], list[dict]]:
+def _conversation(
+    rng: random.Random, index: int, one: Person, two: Person
+) -> tuple[list[dict], list[dict], list[dict]]:
     namespace = f"/conv/c{index:02d}"
     sessions = rng.randint(18, 20)
     start = datetime(2023, 1, 9, tzinfo=UTC) + timedelta(days=rng.randint(0, 60))
@@ -581,37 +617,65 @@ def _conversation(rng: random.Random, index: int, one: Person, two: Person) -> t
                 answer = {"sunday": f"the Sunday before {when:%d %B %Y}",
                           "yesterday": f"the day before {when:%d %B %Y}"}.get(relative, f"{when:%d %B %Y}")
             questions.append({"namespace": namespace, "kind": kind, "query": text, "evidence": evidence,
-                              "answer": answer, "subject": subject.name})
-    return turns, questions
+                              "answer": answer, "subject": subject.name, "shape": "single"})
+    # questions that gather one person's arcs across sessions (bench/data/conversation_facts.py)
+    for person in (one, two):
+        theirs = [(i, arc) for i, (subject, _, arc) in enumerate(chosen) if subject is person]
+        for kind, text, tags, answer in conversation_facts.list_questions(person.name, theirs):
+            evidence = sorted({where[t] for t in tags}, key=_turn_order)
+            if len({session_of[d] for d in evidence}) < 2:
+                continue
+            questions.append({"namespace": namespace, "kind": kind, "query": text, "evidence": evidence,
+                              "answer": answer, "subject": person.name, "shape": "list"})
+
+    facts: list[dict] = []
+    for arc_index, (subject, _, arc) in enumerate(chosen):
+        for tags, text, entity, prop, value in conversation_facts.arc_facts(arc):
+            evidence = sorted({where[(arc_index, t)] for t in tags}, key=_turn_order)
+            session = max(session_of[d] for d in evidence)
+            facts.append({"namespace": namespace, "session": session, "content": text, "evidence": evidence,
+                          "valid_from": dates[session - 1].isoformat(), "entity": entity, "property": prop,
+                          "value": value, "subject": subject.name})
+    facts.sort(key=lambda f: (f["session"], _turn_order(f["evidence"][-1])))  # as each session yields them
+    return turns, questions, facts
+
+
+def _turn_order(dia_id: str) -> tuple[int, int]:
+    session, turn = dia_id[1:].split(":")
+    return int(session), int(turn)
 
 
 def build(seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
     rng = random.Random(seed)
     turns: list[dict] = []
     questions: list[dict] = []
+    facts: list[dict] = []
     people = list(PEOPLE)
     rng.shuffle(people)
     for index in range(CONVERSATIONS):
         (n1, g1), (n2, g2) = people[2 * index], people[2 * index + 1]
         one = Person(n1, **PRONOUNS[g1])
         two = Person(n2, **PRONOUNS[g2])
-        conv_turns, conv_questions = _conversation(rng, index, one, two)
+        conv_turns, conv_questions, conv_facts = _conversation(rng, index, one, two)
         turns += conv_turns
         split = "dev" if index % 2 == 0 else "test"
         for number, q in enumerate(conv_questions, start=1):
             questions.append({"id": f"c{index:02d}-q{number:03d}", "split": split, **q})
-    return {"turns": turns, "questions": questions}
+        for number, f in enumerate(conv_facts, start=1):
+            facts.append({"key": f"c{index:02d}-f{number:03d}", "split": split, **f})
+    return {"turns": turns, "questions": questions, "facts": facts}
 
 
 def write(data: dict[str, list[dict[str, Any]]], directory: Path = HERE) -> dict[str, int]:
-    """Write the two JSONL files; returns their line counts."""
-    jsonl.write_files({TURNS_FILE: data["turns"], QUESTIONS_FILE: data["questions"]}, directory)
-    return {"turns": len(data["turns"]), "questions": len(data["questions"])}
+    """Write the three JSONL files; returns their line counts."""
+    jsonl.write_files({TURNS_FILE: data["turns"], QUESTIONS_FILE: data["questions"], FACTS_FILE: data["facts"]},
+                      directory)
+    return {"turns": len(data["turns"]), "questions": len(data["questions"]), "facts": len(data["facts"])}
 
 
 def load(directory: Path = HERE) -> dict[str, list[dict[str, Any]]]:
-    """Read the committed set: {"turns": [...], "questions": [...]}."""
-    return jsonl.read_files({"turns": TURNS_FILE, "questions": QUESTIONS_FILE}, directory)
+    """Read the committed set: {"turns": [...], "questions": [...], "facts": [...]}."""
+    return jsonl.read_files({"turns": TURNS_FILE, "questions": QUESTIONS_FILE, "facts": FACTS_FILE}, directory)
 
 
 def main() -> None:

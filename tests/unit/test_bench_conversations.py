@@ -2,7 +2,8 @@
 
 No database: reads the JSONL files, checks sizes, the chat-history shape of every turn,
 the question kinds per split and that evidence points at real turns (multi-hop evidence
-in two or more sessions), and re-runs the seeded generator to compare byte for byte.
+in two or more sessions), the list questions, the derived facts (real evidence, session
+dates, third person, not copies of turns), and re-runs the seeded generator to compare byte for byte.
 """
 
 from __future__ import annotations
@@ -59,7 +60,51 @@ def test_questions_have_every_kind_in_both_splits_and_real_evidence(data: dict[s
     assert all(len(s) == 1 for s in split_of_namespace.values())  # a conversation never spans splits
 
 
+def test_list_questions_gather_several_sessions_in_both_splits(data: dict[str, list[dict]]) -> None:
+    lists = [q for q in data["questions"] if q["shape"] == "list"]
+    assert {q["shape"] for q in data["questions"]} == {"single", "list"}
+    for split in ("dev", "test"):
+        assert sum(q["split"] == split and q["kind"] == "multi_hop" for q in lists) >= 30, split
+        assert sum(q["split"] == split and q["kind"] == "inferential" for q in lists) >= 5, split
+    for q in lists:
+        assert len({d.split(":")[0] for d in q["evidence"]}) >= 2, q["id"]
+        assert q["subject"] in q["query"]
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", text.lower()))
+
+
+def test_derived_facts_cite_real_turns_of_their_session_and_restate_them(data: dict[str, list[dict]]) -> None:
+    turns = {(t["namespace"], t["dia_id"]): t for t in data["turns"]}
+    split_of = {q["namespace"]: q["split"] for q in data["questions"]}
+    facts = data["facts"]
+    assert len(facts) >= 500 and len({f["key"] for f in facts}) == len(facts)
+    sessions_with_facts = collections.defaultdict(set)
+    for fact in facts:
+        cited = [turns[(fact["namespace"], d)] for d in fact["evidence"]]
+        latest = max(cited, key=lambda t: int(t["dia_id"][1:].split(":")[0]))
+        assert fact["valid_from"] == latest["occurred_at"], fact["key"]
+        assert fact["session"] == int(latest["dia_id"][1:].split(":")[0])
+        assert fact["split"] == split_of[fact["namespace"]]
+        assert fact["entity"] and fact["property"] and fact["value"]
+        assert not fact["content"].lower().startswith(("i ", "my ", "we ")), fact["key"]
+        # written from the planted truth, not a copy of a turn: no cited turn contains it
+        assert all(fact["content"].lower() not in t["content"].lower() for t in cited), fact["key"]
+        sessions_with_facts[fact["namespace"]].add(fact["session"])
+    # some facts summarise several turns, some rest on turns of several sessions
+    assert sum(len(f["evidence"]) >= 2 for f in facts) >= 150
+    assert sum(len({d.split(":")[0] for d in f["evidence"]}) >= 2 for f in facts) >= 30
+    # first person planted text ("sprained my ankle") is restated in the third person
+    assert not [f["key"] for f in facts if _words(f["content"]) & {"i", "my", "me"}]
+    sessions = collections.defaultdict(set)
+    for t in data["turns"]:
+        sessions[t["namespace"]].add(int(t["dia_id"][1:].split(":")[0]))
+    for namespace, numbers in sessions.items():
+        assert len(sessions_with_facts[namespace]) >= 0.8 * len(numbers), namespace
+
+
 def test_generator_reproduces_the_committed_files(tmp_path: Path) -> None:
     conversations.write(conversations.build(), tmp_path)
-    for name in (conversations.TURNS_FILE, conversations.QUESTIONS_FILE):
+    for name in (conversations.TURNS_FILE, conversations.QUESTIONS_FILE, conversations.FACTS_FILE):
         assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), name
