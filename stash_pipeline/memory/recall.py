@@ -54,7 +54,7 @@ from datetime import datetime
 from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.memory import entity_recall, validate
+from stash_pipeline.memory import entity_recall, recall_grouping, validate
 from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
@@ -132,7 +132,7 @@ def _within_budget(hits: list[RecallHit], max_tokens: int | None) -> list[Recall
     out: list[RecallHit] = []
     spent = 0
     for hit in hits:
-        cost = estimate_tokens(hit.content)
+        cost = estimate_tokens(hit.content) + sum(estimate_tokens(s.excerpt) for s in hit.sources or ())
         if spent + cost > max_tokens:
             break  # keep rank order: never let a shorter, lower-ranked hit jump the queue
         spent += cost
@@ -151,6 +151,7 @@ def recall(
     max_tokens: int | None = None,
     mode: str = "hybrid",
     known_at: datetime | str | None = None,
+    grouping: recall_grouping.GroupingConfig = recall_grouping.DEFAULT,
 ) -> list[RecallHit]:
     """Facts and episodes most relevant to ``query``, best first (hybrid vector + full text).
 
@@ -158,9 +159,12 @@ def recall(
     had occurred by then) and ``known_at`` (system time: what Stash had recorded and not
     withdrawn or forgotten by then, with a fact's interval as Stash believed it then, see
     ``memory.facts``). ``include_history`` without either time returns retired facts too.
+    A fact hit carries its source episodes, which then take no slot of their own
+    (``memory/recall_grouping.py``, tuned by ``grouping``).
     """
     text = validate.content(store.settings, query, "query")
     limit = _limit(limit)
+    fetch = recall_grouping.fetch_limit(limit, grouping)  # grouping frees slots: a few more candidates
     budget = _max_tokens(max_tokens)
     when = validate.timestamp(as_of, "as_of")
     known = validate.timestamp(known_at, "known_at")
@@ -197,7 +201,7 @@ def recall(
                 include_history=bool(include_history),
                 candidates=max(MIN_CANDIDATES, CANDIDATE_FACTOR * limit),
                 text_candidates=TEXT_CANDIDATES,
-                limit=limit,
+                limit=fetch,
                 w_vector=W_VECTOR,
                 k1=BM25_K1,
                 b=BM25_B,
@@ -215,8 +219,9 @@ def recall(
                 context_window=CONTEXT_WINDOW,
             )
     if found:
-        rows = entity_recall.fuse(rows, found, limit)
-    return _within_budget([_hit(r) for r in rows], budget)
+        rows = entity_recall.fuse(rows, found, fetch)
+    hits = recall_grouping.apply(store, [_hit(r) for r in rows], limit, grouping, known)
+    return _within_budget(hits, budget)
 
 
 def compact(hit: RecallHit, *, score_parts: bool = False) -> dict[str, Any]:
@@ -229,6 +234,10 @@ def compact(hit: RecallHit, *, score_parts: bool = False) -> dict[str, Any]:
         elif key == "score_parts":
             if score_parts:
                 data["score_parts"] = {part: round(v, 4) for part, v in value.items() if v is not None}
+        elif key in ("sources", "grouped"):
+            data |= recall_grouping.compact_parts(key, value, score_parts=score_parts)
+        elif key == "source_episode_ids" and hit.sources is not None and {s.id for s in hit.sources} >= set(value):
+            continue  # every id is in ``sources``, with its date and text
         elif value is not None and value != {} and value != []:
             data[key] = value
     return data
@@ -266,26 +275,32 @@ def recall_results(
     context: int = CONTEXT_DEFAULT,
     score_parts: bool = False,
     known_at: datetime | str | None = None,
+    grouping: recall_grouping.GroupingConfig = recall_grouping.DEFAULT,
 ) -> dict[str, Any]:
     """Recall in the lean shape agents get: ``{"results": [compact hits]}``.
 
     ``context`` adds up to that many turns on each side of an episode hit from its session
     (``"context": [{"id", "content"}]``, in order), leaving out turns that are results
-    themselves. ``max_tokens`` bounds the serialised results (every field, context
-    included), in rank order: a result that does not fit ends the list.
+    themselves or a fact result's ``sources``. A fact result carries its source episodes as
+    ``sources`` (``[{"id", "occurred_at", "excerpt"}]``, instead of ``source_episode_ids``)
+    and the episodes it represents take no slot; with ``score_parts`` it also lists what was
+    folded into it (``grouped``) and each source's own ``score``. ``max_tokens`` bounds
+    the serialised results (every field, context and sources included), in rank order: a
+    result that does not fit ends the list.
     """
     budget = _max_tokens(max_tokens)
     window = _context_window(context)
     hits = recall(
         store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history, mode=mode,
-        known_at=known_at,
+        known_at=known_at, grouping=grouping,
     )
     around: dict[int, list[dict[str, Any]]] = {}
     episode_ids = [h.id for h in hits if h.kind == "episode"]
+    shown = set(episode_ids) | {s.id for h in hits for s in h.sources or ()}
     if window and episode_ids:
         with store.db.transaction() as tx:
             for row in tx.all("recall_neighbours", ids=episode_ids, window=window):
-                if int(row["id"]) not in episode_ids:
+                if int(row["id"]) not in shown:
                     around.setdefault(int(row["hit_id"]), []).append({"id": int(row["id"]), "content": row["content"]})
     results: list[dict[str, Any]] = []
     characters = len(_wire({"results": []}))

@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from stash_pipeline.memory import entities, entity_recall, episodes, facts, namespaces, recall
+from stash_pipeline.memory import (
+    entities,
+    entity_recall,
+    episodes,
+    facts,
+    namespaces,
+    recall,
+    recall_grouping,
+)
 from stash_pipeline.memory.entities import normalise
 
 NS = "/org"
@@ -110,7 +118,10 @@ def test_a_named_person_gets_her_current_facts_under_any_alias_not_superseded_on
 
 
 def test_one_hop_reaches_the_current_project_not_the_old_one(store, graph, monkeypatch):
-    hits = recall.recall(store, "Which database does Alice's project use?", NS)
+    # the leg's own rows and parts: grouping off (it fetches past the limit, where the
+    # hybrid row of a fact, with its own parts, would join the leg's)
+    hits = recall.recall(store, "Which database does Alice's project use?", NS,
+                         grouping=recall_grouping.GroupingConfig(enabled=False))
     found = _ids(hits)
     assert graph["database"] in found
     assert graph["old_database"] not in found  # its relationship's source fact is superseded

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline import errors
-from stash_pipeline.memory import episodes, facts, interchange, namespaces, recall
+from stash_pipeline.memory import episodes, facts, interchange, namespaces, recall, recall_grouping
 from stash_pipeline.models import RecallHit
 
 NS = "/chat/one"
@@ -186,8 +186,10 @@ def test_an_episode_whose_facts_were_all_superseded_loses_to_its_correction(stor
     new = episodes.remember(store, NS, "Tom switched editors, his favourite is emacs now")["id"]
 
     def scores(**options):
-        return {h.id: h.score for h in recall.recall(store, "Tom favourite editor", NS, mode="text", **options)
-                if h.kind == "episode"}
+        # each hit's own score: grouping off (with it the old episode is its fact's source)
+        hits = recall.recall(store, "Tom favourite editor", NS, mode="text",
+                             grouping=recall_grouping.GroupingConfig(enabled=False), **options)
+        return {h.id: h.score for h in hits if h.kind == "episode"}
 
     before = scores()
     assert before[old] > before[new]

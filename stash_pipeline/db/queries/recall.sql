@@ -479,3 +479,16 @@ FROM ranked r
 JOIN facts f ON f.id = r.id
 JOIN namespaces n ON n.id = f.namespace_id
 ORDER BY r.score DESC, r.id DESC
+
+-- recall_source_turns --
+-- The source episodes of recall's fact hits (memory/recall_grouping.py), compactly: when
+-- each occurred, its session marks (metadata) and the first %(excerpt_chars)s characters
+-- (one more, so the caller can tell the text was cut). Episodes forgotten (as known at
+-- %(known_at)s, now by default) are left out, as recall leaves them out.
+SELECT e.id, e.occurred_at, e.metadata, left(e.content, %(excerpt_chars)s + 1) AS content
+FROM episodes e
+WHERE e.id = ANY(%(ids)s)
+  AND (CASE WHEN %(known_at)s::timestamptz IS NULL THEN e.deleted_at IS NULL
+            ELSE e.created_at <= %(known_at)s::timestamptz
+                 AND (e.deleted_at IS NULL OR e.deleted_at > %(known_at)s::timestamptz) END)
+ORDER BY e.id
