@@ -219,7 +219,7 @@ def recall(
                 context_window=CONTEXT_WINDOW,
             )
     if found:
-        rows = entity_recall.fuse(rows, found, fetch)
+        rows = entity_recall.fuse(rows, found, recall_grouping.fetch_limit(limit, grouping, len(found)))
     hits = recall_grouping.apply(store, [_hit(r) for r in rows], limit, grouping, known)
     return _within_budget(hits, budget)
 

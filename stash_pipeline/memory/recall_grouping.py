@@ -8,7 +8,9 @@ result-shaping step (``recall.recall``) works on a few more candidates than aske
 * **groups by lineage** (``plan``): walking the candidates best first, a fact takes the
   candidates among its source episodes with it; an episode that a fact in the pool cites
   is represented by that fact (the best-ranked one), at the episode's place if that is
-  higher. The group ranks by its best member, and its score is that member's.
+  higher. The group ranks by its best member, and its score is that member's. Facts
+  rank by ``fact_weight`` times their score (a fact states in plain words what several
+  turns say; BM25 and context favour the turns), their score stays their own;
   The fact carries every source episode compactly (``SourceTurn``: id, when, the start of
   its text, and the score of those that were candidates): nothing found is lost from the
   answer, and ``grouped`` names what was folded in for ``include_score_parts``;
@@ -38,11 +40,19 @@ class GroupingConfig:
     #: fold a fact's source episodes into it (off: every hit takes its own slot)
     enabled: bool = True
     #: candidates fetched beyond ``limit``: folding and diversity choose among them
-    overfetch: int = 10
+    overfetch: int = 20
     #: characters of a source turn a fact hit carries (the rest is cut, marked "…")
     excerpt_chars: int = 160
     #: maximal marginal relevance: weight of a result's redundancy with those ranked above
     diversity: float = 0.0
+    #: rank a fact hit by this times its score: a fact states what several turns say, in
+    #: the words people ask with, while BM25 and context favour the turns
+    fact_weight: float = 1.4
+    #: ... and a fact about an entity the query names (reached by the entity leg) by this too
+    subject_weight: float = 1.2
+    #: every fact the entity leg found joins the candidates (not only those that outscore
+    #: the query's ``limit + overfetch`` best): a person's facts across time
+    entity_pool: bool = True
 
 
 DEFAULT = GroupingConfig()
@@ -55,12 +65,17 @@ class Group:
     head: RecallHit
     score: float
     folded: list[RecallHit] = field(default_factory=list)
+    #: what the group ranks by: its best member's score, facts weighted (``fact_weight``)
+    rank: float = 0.0
     sessions: frozenset[tuple[str, str]] = frozenset()
 
 
-def fetch_limit(limit: int, config: GroupingConfig) -> int:
-    """How many ranked candidates recall asks its query for."""
-    return limit + config.overfetch if config.enabled else limit
+def fetch_limit(limit: int, config: GroupingConfig, entity_facts: int = 0) -> int:
+    """How many ranked candidates recall asks its query for (and, given the entity leg's
+    fact count, keeps after fusing them: with ``entity_pool`` every one of them)."""
+    if not config.enabled:
+        return limit
+    return limit + config.overfetch + (entity_facts if config.entity_pool else 0)
 
 
 def cited_episode_ids(hits: list[RecallHit]) -> list[int]:
@@ -74,11 +89,14 @@ def _session(namespace: str, occurred_at: Any, metadata: dict[str, Any] | None) 
     return namespace, str(mark) if mark is not None else f"@{occurred_at}"
 
 
-def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]]) -> list[Group]:
+def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
+         rank: dict[tuple[str, int], float] | None = None) -> list[Group]:
     """Group ranked ``hits`` by lineage (see the module docstring); groups in rank order.
 
-    ``sources`` maps episode id -> its ``recall_source_turns`` row (for sessions).
+    ``sources`` maps episode id -> its ``recall_source_turns`` row (for sessions); ``rank``
+    (kind, id) -> the key ``hits`` are ordered by (default: the score).
     """
+    rank = rank or {}
     citing: dict[int, list[int]] = {}
     for index, hit in enumerate(hits):
         if hit.kind == "fact":
@@ -106,8 +124,10 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]]) -> list[Grou
                         for i in head_hit.source_episode_ids or () if i in sources}
         else:
             sessions = {_session(head_hit.namespace, head_hit.occurred_at, head_hit.metadata)}
-        groups.append(Group(head=head_hit, score=max(h.score for h in (hits[m] for m in members)),
-                            folded=[hits[m] for m in sorted(members) if m != head], sessions=frozenset(sessions)))
+        member_hits = [hits[m] for m in members]
+        groups.append(Group(head=head_hit, score=max(h.score for h in member_hits),
+                            folded=[hits[m] for m in sorted(members) if m != head], sessions=frozenset(sessions),
+                            rank=max(rank.get((h.kind, h.id), h.score) for h in member_hits)))
     return groups
 
 
@@ -121,10 +141,29 @@ def diversify(groups: list[Group], limit: int, diversity: float) -> list[tuple[G
     pool = list(groups)
     while pool and len(chosen) < limit:
         penalties = [diversity * len(g.sessions & seen) / len(g.sessions) if g.sessions else 0.0 for g in pool]
-        best = max(range(len(pool)), key=lambda i: (pool[i].score - penalties[i], -i))
+        best = max(range(len(pool)), key=lambda i: (pool[i].rank - penalties[i], -i))
         chosen.append((pool.pop(best), -penalties[best]))
         seen |= chosen[-1][0].sessions
     return chosen
+
+
+def _weighted(hits: list[RecallHit], config: GroupingConfig) -> tuple[list[RecallHit], dict[tuple[str, int], float]]:
+    """Facts ranked by ``fact_weight`` (and ``subject_weight``) times their score: the hits
+    re-ordered and each one's rank key. The score itself stays the evidence's own, so
+    ``relevance`` keeps its meaning (and its floor); the weight shows in score_parts."""
+    rank = {(h.kind, h.id): h.score for h in hits}
+    if config.fact_weight == 1.0 and config.subject_weight == 1.0:
+        return hits, rank
+    out = []
+    for hit in hits:
+        weight = 1.0
+        if hit.kind == "fact":
+            weight = config.fact_weight * (config.subject_weight if "entity" in hit.score_parts else 1.0)
+        if weight != 1.0:
+            rank[(hit.kind, hit.id)] = hit.score * weight
+            hit = hit.model_copy(update={"score_parts": hit.score_parts | {"weight": weight}})
+        out.append(hit)
+    return sorted(out, key=lambda h: -rank[(h.kind, h.id)]), rank
 
 
 def _excerpt(text: str, chars: int) -> str:
@@ -137,8 +176,9 @@ def shape(
     """The ``limit`` results recall returns: grouped, diversified, fact hits with their sources."""
     if not config.enabled:
         return hits[:limit]
+    hits, rank = _weighted(hits, config)
     out: list[RecallHit] = []
-    for group, penalty in diversify(plan(hits, sources), limit, config.diversity):
+    for group, penalty in diversify(plan(hits, sources, rank), limit, config.diversity):
         head = group.head
         update: dict[str, Any] = {}
         folded_scores = {h.id: h.score for h in group.folded if h.kind == "episode"}

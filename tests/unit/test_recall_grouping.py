@@ -5,6 +5,7 @@ maximal marginal relevance spreads the results over sessions."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +14,8 @@ from stash_pipeline.models import RecallHit
 
 DAY = datetime(2024, 5, 1, 18, 0, tzinfo=UTC)
 NS = "/chat"
+#: grouping alone: facts ranked by their own score, no diversity
+NEUTRAL = GroupingConfig(fact_weight=1.0, subject_weight=1.0, diversity=0.0)
 
 
 def episode(id: int, score: float, session: int = 0) -> RecallHit:
@@ -41,7 +44,7 @@ def shown(hits: list[RecallHit]) -> set[tuple[str, int]]:
 
 def test_a_fact_and_its_source_episode_take_one_slot_and_the_next_candidate_fills_the_other() -> None:
     hits = [fact(1, 0.9, [10]), episode(10, 0.8), episode(11, 0.7), episode(12, 0.6)]
-    out = shape(hits, 3, rows(10), GroupingConfig())
+    out = shape(hits, 3, rows(10), NEUTRAL)
     assert keys(out) == [("fact", 1), ("episode", 11), ("episode", 12)]
     head = out[0]
     assert [s.id for s in head.sources] == [10] and head.sources[0].score == 0.8  # folded, with its own score
@@ -54,7 +57,7 @@ def test_a_fact_and_its_source_episode_take_one_slot_and_the_next_candidate_fill
 
 def test_an_episode_ranked_above_its_fact_brings_the_fact_to_its_place() -> None:
     hits = [episode(10, 0.9), episode(11, 0.8), fact(1, 0.5, [10, 12]), episode(12, 0.4)]
-    out = shape(hits, 3, rows(10, 12), GroupingConfig())
+    out = shape(hits, 3, rows(10, 12), NEUTRAL)
     assert keys(out) == [("fact", 1), ("episode", 11)]
     assert out[0].score == 0.9 and out[0].score_parts["own"] == 0.5  # the group ranks by its best member
     assert {g["id"] for g in out[0].grouped} == {10, 12}
@@ -63,7 +66,7 @@ def test_an_episode_ranked_above_its_fact_brings_the_fact_to_its_place() -> None
 def test_nothing_found_is_lost_from_the_answer() -> None:
     hits = [episode(20, 0.95), fact(1, 0.9, [10, 11]), episode(10, 0.85), fact(2, 0.8, [11]), episode(11, 0.75),
             episode(12, 0.7), fact(3, 0.6, [99]), episode(13, 0.5)]
-    out = shape(hits, len(hits), rows(10, 11, 99), GroupingConfig())
+    out = shape(hits, len(hits), rows(10, 11, 99), NEUTRAL)
     assert shown(out) >= set(keys(hits))
     # and every result is one piece of evidence: no episode shown twice
     episodes = [k for k in keys(out) if k[0] == "episode"] + [("episode", s.id) for h in out for s in h.sources or ()]
@@ -72,26 +75,26 @@ def test_nothing_found_is_lost_from_the_answer() -> None:
 
 
 def test_a_fact_whose_sources_were_forgotten_carries_the_ones_left() -> None:
-    out = shape([fact(1, 0.9, [10, 11])], 5, rows(11), GroupingConfig())
+    out = shape([fact(1, 0.9, [10, 11])], 5, rows(11), NEUTRAL)
     assert [s.id for s in out[0].sources] == [11]
 
 
 def test_diversity_spreads_results_over_sessions_and_zero_keeps_the_ranking() -> None:
     session = {10: 0, 11: 0, 12: 0, 13: 1, 14: 2}
     hits = [episode(i, 0.9 - 0.02 * n, session[i]) for n, i in enumerate((10, 11, 12, 13, 14))]
-    assert keys(shape(hits, 3, {}, GroupingConfig())) == keys(hits[:3])
-    out = shape(hits, 3, {}, GroupingConfig(diversity=0.2))
+    assert keys(shape(hits, 3, {}, NEUTRAL)) == keys(hits[:3])
+    out = shape(hits, 3, {}, replace(NEUTRAL, diversity=0.2))
     assert keys(out) == [("episode", 10), ("episode", 13), ("episode", 14)]
     assert out[1].score_parts.get("diversity") is None  # a new session: no penalty
     # a weak candidate from a new session does not jump a much better one
     hits[3] = episode(13, 0.3, 1)
     hits[4] = episode(14, 0.2, 2)
-    assert keys(shape(hits, 3, {}, GroupingConfig(diversity=0.2))) == keys(hits[:3])
+    assert keys(shape(hits, 3, {}, replace(NEUTRAL, diversity=0.2))) == keys(hits[:3])
 
 
 def test_a_fact_counts_the_sessions_of_its_sources() -> None:
     hits = [episode(10, 0.9, 0), fact(1, 0.85, [11]), episode(12, 0.8, 1)]
-    out = shape(hits, 2, rows(11, session={11: 0}), GroupingConfig(diversity=0.2))
+    out = shape(hits, 2, rows(11, session={11: 0}), replace(NEUTRAL, diversity=0.2))
     assert keys(out) == [("episode", 10), ("episode", 12)]  # the fact's turn is from session 0 too
     assert out[1].score == 0.8
 
@@ -99,3 +102,20 @@ def test_a_fact_counts_the_sessions_of_its_sources() -> None:
 def test_fetch_limit_asks_for_the_extra_candidates_only_when_grouping() -> None:
     assert fetch_limit(10, GroupingConfig(overfetch=7)) == 17
     assert fetch_limit(10, GroupingConfig(enabled=False)) == 10
+
+
+def test_fact_weight_reranks_facts_and_says_so() -> None:
+    hits = [episode(10, 0.6), fact(1, 0.5, [99]), episode(11, 0.45)]
+    out = shape(hits, 3, rows(99), replace(NEUTRAL, fact_weight=1.4))
+    assert keys(out) == [("fact", 1), ("episode", 10), ("episode", 11)]
+    # ranked by the weighted score; its score (and relevance) stays its own
+    assert out[0].score == 0.5 and out[0].score_parts["weight"] == 1.4
+    # a fact the entity leg reached (score_parts["entity"]) takes subject_weight as well
+    about = fact(2, 0.5, [99]).model_copy(update={"score_parts": {"vector": 0.5, "entity": 0.5}})
+    out = shape([episode(10, 0.6), about], 2, rows(99), replace(NEUTRAL, subject_weight=1.3))
+    assert keys(out) == [("fact", 2), ("episode", 10)]
+
+
+def test_the_entity_legs_facts_all_join_the_pool_when_asked() -> None:
+    assert fetch_limit(10, GroupingConfig(overfetch=5, entity_pool=False), entity_facts=8) == 15
+    assert fetch_limit(10, GroupingConfig(overfetch=5, entity_pool=True), entity_facts=8) == 23
