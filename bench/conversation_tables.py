@@ -21,6 +21,7 @@ hits alone. ``list`` = the questions that gather one person's threads across ses
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -28,8 +29,20 @@ from bench import common, conversation_quality, entity_quality
 
 GRID_W_VECTOR = (0.3, 0.4, 0.5)
 GRID_NEIGHBOUR = (0.0, 0.2, 0.35, 0.5)
-GRID_DIVERSITY = (0.0, 0.05, 0.1, 0.2)
-GRID_OVERFETCH = (10, 20)
+#: the grouping knobs tried on DEV, as changes to the shipped GroupingConfig
+GROUPING_GRID: tuple[dict[str, Any], ...] = (
+    {"enabled": False},
+    {"fact_weight": 1.0, "subject_weight": 1.0, "entity_pool": False, "overfetch": 10},  # grouping alone
+    {"fact_weight": 1.0, "subject_weight": 1.0},
+    {"entity_pool": False},
+    {"overfetch": 20},
+    {"fact_weight": 1.4},
+    {"fact_weight": 1.6},
+    {"subject_weight": 1.0},
+    {"subject_weight": 1.5},
+    {"diversity": 0.05},
+    {},
+)
 KINDS = (*conversation_quality.KINDS, "list")
 
 PerKind = dict[str, list[dict[str, float]]]
@@ -61,24 +74,23 @@ def _ranking_sweep(store: Any, dev: list[dict[str, Any]], keys: Any, baselines: 
 def _grouping_sweep(store: Any, dev: list[dict[str, Any]], keys: Any, baselines: Any) -> Any:
     """The grouping knobs on DEV with the facts present; prints the table, returns the best
     config whose single-hop and temporal recall@10 stay within 0.01 of no grouping."""
-    from stash_pipeline.memory.recall_grouping import GroupingConfig
+    from stash_pipeline.memory.recall_grouping import DEFAULT
 
     cq = conversation_quality
-    configs = [GroupingConfig(enabled=False)] + [
-        GroupingConfig(diversity=d, overfetch=o) for d, o in itertools.product(GRID_DIVERSITY, GRID_OVERFETCH)]
     rows, measured = [], []
-    for config in configs:
+    for change in GROUPING_GRID:
+        config = dataclasses.replace(DEFAULT, **change)
         per = cq.evaluate(store, dev, keys, baselines, "recall", grouping=config)
         m = cq.overall(per)
         by_kind = {k: cq.aggregate(per[k])["r@10"] for k in KINDS}
         measured.append((config, m, by_kind))
-        name = "no grouping" if not config.enabled else f"diversity={config.diversity}, overfetch={config.overfetch}"
+        name = ", ".join(f"{k}={v}" for k, v in change.items()) or "shipped"
         rows.append([name, m["r@5"], m["r@10"], m["mrr"], m["fact_share"], *by_kind.values()])
     base = measured[0][2]
     eligible = [item for item in measured[1:]
                 if all(item[2][k] >= base[k] - 0.01 for k in ("single_hop", "temporal"))]
     best = max(eligible or measured[1:], key=lambda item: (item[1]["r@10"], item[1]["mrr"]))[0]
-    common.print_table("Conversational set, DEV split, episodes + facts: grouping knobs",
+    common.print_table(f"Conversational set, DEV split, episodes + facts: grouping knobs (changes to {DEFAULT})",
                        ["setting", "r@5", "r@10", "MRR", "facts' share", *(f"{k} r@10" for k in KINDS)], rows)
     print(f"best on dev: {best}\n")
     return best

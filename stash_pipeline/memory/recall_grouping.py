@@ -40,14 +40,14 @@ class GroupingConfig:
     #: fold a fact's source episodes into it (off: every hit takes its own slot)
     enabled: bool = True
     #: candidates fetched beyond ``limit``: folding and diversity choose among them
-    overfetch: int = 20
+    overfetch: int = 10
     #: characters of a source turn a fact hit carries (the rest is cut, marked "…")
     excerpt_chars: int = 160
     #: maximal marginal relevance: weight of a result's redundancy with those ranked above
     diversity: float = 0.0
     #: rank a fact hit by this times its score: a fact states what several turns say, in
     #: the words people ask with, while BM25 and context favour the turns
-    fact_weight: float = 1.4
+    fact_weight: float = 1.2
     #: ... and a fact about an entity the query names (reached by the entity leg) by this too
     subject_weight: float = 1.2
     #: every fact the entity leg found joins the candidates (not only those that outscore
