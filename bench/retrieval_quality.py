@@ -1,25 +1,30 @@
-"""Benchmark 5 — retrieval quality on the two committed labelled sets.
+"""Benchmark 5 — retrieval quality on the committed labelled sets.
 
-    python -m bench.retrieval_quality                      # both sets, dev and test
+    python -m bench.retrieval_quality                      # every set, dev and test
+    python -m bench.retrieval_quality --skip-sweep         # without the ranking-constant sweep
     python -m bench.retrieval_quality --large              # + 10,000 distractor episodes
     python -m bench.retrieval_quality --distractors N      # + N distractor episodes
 
 1. The conversational set (bench/data/conversations.py: 12 two-person chats, one episode
-   per turn, 756 questions of four kinds, evidence = turn ids). Systems: Okapi BM25 and a
-   min-max cosine + BM25 mix in Python over the same texts, vector-only, the previous
-   recall query and the shipped recall (bench/conversation_quality.py). The ranking
-   constants are swept on the DEV split (a small grid of W_VECTOR x NEIGHBOUR_WEIGHT);
-   both splits are reported, per kind, with the shipped constants and the dev-best ones.
+   per turn, 865 questions of four kinds, evidence = turn ids, 654 derived facts citing
+   their turns), in bench/conversation_tables.py: episodes only (Okapi BM25 and a min-max
+   cosine + BM25 mix in Python, vector-only, the previous recall query, recall), then
+   with the derived facts asserted (text-only, vector-only, recall without grouping,
+   recall); the ranking constants (W_VECTOR x NEIGHBOUR_WEIGHT, episodes only) and the
+   grouping knobs (with the facts) are swept on DEV; both splits reported, per kind.
 2. The agent-memory set (bench/data: 2,300 episodes over 7 namespaces, 73 asserted facts
    of which 15 are retired by supersede, 325 questions; plus, with --large,
-   ``generate.distractors``). Systems: ``recall`` (hybrid), ``previous`` (the pre-BM25
-   recall query), ``vector``, ``text`` and ``facts_first`` (the reference's algorithm:
-   facts take the slots first, raw cosine, no validity filter). TEST split reported, with
-   "stale wins" on ``updated`` questions (a superseded or corrected item ranks above the
-   current answer) on DEV and TEST.
+   ``generate.distractors``). Systems: ``recall`` (hybrid), ``recall_ungrouped`` (each
+   hit its own slot), ``previous`` (the pre-BM25 recall query), ``vector``, ``text`` and
+   ``facts_first`` (the reference's algorithm: facts take the slots first, raw cosine, no
+   validity filter). TEST split reported, with "stale wins" on ``updated`` questions (a
+   superseded or corrected item ranks above the current answer) on DEV and TEST.
+3. The entity set (bench/entity_quality.py), in the agent-memory database.
 
 Metrics: recall@5, recall@10 (share of a question's relevant items in the top k), MRR
-(first relevant within the top 10).
+(first relevant within the top 10). An item counts as found when it is a result or one
+of the source episodes a fact result carries (``sources``); on the conversational set a
+fact hit counts every source turn it cites.
 """
 
 from __future__ import annotations
