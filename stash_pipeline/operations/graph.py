@@ -79,7 +79,7 @@ def _patterns(store: Any, a: QueryPatterns, namespaces: list[str]) -> list[Patte
     from stash_pipeline.memory import graph
 
     return graph.query_patterns(
-        store, namespaces, include_withdrawn=a.include_withdrawn, as_of=a.as_of, known_at=a.known_at,
+        store, namespaces, include_withdrawn=a.include_withdrawn,
         limit=a.limit, offset=a.offset,
     )
 
