@@ -48,6 +48,12 @@ Scores:
 depend on the other results), so an agent can threshold it: below ``relevance_floor`` a
 hit is probably not about the query.
 
+Grouping (``memory/recall_grouping.py``, ``config.grouping``): the statement returns
+``limit + overfetch`` candidates ranked with facts weighted (``fact_weight``, and
+``subject_weight`` for a fact the entity leg reached; the score stays the fact's own),
+every fact the entity leg found, and each fact's source turns; ``recall_grouping.group``
+then folds the episodes a fact rests on into it, one result per piece of evidence.
+
 ``recall`` returns ``RecallHit`` records; ``recall_results`` returns the lean JSON shape
 for agents (no nulls, score_parts on request, neighbour turns as ``context``, max_tokens
 counted on the serialised results). Retired facts are excluded unless asked
