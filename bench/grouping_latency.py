@@ -8,8 +8,9 @@ lineage: every fact rests on two episodes (``bench_lineage_fill``), so fact hits
 source turns and grouping reads them. Queries: the agent-memory set's questions over all
 namespaces, limit 10, embedding cached (each asked once to warm up). Each question is
 asked through ``recall`` with grouping off (every hit its own slot, the query's ``limit``
-= 10) and with the shipped grouping (``limit`` + overfetch candidates, the source-turn
-query, folding and diversity), interleaved with alternating order, so machine load hits
+= 10) and with the shipped grouping (``limit`` + overfetch candidates and the entity
+leg's facts, ranked with the facts' weights, each fact's source turns in the same
+statement, then folding and diversity), interleaved with alternating order, so machine load hits
 both alike. Reports p50 / p95 / mean in ms and the ratio.
 """
 
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
                     began = time.perf_counter()
                     hits: Any = recall.recall(store, q, "/", limit=10, config=configs[name])
                     times[name].append((time.perf_counter() - began) * 1000)
-                    if configs[name].enabled:
+                    if configs[name].grouping:
                         with_sources += any(h.sources for h in hits)
         load = open("/proc/loadavg").read().split()[:3]
     base = times["grouping off"]
