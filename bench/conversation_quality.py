@@ -133,18 +133,71 @@ def previous_rows(store: Any, query: str, namespace: Any) -> list[dict[str, Any]
         return tx.conn.execute(common.sql("bench_recall_previous"), params).fetchall()
 
 
-def score(ranked: list[Key], evidence: set[Key]) -> dict[str, float]:
-    out = {f"r@{k}": len(evidence & set(ranked[:k])) / len(evidence) for k in (5, 10)}
-    first = next((i for i, key in enumerate(ranked[:LIMIT]) if key in evidence), None)
-    out["mrr"] = 0.0 if first is None else 1.0 / (first + 1)
+def assert_facts(store: Any, data: dict[str, list[dict[str, Any]]], keys: dict[int, Key]) -> dict[int, str]:
+    """Assert the set's derived facts as a caller would: ``assert_fact`` with
+    ``source_episode_ids`` = the cited turns and ``valid_from`` = the session date.
+
+    Returns fact id -> fact key.
+    """
+    from stash_pipeline.memory import facts
+
+    texts = [f["content"] for f in data["facts"]]
+    common.prime_embedding_cache(store, texts, common.dataset_vectors(texts))
+    episode_of = {key: episode_id for episode_id, key in keys.items()}
+    out: dict[int, str] = {}
+    for fact in data["facts"]:
+        result = facts.assert_fact(
+            store, fact["namespace"], fact["content"], entity=fact["entity"], property=fact["property"],
+            value=fact["value"], valid_from=fact["valid_from"],
+            source_episode_ids=[episode_of[(fact["namespace"], d)] for d in fact["evidence"]])
+        out[int(result["fact"].id)] = fact["key"]
     return out
+
+
+def score(covers: list[set[Key]], evidence: set[Key], facts: list[bool] | None = None) -> dict[str, float]:
+    """Scores of one ranked answer; ``covers[i]`` = the evidence turns result i shows (an
+    episode hit itself; a fact hit its source turns), ``facts[i]`` = result i is a fact."""
+    covers = covers[:LIMIT]
+    facts = (facts or [False] * len(covers))[:LIMIT]
+    out = {}
+    for k in (5, 10):
+        found = set().union(*covers[:k]) if covers else set()
+        out[f"r@{k}"] = len(evidence & found) / len(evidence)
+    first = next((i for i, cover in enumerate(covers) if cover & evidence), None)
+    out["mrr"] = 0.0 if first is None else 1.0 / (first + 1)
+    out["fact_share"] = sum(facts) / len(covers) if covers else 0.0
+    through_episodes = set().union(*(c for c, f in zip(covers, facts, strict=True) if not f)) if covers else set()
+    out["r@10_episodes"] = len(evidence & through_episodes) / len(evidence)
+    return out
+
+
+def hit_covers(hit: Any, keys: dict[int, Key]) -> set[Key]:
+    """The evidence turns a recall hit shows: itself, or a fact's source turns."""
+    if hit.kind == "episode":
+        return {keys[hit.id]}
+    return {keys[i] for i in hit.source_episode_ids or () if i in keys}
+
+
+def aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Means of per-question scores (each over the questions that have it), plus ``n``."""
+    if not rows:
+        return {}
+    keys = {k for r in rows for k in r}
+    return {k: sum(r[k] for r in rows if k in r) / sum(1 for r in rows if k in r) for k in keys} | {"n": len(rows)}
+
+
+def overall(per_kind: dict[str, list[dict[str, float]]]) -> dict[str, float]:
+    """Every question once (the ``"list"`` bucket repeats questions of other kinds)."""
+    return aggregate([r for kind, rows in per_kind.items() if kind != "list" for r in rows])
 
 
 def evaluate(
     store: Any, questions: list[dict[str, Any]], keys: dict[int, Key], baselines: PythonBaselines, system: str,
     config: Any = None,
 ) -> dict[str, list[dict[str, float]]]:
-    """Per-kind lists of per-question scores of one system (``config``: a ``RecallConfig``, default as shipped)."""
+    """Per-kind lists of per-question scores of one system (``config``: a ``RecallConfig``,
+    default as shipped; plus ``"list"``: the questions that gather a person's threads, also
+    counted in their kind)."""
     from stash_pipeline.memory import recall
     from stash_pipeline.memory.recall_config import DEFAULT
 
@@ -153,12 +206,18 @@ def evaluate(
     for q, vector in zip(questions, query_vectors, strict=True):
         ns = q["namespace"]
         if system in ("bm25", "minmax_mix"):
-            ids = baselines.rank(system, ns, q["query"], vector)
+            covers = [{keys[i]} for i in baselines.rank(system, ns, q["query"], vector)]
+            is_fact = None
         elif system == "previous":
-            ids = [int(r["id"]) for r in previous_rows(store, q["query"], ns) if r["kind"] == "episode"]
+            covers = [{keys[int(r["id"])]} for r in previous_rows(store, q["query"], ns) if r["kind"] == "episode"]
+            is_fact = None
         else:
-            mode = "vector" if system == "vector" else "hybrid"
+            mode = {"vector": "vector", "text": "text"}.get(system, "hybrid")
             hits = recall.recall(store, q["query"], ns, limit=LIMIT, mode=mode, config=config or DEFAULT)
-            ids = [h.id for h in hits if h.kind == "episode"]
-        out[q["kind"]].append(score([keys[i] for i in ids], {(ns, d) for d in q["evidence"]}))
+            covers = [hit_covers(h, keys) for h in hits]
+            is_fact = [h.kind == "fact" for h in hits]
+        scores = score(covers, {(ns, d) for d in q["evidence"]}, is_fact)
+        out[q["kind"]].append(scores)
+        if q.get("shape") == "list":
+            out["list"].append(scores)
     return out

@@ -202,7 +202,7 @@ def measure_quality(name: str) -> dict[str, float]:
         for split in ("dev", "test"):
             questions = [q for q in chats["questions"] if q["split"] == split]
             for system in ("recall", "vector"):
-                m = retrieval_quality.overall(conversation_quality.evaluate(store, questions, keys, None, system))  # type: ignore[arg-type]
+                m = conversation_quality.overall(conversation_quality.evaluate(store, questions, keys, None, system))  # type: ignore[arg-type]
                 out[f"conv_{split}_{system}_r10"], out[f"conv_{split}_{system}_mrr"] = m["r@10"], m["mrr"]
         refs = retrieval_quality.load_dataset(store, agent)
         for split in ("dev", "test"):

@@ -29,7 +29,7 @@ from typing import Any
 from bench import common
 
 TYPES = ("alias", "one_hop")
-SYSTEMS = ("recall", "recall_no_entities", "vector", "text")
+SYSTEMS = ("recall", "recall_ungrouped", "recall_no_entities", "vector", "text")
 GRID_MATCH = (0.4, 0.5, 0.6, 0.7)
 GRID_HOP = (0.6, 0.8, 1.0)
 

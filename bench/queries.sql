@@ -1066,3 +1066,14 @@ ORDER BY h.id, n.id
 SELECT id, content FROM episodes
 ORDER BY embedding <=> %(embedding)s::vector
 LIMIT 10
+
+-- bench_lineage_fill --
+-- Lineage for the recall-latency fill: fact n (by id) rests on episodes 4n-1 and 4n (by
+-- id), so fact hits carry source turns for recall's grouping to read.
+INSERT INTO lineage (child_kind, child_id, parent_kind, parent_id, namespace_id)
+SELECT 'fact', f.id, 'episode', e.id, f.namespace_id
+FROM (SELECT id, namespace_id, row_number() OVER (ORDER BY id) AS n FROM facts
+      WHERE namespace_id = %(namespace_id)s) f
+JOIN (SELECT id, row_number() OVER (ORDER BY id) AS n FROM episodes WHERE namespace_id = %(namespace_id)s) e
+  ON e.n IN (4 * f.n - 1, 4 * f.n)
+ON CONFLICT DO NOTHING

@@ -1,44 +1,46 @@
-"""Benchmark 5 — retrieval quality on the two committed labelled sets.
+"""Benchmark 5 — retrieval quality on the committed labelled sets.
 
-    python -m bench.retrieval_quality                      # both sets, dev and test
+    python -m bench.retrieval_quality                      # every set, dev and test
+    python -m bench.retrieval_quality --skip-sweep         # without the sweeps on dev
     python -m bench.retrieval_quality --large              # + 10,000 distractor episodes
     python -m bench.retrieval_quality --distractors N      # + N distractor episodes
 
 1. The conversational set (bench/data/conversations.py: 12 two-person chats, one episode
-   per turn, 756 questions of four kinds, evidence = turn ids). Systems: Okapi BM25 and a
-   min-max cosine + BM25 mix in Python over the same texts, vector-only, the previous
-   recall query and the shipped recall (bench/conversation_quality.py). The ranking
-   constants are swept on the DEV split (a small grid of w_vector x neighbour_weight);
-   both splits are reported, per kind, with the shipped constants and the dev-best ones.
+   per turn, 865 questions of four kinds, evidence = turn ids, 654 derived facts citing
+   their turns), in bench/conversation_tables.py: episodes only (Okapi BM25 and a min-max
+   cosine + BM25 mix in Python, vector-only, the previous recall query, recall), then
+   with the derived facts asserted (text-only, vector-only, recall without grouping,
+   recall); the ranking constants (w_vector x neighbour_weight, episodes only) and the
+   grouping knobs (with the facts) are swept on DEV; both splits reported, per kind.
 2. The agent-memory set (bench/data: 2,300 episodes over 7 namespaces, 73 asserted facts
    of which 15 are retired by supersede, 325 questions; plus, with --large,
-   ``generate.distractors``). Systems: ``recall`` (hybrid), ``previous`` (the pre-BM25
-   recall query), ``vector``, ``text`` and ``facts_first`` (the reference's algorithm:
-   facts take the slots first, raw cosine, no validity filter). TEST split reported, with
-   "stale wins" on ``updated`` questions (a superseded or corrected item ranks above the
-   current answer) on DEV and TEST.
+   ``generate.distractors``). Systems: ``recall`` (hybrid), ``recall_ungrouped`` (each
+   hit its own slot), ``previous`` (the pre-BM25 recall query), ``vector``, ``text`` and
+   ``facts_first`` (the reference's algorithm: facts take the slots first, raw cosine, no
+   validity filter). TEST split reported, with "stale wins" on ``updated`` questions (a
+   superseded or corrected item ranks above the current answer) on DEV and TEST.
+3. The entity set (bench/entity_quality.py), in the agent-memory database.
 
 Metrics: recall@5, recall@10 (share of a question's relevant items in the top k), MRR
-(first relevant within the top 10).
+(first relevant within the top 10). An item counts as found when it is a result or one
+of the source episodes a fact result carries (``sources``); on the conversational set a
+fact hit counts every source turn it cites.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from bench import common, conversation_quality, entity_quality
+from bench import common, conversation_quality, conversation_tables, entity_quality
 from bench.data import conversations, entity_graph, generate
 
 K_VALUES = (5, 10)
 LIMIT = 10
-SYSTEMS = ("recall", "recall_no_entities", "previous", "vector", "text", "facts_first")
+SYSTEMS = ("recall", "recall_ungrouped", "recall_no_entities", "previous", "vector", "text", "facts_first")
 TYPES = ("paraphrase", "identifier", "temporal", "updated", "distractor")
-GRID_W_VECTOR = (0.3, 0.4, 0.5)
-GRID_NEIGHBOUR = (0.0, 0.2, 0.35, 0.5)
 
 Ref = tuple[str, int]
 
@@ -91,13 +93,14 @@ def load_dataset(
 # --- metrics ------------------------------------------------------------------------------
 
 
-def score_question(ranked: Sequence[Ref], relevant: set[Ref], stale: set[Ref]) -> dict[str, float]:
+def score_question(ranked: Sequence[set[Ref]], relevant: set[Ref], stale: set[Ref]) -> dict[str, float]:
+    """``ranked[i]`` = what result i shows: the hit, and the source episodes a fact hit carries."""
     top = list(ranked[:LIMIT])
-    out = {f"r@{k}": len(relevant & set(top[:k])) / len(relevant) for k in K_VALUES}
-    first = next((i for i, ref in enumerate(top) if ref in relevant), None)
+    out = {f"r@{k}": len(relevant & set().union(*top[:k])) / len(relevant) for k in K_VALUES}
+    first = next((i for i, refs in enumerate(top) if refs & relevant), None)
     out["mrr"] = 0.0 if first is None else 1.0 / (first + 1)
     if stale:
-        first_stale = next((i for i, ref in enumerate(top) if ref in stale), None)
+        first_stale = next((i for i, refs in enumerate(top) if refs & stale), None)
         out["stale_wins"] = float(first_stale is not None and (first is None or first_stale < first))
     return out
 
@@ -125,6 +128,9 @@ def run_system(store: Any, system: str, question: dict[str, Any], limit: int = L
     if system == "recall_no_entities":  # the same recall with its entity leg off
         return recall.recall(store, question["query"], question["namespaces"], limit=limit,
                              config=config.replace(entity_leg=False))
+    if system == "recall_ungrouped":  # each hit its own slot (memory/recall_grouping.py off)
+        return recall.recall(store, question["query"], question["namespaces"], limit=limit,
+                             config=config.replace(grouping=False))
     if system == "recall":
         system = "hybrid"
     return recall.recall(store, question["query"], question["namespaces"], limit=limit, mode=system, config=config)
@@ -137,7 +143,7 @@ def evaluate(
     out: dict[str, list[dict[str, float]]] = defaultdict(list)
     for q in questions:
         hits = run_system(store, system, q, config=config)
-        ranked = [(h.kind, h.id) for h in hits]
+        ranked = [{(h.kind, h.id)} | {("episode", s.id) for s in getattr(h, "sources", None) or ()} for h in hits]
         scores = score_question(ranked, {refs[k] for k in q["relevant"]}, {refs[k] for k in q["stale"]})
         out[q["type"]].append(scores)
     return out
@@ -164,61 +170,13 @@ def previous_hits(store: Any, query: str, namespaces: Any) -> list[Any]:
     return [SimpleNamespace(kind=r["kind"], id=int(r["id"])) for r in rows]
 
 
-def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Load the conversational set, sweep on dev, report dev and test per kind."""
-    from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
-
-    cq = conversation_quality
-    keys = cq.load(store, data)
-    common.log(f"conversational set: {entity_quality.load_speakers(store, data['turns'])} speakers as entities")
-    baselines = cq.PythonBaselines(store, data, keys)
-    dev = [q for q in data["questions"] if q["split"] == "dev"]
-    test = [q for q in data["questions"] if q["split"] == "test"]
-    shipped = {"w_vector": DEFAULT.w_vector, "neighbour_weight": DEFAULT.neighbour_weight}
-    sweep = []
-    for w_vector, neighbour in itertools.product(GRID_W_VECTOR, GRID_NEIGHBOUR):
-        point = {"w_vector": w_vector, "neighbour_weight": neighbour}
-        sweep.append((point, overall(cq.evaluate(store, dev, keys, baselines, "recall", DEFAULT.replace(**point)))))
-    sweep.sort(key=lambda item: (-item[1]["r@10"], -item[1]["mrr"]))
-    common.print_table("Conversational set, DEV split: ranking constants (real query)",
-                       ["setting", "recall@5", "recall@10", "MRR"],
-                       [[", ".join(f"{k}={v}" for k, v in p.items()), m["r@5"], m["r@10"], m["mrr"]]
-                        for p, m in sweep])
-    best = sweep[0][0]
-    print(f"best on dev: {best}; shipped: {shipped}\n")
-
-    results: dict[str, dict[str, Any]] = {}
-    for split, questions in (("dev", dev), ("test", test)):
-        per = {s: cq.evaluate(store, questions, keys, baselines, s) for s in cq.SYSTEMS}
-        per["recall_no_entities"] = cq.evaluate(store, questions, keys, baselines, "recall", VARIANTS["no_entity_leg"])
-        if best != shipped:
-            per["recall_dev_best"] = cq.evaluate(store, questions, keys, baselines, "recall", DEFAULT.replace(**best))
-        results[split] = per
-    systems = list(results["test"])
-    rows = []
-    for s in systems:
-        row: list[Any] = [s]
-        for split in ("dev", "test"):
-            m = overall(results[split][s])
-            row += [m["r@5"], m["r@10"], m["mrr"]]
-        rows.append(row)
-    common.print_table(f"Conversational set ({len(data['turns']):,} turns), recall@k of evidence turns, limit 10",
-                       ["system", "dev r@5", "dev r@10", "dev MRR", "test r@5", "test r@10", "test MRR"], rows)
-    rows = []
-    for kind in conversation_quality.KINDS:
-        for s in systems:
-            dev_m, test_m = aggregate(results["dev"][s][kind]), aggregate(results["test"][s][kind])
-            rows.append([kind, s, int(dev_m["n"]), dev_m["r@10"], int(test_m["n"]), test_m["r@10"], test_m["mrr"]])
-    common.print_table("Conversational set per kind (recall@10)",
-                       ["kind", "system", "dev n", "dev r@10", "test n", "test r@10", "test MRR"], rows)
-    return results
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--distractors", type=int, default=0, help="extra episodes that answer no question")
     parser.add_argument("--large", action="store_true", help="10,000 distractor episodes")
     parser.add_argument("--skip-conversations", action="store_true", help="only the agent-memory set")
+    parser.add_argument("--skip-sweep", action="store_true", help="no sweeps on dev (ranking constants, grouping knobs)")
+    parser.add_argument("--only-conversations", action="store_true", help="not the agent-memory and entity sets")
     args = parser.parse_args(argv)
     extra = generate.distractors(10_000 if args.large else args.distractors)
 
@@ -227,7 +185,9 @@ def main(argv: list[str] | None = None) -> None:
     with common.fresh_store("minilm") as store:
         if not args.skip_conversations:
             common.log("conversational set: loading")
-            conversation_tables(store, conversations.load())
+            conversation_tables.conversation_tables(store, conversations.load(), sweep=not args.skip_sweep)
+        if args.only_conversations:
+            return
         common.log(f"agent-memory set: {len(data['episodes'])} episodes + {len(extra)} distractors")
         refs = load_dataset(store, data, extra)
         entities = entity_graph.load()

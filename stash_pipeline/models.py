@@ -229,8 +229,25 @@ class Failure(Record):
     created_at: datetime
 
 
+class SourceTurn(Record):
+    """An episode a fact hit rests on, compactly (``memory/recall_grouping.py``): its id, when
+    it occurred and the start of its text; ``score`` when it was itself a candidate of the
+    query, folded into the fact instead of taking a slot of its own."""
+
+    id: int
+    occurred_at: datetime | None = None
+    excerpt: str
+    score: float | None = None
+
+
 class RecallHit(Record):
-    """One recall result as the library ranks it; ``recall.recall_results`` gives agents its lean shape."""
+    """One recall result as the library ranks it; ``recall.recall_results`` gives agents its lean shape.
+
+    A fact hit carries ``sources``, its source episodes (``SourceTurn``); an episode that
+    a fact already shows is folded into it (``memory/recall_grouping.py``), so one piece of
+    evidence takes one slot. ``grouped`` lists the candidates folded into this result (kind,
+    id, own score) for ``include_score_parts``.
+    """
 
     kind: Literal["fact", "episode"]
     id: int
@@ -245,6 +262,8 @@ class RecallHit(Record):
     source_episode_ids: list[int] | None = None
     metadata: dict[str, Any] | None = None
     current: bool | None = None
+    sources: list[SourceTurn] | None = None
+    grouped: list[dict[str, Any]] | None = None
 
     @property
     def relevance(self) -> float:

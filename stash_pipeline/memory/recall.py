@@ -48,6 +48,12 @@ Scores:
 depend on the other results), so an agent can threshold it: below ``relevance_floor`` a
 hit is probably not about the query.
 
+Grouping (``memory/recall_grouping.py``, ``config.grouping``): the statement returns
+``limit + overfetch`` candidates ranked with facts weighted (``fact_weight``, and
+``subject_weight`` for a fact the entity leg reached; the score stays the fact's own),
+every fact the entity leg found, and each fact's source turns; ``recall_grouping.group``
+then folds the episodes a fact rests on into it, one result per piece of evidence.
+
 ``recall`` returns ``RecallHit`` records; ``recall_results`` returns the lean JSON shape
 for agents (no nulls, score_parts on request, neighbour turns as ``context``, max_tokens
 counted on the serialised results). Retired facts are excluded unless asked
@@ -63,7 +69,7 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.embedding.cache import text_hash
-from stash_pipeline.memory import entity_recall, validate
+from stash_pipeline.memory import entity_recall, recall_grouping, validate
 from stash_pipeline.memory.recall_config import DEFAULT, RecallConfig
 from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
@@ -105,7 +111,7 @@ def _within_budget(hits: list[RecallHit], max_tokens: int | None) -> list[Recall
     out: list[RecallHit] = []
     spent = 0
     for hit in hits:
-        cost = estimate_tokens(hit.content)
+        cost = estimate_tokens(hit.content) + sum(estimate_tokens(s.excerpt) for s in hit.sources or ())
         if spent + cost > max_tokens:
             break  # keep rank order: never let a shorter, lower-ranked hit jump the queue
         spent += cost
@@ -132,12 +138,24 @@ def recall(
     had occurred by then) and ``known_at`` (system time: what Stash had recorded and not
     withdrawn or forgotten by then, with a fact's interval as Stash believed it then, see
     ``memory.facts``). ``include_history`` without either time returns retired facts too.
-    ``config`` is the ranking's tuning (``memory/recall_config.py``).
+    ``config`` is the ranking's tuning (``memory/recall_config.py``). A fact hit carries its
+    source episodes (``sources``), which then take no slot of their own
+    (``memory/recall_grouping.py``; ``config.grouping`` off: every hit its own slot).
     """
     budget = _max_tokens(max_tokens)
-    rows = _search(store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history,
-                   mode=mode, known_at=known_at, context=0, config=config)
-    return _within_budget([to_hit(r) for r in rows], budget)
+    ranked = _ranked(store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history,
+                     mode=mode, known_at=known_at, context=0, config=config)
+    return _within_budget([hit for hit, _ in ranked], budget)
+
+
+def _ranked(store: Store, query: str, namespaces: Any, *, limit: Any, context: int, config: RecallConfig,
+            **options: Any) -> list[tuple[RecallHit, list[dict[str, Any]]]]:
+    """The ``limit`` results of one recall, each with its context turns: the statement's rows
+    as hits, then grouping's post-ranking step (``recall_grouping.group``)."""
+    limit = _limit(limit)
+    rows = _search(store, query, namespaces, limit=limit, context=context, config=config, **options)
+    return recall_grouping.group([(to_hit(r), r["context"] or []) for r in rows], limit,
+                                 recall_grouping.source_rows(rows), config)
 
 
 def _search(
@@ -238,6 +256,13 @@ def recall_parameters(
         "known_at": known_at,
         "include_history": include_history,
         "limit": limit,
+        # grouping (memory/recall_grouping.py): over-fetched candidates, facts weighted,
+        # the entity leg's facts all kept, each fact's source turns
+        "fetch_limit": recall_grouping.fetch_limit(limit, config),
+        "fact_weight": config.fact_weight if config.grouping else 1.0,
+        "subject_weight": config.subject_weight if config.grouping else 1.0,
+        "entity_pool": config.grouping and config.entity_pool,
+        "excerpt_chars": config.excerpt_chars if config.grouping else None,
         "context": context,
         "candidates": max(config.min_candidates, config.candidate_factor * limit),
         "text_scan_limit": config.text_scan_limit,
@@ -270,6 +295,10 @@ def compact(hit: RecallHit, *, score_parts: bool = False) -> dict[str, Any]:
         elif key == "score_parts":
             if score_parts:
                 data["score_parts"] = {part: round(v, 4) for part, v in value.items() if v is not None}
+        elif key in ("sources", "grouped"):
+            data |= recall_grouping.compact_parts(key, value, score_parts=score_parts)
+        elif key == "source_episode_ids" and hit.sources is not None and {s.id for s in hit.sources} >= set(value):
+            continue  # every id is in ``sources``, with its date and text
         elif value is not None and value != {} and value != []:
             data[key] = value
     return data
@@ -313,14 +342,18 @@ def recall_results(
 
     ``context`` adds up to that many turns on each side of an episode hit from its session
     (``"context": [{"id", "content"}]``, in order), leaving out turns that are results
-    themselves. ``max_tokens`` bounds the serialised results (every field, context
-    included), in rank order: a result that does not fit ends the list.
+    themselves or a fact result's ``sources``. A fact result carries its source episodes as
+    ``sources`` (``[{"id", "occurred_at", "excerpt"}]``, instead of ``source_episode_ids``)
+    and the episodes it represents take no slot; with ``score_parts`` it also lists what
+    was folded into it (``grouped``) and each source's own ``score``. ``max_tokens`` bounds
+    the serialised results (every field, context and sources included), in rank order: a
+    result that does not fit ends the list.
     """
     budget = _max_tokens(max_tokens)
     window = _context_window(context)
-    rows = _search(store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history,
-                   mode=mode, known_at=known_at, context=window, config=config)
-    return shape_results([(to_hit(r), r["context"] or []) for r in rows], budget=budget, score_parts=score_parts)
+    ranked = _ranked(store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history,
+                     mode=mode, known_at=known_at, context=window, config=config)
+    return shape_results(ranked, budget=budget, score_parts=score_parts)
 
 
 def shape_results(
@@ -394,7 +427,9 @@ def to_hit(row: dict[str, Any]) -> RecallHit:
             "context": _optional(row["context_score"]),
         }
         # the entity leg's score, on the facts it reached (memory/entity_recall.py)
-        | ({"entity": float(row["entity_score"])} if row.get("entity_score") is not None else {}),
+        | ({"entity": float(row["entity_score"])} if row.get("entity_score") is not None else {})
+        # the weight the fact was ranked by (grouping: fact_weight, subject_weight)
+        | ({"weight": float(row["weight"])} if row.get("weight") not in (None, 1) else {}),
         confidence=float(row["confidence"]) if is_fact else None,
         occurred_at=None if is_fact else row["occurred_at"],
         valid_from=row["valid_from"] if is_fact else None,

@@ -1,4 +1,4 @@
-"""Recall's tuning as one frozen value: ranking weights, candidate bounds, the entity leg's.
+"""Recall's tuning as one frozen value: ranking weights, candidate bounds, the entity leg's, grouping's.
 
 ``recall.recall(store, query, config=...)`` takes a ``RecallConfig``; ``DEFAULT`` is what
 every surface uses. Every field reaches the SQL as a statement parameter, so a variant is
@@ -72,6 +72,25 @@ class RecallConfig:
     entity_match: float = 0.6
     #: ... and a neighbour's fact (one relationship away) this factor of that
     hop_factor: float = 0.8
+    #: grouping (memory/recall_grouping.py): one result per piece of evidence, a fact hit
+    #: carrying its source turns and the episodes it shows folded into it (off: every hit
+    #: takes its own slot and no fact weight applies)
+    grouping: bool = True
+    #: candidates fetched beyond ``limit`` when grouping: folding frees slots they fill
+    overfetch: int = 10
+    #: characters of a source turn a fact hit carries (the rest is cut, marked "…")
+    excerpt_chars: int = 160
+    #: grouping: a fact ranks by this times its score (a fact states in plain words what
+    #: several turns say, while BM25 and context favour the turns); its score stays its own
+    fact_weight: float = 1.2
+    #: ... and by this too when the entity leg reached it (the question names its subject)
+    subject_weight: float = 1.2
+    #: grouping: every fact the entity leg found joins the candidates, not only those
+    #: ranked within ``limit + overfetch`` (a person's facts across time)
+    entity_pool: bool = True
+    #: grouping: maximal marginal relevance over sessions, the weight of a result's
+    #: redundancy with those ranked above (0 keeps the ranking: built, shipped off)
+    diversity: float = 0.0
 
     def replace(self, **changes: Any) -> RecallConfig:
         """This config with some fields changed (a bench variant or a sweep point)."""
@@ -86,4 +105,5 @@ VARIANTS: dict[str, RecallConfig] = {
     "no_entity_leg": DEFAULT.replace(entity_leg=False),
     "no_neighbours": DEFAULT.replace(neighbour_weight=0.0),
     "no_time_guard": DEFAULT.replace(time_guard=False),
+    "no_grouping": DEFAULT.replace(grouping=False),
 }

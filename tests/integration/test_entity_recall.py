@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from stash_pipeline.memory import entities, entity_recall, episodes, facts, namespaces, recall
+from stash_pipeline.memory import (
+    entities,
+    entity_recall,
+    episodes,
+    facts,
+    namespaces,
+    recall,
+)
 from stash_pipeline.memory.entities import normalise
 from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
 
@@ -120,7 +127,10 @@ def test_a_named_person_gets_her_current_facts_under_any_alias_not_superseded_on
 
 
 def test_one_hop_reaches_the_current_project_not_the_old_one(store, graph):
-    hits = recall.recall(store, "Which database does Alice's project use?", NS)
+    # the leg's own rows and parts: grouping off (it fetches past the limit, where the
+    # hybrid row of a fact, with its own parts, would join the leg's)
+    hits = recall.recall(store, "Which database does Alice's project use?", NS,
+                         config=VARIANTS["no_grouping"])
     found = _ids(hits)
     assert graph["database"] in found
     assert graph["old_database"] not in found  # its relationship's source fact is superseded
@@ -135,6 +145,27 @@ def test_one_hop_reaches_the_current_project_not_the_old_one(store, graph):
     off = VARIANTS["no_entity_leg"]
     assert graph["database"] not in _ids(recall.recall(store, "Which database does Alice's project use?", NS,
                                                        config=off))
+
+
+def test_every_fact_the_leg_found_joins_the_candidates_weighted_as_about_the_subject(store, graph):
+    # grouping's pool: with no over-fetch and one result asked for, the statement still
+    # returns every fact the entity leg reached, each ranked by fact_weight * subject_weight
+    tight = DEFAULT.replace(overfetch=0)
+
+    def rows(config):
+        return recall._search(store, "What does Alice work on?", NS, limit=1, as_of=None, include_history=False,
+                              mode="hybrid", known_at=None, context=0, config=config)
+
+    pooled = rows(tight)
+    reached = [r for r in pooled if r["entity_score"] is not None]
+    assert {graph["work"], graph["role"]} <= {r["id"] for r in reached} and len(pooled) > 1
+    assert all(r["weight"] == pytest.approx(DEFAULT.fact_weight * DEFAULT.subject_weight) for r in reached)
+    assert len(rows(tight.replace(entity_pool=False))) == 1
+    assert all(r["weight"] == 1 for r in rows(tight.replace(grouping=False)))
+    # the weight orders the hits; the score stays the evidence's own
+    work = next(h for h in recall.recall(store, "What does Alice work on?", NS) if h.id == graph["work"])
+    assert work.score_parts["weight"] == pytest.approx(DEFAULT.fact_weight * DEFAULT.subject_weight)
+    assert work.score == pytest.approx(work.score_parts["entity"])
 
 
 def test_a_query_naming_no_entity_is_unaffected(store, graph):

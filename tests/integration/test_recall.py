@@ -9,6 +9,7 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.memory import episodes, facts, namespaces, recall
+from stash_pipeline.memory.recall_config import VARIANTS
 
 DATA = Path(__file__).parent.parent / "data" / "recall_small.jsonl"
 NS = "/projects/x"
@@ -79,7 +80,9 @@ def test_recall_ranks_facts_and_episodes_together(store):
     namespaces.create(store, NS)
     eid = episodes.remember(store, NS, "Postgres 16 is the primary database", metadata={"source": "chat"})["id"]
     fact = facts.assert_fact(store, NS, "The primary database is Postgres 16", source_episode_ids=[eid])["fact"]
-    hits = {(h.kind, h.id): h for h in recall.recall(store, "primary database Postgres", NS)}
+    # grouping off: each hit in its own slot (with it, the episode is the fact's source)
+    hits = {(h.kind, h.id): h for h in recall.recall(store, "primary database Postgres", NS,
+                                                    config=VARIANTS["no_grouping"])}
     assert ("fact", fact.id) in hits and ("episode", eid) in hits
     fh, eh = hits[("fact", fact.id)], hits[("episode", eid)]
     assert fh.source_episode_ids == [eid] and fh.confidence == 1.0 and fh.current is True

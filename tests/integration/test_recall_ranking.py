@@ -187,9 +187,10 @@ def test_an_episode_whose_facts_were_all_superseded_loses_to_its_correction(stor
     new = episodes.remember(store, NS, "Tom switched editors, his favourite is emacs now")["id"]
 
     def scores(**options):
-        return {h.id: h.score for h in recall.recall(store, "Tom favourite editor", NS, mode="text", config=config,
-                                                     **options)
-                if h.kind == "episode"}
+        # each hit's own score: grouping off (with it the old episode is its fact's source)
+        hits = recall.recall(store, "Tom favourite editor", NS, mode="text",
+                             config=config.replace(grouping=False), **options)
+        return {h.id: h.score for h in hits if h.kind == "episode"}
 
     before = scores()
     assert before[old] > before[new]
@@ -215,7 +216,9 @@ def test_lean_results_have_no_nulls_and_parts_only_on_request(store):
     episode = next(item for item in lean if item["kind"] == "episode")
     assert "confidence" not in episode and "valid_from" not in episode and "occurred_at" in episode
     detailed = recall.recall_results(store, "when do we deploy", NS, score_parts=True)["results"]
-    assert all(set(item["score_parts"]) <= {"vector", "text", "coverage", "context"} for item in detailed)
+    # the ranking's parts, and the grouping's (memory/recall_grouping.py): a fact's weight
+    parts = {"vector", "text", "coverage", "context", "entity", "weight", "own", "diversity"}
+    assert all(set(item["score_parts"]) <= parts for item in detailed)
     assert all(None not in item["score_parts"].values() for item in detailed)
 
 

@@ -13,6 +13,7 @@ from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS, RecallConfig
 ELSEWHERE = {
     "ef_search": "recall_search_params",
     "relevance_floor": "the documented threshold for RecallHit.relevance (no ranking effect)",
+    "diversity": "recall_grouping.diversify, over the statement's rows (tests/unit/test_recall_grouping_shape.py)",
 }
 
 

@@ -35,9 +35,11 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
 
 -- recall --
 -- Recall in one statement: the namespaces in scope, the entity leg, the hybrid candidates,
--- their scores and context neighbours, the fusion, the top %(limit)s and each episode
--- hit's context turns. Run after recall_search_params and recall_check (one pipelined
--- round trip, one transaction: memory/recall.py).
+-- their scores and context neighbours, the fusion, the best %(fetch_limit)s by rank (facts
+-- weighted, %(fact_weight)s; the entity leg's facts all kept with %(entity_pool)s), each
+-- fact's source turns and each episode hit's context turns: the rows grouping
+-- (memory/recall_grouping.py) folds into the %(limit)s results. Run after
+-- recall_search_params and recall_check (one pipelined round trip, one transaction: memory/recall.py).
 --
 -- Scope: the namespaces %(paths)s name and their descendants (resolve_namespace_tree's
 -- rule), unless %(all_namespaces)s.
@@ -302,8 +304,9 @@ ranked AS (
            %(neighbour_weight)s::float8 * nb.score AS context_score,
            o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score
     FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id
-    ORDER BY score DESC, kind, id DESC
-    LIMIT %(limit)s
+    ORDER BY (o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0))
+             * CASE WHEN o.kind = 'fact' THEN %(fact_weight)s::float8 ELSE 1 END DESC, o.kind, o.id DESC
+    LIMIT %(fetch_limit)s
 ),
 -- the entity leg (memory/entity_recall.py): the entities the query's phrases name by an
 -- alias (MATERIALIZED: found by the (namespace_id, normalised) index, never by walking an
@@ -405,7 +408,9 @@ entity_ranked AS (
     LIMIT %(max_facts)s
 ),
 -- fusion with the entity leg: a fact found by both keeps its hybrid row (text and context
--- parts) with the higher score, entity_score the leg's; then the best %(limit)s
+-- parts) with the higher score, entity_score the leg's; then the best %(fetch_limit)s by
+-- rank (the score times the row's weight: fact_weight on a fact, subject_weight too on
+-- one the leg reached), and with %(entity_pool)s every fact the leg found as well
 both_legs AS (
     SELECT r.kind, r.id, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.score,
            NULL::float8 AS entity_score, 0 AS leg
@@ -414,18 +419,26 @@ both_legs AS (
     SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1
     FROM entity_ranked x
 ),
+fused_legs AS (
+    SELECT DISTINCT ON (b.kind, b.id) b.kind, b.id, b.cosine, b.bm25, b.coverage, b.own_score, b.context_score,
+           max(b.score) OVER (PARTITION BY b.kind, b.id) AS score,
+           max(b.entity_score) OVER (PARTITION BY b.kind, b.id) AS entity_score
+    FROM both_legs b
+    ORDER BY b.kind, b.id, b.leg
+),
+weighed AS (
+    SELECT t.*, w.weight, row_number() OVER (ORDER BY t.score * w.weight DESC, t.kind, t.id DESC) AS place
+    FROM fused_legs t
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN t.kind <> 'fact' THEN 1
+                    WHEN t.entity_score IS NOT NULL THEN %(fact_weight)s::float8 * %(subject_weight)s::float8
+                    ELSE %(fact_weight)s::float8 END AS weight) w
+),
 top AS (
-    SELECT t.* FROM (
-        SELECT DISTINCT ON (b.kind, b.id) b.kind, b.id, b.cosine, b.bm25, b.coverage, b.own_score, b.context_score,
-               max(b.score) OVER (PARTITION BY b.kind, b.id) AS score,
-               max(b.entity_score) OVER (PARTITION BY b.kind, b.id) AS entity_score
-        FROM both_legs b
-        ORDER BY b.kind, b.id, b.leg
-    ) t
-    ORDER BY t.score DESC, t.kind, t.id DESC
-    LIMIT %(limit)s
+    SELECT t.* FROM weighed t
+    WHERE t.place <= %(fetch_limit)s OR (%(entity_pool)s AND t.entity_score IS NOT NULL)
 )
-SELECT r.kind, r.id, r.score, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
+SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
        n.slug AS namespace, COALESCE(f.content, e.content) AS content,
        f.confidence, f.valid_from, f.valid_until, f.withdrawn_at,
        CASE WHEN r.kind = 'fact' THEN fact_visible(f, NULL, NULL, false) END AS current,
@@ -434,10 +447,24 @@ SELECT r.kind, r.id, r.score, r.cosine, r.bm25, r.coverage, r.own_score, r.conte
                  WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
                  ORDER BY l.parent_id)
        END AS source_episode_ids,
+       -- a fact's source turns, compactly (memory/recall_grouping.py, with %(excerpt_chars)s
+       -- set): when each occurred, its session marks and its first excerpt_chars characters
+       -- (one more, so the caller can tell the text was cut); forgotten ones (as known at
+       -- known_at, now by default) are left out, as recall leaves them out
+       CASE WHEN r.kind = 'fact' AND %(excerpt_chars)s::int IS NOT NULL THEN ARRAY(
+           SELECT jsonb_build_object('id', s.id, 'occurred_at', s.occurred_at, 'metadata', s.metadata,
+                                     'content', left(s.content, %(excerpt_chars)s::int + 1))
+           FROM lineage l JOIN episodes s ON s.id = l.parent_id
+           WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
+             AND (CASE WHEN %(known_at)s::timestamptz IS NULL THEN s.deleted_at IS NULL
+                       ELSE s.created_at <= %(known_at)s::timestamptz
+                            AND (s.deleted_at IS NULL OR s.deleted_at > %(known_at)s::timestamptz) END)
+           ORDER BY s.id) END AS sources,
        e.metadata, e.occurred_at,
        -- the result's context: up to %(context)s turns on each side of an episode hit, in
        -- its namespace and session (the same given occurred_at, or the same
-       -- metadata.session or metadata.thread), not forgotten, not results themselves
+       -- metadata.session or metadata.thread), not forgotten; those that are results or
+       -- a fact result's sources are left out after grouping (memory/recall_grouping.py)
        CASE WHEN r.kind = 'episode' AND %(context)s > 0 THEN ARRAY(
            SELECT jsonb_build_object('id', c.id, 'content', c.content)
            FROM (
@@ -452,13 +479,12 @@ SELECT r.kind, r.id, r.score, r.cosine, r.bm25, r.coverage, r.own_score, r.conte
            WHERE ((c.occurred_at = e.occurred_at AND c.occurred_at <> c.created_at)
                   OR c.metadata ->> 'session' = e.metadata ->> 'session'
                   OR c.metadata ->> 'thread' = e.metadata ->> 'thread')
-             AND c.id NOT IN (SELECT t.id FROM top t WHERE t.kind = 'episode')
            ORDER BY c.id) END AS context
 FROM top r
 LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id
 LEFT JOIN episodes e ON r.kind = 'episode' AND e.id = r.id
 JOIN namespaces n ON n.id = COALESCE(f.namespace_id, e.namespace_id)
-ORDER BY r.score DESC, r.kind, r.id DESC
+ORDER BY r.place
 
 -- recall_facts_first_facts --
 -- The reference's recall, step 1 (benchmark baseline): nearest non-withdrawn facts by raw

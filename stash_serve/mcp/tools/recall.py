@@ -2,8 +2,9 @@
 
 The library side is ``stash_pipeline.memory.recall``: ``recall_results`` shapes the hits
 once into the lean answer agents get (no null or empty fields, ``score_parts`` only on
-request, ``max_tokens`` counted on the serialised result); the models here only publish
-that shape as the tool's output schema.
+request, ``max_tokens`` counted on the serialised result; a fact carries its source
+episodes as ``sources``, and with score parts what was folded into it as ``grouped``);
+the models here only publish that shape as the tool's output schema.
 """
 
 from __future__ import annotations
@@ -19,14 +20,35 @@ from stash_serve.mcp.params import READ, AsOf, KnownAt, Namespaces
 
 
 class ContextTurn(BaseModel):
-    """An episode next to a hit in its session (same day or thread), in order."""
+    """A neighbouring turn of the same session, in order."""
 
     id: int
     content: str
 
 
+class SourceTurn(BaseModel):
+    """An episode the fact rests on."""
+
+    id: int
+    occurred_at: str | None = None
+    excerpt: str
+    score: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
+class GroupedHit(BaseModel):
+    """Folded into this result."""
+
+    kind: Literal["fact", "episode"]
+    id: int
+    score: float
+
+
 class RecallItem(BaseModel):
-    """One recall result; fields that do not apply to its kind are left out."""
+    """One result; fields that do not apply are left out."""
 
     kind: Literal["fact", "episode"]
     id: int
@@ -42,6 +64,8 @@ class RecallItem(BaseModel):
     source_episode_ids: list[int] | None = None
     metadata: dict[str, Any] | None = None
     current: bool | None = None
+    sources: list[SourceTurn] | None = None
+    grouped: list[GroupedHit] | None = None
     context: list[ContextTurn] | None = None
 
     @model_serializer(mode="wrap")
@@ -83,7 +107,7 @@ def register(server: MCPServer, calls: ToolCalls) -> None:
             ),
         ] = stash_pipeline.memory.recall.CONTEXT_DEFAULT,
         include_score_parts: Annotated[
-            bool, Field(description="Also return each result's score parts (vector, text, coverage, context).")
+            bool, Field(description="Also return each result's score parts and what it groups.")
         ] = False,
         ctx: Context | None = None,
     ) -> RecallResult:

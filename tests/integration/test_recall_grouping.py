@@ -1,0 +1,99 @@
+"""Recall groups a fact with its source episodes on a real database: one result per piece of
+evidence, its sources read compactly by the recall statement itself, the lean answer's shape, max_tokens
+counting the sources it sends, context turns not repeating them, forgotten sources
+left out, and as_of / known_at still honoured."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from stash_pipeline.memory import episodes, facts, namespaces, recall
+from stash_pipeline.memory.recall_config import VARIANTS
+
+NS = "/chat/c1"
+DAY = "2023-03-15T12:00:00+00:00"
+
+
+def _chat(store) -> dict[str, int]:
+    namespaces.create(store, NS)
+    turns = [
+        "Caroline: How was your week?",
+        "Melanie: Busy! I started a pottery class on Thursday nights at the community center.",
+        "Caroline: That sounds so relaxing. Made anything yet?",
+        "Melanie: Oh yeah, bowls that came out lopsided. I love them anyway.",
+        "Caroline: Haha, that's so you.",
+    ]
+    made = episodes.remember_batch(store, NS, [{"content": t, "occurred_at": DAY} for t in turns])
+    ids = [int(r["id"]) for r in made]
+    fact = facts.assert_fact(store, NS, "Melanie attends a weekly pottery class at the community centre",
+                             entity="Melanie", property="craft", value="pottery", valid_from=DAY,
+                             source_episode_ids=[ids[1], ids[3]])["fact"]
+    return {"class": ids[1], "bowls": ids[3], "fact": fact.id, "first": ids[0], "last": ids[4]}
+
+
+def test_a_fact_and_its_source_turns_are_one_result(store):
+    ids = _chat(store)
+    query = "What does Melanie do on Thursday evenings? pottery class"
+    plain = recall.recall(store, query, NS, config=VARIANTS["no_grouping"])
+    assert {("fact", ids["fact"]), ("episode", ids["class"])} <= {(h.kind, h.id) for h in plain}
+    hits = recall.recall(store, query, NS)
+    keys = [(h.kind, h.id) for h in hits]
+    assert ("fact", ids["fact"]) in keys
+    assert ("episode", ids["class"]) not in keys and ("episode", ids["bowls"]) not in keys
+    head = next(h for h in hits if h.kind == "fact")
+    assert [s.id for s in head.sources] == [ids["class"], ids["bowls"]]
+    assert head.sources[0].excerpt.startswith("Melanie: Busy! I started a pottery class")
+    assert head.sources[0].occurred_at == datetime(2023, 3, 15, 12, tzinfo=UTC)
+    # nothing found is lost: every candidate the plain ranking showed is shown, in a result or a fact's sources
+    shown = set(keys) | {("episode", s.id) for h in hits for s in h.sources or ()}
+    assert {(h.kind, h.id) for h in plain} <= shown
+    assert len(hits) == len(shown - {("episode", s.id) for h in hits for s in h.sources or ()})
+
+
+def test_the_lean_answer_carries_sources_once_and_explains_the_grouping_on_request(store):
+    ids = _chat(store)
+    query = "pottery class Melanie"
+    lean = recall.recall_results(store, query, NS, context=1)["results"]
+    item = next(r for r in lean if r["kind"] == "fact")
+    assert "source_episode_ids" not in item and "grouped" not in item  # the ids are in sources
+    assert [s["id"] for s in item["sources"]] == [ids["class"], ids["bowls"]]
+    assert all(set(s) == {"id", "occurred_at", "excerpt"} for s in item["sources"])
+    # a context turn is never one of the sources already sent
+    sent = {s["id"] for s in item["sources"]}
+    assert not [c for r in lean for c in r.get("context", ()) if c["id"] in sent]
+    detailed = recall.recall_results(store, query, NS, score_parts=True)["results"]
+    item = next(r for r in detailed if r["kind"] == "fact")
+    assert {g["id"] for g in item["grouped"]} <= sent and item["grouped"]
+    assert "own" in item["score_parts"]
+    assert any("score" in s for s in item["sources"])  # folded sources show their own score
+
+
+def test_max_tokens_counts_the_sources_sent(store):
+    _chat(store)
+    everything = recall.recall_results(store, "pottery class Melanie", NS)["results"]
+    first = everything[0]
+    assert first["kind"] == "fact"
+    assert recall.serialised_tokens(first) > recall.serialised_tokens({**first, "sources": []}) + 20
+    budget = recall.serialised_tokens({"results": everything[:1]})
+    fitted = recall.recall_results(store, "pottery class Melanie", NS, max_tokens=budget)["results"]
+    assert fitted == everything[:1]
+    assert recall.serialised_tokens({"results": fitted}) <= budget
+    # a budget that would fit the fact's text but not its sources sends nothing rather than cut them
+    small = recall.serialised_tokens({"results": [{**first, "sources": []}]})
+    assert recall.recall_results(store, "pottery class Melanie", NS, max_tokens=small)["results"] == []
+    # the library call's budget counts the excerpts too
+    assert recall.recall(store, "pottery class Melanie", NS, max_tokens=recall.estimate_tokens(first["content"])) == []
+
+
+def test_a_forgotten_source_is_left_out_and_known_at_sees_it(store):
+    ids = _chat(store)
+    before = datetime.now(UTC)
+    forgotten = episodes.forget(store, "Melanie: Oh yeah, bowls that came out lopsided. I love them anyway.", NS)
+    assert forgotten.applied and forgotten.episode_id == ids["bowls"]
+    assert ids["fact"] not in forgotten.withdrawn_fact_ids  # the class turn still supports it
+    head = next(h for h in recall.recall(store, "pottery class Melanie", NS) if h.kind == "fact")
+    assert [s.id for s in head.sources] == [ids["class"]]
+    # as known before the forget, the fact rested on both turns
+    then = recall.recall(store, "pottery class Melanie", NS, known_at=before)
+    head = next(h for h in then if h.kind == "fact")
+    assert [s.id for s in head.sources] == [ids["class"], ids["bowls"]]
