@@ -101,10 +101,15 @@ def test_distractors_answer_no_question(data: dict[str, list[dict]]) -> None:
 def test_metrics_count_relevant_hits_and_stale_wins() -> None:
     from bench.retrieval_quality import score_question
 
-    ranked = [("episode", 9), ("fact", 3), ("episode", 1), *[("episode", 100 + i) for i in range(10)]]
+    # each result is the set of what it shows: its hit (and, for a fact, the source turns it carries)
+    ranked = [{("episode", 9)}, {("fact", 3)}, {("episode", 1)}, *[{("episode", 100 + i)} for i in range(10)]]
     scores = score_question(ranked, relevant={("episode", 1), ("fact", 7)}, stale={("fact", 3)})
     assert scores["r@5"] == 0.5 and scores["r@10"] == 0.5
     assert scores["mrr"] == 1 / 3
     assert scores["stale_wins"] == 1.0  # the stale fact (rank 2) outranks the answer (rank 3)
-    missed = score_question([("episode", 100 + i) for i in range(12)], {("episode", 1)}, set())
+    missed = score_question([{("episode", 100 + i)} for i in range(12)], {("episode", 1)}, set())
     assert missed == {"r@5": 0.0, "r@10": 0.0, "mrr": 0.0}
+    # a fact result that carries the relevant turn finds it, at the fact's rank
+    carried = score_question([{("fact", 5), ("episode", 1)}, *[{("episode", 100 + i)} for i in range(11)]],
+                             {("episode", 1)}, set())
+    assert carried["r@5"] == 1.0 and carried["mrr"] == 1.0
