@@ -141,7 +141,10 @@ def reopen(tx: Session, gone_fact_ids: Iterable[int], *, withdrawn: bool = True)
     ids = sorted({int(i) for i in gone_fact_ids})
     if not ids:
         return []
-    changed = [int(r["id"]) for r in tx.all("timeline_reopen", ids=ids)]
+    # a fact emptied by a later correction (not withdrawn) still corrects what it corrected
+    changed = [int(r["id"]) for r in tx.all("timeline_reopen", ids=ids, keep_corrections=not withdrawn)]
+    if changed:  # a reopened value ends what began before it and still ran past its start
+        changed += [int(r["id"]) for r in tx.all("timeline_recut", ids=changed)]
     follow(tx, changed)
     if withdrawn:
         tx.execute("timeline_contradictions_of_gone", ids=ids)

@@ -174,7 +174,7 @@ DELETE FROM facts WHERE id = %(id)s RETURNING id
 -- unless the fact is back to exactly what was first recorded, open-ended. Returns the
 -- changed facts.
 WITH gone AS (
-    SELECT id, namespace_id, entity, entity_id, property, value, valid_from
+    SELECT id, namespace_id, entity, entity_id, property, value, valid_from, superseded_by
       FROM facts
      WHERE id = ANY(%(ids)s) AND entity IS NOT NULL AND property IS NOT NULL AND value IS NOT NULL
 ), cut AS (
@@ -189,6 +189,10 @@ WITH gone AS (
        -- superseded by the gone fact (a later arrival), or closed as history before it;
        -- a fact retired in favour of an earlier one (keep_old) was rejected and stays so
        AND ((f.superseded_by = g.id AND g.id > f.id) OR f.superseded_by IS NULL)
+       -- a fact corrected at its own start by a gone fact that was itself corrected by a later
+       -- statement (%(keep_corrections)s: emptied, not withdrawn) stays corrected: the
+       -- correction still stands, only its value was replaced
+       AND NOT (%(keep_corrections)s AND f.valid_from = g.valid_from AND g.superseded_by > g.id)
        AND lower(regexp_replace(btrim(f.value), '\s+', ' ', 'g'))
            <> lower(regexp_replace(btrim(g.value), '\s+', ' ', 'g'))
 ), placed AS (
@@ -220,6 +224,34 @@ UPDATE facts f
        updated_at = now()
   FROM placed p
  WHERE p.id = f.id AND f.valid_until IS DISTINCT FROM p.new_end
+RETURNING f.id
+
+-- timeline_recut --
+-- After facts were reopened (%(ids)s), close any live fact of the same key with another
+-- value that began earlier and still runs past a reopened fact's start: it ends where the
+-- reopened value begins (each value ends where the next known one begins), superseded by
+-- it. Returns the facts it closed.
+WITH reopened AS (
+    SELECT id, namespace_id, entity, entity_id, property, value, valid_from
+      FROM facts
+     WHERE id = ANY(%(ids)s) AND withdrawn_at IS NULL AND valid_until IS DISTINCT FROM valid_from
+), hit AS (
+    SELECT DISTINCT ON (f.id) f.id, r.id AS by_id, r.valid_from AS new_end
+      FROM facts f
+      JOIN reopened r ON r.namespace_id = f.namespace_id
+                     AND (lower(f.entity) = lower(r.entity) OR f.entity_id = r.entity_id)
+                     AND lower(f.property) = lower(r.property)
+     WHERE f.id <> ALL(%(ids)s) AND f.withdrawn_at IS NULL
+       AND f.valid_from < r.valid_from
+       AND (f.valid_until IS NULL OR f.valid_until > r.valid_from)
+       AND lower(regexp_replace(btrim(f.value), '\s+', ' ', 'g'))
+           <> lower(regexp_replace(btrim(r.value), '\s+', ' ', 'g'))
+     ORDER BY f.id, r.valid_from
+)
+UPDATE facts f
+   SET valid_until = h.new_end, superseded_by = h.by_id, retired_at = now(), updated_at = now()
+  FROM hit h
+ WHERE f.id = h.id
 RETURNING f.id
 
 -- timeline_empty_of --
