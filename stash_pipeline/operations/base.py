@@ -143,6 +143,8 @@ class Operation:
     ``paged`` operations return one page's rows; surfaces wrap them (MCP: ``items`` and
     ``next_offset``). ``result`` is the model of the answer (of each row when paged), for
     the output schema and the docs; None where the answer is a plain JSON object.
+    ``output_schema`` publishes ``result`` as the tool's output schema, for an answer whose
+    shape agents parse (recall's); its descriptions then count against the budget.
     ``description`` is what an agent reads (kept short: every character goes to every
     agent, under the budget ``tests/mcp/test_tool_surface.py`` holds); ``cli.summary``,
     where given, is the shell's longer first line of help.
@@ -158,6 +160,7 @@ class Operation:
     cli: CliView | None = None
     result: type[BaseModel] | None = None
     paged: bool = False
+    output_schema: bool = False
 
     def resolve(self, scope: Scope, args: Arguments) -> Any:
         """The namespaces this call may act on, from the caller's scope and the arguments."""

@@ -36,6 +36,8 @@ SHARED_HELP = {
     "namespaces": "Namespace path(s) to read, comma-separated; descendants are included.",
     "limit": "Maximum rows.",
     "offset": "Rows to skip.",
+    "as_of": "What was true at this time (event time, ISO 8601; default now).",
+    "known_at": "As Stash knew it at this time (system time, ISO 8601; default now).",
 }
 
 #: how a subject prints an answer for people: (answer, --json given, the checked arguments,
