@@ -55,7 +55,10 @@ class Allowance(Protocol):
 
 
 class Runs(Protocol):
-    """The consolidation runs a surface sees (``stash_serve.runs.BackgroundJobs``)."""
+    """The consolidation runs a surface starts and sees (``stash_serve.runs.BackgroundJobs``):
+    ``consolidate`` starts checked work and answers at once, ``in_flight`` lists it."""
+
+    def consolidate(self, store: Any, roots: list[str], slugs: list[str], stage: str | None) -> dict[str, Any]: ...
 
     def in_flight(self, settings: Any, paths: list[str], slugs: list[str]) -> dict[str, Any]: ...
 

@@ -41,9 +41,12 @@ ANNOTATIONS = {
 
 
 def wire_annotation(info: FieldInfo) -> Any:
-    """The field as the SDK should see it: type, constraints and description, without the
-    model's validators (they run in ``Operation.parse``, where their errors are tool errors)."""
+    """The field as the SDK should see it: type, constraints, description and schema extras
+    (a description written when the schema is built: ``consolidate``'s stage names), without
+    the model's validators (they run in ``Operation.parse``, where their errors are tool errors)."""
     extra: dict[str, Any] = {"description": info.description} if info.description else {}
+    if info.json_schema_extra is not None:
+        extra["json_schema_extra"] = info.json_schema_extra
     return without_validators(Annotated[(info.annotation, *info.metadata, Field(**extra))])
 
 

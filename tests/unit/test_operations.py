@@ -276,3 +276,17 @@ def test_recall_declares_the_bounds_the_library_guards() -> None:
 
     assert (declared.LIMIT_DEFAULT, declared.LIMIT_MAX) == (recall.LIMIT_DEFAULT, recall.LIMIT_MAX)
     assert (declared.CONTEXT_DEFAULT, declared.CONTEXT_MAX) == (recall.CONTEXT_DEFAULT, recall.CONTEXT_MAX)
+
+
+async def test_consolidate_names_the_stage_table_when_its_schema_is_built() -> None:
+    """The declaration loads without the stage table (``stash --help`` stays offline); the
+    tool's ``stage`` description lists the table's names, and the model checks them."""
+    from stash_pipeline.operations.consolidation import CONSOLIDATE
+    from stash_pipeline.stages import STAGE_NAMES
+
+    tool = await _tool(CONSOLIDATE)
+    described = tool.input_schema["properties"]["stage"]["description"]
+    assert described == f"Only this stage (default: all): {', '.join(STAGE_NAMES)}."
+    assert CONSOLIDATE.parse({"stage": STAGE_NAMES[-1]}).stage == STAGE_NAMES[-1]
+    with pytest.raises(Exception, match="stage: unknown stage 'nope'; use one of facts"):
+        CONSOLIDATE.parse({"stage": "nope"})
