@@ -38,6 +38,15 @@ def consolidate_group() -> None:
     """
 
 
+@dataclass(frozen=True)
+class _Ran:
+    """What ``consolidate run`` did: planned (``dry_run``), submitted to ``dagster``, or ran ``inline``."""
+
+    mode: str
+    rows: list[Any]
+    dagster_url: str | None = None
+
+
 def _run_here(store: Any, args: Any, wait: bool, inline: bool, dry_run: bool) -> _Ran:
     """``consolidate run``: the tool's arguments and checks (``targets``), then the stages run
     here unless Dagster runs them (and not ``--inline``); ``--dry-run`` only plans."""
@@ -59,15 +68,6 @@ def _run_here(store: Any, args: Any, wait: bool, inline: bool, dry_run: bool) ->
                 for slug in slugs]
         return _Ran("dagster", runs, dagster.url)
     return _Ran("inline", [report for root in roots for report in runner.run_tree(store, root, stages=stages, wait=wait)])
-
-
-@dataclass(frozen=True)
-class _Ran:
-    """What ``consolidate run`` did: planned (``dry_run``), submitted to ``dagster``, or ran ``inline``."""
-
-    mode: str
-    rows: list[Any]
-    dagster_url: str | None = None
 
 
 def _ran(result: _Ran, as_json: bool, args: Any, **options: bool) -> None:
