@@ -12,9 +12,10 @@ Without Dagster, the CLI runs inline (the operator's own terminal), and the MCP 
 hands the work to ``BackgroundJobs``: a worker thread per call, a job handle returned at
 once, progress visible in ``consolidation_status``.
 
-Neither waits to find out that no model is configured: ``require_reasoner`` refuses model
-stages up front, with the next step a Dagster run of them would fail with, so a run id or
-job handle is only ever returned for work that can run.
+Neither waits to find out that no model is configured: the ``consolidate`` operation
+(``stash_pipeline.operations.consolidation``) refuses model stages up front
+(``consolidation.runner.require_reasoner``), with the next step a Dagster run of them
+would fail with, so a run id or job handle is only ever returned for work that can run.
 
 This module speaks HTTP only (no Dagster import): the Dagster layer stays in
 ``stash_pipeline/defs``.
@@ -36,7 +37,7 @@ from typing import Any
 from stash_pipeline import errors
 from stash_pipeline.config import Settings
 
-__all__ = ["BackgroundJobs", "DagsterRuns", "Job", "dagster_url", "require_reasoner"]
+__all__ = ["BackgroundJobs", "DagsterRuns", "Job", "dagster_url"]
 
 #: where `stash up` records its webserver's address, under STASH_HOME
 URL_FILE = Path("dagster") / "webserver_url"
@@ -70,23 +71,6 @@ query Runs($filter: RunsFilter!) {
   runsOrError(filter: $filter, limit: 500) {
     __typename ... on Runs { results { runId status creationTime tags { key value } } } } }
 """
-
-
-def require_reasoner(settings: Settings, stages: Sequence[str] | None) -> None:
-    """Raise ReasonerNotConfigured if any of ``stages`` (None: all) needs a model and none is set."""
-    if settings.reasoner_configured:
-        return
-    from stash_pipeline.stages import STAGES
-
-    needy = [spec.name for spec in STAGES if spec.needs_model and (stages is None or spec.name in stages)]
-    if needy:
-        free = [spec.name for spec in STAGES if not spec.needs_model]
-        raise errors.ReasonerNotConfigured(
-            f"{', '.join(needy)} need a reasoning model: set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL "
-            "(in the environment of this process, and of the Dagster daemon and code server when Dagster "
-            f"runs) and consolidate again; nothing was started. {', '.join(free)} needs no model "
-            f"(stage {free[0] if free else '-'})"
-        )
 
 
 def dagster_url(settings: Settings) -> str | None:
@@ -269,6 +253,30 @@ class BackgroundJobs:
 
         threading.Thread(target=body, name=f"consolidate-{job.id}", daemon=True).start()
         return job
+
+    def consolidate(self, store: Any, roots: list[str], slugs: list[str], stage: str | None) -> dict[str, Any]:
+        """Start consolidating, checked by the caller, and answer at once: one Dagster run
+        per namespace of ``slugs`` when Dagster runs, else a background job over ``roots``."""
+        from stash_pipeline.consolidation import runner
+        from stash_pipeline.stages import STAGE_NAMES
+
+        dagster = DagsterRuns.find(store.settings)
+        if dagster is not None:
+            selected = [stage] if stage else list(STAGE_NAMES)
+            runs = [
+                {"namespace": slug, "run_id": dagster.launch(slug, selected, trigger="mcp"), "stages": selected}
+                for slug in slugs
+            ]
+            return {"mode": "dagster", "runs": runs, "dagster_url": dagster.url}
+
+        def background(job: Job) -> list[dict[str, Any]]:
+            reports: list[dict[str, Any]] = []
+            for path in roots:
+                reports.extend(r.to_json() for r in runner.run_tree(store, path, stages=[stage] if stage else None))
+                job.reports = list(reports)  # progress, tree by tree
+            return reports
+
+        return {"mode": "background", "job": self.start(roots, stage, background).view()}
 
     def in_flight(self, settings: Settings, paths: list[str], slugs: list[str]) -> dict[str, Any]:
         """Runs queued or in flight for ``consolidation_status``: Dagster's (of ``slugs``) when

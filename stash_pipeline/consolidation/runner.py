@@ -38,9 +38,10 @@ from stash_pipeline.stages import STAGES, StageReport, backlog_parameters, get_s
 from stash_pipeline.stages.context import StageContext, error_message
 
 if TYPE_CHECKING:
+    from stash_pipeline.config import Settings
     from stash_pipeline.store import Store
 
-__all__ = ["make_reasoner", "run_all", "run_stage", "run_tree", "status"]
+__all__ = ["make_reasoner", "require_reasoner", "run_all", "run_stage", "run_tree", "status"]
 
 
 # -- entry points ---------------------------------------------------------------------------
@@ -49,6 +50,26 @@ def make_reasoner(store: Store) -> Reasoner | None:
     if not store.settings.reasoner_configured:
         return None
     return Reasoner(store.settings, store.db)
+
+
+def require_reasoner(settings: Settings, stages: Iterable[str] | None) -> None:
+    """Raise ReasonerNotConfigured if any of ``stages`` (None: all) needs a model and none is set.
+
+    ``consolidate`` calls it before it starts anything, so a run id, a job handle or a run
+    in the terminal is only ever started for work that can run.
+    """
+    if settings.reasoner_configured:
+        return
+    wanted = None if stages is None else set(stages)
+    needy = [spec.name for spec in STAGES if spec.needs_model and (wanted is None or spec.name in wanted)]
+    if needy:
+        free = [spec.name for spec in STAGES if not spec.needs_model]
+        raise errors.ReasonerNotConfigured(
+            f"{', '.join(needy)} need a reasoning model: set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL "
+            "(in the environment of this process, and of the Dagster daemon and code server when Dagster "
+            f"runs) and consolidate again; nothing was started. {', '.join(free)} needs no model "
+            f"(stage {free[0] if free else '-'})"
+        )
 
 
 def run_stage(

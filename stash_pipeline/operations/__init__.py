@@ -21,13 +21,13 @@ from stash_pipeline.operations import (
     graph,
     hypotheses,
     namespaces,
+    recall,
 )
 
-#: the subjects declared here (recall's tool and command, and consolidate's, are written by
-#: hand: see docs/architecture.md)
+#: the subjects declared here, in the order clients list their tools
 SUBJECTS = (
-    namespaces, episodes, context, facts, entities, graph, contradictions, hypotheses, goals, failures, consolidation,
-    admin,
+    namespaces, episodes, recall, context, facts, entities, graph, contradictions, hypotheses, goals, failures,
+    consolidation, admin,
 )
 
 __all__ = ["SUBJECTS"]

@@ -19,7 +19,7 @@ checks too, as the guard of callers that are not surfaces (stages, import).
 ``right``), ``trees_or_by_id`` (the ``namespaces`` trees when given, else by id),
 ``scope`` (the caller's whole ``Scope``, for a call whose answer depends on who asks:
 ``init`` answers a token without /self, ``create_namespace`` counts a token's creations
-against its hourly allowance) or ``none``.
+against its hourly allowance, ``consolidate`` starts its work on the caller's runs) or ``none``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,10 @@ class Allowance(Protocol):
 
 
 class Runs(Protocol):
-    """The consolidation runs a surface sees (``stash_serve.runs.BackgroundJobs``)."""
+    """The consolidation runs a surface starts and sees (``stash_serve.runs.BackgroundJobs``):
+    ``consolidate`` starts checked work and answers at once, ``in_flight`` lists it."""
+
+    def consolidate(self, store: Any, roots: list[str], slugs: list[str], stage: str | None) -> dict[str, Any]: ...
 
     def in_flight(self, settings: Any, paths: list[str], slugs: list[str]) -> dict[str, Any]: ...
 
@@ -143,6 +146,8 @@ class Operation:
     ``paged`` operations return one page's rows; surfaces wrap them (MCP: ``items`` and
     ``next_offset``). ``result`` is the model of the answer (of each row when paged), for
     the output schema and the docs; None where the answer is a plain JSON object.
+    ``output_schema`` publishes ``result`` as the tool's output schema, for an answer whose
+    shape agents parse (recall's); its descriptions then count against the budget.
     ``description`` is what an agent reads (kept short: every character goes to every
     agent, under the budget ``tests/mcp/test_tool_surface.py`` holds); ``cli.summary``,
     where given, is the shell's longer first line of help.
@@ -158,6 +163,7 @@ class Operation:
     cli: CliView | None = None
     result: type[BaseModel] | None = None
     paged: bool = False
+    output_schema: bool = False
 
     def resolve(self, scope: Scope, args: Arguments) -> Any:
         """The namespaces this call may act on, from the caller's scope and the arguments."""

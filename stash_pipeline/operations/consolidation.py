@@ -1,24 +1,101 @@
-"""Consolidation operations: consolidation_status.
+"""Consolidation operations: consolidate (start the stages now), consolidation_status.
 
-The library side is ``stash_pipeline.consolidation.runner`` (imported inside the call, so
-the declaration loads without the database layer). The status reaches the caller's
-whole scope for the runs its server sees (Dagster's, or its background jobs).
+The library side is ``stash_pipeline.consolidation.runner`` (imported inside the calls, so
+the declarations load without the database layer; the stage names reach the ``stage``
+field's description when a schema is built, for the same reason). Both reach the
+caller's whole scope, for the runs its server starts and sees (``Scope.runs``: Dagster's,
+or its background jobs).
 
-``consolidate`` is not declared here: the tool must never wait on a model, so it submits
-Dagster runs or starts a background job and answers a handle, while ``stash consolidate
-run`` runs the stages in the terminal (``--inline``, ``--wait``, ``--dry-run``, exit 1
-when a stage failed). Their arguments, checks and answers differ; each is written in its
-surface (``stash_serve/mcp/tools/consolidation.py``, ``stash_serve/cli/consolidation.py``),
-beside the commands no tool matches (rebuild, dead letters).
+``consolidate`` never waits on a model: ``targets`` checks the call (the write right on
+each tree, the namespaces, a reasoner for the model stages), then the server's runs start
+it and answer a handle at once. ``stash consolidate run`` takes the same arguments and
+checks but runs the stages in the terminal (``stash_serve/cli/consolidation.py``: its
+``--inline``, ``--wait`` and ``--dry-run`` have no tool counterpart).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
 
 from stash_pipeline.operations.base import Arguments, CliView, Operation, Scope
 from stash_pipeline.operations.fields import Namespaces
-from stash_pipeline.operations.results import ConsolidationStatus
+from stash_pipeline.operations.results import ConsolidationStarted, ConsolidationStatus
+
+
+def _stage_names() -> tuple[str, ...]:
+    from stash_pipeline.stages import STAGE_NAMES
+
+    return STAGE_NAMES
+
+
+def _describe_stage(schema: dict[str, Any]) -> None:
+    schema["description"] = f"Only this stage (default: all): {', '.join(_stage_names())}."
+
+
+def _known_stage(value: str | None) -> str | None:
+    if value is not None and value not in _stage_names():
+        raise ValueError(f"unknown stage {value[:64]!r}; use one of {', '.join(_stage_names())}")
+    return value
+
+
+Stage = Annotated[str | None, Field(json_schema_extra=_describe_stage), AfterValidator(_known_stage)]
+
+
+class Consolidate(Arguments):
+    namespaces: Namespaces = None
+    stage: Stage = None
+
+
+def targets(store: Any, a: Consolidate, scope: Scope) -> tuple[list[str], list[str]]:
+    """The trees a consolidate call covers (none inside another) and their namespaces,
+    after its checks: the write right on each tree, known namespaces, a reasoner for the
+    model stages it selects. Nothing is started before they pass."""
+    from stash_pipeline.consolidation.runner import require_reasoner
+    from stash_pipeline.memory.namespaces import resolve_trees
+
+    paths = scope.read(a.namespaces)
+    for path in paths:
+        scope.write(path)
+    # a tree inside another selected tree is already covered by it
+    roots = [p for p in paths if not any(q != p and (q == "/" or p.startswith(q + "/")) for q in paths)]
+    with store.db.transaction() as tx:
+        slugs = sorted(set().union(*(resolve_trees(tx, path).values() for path in roots)))
+    require_reasoner(store.settings, [a.stage] if a.stage else None)
+    return roots, slugs
+
+
+def _consolidate(store: Any, a: Consolidate, scope: Scope) -> ConsolidationStarted:
+    roots, slugs = targets(store, a, scope)
+    if scope.runs is None:  # a caller without a run board (a shell) runs the stages itself
+        raise TypeError("consolidate needs the caller's runs; `stash consolidate run` runs in the terminal")
+    return ConsolidationStarted(**scope.runs.consolidate(store, roots, slugs, a.stage))
+
+
+CONSOLIDATE = Operation(
+    name="consolidate",
+    description="Consolidate the namespace trees (episodes into facts, links, patterns…). "
+    "Returns at once: Dagster run ids or a job handle; then consolidation_status.",
+    arguments=Consolidate,
+    call=_consolidate,
+    right="write",
+    reach="scope",
+    effect="write",
+    result=ConsolidationStarted,
+    cli=CliView(
+        path=("consolidate", "run"),
+        summary=(
+            "Consolidate each namespace of the tree now (one stage or all). Exits 1 if a stage failed.\n\n"
+            "When Dagster is running (STASH_DAGSTER_URL, or the one `stash up` started) it submits one run "
+            "per namespace there and prints the run ids at once; otherwise, or with --inline, it runs the "
+            "stages in this terminal. Without a reasoner configured the model stages are refused before "
+            "anything starts (--stage decay needs no model)."
+        ),
+        example="stash consolidate run -n /projects/x --json\nstash consolidate run -n /projects/x --dry-run",
+        help={"stage": "Run only this stage (default: all, in order)."},
+    ),
+)
 
 
 class Status(Arguments):
@@ -54,4 +131,4 @@ CONSOLIDATION_STATUS = Operation(
     ),
 )
 
-OPERATIONS = (CONSOLIDATION_STATUS,)
+OPERATIONS = (CONSOLIDATE, CONSOLIDATION_STATUS)

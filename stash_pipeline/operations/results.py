@@ -7,9 +7,9 @@ client before its model names it (and the docs).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from stash_pipeline.models import CausalStep, Context, Contradiction, Fact, Goal, Hypothesis, Namespace
 
@@ -201,6 +201,21 @@ class ConsolidationStatus(Result):
     runs: list[dict[str, Any]]
 
 
+class ConsolidationStarted(Result):
+    """What ``consolidate`` started, at once: one Dagster run per namespace (``mode``
+    dagster, with ``dagster_url``) or the server's background job (``mode`` background)."""
+
+    mode: Literal["dagster", "background"]
+    runs: list[dict[str, Any]] | None = None
+    dagster_url: str | None = None
+    job: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # each mode answers its own keys, never the other's as nulls
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
 class StoreStats(Result):
     """Counts of everything stored in some namespace trees (by status where records have one)."""
 
@@ -221,13 +236,81 @@ class StoreStats(Result):
     tokens: dict[str, int]
 
 
+# --- recall: the shape ``memory.recall.recall_results`` answers, published as the tool's
+# output schema (the answer itself stays the library's dict: one shaping, counted once
+# against max_tokens). Plain models, not ``Result``: the schema says what is there.
+
+
+class ContextTurn(BaseModel):
+    """A neighbouring turn of the same session, in order."""
+
+    id: int
+    content: str
+
+
+class SourceTurn(BaseModel):
+    """An episode the fact rests on."""
+
+    id: int
+    occurred_at: str | None = None
+    excerpt: str
+    score: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
+class GroupedHit(BaseModel):
+    """Folded into this result."""
+
+    kind: Literal["fact", "episode"]
+    id: int
+    score: float
+
+
+class RecallItem(BaseModel):
+    """One result; fields that do not apply are left out."""
+
+    kind: Literal["fact", "episode"]
+    id: int
+    namespace: str
+    content: str
+    score: float
+    relevance: float
+    score_parts: dict[str, float] | None = None
+    confidence: float | None = None
+    occurred_at: str | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
+    source_episode_ids: list[int] | None = None
+    metadata: dict[str, Any] | None = None
+    current: bool | None = None
+    sources: list[SourceTurn] | None = None
+    grouped: list[GroupedHit] | None = None
+    context: list[ContextTurn] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # the answer leaves out what does not apply instead of sending nulls
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
+class RecallResult(BaseModel):
+    """Facts and episodes, best first."""
+
+    results: list[RecallItem]
+
+
 __all__ = [
     "AssertedFact",
     "Cascade",
     "CausalTrace",
     "Confirmation",
+    "ConsolidationStarted",
     "ConsolidationStatus",
     "ContextCleared",
+    "ContextTurn",
     "CurrentContext",
     "Deleted",
     "EntityMerge",
@@ -240,12 +323,16 @@ __all__ = [
     "FactWithdrawal",
     "GoalDeletion",
     "GoalFinish",
+    "GroupedHit",
     "NamespaceCreated",
     "NamespaceDeletion",
+    "RecallItem",
+    "RecallResult",
     "Remembered",
     "RememberedBatch",
     "Resolution",
     "Result",
     "SelfTree",
+    "SourceTurn",
     "StoreStats",
 ]

@@ -2,13 +2,16 @@
 of the consolidation runner (``stash_pipeline.consolidation.runner``) — the same entry point
 Dagster and the MCP ``consolidate`` tool call.
 
-``consolidate status`` is derived from ``stash_pipeline.operations.consolidation``. The
-others are written here: ``run`` runs the stages in this terminal (the tool answers a run
-id or job handle at once), and rebuild and dead letters have no tool.
+``consolidate run`` and ``consolidate status`` are derived from
+``stash_pipeline.operations.consolidation``: ``run`` takes the tool's arguments and checks
+but runs the stages in this terminal (the tool answers a run id or job handle at once),
+with options of its own (``--wait``, ``--inline``, ``--dry-run``). Rebuild and dead
+letters have no tool and are written here.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -35,93 +38,74 @@ def consolidate_group() -> None:
     """
 
 
-@consolidate_group.command("run")
-@base.namespaces_option()
-@click.option("--stage", default=None, help="Run only this stage (default: all, in order).")
-@click.option("--wait", is_flag=True, help="Wait for a runner already busy on a stage instead of skipping it.")
-@click.option("--inline", is_flag=True, help="Run here even when Dagster is running (default: submit runs there).")
-@click.option("--dry-run", is_flag=True,
-              help="Only show what would run: items and estimated model calls per namespace and stage.")
-@base.json_option
-def consolidate_run(
-    namespaces: str, stage: str | None, wait: bool, inline: bool, dry_run: bool, as_json: bool
-) -> None:
-    """Consolidate each namespace of the tree now (one stage or all). Exits 1 if a stage failed.
+@dataclass(frozen=True)
+class _Ran:
+    """What ``consolidate run`` did: planned (``dry_run``), submitted to ``dagster``, or ran ``inline``."""
 
-    When Dagster is running (STASH_DAGSTER_URL, or the one `stash up` started) it submits
-    one run per namespace there and prints the run ids at once; otherwise, or with
-    --inline, it runs the stages in this terminal. Without a reasoner configured the model
-    stages are refused before anything starts (--stage decay needs no model).
+    mode: str
+    rows: list[Any]
+    dagster_url: str | None = None
 
-    \b
-    Example:
-      stash consolidate run -n /projects/x --json
-      stash consolidate run -n /projects/x --dry-run
-    """
+
+def _run_here(store: Any, args: Any, wait: bool, inline: bool, dry_run: bool) -> _Ran:
+    """``consolidate run``: the tool's arguments and checks (``targets``), then the stages run
+    here unless Dagster runs them (and not ``--inline``); ``--dry-run`` only plans."""
+    stages = [args.stage] if args.stage else None
+    if dry_run:  # read-only, no model call, no checks that would refuse it
+        from stash_pipeline.consolidation.plan import plan
+
+        return _Ran("dry_run", plan(store, args.namespaces or "/", stages))
     from stash_pipeline.consolidation import runner
-    from stash_pipeline.stages import get_stage
-
-    if stage is not None:
-        get_stage(stage)  # unknown stage: a clear error before anything runs
-    store = base.store()
-    if dry_run:
-        _dry_run(store, namespaces, stage, as_json)
-        return
-    from stash_pipeline.memory.namespaces import resolve_trees
-    from stash_serve.runs import require_reasoner
-
-    with store.db.transaction() as tx:  # an unknown namespace first, as before
-        for path in [p.strip() for p in namespaces.split(",") if p.strip()] or ["/"]:
-            resolve_trees(tx, path)
-    require_reasoner(store.settings, [stage] if stage else None)  # as the MCP tool: refuse up front
-    if not inline and _submit(store, namespaces, stage, as_json):
-        return
-    reports: list[Any] = []
-    for path in [p.strip() for p in namespaces.split(",") if p.strip()] or ["/"]:
-        reports.extend(
-            runner.run_tree(store, path, stages=[stage] if stage else None, wait=wait)
-        )
-    show(reports, as_json, REPORT_COLUMNS)
-    if not as_json:
-        calls = sum(r.model_calls for r in reports)
-        tokens = sum(r.tokens_in + r.tokens_out for r in reports)
-        click.echo(f"{len(reports)} stage run(s), {calls} model call(s), {tokens} token(s)", err=True)
-    if any(r.status == "failed" for r in reports):
-        click.get_current_context().exit(1)
-
-
-def _dry_run(store: Any, namespaces: str, stage: str | None, as_json: bool) -> None:
-    """What ``run`` would do: read-only, no model call."""
-    from stash_pipeline.consolidation.plan import plan
-
-    rows = plan(store, namespaces, [stage] if stage else None)
-    show(rows, as_json, PLAN_COLUMNS)
-    if not as_json:
-        runs = sum(1 for r in rows if r["action"] == "run" and r["items"])
-        calls = sum(r["model_calls"] for r in rows)
-        click.echo(f"dry run: {runs} stage run(s) with work, about {calls} model call(s); nothing was changed",
-                   err=True)
-
-
-def _submit(store: Any, namespaces: str, stage: str | None, as_json: bool) -> bool:
-    """Submit one Dagster run per namespace if Dagster is running; False when it is not."""
-    from stash_pipeline.memory.namespaces import resolve_trees
+    from stash_pipeline.operations.base import UNRESTRICTED
     from stash_pipeline.stages import STAGE_NAMES
     from stash_serve.runs import DagsterRuns
 
-    dagster = DagsterRuns.find(store.settings)
-    if dagster is None:
-        return False
-    with store.db.transaction() as tx:
-        paths = [p.strip() for p in namespaces.split(",") if p.strip()] or ["/"]
-        slugs = sorted(set().union(*(resolve_trees(tx, path).values() for path in paths)))
-    stages = [stage] if stage else list(STAGE_NAMES)
-    runs = [{"namespace": slug, "run_id": dagster.launch(slug, stages, trigger="cli"), "stages": ",".join(stages)}
-            for slug in slugs]
-    show(runs, as_json, ("namespace", "run_id", "stages"))
-    if not as_json:
-        click.echo(f"{len(runs)} run(s) submitted to Dagster: {dagster.url}/runs", err=True)
-    return True
+    roots, slugs = ops.targets(store, args, UNRESTRICTED)
+    dagster = None if inline else DagsterRuns.find(store.settings)
+    if dagster is not None:
+        selected = stages or list(STAGE_NAMES)
+        runs = [{"namespace": slug, "run_id": dagster.launch(slug, selected, trigger="cli"), "stages": ",".join(selected)}
+                for slug in slugs]
+        return _Ran("dagster", runs, dagster.url)
+    return _Ran("inline", [report for root in roots for report in runner.run_tree(store, root, stages=stages, wait=wait)])
+
+
+def _ran(result: _Ran, as_json: bool, args: Any, **options: bool) -> None:
+    rows = result.rows
+    if result.mode == "dry_run":
+        show(rows, as_json, PLAN_COLUMNS)
+        if not as_json:
+            runs = sum(1 for r in rows if r["action"] == "run" and r["items"])
+            calls = sum(r["model_calls"] for r in rows)
+            click.echo(f"dry run: {runs} stage run(s) with work, about {calls} model call(s); nothing was changed",
+                       err=True)
+    elif result.mode == "dagster":
+        show(rows, as_json, ("namespace", "run_id", "stages"))
+        if not as_json:
+            click.echo(f"{len(rows)} run(s) submitted to Dagster: {result.dagster_url}/runs", err=True)
+    else:
+        show(rows, as_json, REPORT_COLUMNS)
+        if not as_json:
+            calls = sum(r.model_calls for r in rows)
+            tokens = sum(r.tokens_in + r.tokens_out for r in rows)
+            click.echo(f"{len(rows)} stage run(s), {calls} model call(s), {tokens} token(s)", err=True)
+        if any(r.status == "failed" for r in rows):
+            click.get_current_context().exit(1)
+
+
+consolidate_group.add_command(
+    command(
+        ops.CONSOLIDATE, call=_run_here, render=_ran,
+        extra=(
+            click.Option(["--wait"], is_flag=True,
+                         help="Wait for a runner already busy on a stage instead of skipping it."),
+            click.Option(["--inline"], is_flag=True,
+                         help="Run here even when Dagster is running (default: submit runs there)."),
+            click.Option(["--dry-run", "dry_run"], is_flag=True,
+                         help="Only show what would run: items and estimated model calls per namespace and stage."),
+        ),
+    )
+)
 
 
 def _status(result: Any, as_json: bool, args: Any) -> None:

@@ -36,6 +36,8 @@ SHARED_HELP = {
     "namespaces": "Namespace path(s) to read, comma-separated; descendants are included.",
     "limit": "Maximum rows.",
     "offset": "Rows to skip.",
+    "as_of": "What was true at this time (event time, ISO 8601; default now).",
+    "known_at": "As Stash knew it at this time (system time, ISO 8601; default now).",
 }
 
 #: how a subject prints an answer for people: (answer, --json given, the checked arguments,
@@ -45,6 +47,9 @@ Render = Callable[..., None]
 Describe = Callable[[Any, Any], str]
 #: before a command that asks in its own way runs: (store, arguments, --yes given) → go on?
 Ask = Callable[[Any, Any, bool], bool]
+#: a command that runs its operation the shell's way: (store, arguments, then the values of
+#: its ``extra`` options by name) → the answer ``render`` prints
+Call = Callable[..., Any]
 
 
 def sentence(text: Callable[[Any, Any], str]) -> Render:
@@ -128,6 +133,7 @@ def command(
     extra: tuple[click.Option, ...] = (),
     question: str = "erase it permanently?",
     ask: Ask | None = None,
+    call: Call | None = None,
 ) -> click.Command:
     """The click command of ``op``: named by the last word of its view's path.
 
@@ -137,7 +143,9 @@ def command(
     command (``stash fact purge`` beside ``stash purge fact``). ``prepare`` reshapes the
     given values before they are checked, where a shell argument stands for more than one
     field (an entity given by id or by name). ``extra`` options belong to the shell alone
-    (how to print, ``--mermaid``); their values go to ``render``.
+    (how to print, ``--mermaid``); their values go to ``render``, and to ``call`` where the
+    shell runs the operation its own way (``consolidate run`` works in this terminal, where
+    the tool answers a handle at once) after the same checks of the same arguments.
     """
     view = op.cli
     assert view is not None, f"{op.name} has no CLI view"
@@ -167,7 +175,7 @@ def command(
             base.confirm(question, yes)
         if ask is not None and not ask(store, args, yes):
             return
-        result = op.invoke(store, UNRESTRICTED, args)
+        result = op.invoke(store, UNRESTRICTED, args) if call is None else call(store, args, **own)
         if render is not None:
             render(result, as_json, args, **own)
         else:

@@ -5,7 +5,8 @@ signature made of the model's fields (types, defaults, descriptions, constraints
 also checks the JSON types before the call. The model's own validators run inside the
 call (``Operation.parse``), where a failure is a tool error like any other. The
 description is the operation's; the annotations follow its effect; the output schema is
-``Page`` for paged operations and a JSON object otherwise.
+``Page`` for paged operations, the result model where the operation publishes it
+(``output_schema``), and a JSON object otherwise.
 """
 
 from __future__ import annotations
@@ -37,10 +38,15 @@ ANNOTATIONS = {
     "destructive": DESTRUCTIVE,
     "destructive_idempotent": DESTRUCTIVE_IDEMPOTENT,
 }
+
+
 def wire_annotation(info: FieldInfo) -> Any:
-    """The field as the SDK should see it: type, constraints and description, without the
-    model's validators (they run in ``Operation.parse``, where their errors are tool errors)."""
+    """The field as the SDK should see it: type, constraints, description and schema extras
+    (a description written when the schema is built: ``consolidate``'s stage names), without
+    the model's validators (they run in ``Operation.parse``, where their errors are tool errors)."""
     extra: dict[str, Any] = {"description": info.description} if info.description else {}
+    if info.json_schema_extra is not None:
+        extra["json_schema_extra"] = info.json_schema_extra
     return without_validators(Annotated[(info.annotation, *info.metadata, Field(**extra))])
 
 
@@ -56,7 +62,8 @@ def signature(op: Operation) -> inspect.Signature:
         for name, info in op.arguments.model_fields.items()
     ]
     params.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Context | None))
-    return inspect.Signature(params, return_annotation=Page if op.paged else dict[str, Any])
+    answer: Any = Page if op.paged else op.result if op.output_schema else dict[str, Any]
+    return inspect.Signature(params, return_annotation=answer)
 
 
 def add_tool(server: MCPServer, calls: ToolCalls, op: Operation) -> None:

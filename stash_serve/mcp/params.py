@@ -1,8 +1,7 @@
-"""Argument types, result models and annotations that several tools share.
+"""What every derived tool shares: annotations, the argument types' wire form, paging.
 
-The MCP SDK builds each tool's input schema from its signature and resolves the
-annotations from the globals of the module that defines the tool, so every tools module
-imports the names it uses from here at module level.
+``stash_serve.mcp.derive`` builds each tool's signature with ``without_validators`` and
+answers paged lists as ``Page``.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from typing import Annotated, Any, get_args
 from mcp_types import ToolAnnotations
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainValidator, WrapValidator
 
-from stash_pipeline.operations import fields
 from stash_serve.mcp.calls import to_json
 
 # --- annotations: what a client may assume about a tool ----------------------------------
@@ -35,10 +33,9 @@ DESTRUCTIVE_IDEMPOTENT = ToolAnnotations(
 
 # --- parameter types ---------------------------------------------------------------------
 #
-# The shared argument types are declared once, in stash_pipeline.operations.fields (the
-# naming rule is there too). The tools still written by hand (recall, consolidate) take
-# them without their validators: in a tool signature the SDK would run them, and their
-# errors would not be tool errors; those tools' library functions check the values.
+# The argument types are declared once, in stash_pipeline.operations.fields and the
+# operations' arguments models. A tool's signature takes them without their validators:
+# there the SDK would run them, and their errors would not be tool errors.
 
 _VALIDATORS = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
 
@@ -49,10 +46,6 @@ def without_validators(annotated: Any) -> Any:
     kept = [item for item in metadata if not isinstance(item, _VALIDATORS)]
     return Annotated[(kind, *kept)] if kept else kind
 
-
-Namespaces = without_validators(fields.Namespaces)
-AsOf = without_validators(fields.AsOf)
-KnownAt = without_validators(fields.KnownAt)
 
 # --- paged lists -------------------------------------------------------------------------
 
@@ -89,9 +82,6 @@ __all__ = [
     "READ",
     "WRITE",
     "WRITE_IDEMPOTENT",
-    "AsOf",
-    "KnownAt",
-    "Namespaces",
     "Page",
     "page",
     "without_validators",

@@ -61,7 +61,7 @@ def test_acceptance_flow(run: Run) -> None:
     remembered = run("remember", "The deploy uses blue-green on Fridays", "-n", "/projects/x", "--json")
     episode_id = as_json(remembered)["id"]
 
-    hits = as_json(run("recall", "how do we deploy", "-n", "/projects/x", "--json"))
+    hits = as_json(run("recall", "how do we deploy", "-n", "/projects/x", "--include-score-parts", "--json"))
     assert isinstance(hits, list) and len(hits) == 2
     first = hits[0]
     assert first["kind"] == "episode"
@@ -72,6 +72,10 @@ def test_acceptance_flow(run: Run) -> None:
     assert first["score_parts"]["vector"] > 0
     assert first["score"] >= hits[1]["score"]
     assert not contains_key(hits, "embedding")
+    # the tool's answer: no score parts unless asked, nothing null
+    lean = as_json(run("recall", "how do we deploy", "-n", "/projects/x", "--json"))
+    assert [h["id"] for h in lean] == [h["id"] for h in hits]
+    assert not contains_key(lean, "score_parts") and None not in lean[0].values()
 
     table = run("recall", "how do we deploy", "-n", "/projects/x").output
     assert table.splitlines()[0].split()[:4] == ["KIND", "ID", "NAMESPACE", "SCORE"]

@@ -9,7 +9,7 @@ import pytest
 from mcp import Client
 
 from stash_pipeline.models import RecallHit
-from stash_serve.mcp.tools.recall import RecallItem
+from stash_pipeline.operations.results import RecallItem
 from tests.mcp.conftest import fails, ok
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from stash_pipeline.memory import recall
-from stash_serve.mcp.tools.recall import RecallItem, SourceTurn
+from stash_pipeline.operations.results import RecallItem, SourceTurn
 from tests.mcp.conftest import ok
 
 pytestmark = pytest.mark.anyio

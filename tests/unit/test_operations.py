@@ -202,3 +202,91 @@ async def test_reach_scope_hands_the_call_the_whole_scope() -> None:
     # what a command calls (it opens a store first; this operation ignores it)
     op = _who_asks()
     assert op.invoke(None, UNRESTRICTED, op.parse({})) == {"token": None, "allowance": None, "runs": False}
+
+
+# --- the same for recall, the operation with the richest answer ------------------------------
+
+
+def _recall(with_floor: bool) -> tuple[Operation, list[Any]]:
+    """``recall`` as declared, its call recording the arguments it gets; ``with_floor`` adds
+    one field to its arguments model, the one edit a new parameter takes."""
+    import dataclasses
+
+    from stash_pipeline.operations.recall import RECALL, Recall
+
+    arguments: type[Arguments] = Recall
+    if with_floor:
+
+        class RecallWithFloor(Recall):
+            min_relevance: Annotated[
+                float | None, Field(description="Leave out results below this relevance.", ge=0, le=1)
+            ] = None
+
+        arguments = RecallWithFloor
+    seen: list[Any] = []
+
+    def call(store: Any, args: Any, namespaces: list[str]) -> dict[str, Any]:
+        seen.append((args, namespaces))
+        return {"results": []}
+
+    return dataclasses.replace(RECALL, arguments=arguments, call=call), seen
+
+
+async def test_a_new_recall_field_appears_in_the_tool_and_reaches_the_call() -> None:
+    before = await _tool(_recall(with_floor=False)[0])
+    op, seen = _recall(with_floor=True)
+    after = await _tool(op)
+    added = after.input_schema["properties"].pop("min_relevance")
+    assert added["description"] == "Leave out results below this relevance." and added["default"] is None
+    # nothing else moved: the rest of the schema, the description, the published answer shape
+    assert after.input_schema == before.input_schema and after.description == before.description
+    assert after.output_schema == before.output_schema and "RecallItem" in after.output_schema["$defs"]
+    async with Client(_server(op)) as client:
+        answer = await client.call_tool("recall", {"query": "deploys", "namespaces": "/a", "min_relevance": 0.3})
+        assert not answer.is_error and answer.structured_content == {"results": []}
+        ((args, namespaces),) = seen
+        assert (args.min_relevance, args.query, namespaces) == (0.3, "deploys", ["/a"])
+        assert (await client.call_tool("recall", {"query": "deploys", "min_relevance": 2})).is_error
+        # the declared validators still run (the schema's constraints are checked by the SDK first)
+        bad = await client.call_tool("recall", {"query": "deploys", "min_relevance": 0.3, "as_of": "yesterday"})
+        assert bad.is_error and "as_of: not an ISO 8601 time" in bad.meta["stash/error"]["message"]
+        assert len(seen) == 1
+
+
+def test_a_new_recall_field_appears_in_the_command_and_the_reference() -> None:
+    from stash_serve.cli.reference import options_line
+
+    runner = CliRunner()
+    before = runner.invoke(_cli(_recall(with_floor=False)[0]), ["recall", "--help"])
+    group = _cli(_recall(with_floor=True)[0])
+    after = runner.invoke(group, ["recall", "--help"])
+    assert "--min-relevance" not in before.output
+    assert "--min-relevance FLOAT" in after.output and "Leave out results below this relevance." in after.output
+    line = options_line(group.commands["recall"])
+    assert line is not None and "`--min-relevance`" in line and line.startswith("Arguments and options: `QUERY`")
+    bad = runner.invoke(group, ["recall", "deploys", "--min-relevance", "2"])
+    message = str(getattr(bad.exception, "message", bad.exception))
+    assert "--min-relevance: Input should be less than or equal to 1" in message
+
+
+def test_recall_declares_the_bounds_the_library_guards() -> None:
+    """The tool's and the command's limits are the library's (it checks them for other callers)."""
+    from stash_pipeline.memory import recall
+    from stash_pipeline.operations import recall as declared
+
+    assert (declared.LIMIT_DEFAULT, declared.LIMIT_MAX) == (recall.LIMIT_DEFAULT, recall.LIMIT_MAX)
+    assert (declared.CONTEXT_DEFAULT, declared.CONTEXT_MAX) == (recall.CONTEXT_DEFAULT, recall.CONTEXT_MAX)
+
+
+async def test_consolidate_names_the_stage_table_when_its_schema_is_built() -> None:
+    """The declaration loads without the stage table (``stash --help`` stays offline); the
+    tool's ``stage`` description lists the table's names, and the model checks them."""
+    from stash_pipeline.operations.consolidation import CONSOLIDATE
+    from stash_pipeline.stages import STAGE_NAMES
+
+    tool = await _tool(CONSOLIDATE)
+    described = tool.input_schema["properties"]["stage"]["description"]
+    assert described == f"Only this stage (default: all): {', '.join(STAGE_NAMES)}."
+    assert CONSOLIDATE.parse({"stage": STAGE_NAMES[-1]}).stage == STAGE_NAMES[-1]
+    with pytest.raises(Exception, match="stage: unknown stage 'nope'; use one of facts"):
+        CONSOLIDATE.parse({"stage": "nope"})

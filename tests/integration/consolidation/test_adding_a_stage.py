@@ -4,7 +4,8 @@ The test copies the package, adds one entry (and ``stages/echo.py``) to the copy
 table, and asks a fresh interpreter running the copy about every place that reads the
 table: the Dagster asset, its checks and dependencies, the watermark sensor, the rebuild
 job, the code version (with the entry's prompts in it), the backlog query, the dry-run
-plan (items per call) and a rebuild preview — against a real database. Nothing else is
+plan (items per call), a rebuild preview — against a real database — and the
+``consolidate`` operation's ``stage`` argument. Nothing else is
 edited, so a second list of stages anywhere would show up here as a missing stage.
 """
 
@@ -43,6 +44,7 @@ from stash_pipeline.consolidation.rebuild import rebuild
 from stash_pipeline.defs.definitions import build_definitions
 from stash_pipeline.defs.sensors import WATERMARK_STAGES, watermark_sensor
 from stash_pipeline.memory import namespaces
+from stash_pipeline.operations.consolidation import CONSOLIDATE
 from stash_pipeline.stages import REBUILDABLE, STAGE_NAMES, backlog_parameters, get_stage, prompts
 from stash_pipeline.stages.versions import code_version, version_inputs
 from stash_pipeline.store import Store
@@ -70,6 +72,8 @@ out = {
     "backlog_rows": [r["stage"] for r in store.db.all("stage_backlog", **backlog_parameters())],
     "plan": [r for r in plan(store, "/echo") if r["stage"] == "echo"],
     "rebuild": [r.to_json() for r in rebuild(store, "/echo", "echo", apply=False)],
+    "consolidate_stage": CONSOLIDATE.arguments.model_json_schema()["properties"]["stage"]["description"],
+    "consolidate_accepts": CONSOLIDATE.parse({"stage": "echo"}).stage,
 }
 store.close()
 print(json.dumps(out))
@@ -107,3 +111,5 @@ def test_one_entry_adds_a_stage_everywhere(tmp_path: Path, database_url: str) ->
     assert row["items_per_call"] == 4 and row["action"] == "idle"
     (preview,) = out["rebuild"]
     assert preview["stage"] == "echo" and preview["status"] == "preview"
+    # the consolidate tool and `stash consolidate run` offer it (its schema names it, its model takes it)
+    assert "hypothesis_evidence, echo, decay." in out["consolidate_stage"] and out["consolidate_accepts"] == "echo"

@@ -1,0 +1,86 @@
+"""Recall operations: recall (current facts and episodes ranked together).
+
+The library side is ``stash_pipeline.memory.recall`` (imported inside the call, so the
+declaration loads without the database layer). The answer is what
+``recall_results`` shapes once for every surface: no null or empty fields,
+``score_parts`` only on request, ``max_tokens`` counted on the serialised results, a fact
+carrying its source episodes as ``sources``. ``RecallResult`` publishes that shape as the
+tool's output schema; at a shell ``--json`` prints the ``results`` list.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from stash_pipeline.operations.base import Arguments, CliView, Operation
+from stash_pipeline.operations.fields import AsOf, KnownAt, Namespaces
+from stash_pipeline.operations.results import RecallResult
+
+#: the call's bounds, part of the contract; ``memory.recall`` guards the same ones for its
+#: other callers (tests/unit/test_operations.py holds them equal)
+LIMIT_DEFAULT = 10
+LIMIT_MAX = 100
+CONTEXT_DEFAULT = 1
+CONTEXT_MAX = 5
+
+
+class Recall(Arguments):
+    query: Annotated[str, Field(description="What you want to know, in natural language.")]
+    namespaces: Namespaces = None
+    limit: Annotated[int, Field(description="Results to return.", ge=1, le=LIMIT_MAX)] = LIMIT_DEFAULT
+    as_of: AsOf = None
+    known_at: KnownAt = None
+    include_history: Annotated[
+        bool, Field(description="Also return retired (superseded, expired, withdrawn) facts.")
+    ] = False
+    max_tokens: Annotated[
+        int | None, Field(description="Stop adding results past about this many tokens of the answer.", ge=1)
+    ] = None
+    context: Annotated[
+        int, Field(description="Turns of the same session to include around each episode hit.", ge=0, le=CONTEXT_MAX)
+    ] = CONTEXT_DEFAULT
+    include_score_parts: Annotated[
+        bool, Field(description="Also return each result's score parts and what it groups.")
+    ] = False
+
+
+def _recall(store: Any, a: Recall, namespaces: list[str]) -> dict[str, Any]:
+    from stash_pipeline.memory import recall
+
+    return recall.recall_results(
+        store, a.query, namespaces, limit=a.limit, as_of=a.as_of, known_at=a.known_at,
+        include_history=a.include_history, max_tokens=a.max_tokens, context=a.context,
+        score_parts=a.include_score_parts,
+    )
+
+
+RECALL = Operation(
+    name="recall",
+    description="Search memory: current facts and episodes ranked together (semantic + full text). "
+    "Each result has a relevance in [0, 1]; below 0.3 it is probably off topic.",
+    arguments=Recall,
+    call=_recall,
+    right="read",
+    reach="trees",
+    effect="read",
+    result=RecallResult,
+    output_schema=True,
+    cli=CliView(
+        path=("recall",),
+        summary="Search facts and episodes together (vector + full text, fused), best first.",
+        example='stash recall "how do we deploy" -n /projects/x --json',
+        arguments={"query": "QUERY"},
+        help={
+            "limit": f"Maximum results (1-{LIMIT_MAX}).",
+            "include_history": "Include retired facts with their validity.",
+            "max_tokens": "Stop adding results past this token budget (counted on the JSON answer).",
+            "context": f"Turns of the same session shown around each episode hit (0-{CONTEXT_MAX}).",
+            "include_score_parts": "Also show each result's score parts and what it groups.",
+        },
+        columns=("kind", "id", "namespace", "score", "content"),
+    ),
+)
+
+OPERATIONS = (RECALL,)
