@@ -64,6 +64,13 @@ def run(conn: Any, statement: str, params: dict[str, Any], mode: str) -> tuple[f
     return (after or 0.0) - (before or 0.0), rows
 
 
+def answer(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What a statement answered: the ids in order, scores to 9 decimals (two plans may
+    sum the same floats in another order)."""
+    return [(r.get("kind"), r.get("id"), r.get("ids"),
+             None if r.get("score") is None else round(float(r["score"]), 9)) for r in rows]
+
+
 def paired(store: Any, statements: dict[str, str], params_list: list[dict[str, Any]], title: str) -> list[list[Any]]:
     """Each (statement, plan mode) per question, back to back; rows of the table."""
     keys = [(name, GENERIC) for name in statements] + [("current", CUSTOM)]
@@ -78,7 +85,7 @@ def paired(store: Any, statements: dict[str, str], params_list: list[dict[str, A
             for name, mode in keys if i % 2 == 0 else reversed(keys):
                 took, rows[(name, mode)] = run(conn, statements[name], params, mode)
                 cpu[(name, mode)].append(took)
-            same += len({repr(r) for r in rows.values()}) == 1
+            same += len({repr(answer(r)) for r in rows.values()}) == 1
     label = {GENERIC: "generic plan", CUSTOM: "custom plan (planning included)"}
     return [[title, f"{name}, {label[mode]}", common.percentile(v, 50), common.percentile(v, 95),
              f"{same} of {len(params_list)}"] for (name, mode), v in cpu.items()]
