@@ -178,6 +178,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--questions", type=int, default=120, help="questions per case")
     parser.add_argument("--pools", type=int, default=8, help="fresh pools per way (first recalls)")
     parser.add_argument("--baseline-src", type=Path, help="an older tree: its recall statement too")
+    parser.add_argument("--keep", metavar="NAME", help="fill the big namespace in database NAME on "
+                        "STASH_DATABASE_URL's server once, keep it (1M)")
     args = parser.parse_args(argv)
 
     from stash_pipeline.db import sql
@@ -199,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
         case = f"{args.namespaces} x {args.per}, one namespace, text"
         rows += paired(store, legs, small, f"{case}: text leg")
         rows += paired(store, statements, small, f"{case}: whole statement")
-    with common.fresh_store("minilm-int8") as store:
+    with common.fresh_store("minilm-int8", keep=args.keep) as store:
         asked, vectors = recall_latency.fill(store, args.size, {})
         recall_latency.fill_entities(store, args.size)
         for scope in (recall_latency.NAMESPACE, "/"):
