@@ -6,7 +6,7 @@
 
 Recall forces a generic plan (planning the statement costs about as much as running it),
 so its reads must be cheap whatever the values. Server CPU per statement, paired per
-question (the statements back to back, order alternating, after a warm-up):
+question (the statements back to back, order rotating, after a warm-up):
 
 1. **Many small namespaces**: ``--namespaces`` x ``--per`` episodes (the agent-memory
    texts with a distinct suffix, one shared vector), each question in text mode scoped to
@@ -72,7 +72,7 @@ def answer(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 
 def paired(store: Any, statements: dict[str, str], params_list: list[dict[str, Any]], title: str) -> list[list[Any]]:
-    """Each (statement, plan mode) per question, back to back; rows of the table."""
+    """Each (statement, plan mode) per question, back to back, the order rotating; rows of the table."""
     keys = [(name, GENERIC) for name in statements] + [("current", CUSTOM)]
     cpu: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
     same = 0
@@ -82,7 +82,8 @@ def paired(store: Any, statements: dict[str, str], params_list: list[dict[str, A
                 run(conn, statements[name], params, mode)
         for i, params in enumerate(params_list):
             rows = {}
-            for name, mode in keys if i % 2 == 0 else reversed(keys):
+            # each in every place in turn: the first run of a question finds colder caches
+            for name, mode in keys[i % len(keys):] + keys[:i % len(keys)]:
                 took, rows[(name, mode)] = run(conn, statements[name], params, mode)
                 cpu[(name, mode)].append(took)
             same += len({repr(answer(r)) for r in rows.values()}) == 1
