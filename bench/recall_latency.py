@@ -135,9 +135,9 @@ def recall_statement_params(store: Any, query: str, **options: Any) -> dict[str,
     captured: dict[str, Any] = {}
     original = Database.pipelined
 
-    def spy(self: Any, *statements: tuple[str, Any]) -> list[list[dict[str, Any]]]:
+    def spy(self: Any, *statements: tuple[str, Any], **options: Any) -> list[list[dict[str, Any]]]:
         captured.update(dict(statements)["recall"])
-        return original(self, *statements)
+        return original(self, *statements, **options)
 
     Database.pipelined = spy  # type: ignore[method-assign]
     try:
@@ -194,9 +194,10 @@ def recall_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = Non
         try:
             cursors = [conn.cursor() for _ in range(3)]
             with conn.pipeline():
-                cursors[0].execute(query("recall_search_params"), {"ef_search": str(DEFAULT.ef_search)})
-                cursors[1].execute(query("recall_check"), params)
-                cursors[2].execute(query("recall"), params)
+                # prepared at once, as recall does
+                cursors[0].execute(query("recall_search_params"), {"ef_search": str(DEFAULT.ef_search)}, prepare=True)
+                cursors[1].execute(query("recall_check"), params, prepare=True)
+                cursors[2].execute(query("recall"), params, prepare=True)
             rows = cursors[2].fetchall()
         finally:
             conn.autocommit = False

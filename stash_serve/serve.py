@@ -20,6 +20,7 @@ import anyio
 from stash_pipeline import errors
 from stash_pipeline.config import Settings
 from stash_pipeline.embedding.pending import start_worker
+from stash_pipeline.memory.recall_prepare import prepare_on_connect
 from stash_pipeline.store import Store
 from stash_serve.http import build_app, is_loopback
 from stash_serve.mcp.server import build_server
@@ -125,6 +126,8 @@ def run(
         )
     _configure_logging(settings)
     store = Store.open(settings)
+    # each pooled connection prepares the recall statements as it opens, not on a request
+    prepare_on_connect(store)
     # embeds episodes committed before their vector (this process's and any other's)
     worker = start_worker(store)
     try:

@@ -16,6 +16,7 @@ into the error tree of ``stash_pipeline.errors`` here, in one place.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,6 +33,10 @@ from stash_pipeline.db.sql import query
 
 if TYPE_CHECKING:
     from stash_pipeline.config import Settings
+
+log = logging.getLogger(__name__)
+
+Statements = Sequence[tuple[str, Mapping[str, Any]]]
 
 
 @contextlib.contextmanager
@@ -80,6 +85,24 @@ def _configure(conn: psycopg.Connection) -> None:
     except psycopg.ProgrammingError:
         pass
     conn.commit()
+
+
+def _pipeline(conn: psycopg.Connection[dict[str, Any]], statements: Statements,
+              prepare: bool | None) -> list[list[dict[str, Any]]]:
+    """``statements`` in one pipeline on ``conn`` (autocommit: one implicit transaction);
+    each one's rows. ``prepare``: psycopg's (None: prepared after a few runs)."""
+    conn.autocommit = True
+    try:
+        cursors = [conn.cursor() for _ in statements]
+        with conn.pipeline():
+            for cur, (name, params) in zip(cursors, statements, strict=True):
+                cur.execute(query(name), params or None, prepare=prepare)
+        # leaving the pipeline was the one wait: every result is in
+        return [cur.fetchall() if cur.description is not None else [] for cur in cursors]
+    finally:
+        # a broken connection cannot switch back; the pool discards it on return
+        with contextlib.suppress(psycopg.Error):
+            conn.autocommit = False
 
 
 class Session:
@@ -138,12 +161,13 @@ class Database:
             max_size=max_size,
             timeout=timeout,
             kwargs={"row_factory": dict_row, "autocommit": False},
-            configure=_configure,
+            configure=self._configure,
             open=False,
             name="stash",
         )
         self._opened = False
         self._lock = threading.Lock()
+        self._on_connect: list[Statements] = []
 
     @classmethod
     def from_settings(
@@ -231,7 +255,8 @@ class Database:
                 with contextlib.suppress(psycopg.Error):
                     conn.autocommit = False
 
-    def pipelined(self, *statements: tuple[str, Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
+    def pipelined(self, *statements: tuple[str, Mapping[str, Any]],
+                  prepare: bool | None = None) -> list[list[dict[str, Any]]]:
         """Several statements as one transaction in one round trip; each one's rows (none
         for a statement that returns none).
 
@@ -239,19 +264,33 @@ class Database:
         sync as a single implicit transaction (one snapshot, transaction-local settings
         carry over, an error rolls back all), so a read made of dependent statements
         waits for the server once instead of once per statement plus BEGIN and COMMIT.
+        ``prepare=True``: each statement is prepared on its first run on a connection
+        (in the same round trip), not after psycopg's five unprepared runs, each planned
+        anew.
         """
         with self._checked_connection() as conn, translate_errors():
-            conn.autocommit = True
+            return _pipeline(conn, statements, prepare)
+
+    def prepare_on_connect(self, *statements: tuple[str, Mapping[str, Any]]) -> None:
+        """Run ``statements`` (pipelined, prepared, rows dropped) on every connection the
+        pool opens from now on; call it before the first query.
+
+        A statement's first run on a fresh connection pays for filling the backend's
+        catalog caches and for planning; a serving process moves that from its first
+        requests to the moment the pool opens the connection. psycopg reuses a prepared
+        statement for the same SQL and the same parameter types, so ``statements`` carry
+        parameters of the types the requests send. A failure (a database not migrated
+        yet) leaves the connection unprepared: its first request prepares instead.
+        """
+        self._on_connect.append(tuple(statements))
+
+    def _configure(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        _configure(conn)
+        for statements in self._on_connect:
             try:
-                cursors = [conn.cursor() for _ in statements]
-                with conn.pipeline():
-                    for cur, (name, params) in zip(cursors, statements, strict=True):
-                        cur.execute(query(name), params or None)
-                # leaving the pipeline was the one wait: every result is in
-                return [cur.fetchall() if cur.description is not None else [] for cur in cursors]
-            finally:
-                with contextlib.suppress(psycopg.Error):
-                    conn.autocommit = False
+                _pipeline(conn, statements, True)
+            except psycopg.Error as exc:
+                log.debug("statements not prepared at connect: %s", _first_line(exc))
 
     def all(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         with self.transaction() as tx:

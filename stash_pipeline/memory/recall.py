@@ -217,16 +217,19 @@ def round_trip(
                   ("embedding_cache_insert_many", {
                       "model": params["embedding_model"], "endpoint": params["embedding_endpoint"],
                       "hashes": [params["text_hash"]], "embeddings": [params["embedding"]]})]
-    *_, check, rows = store.db.pipelined(
-        *writes,
-        ("recall_search_params", {"ef_search": str(config.ef_search)}),
-        ("recall_check", params),
-        ("recall", params),
-    )
+    # prepared on a connection's first recall, or when the pool opens it (recall_prepare.py)
+    *_, check, rows = store.db.pipelined(*writes, *statements(params, config), prepare=True)
     missing = check[0]["missing"]
     if missing:
         raise errors.NamespaceNotFound(f"namespace {missing[0]!r} not found")
     return bool(check[0]["needs_vector"]), rows
+
+
+def statements(params: dict[str, Any], config: RecallConfig) -> list[tuple[str, dict[str, Any]]]:
+    """The recall statements with their parameters, in the order they are pipelined."""
+    return [("recall_search_params", {"ef_search": str(config.ef_search)}),
+            ("recall_check", params),
+            ("recall", params)]
 
 
 def recall_parameters(
