@@ -36,6 +36,7 @@ import numpy as np
 from bench import common, conversation_quality, recall_latency, retrieval_quality
 from bench.data import conversations, generate
 from stash_pipeline.db.sql import parse
+from stash_pipeline.memory.recall_config import RecallConfig
 
 SQL = parse((common.HERE / "text_index.sql").read_text(encoding="utf-8"), "bench/text_index.sql")
 SYSTEMS = ("sql_bm25", "bm25_index")
@@ -150,10 +151,9 @@ def quality(store_factory: Any) -> None:
 
 def run_statement(store: Any, statement: str, params: dict[str, Any]) -> tuple[float, float]:
     """(wall ms, server CPU ms) of one statement under recall's transaction settings."""
-    from stash_pipeline.memory import recall
 
     with store.db.transaction() as tx:
-        tx.one("recall_search_params", ef_search=str(recall.EF_SEARCH))
+        tx.one("recall_search_params", ef_search=str(RecallConfig().ef_search))
         before, began = common.server_cpu_ms(tx.conn), time.perf_counter()
         tx.conn.execute(statement, params, prepare=True).fetchall()
         wall, after = (time.perf_counter() - began) * 1000, common.server_cpu_ms(tx.conn)
@@ -268,7 +268,7 @@ def namespaces_case(count: int = 200, per: int = 500) -> None:
         for p in params_list:
             for name, st in statements.items():
                 with store.db.transaction() as tx:
-                    tx.one("recall_search_params", ef_search="100")
+                    tx.one("recall_search_params", ef_search=str(RecallConfig().ef_search))
                     found[name].append(tx.conn.execute(st, p).fetchone()["n"])
         print(f"candidates per question, one namespace of {count}: "
               + ", ".join(f"{n} mean {np.mean(v):.1f}" for n, v in found.items()))
