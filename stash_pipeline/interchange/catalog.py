@@ -23,6 +23,7 @@ column this file does not classify, so a new column or reference is one edit her
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 SCOPES = ("same", "ancestor", "line", "tree")
 
@@ -52,7 +53,7 @@ class Table:
     lineage: bool = False  #: whether its rows appear in lineage (as child or parent)
     has_id: bool = True  #: whether rows have their own ``id``
 
-    @property
+    @cached_property
     def columns(self) -> frozenset[str]:
         """Every stored column the catalog classifies (timestamps, vectors and ids included)."""
         names = set(self.plain.split()) | set(self.text.split()) | set(self.json.split()) | set(self.refs)
@@ -65,6 +66,13 @@ class Table:
     @property
     def deferred(self) -> tuple[str, ...]:
         return tuple(c for c, r in self.refs.items() if r.deferred)
+
+    @cached_property
+    def kinds(self) -> dict[str, str]:
+        """What an import checks per column: "content" (the embedded text), "text", "json" or "time"."""
+        found = {c: "time" for c in TIMES.get(self.name, "").split()}
+        found |= {c: "json" for c in self.json.split()} | {c: "text" for c in self.text.split()}
+        return found | ({self.embedded: "content"} if self.embedded else {})
 
 
 #: time columns per table (checked with ``validate.timestamp``)
@@ -151,7 +159,3 @@ NOT_EXPORTED = {
 }
 #: columns a file written before they existed gets from others of the same row (first non-null)
 FILLED = {"facts": {"recorded_at": ("created_at",), "retired_at": ("withdrawn_at", "valid_until")}}
-
-
-def is_time(table: Table, column: str) -> bool:
-    return column in TIMES.get(table.name, "").split()

@@ -1,8 +1,8 @@
 """``stash migrate-from-go``: bring a Go Stash database over, row by row.
 
 Every Go table is read in id order in chunks (``go_rows_<table>``), each row mapped by
-``go_mapping`` and written through ``interchange_insert``; the whole migration is ONE
-transaction. Each Go row is recorded in ``imported_rows`` (source, table, Go id → Stash
+``go_mapping`` and written through the import writer (one INSERT per chunk); the whole
+migration is ONE transaction. Each Go row is recorded in ``imported_rows`` (source, table, Go id → Stash
 id, or why it was skipped), so a second run finds every row already there and imports
 nothing; ``dry_run`` does the same work and rolls it back, so its report is exactly what
 a real run would do. Vectors are reused when the Go row's embedding model is the

@@ -18,7 +18,7 @@ from stash_pipeline.db.gateway import Session
 from stash_pipeline.interchange import catalog
 from stash_pipeline.interchange import go_mapping as mapping
 from stash_pipeline.interchange.export import Progress, stream
-from stash_pipeline.interchange.writer import Writer, json_dumps, vector_text
+from stash_pipeline.interchange.writer import Writer
 from stash_pipeline.store import Store
 
 CHUNK_ROWS = 1000
@@ -111,7 +111,7 @@ class GoImport:
         else:
             vectors = list(self.store.embedder.embed([r["content"] for r in todo]))
         for row, vector in zip(todo, vectors, strict=True):
-            row["embedding"], row["embedding_model"] = vector_text(vector), self.model
+            row["embedding"], row["embedding_model"] = vector, self.model
 
     def put(self, go_table: str, table: str, kind: str, mapped: list[Mapped]) -> dict[str, Row | None]:
         """Insert the mapped rows not yet in the ledger, record them all, write their lineage."""
@@ -135,11 +135,10 @@ class GoImport:
                 continue
             fresh.append((key, row, None, parents))
         inserting = [m for m in fresh if m[1] is not None]
-        results = self.tx.all("interchange_insert_rows", table=table,
-                              rows=Jsonb([m[1] for m in inserting], dumps=json_dumps)) if inserting else []
+        results = self.writer.write_rows(table, [m[1] for m in inserting])  # type: ignore[misc]
         records: list[Row] = []
         lineage: list[Row] = []
-        by_key = {m[0]: r["row"] for m, r in zip(inserting, results, strict=True)}
+        by_key = {m[0]: r for m, r in zip(inserting, results, strict=True)}
         for key, row, why, parents in fresh:
             inserted = by_key.get(key) if row is not None else None
             if row is not None and inserted is None:
@@ -166,7 +165,7 @@ class GoImport:
                             "stash_id": stash_id, "skipped": why})
             done[key] = stash_id
         if lineage:
-            self.tx.all("interchange_insert_rows", table="lineage", rows=Jsonb(lineage))
+            self.writer.write_rows("lineage", lineage)
         if records:
             self.tx.execute("go_import_record", source=self.source, rows=Jsonb(records))
         return by_key

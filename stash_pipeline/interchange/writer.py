@@ -17,6 +17,7 @@ import json
 from datetime import date, datetime
 from typing import Any
 
+import numpy as np
 from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
@@ -38,6 +39,14 @@ def json_dumps(value: Any) -> str:
 
 def vector_text(vector: Any) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def vector_array(vector: Any) -> np.ndarray:
+    """A vector as float32 (sent in binary); text such as '[0.1,0.2]' is parsed."""
+    if isinstance(vector, str):
+        text = vector.strip().removeprefix("[").removesuffix("]")
+        return np.array([float(x) for x in text.split(",")] if text.strip() else [], dtype=np.float32)
+    return np.asarray(vector, dtype=np.float32)
 
 
 def confined(slug: str, root: str) -> bool:
@@ -139,26 +148,27 @@ class Writer:
             return False
 
     def _validate(self, table: Table, where: str, row: Row) -> None:
+        kinds, known = table.kinds, table.columns
         for column in list(row):
             value = row[column]
+            kind = kinds.get(column)
             try:
                 if value is None:
                     continue
-                if column in table.text.split() or column == table.embedded:
-                    if column == table.embedded:
-                        validate.content(self.settings, value, column)
-                    else:
-                        validate.optional_text(self.settings, str(value), column)
-                elif column in table.json.split():
+                if kind == "content":
+                    validate.content(self.settings, value, column)
+                elif kind == "text":
+                    validate.optional_text(self.settings, str(value), column)
+                elif kind == "json":
                     value = json.loads(value) if isinstance(value, str) else value
                     row[column] = value
                     if isinstance(value, dict):
                         validate.metadata(value, self.settings)
                     else:
                         validate.optional_text(self.settings, json_dumps(value), column)
-                elif catalog.is_time(table, column):
+                elif kind == "time":
                     row[column] = validate.timestamp(value, column)
-                elif column not in table.columns:
+                elif column not in known:
                     raise errors.InvalidInput("is not a column of this table")
             except (errors.InvalidInput, ValueError, TypeError) as exc:
                 why = exc.message if isinstance(exc, errors.StashError) else "is not valid JSON"
@@ -236,14 +246,30 @@ class Writer:
         if table.embedded is None or not rows:
             return
         if reuse and all(r.get("embedding") is not None for r in rows):
-            for row in rows:
-                if not isinstance(row["embedding"], str):
-                    row["embedding"] = vector_text(row["embedding"])
-            return
+            return  # written as they are (write_rows sends them in binary)
         vectors = self.store.embedder.embed([r[table.embedded] for r in rows])
         for row, vector in zip(rows, vectors, strict=True):
-            row["embedding"] = vector_text(vector)
+            row["embedding"] = vector
             row["embedding_model"] = self.settings.embedding_model_name
+
+    def write_rows(self, table: str, rows: list[Row]) -> list[Row | None]:
+        """Write checked rows into ``table``, one statement per set of rows with the same
+        columns (a chunk is usually one); per row, its new id and namespace_id, or None
+        when a unique key already held it."""
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for position, row in enumerate(rows):
+            groups.setdefault(tuple(row), []).append(position)
+        out: list[Row | None] = [None] * len(rows)
+        for columns, positions in groups.items():
+            group, vectors = [rows[p] for p in positions], None
+            if "embedding" in columns and all(r["embedding"] is not None for r in group):
+                vectors = [vector_array(r["embedding"]) for r in group]
+                group = [{k: v for k, v in r.items() if k != "embedding"} for r in group]
+            written = self.tx.all("interchange_insert_set", table=table, vectors=vectors,
+                                  rows=Jsonb(group, dumps=json_dumps))
+            for result in written:
+                out[positions[int(result["n"]) - 1]] = result["inserted"]
+        return out
 
     def insert(self, table: Table, ready: list[tuple[str, Row, Row]]) -> list[Row | None]:
         """Insert checked rows (where, original, row); returns each inserted row's ids or None."""
@@ -253,12 +279,10 @@ class Writer:
             row.pop("id", None)
             for column in table.deferred:
                 row[column] = None
-        results = self.tx.all("interchange_insert_rows", table=table.name,
-                              rows=Jsonb([r for _, _, r in ready], dumps=json_dumps))
+        results = self.write_rows(table.name, [r for _, _, r in ready])
         deferred: dict[str, list[tuple[int, int]]] = {c: [] for c in table.deferred}
         out: list[Row | None] = []
-        for (_, original, _), result in zip(ready, results, strict=True):
-            inserted = result["row"]
+        for (_, original, _), inserted in zip(ready, results, strict=True):
             out.append(inserted)
             if inserted is None:
                 self.skip(table.name, "already present (a unique key matched)")
