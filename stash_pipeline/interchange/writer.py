@@ -2,8 +2,8 @@
 Go Stash database are only readers that hand it catalog rows.
 
 For every row it does what the live write path does before writing: text within the
-content cap and free of NUL bytes, JSON within the metadata cap, timestamps with a zone and
-inside the supported range, namespace paths valid (length included) with every ancestor
+content cap and free of NUL bytes, JSON within the metadata cap, an episode's kind as
+``validate.kind`` checks it, timestamps with a zone and inside the supported range, namespace paths valid (length included) with every ancestor
 created. Rows from an export get fresh ids and every reference is rewritten to them; each
 reference must then land where the live tools would let it point (``catalog.Ref.scope``):
 a nullable one that does not is dropped, any other refuses the row. Every refusal and
@@ -153,9 +153,14 @@ class Writer:
             value = row[column]
             kind = kinds.get(column)
             try:
+                if kind == "name" and value in (None, ""):
+                    del row[column]  # the column's default, as the live path gives a missing kind
+                    continue
                 if value is None:
                     continue
-                if kind == "content":
+                if kind == "name":
+                    row[column] = validate.kind(value)
+                elif kind == "content":
                     validate.content(self.settings, value, column)
                 elif kind == "text":
                     validate.optional_text(self.settings, str(value), column)

@@ -4,8 +4,13 @@ reported as such, duplicates inside one chunk are written once, vectors travel i
 
 from __future__ import annotations
 
-import numpy as np
+import json
 
+import numpy as np
+import pytest
+
+from stash_pipeline import errors
+from stash_pipeline.interchange import export, readers
 from stash_pipeline.interchange.writer import Writer, vector_text
 from stash_pipeline.memory import episodes, namespaces
 from tests.integration.test_interchange import _sql
@@ -58,3 +63,31 @@ def test_a_table_without_ids_reports_which_rows_were_new(store):
                                                         edge | {"parent_id": two}])
     assert first == [{"namespace_id": ns}]
     assert again == [{"namespace_id": ns}, None, None]
+
+
+def test_an_episode_kind_is_checked_as_the_live_path_checks_it(store, tmp_path):
+    """A bad kind is one reported row (not a database error that ends the import); a
+    missing one takes the default, as ``remember`` gives it."""
+    namespaces.create(store, "/k")
+    for i in range(3):
+        episodes.remember(store, "/k", f"episode {i}", kind="note")
+    path = tmp_path / "k.jsonl"
+    export.export_tree(store, "/k", path)
+    lines = path.read_text().splitlines()
+    kinds = iter(["Not A Kind!", None, "decision"])
+    edited = [lines[0]]
+    for line in lines[1:]:
+        record = json.loads(line)
+        if record["type"] == "episode":
+            record["row"]["kind"] = next(kinds)
+        edited.append(json.dumps(record))
+    path.write_text("\n".join(edited) + "\n")
+    result = readers.import_export(store, path, into="/k2")
+    assert result["rows"]["episodes"] == 2
+    assert list(result["skipped"]["episodes"]) == ["must be lowercase letters, digits and '_', starting with a letter"]
+    assert any(p.startswith("episodes line ") and "column kind" in p for p in result["problems"])
+    stored = _sql(store, "SELECT e.kind FROM episodes e JOIN namespaces n ON n.id = e.namespace_id "
+                  "WHERE n.slug = '/k2' ORDER BY e.id")
+    assert [r["kind"] for r in stored] == ["observation", "decision"]
+    with pytest.raises(errors.BadRow, match=r"^episodes line \d+ column kind: "):
+        readers.import_export(store, path, into="/k3", stop=True)
