@@ -3,12 +3,14 @@ Go Stash database are only readers that hand it catalog rows.
 
 For every row it does what the live write path does before writing: text within the
 content cap and free of NUL bytes, JSON within the metadata cap, an episode's kind as
-``validate.kind`` checks it, timestamps with a zone and inside the supported range, namespace paths valid (length included) with every ancestor
-created. Rows from an export get fresh ids and every reference is rewritten to them; each
-reference must then land where the live tools would let it point (``catalog.Ref.scope``):
-a nullable one that does not is dropped, any other refuses the row. Every refusal and
-drop is reported per table and row (``errors.BadRow``), and with ``stop`` the first one
-ends the import (nothing is written: it is one transaction).
+``validate.kind`` checks it, timestamps with a zone and inside the supported range,
+namespace paths valid (length included) with every ancestor created. Rows from an export
+get fresh ids and every reference is rewritten to them; each reference must then land
+where the live tools would let it point (``catalog.Ref.scope``): a nullable one that does
+not is dropped, any other refuses the row. Every refusal and drop is reported per table
+and row (``errors.BadRow``), and with ``stop`` the first one ends the import (nothing is
+written: it is one transaction). Rows are written a chunk at a time, one ``INSERT …
+SELECT`` per table and chunk (``write_rows``), vectors in binary.
 """
 
 from __future__ import annotations
@@ -43,10 +45,13 @@ def vector_text(vector: Any) -> str:
 
 def vector_array(vector: Any) -> np.ndarray:
     """A vector as float32 (sent in binary); text such as '[0.1,0.2]' is parsed."""
-    if isinstance(vector, str):
-        text = vector.strip().removeprefix("[").removesuffix("]")
-        return np.array([float(x) for x in text.split(",")] if text.strip() else [], dtype=np.float32)
-    return np.asarray(vector, dtype=np.float32)
+    try:
+        if isinstance(vector, str):
+            text = vector.strip().removeprefix("[").removesuffix("]")
+            return np.array([float(x) for x in text.split(",")] if text.strip() else [], dtype=np.float32)
+        return np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise errors.InvalidInput("an embedding is not a list of numbers") from None
 
 
 def confined(slug: str, root: str) -> bool:
