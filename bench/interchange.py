@@ -1,4 +1,4 @@
-"""Benchmark 13 — export then import of a namespace tree: the import writer's speed.
+"""Benchmark 11 — export then import of a namespace tree: the import writer's speed.
 
     python -m bench.interchange                 # 10,000 episodes (+1,000 facts with lineage)
     python -m bench.interchange --size 100000   # 100,000 episodes

@@ -39,8 +39,9 @@ SCOPE_ERRORS = {"access_denied", "record_not_found", "not_found"}
 
 def _spread_ids(store: Any) -> None:
     """Each table's ids from their own range, so an id shown is never another table's by chance."""
-    tables = _sql(store, "SELECT table_name AS t FROM information_schema.columns WHERE table_schema = 'public' "
-                  "AND column_name = 'id' AND pg_get_serial_sequence(table_name, 'id') IS NOT NULL ORDER BY 1")
+    tables = _sql(store, "SELECT t FROM (SELECT table_name AS t FROM information_schema.columns "
+                  "WHERE table_schema = 'public' AND column_name = 'id' OFFSET 0) c "  # filtered first
+                  "WHERE pg_get_serial_sequence(quote_ident(t), 'id') IS NOT NULL ORDER BY 1")
     for i, row in enumerate(tables):
         _sql(store, "SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)", row["t"], 10_000 * (i + 1))
 
