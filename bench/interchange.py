@@ -15,7 +15,7 @@ ids remapped, references checked):
   (``interchange_insert_set``, migration 0014), under ``/after``;
 * before: the same writer with the earlier insert — ``interchange_insert`` once per row
   (dynamic SQL, migration 0004; the statement is kept in bench/queries.sql), under
-  ``/before``. ``--skip-before`` leaves it out (it needs about an hour per 100,000 rows
+  ``/before``. ``--skip-before`` leaves it out (it took 44 minutes for 100,000 episodes
   on a loaded 2-core machine).
 
 Printed per step: seconds, rows written per second, and memory: the process's resident
