@@ -1077,3 +1077,35 @@ FROM (SELECT id, namespace_id, row_number() OVER (ORDER BY id) AS n FROM facts
 JOIN (SELECT id, row_number() OVER (ORDER BY id) AS n FROM episodes WHERE namespace_id = %(namespace_id)s) e
   ON e.n IN (4 * f.n - 1, 4 * f.n)
 ON CONFLICT DO NOTHING
+
+-- bench_interchange_fill_episodes --
+-- N episodes in /bench (~200 characters, metadata, a 384-dimension vector), server side.
+INSERT INTO episodes (namespace_id, content, metadata, embedding, embedding_model, occurred_at)
+SELECT n.id, 'episode ' || g || ': ' || repeat(md5(g::text), 6), jsonb_build_object('n', g),
+       array_fill((g %% 97) / 97.0, ARRAY[384])::vector, %(model)s, now() - g * interval '1 second'
+  FROM namespaces n, generate_series(1, %(episodes)s) g WHERE n.slug = '/bench'
+
+-- bench_interchange_fill_facts --
+-- N facts in /bench, each drawn from one episode (a lineage edge the import re-points).
+WITH f AS (
+    INSERT INTO facts (namespace_id, content, entity, property, value, origin, embedding, embedding_model)
+    SELECT n.id, 'fact ' || g || ': ' || md5(g::text), 'entity ' || (g %% 500), 'property', md5(g::text),
+           'synthesis', array_fill((g %% 89) / 89.0, ARRAY[384])::vector, %(model)s
+      FROM namespaces n, generate_series(1, %(facts)s) g WHERE n.slug = '/bench'
+    RETURNING id, namespace_id)
+INSERT INTO lineage (child_kind, child_id, parent_kind, parent_id, namespace_id)
+SELECT 'fact', f.id, 'episode', (SELECT min(id) FROM episodes) + f.id %% %(episodes)s, f.namespace_id
+  FROM f  -- a fresh database: the episodes' ids are contiguous
+
+-- bench_interchange_indexes --
+-- The vector and full-text indexes of episodes and facts: dropped before the fill, so
+-- neither the fill nor the two imports maintain them (the writer is what is measured).
+SELECT indexname FROM pg_indexes
+ WHERE schemaname = 'public' AND tablename IN ('episodes', 'facts')
+   AND (indexdef ILIKE '%%using hnsw%%' OR indexdef ILIKE '%%using gin%%')
+
+-- bench_before_interchange_insert_rows --
+-- The import's insert before the set-based one: interchange_insert (migration 0004),
+-- dynamic SQL once per row, in array order; each result the inserted row or NULL.
+SELECT x.n, interchange_insert(%(table)s::regclass, x.r) AS row
+  FROM jsonb_array_elements(%(rows)s) WITH ORDINALITY AS x(r, n)

@@ -11,7 +11,8 @@ the row). Each entry names every stored column by what an import must do with it
   rule is dropped when ``nullable``, else the row is refused — never imported as is, so a
   token scoped to one tree never reaches a row outside it through an imported id.
 * ``text``: free text, held to the content cap without NUL bytes; ``json``: JSON held to
-  the metadata cap; time columns (``*_at``, ``valid_from``/``valid_until``…) are checked as
+  the metadata cap; ``names``: identifiers such as an episode's kind, checked as the live
+  path checks them (a missing one takes the column's default); time columns (``*_at``, ``valid_from``/``valid_until``…) are checked as
   the live path checks timestamps; ``vector`` travels only with ``--with-vectors``;
   ``derived`` is computed by the database and never exported; ``plain`` columns are
   checked by the table's own constraints.
@@ -23,6 +24,7 @@ column this file does not classify, so a new column or reference is one edit her
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 SCOPES = ("same", "ancestor", "line", "tree")
 
@@ -48,14 +50,16 @@ class Table:
     refs: dict[str, Ref] = field(default_factory=dict)
     text: str = ""
     json: str = ""
+    names: str = ""  #: identifiers checked as the live path checks a kind (``validate.kind``)
     embedded: str | None = None  #: the text column its vector is computed from
     lineage: bool = False  #: whether its rows appear in lineage (as child or parent)
     has_id: bool = True  #: whether rows have their own ``id``
 
-    @property
+    @cached_property
     def columns(self) -> frozenset[str]:
         """Every stored column the catalog classifies (timestamps, vectors and ids included)."""
         names = set(self.plain.split()) | set(self.text.split()) | set(self.json.split()) | set(self.refs)
+        names |= set(self.names.split())
         names |= {c.kind_column for c in self.refs.values() if c.kind_column}
         names |= set(TIMES.get(self.name, "").split()) | set(VECTOR.get(self.name, ()))
         names |= {"id"} if self.has_id else set()
@@ -65,6 +69,14 @@ class Table:
     @property
     def deferred(self) -> tuple[str, ...]:
         return tuple(c for c, r in self.refs.items() if r.deferred)
+
+    @cached_property
+    def kinds(self) -> dict[str, str]:
+        """What an import checks per column: "content" (the embedded text), "text", "json", "name" or "time"."""
+        found = {c: "time" for c in TIMES.get(self.name, "").split()}
+        found |= {c: "json" for c in self.json.split()} | {c: "text" for c in self.text.split()}
+        found |= {c: "name" for c in self.names.split()}
+        return found | ({self.embedded: "content"} if self.embedded else {})
 
 
 #: time columns per table (checked with ``validate.timestamp``)
@@ -91,8 +103,8 @@ _BITEMPORAL = "valid_from valid_until recorded_at retired_at"
 
 TABLES: tuple[Table, ...] = (
     _t("namespaces", "namespace", _STAMPS, text="name description"),
-    _t("episodes", "episode", "occurred_at created_at deleted_at", plain="kind idempotency_key embedding_model",
-       text="content deleted_reason", json="metadata", embedded="content", lineage=True),
+    _t("episodes", "episode", "occurred_at created_at deleted_at", plain="idempotency_key embedding_model",
+       names="kind", text="content deleted_reason", json="metadata", embedded="content", lineage=True),
     _t("goals", "goal", f"{_STAMPS} completed_at abandoned_at deleted_at", plain="status priority",
        refs={"parent_id": Ref("goal", nullable=True, deferred=True, scope="ancestor")}, text="content"),
     _t("failures", "failure", "created_at deleted_at", refs={"goal_id": Ref("goal", nullable=True, scope="line")},
@@ -151,7 +163,3 @@ NOT_EXPORTED = {
 }
 #: columns a file written before they existed gets from others of the same row (first non-null)
 FILLED = {"facts": {"recorded_at": ("created_at",), "retired_at": ("withdrawn_at", "valid_until")}}
-
-
-def is_time(table: Table, column: str) -> bool:
-    return column in TIMES.get(table.name, "").split()

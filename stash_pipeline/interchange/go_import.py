@@ -1,8 +1,8 @@
 """``stash migrate-from-go``: bring a Go Stash database over, row by row.
 
 Every Go table is read in id order in chunks (``go_rows_<table>``), each row mapped by
-``go_mapping`` and written through ``interchange_insert``; the whole migration is ONE
-transaction. Each Go row is recorded in ``imported_rows`` (source, table, Go id → Stash
+``go_mapping`` and written through the import writer (one INSERT per chunk); the whole
+migration is ONE transaction. Each Go row is recorded in ``imported_rows`` (source, table, Go id → Stash
 id, or why it was skipped), so a second run finds every row already there and imports
 nothing; ``dry_run`` does the same work and rolls it back, so its report is exactly what
 a real run would do. Vectors are reused when the Go row's embedding model is the
@@ -26,7 +26,7 @@ from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session, translate_errors
 from stash_pipeline.interchange import go_tables
 from stash_pipeline.interchange.export import Progress
-from stash_pipeline.interchange.go_state import GoImport, Unreadable, source_name
+from stash_pipeline.interchange.go_state import GoImport, Unreadable, adopt_legacy_ledger, source_name
 from stash_pipeline.store import Store
 
 #: Go tables in the order they are read (references before the rows that use them)
@@ -94,6 +94,7 @@ def migrate_from_go(
             raise errors.InvalidInput("the --from database has no episodes/facts tables: not a Go Stash database")
         with store.db.connection() as conn, translate_errors():
             tx = Session(conn)
+            adopted = adopt_legacy_ledger(go, tx, source)
             run = GoImport(store, go, tx, source, dry_run, progress, stop)
             try:
                 go_tables.run_all(run, GO_TABLES)
@@ -107,6 +108,7 @@ def migrate_from_go(
     finally:
         go_conn.close()
     imported = sum(e["imported"] for e in run.report.values())
-    return {"source": source, "dry_run": dry_run, "imported": imported, "tables": run.report,
+    return {"source": source, "ledger_adopted_from": adopted, "dry_run": dry_run, "imported": imported,
+            "tables": run.report,
             "vectors": run.vectors, "problems": run.writer.problems}
 

@@ -5,7 +5,8 @@ rows to the import writer (the live path's checks, references kept inside the ru
 
 The ledger is keyed on the Go database's identity — its cluster's system identifier and
 the database's oid and name — so another spelling of the same address finds the rows
-already imported, and another database at the same address is a new source."""
+already imported, and another database at the same address is a new source. A ledger
+written before that (keyed on the DSN) is recognised and moved over (``adopt_legacy_ledger``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from stash_pipeline.db.gateway import Session
 from stash_pipeline.interchange import catalog
 from stash_pipeline.interchange import go_mapping as mapping
 from stash_pipeline.interchange.export import Progress, stream
-from stash_pipeline.interchange.writer import Writer, json_dumps, vector_text
+from stash_pipeline.interchange.writer import Writer
 from stash_pipeline.store import Store
 
 CHUNK_ROWS = 1000
@@ -33,6 +34,36 @@ def source_name(go: Session) -> str:
     row = go.one("go_identity")
     assert row is not None
     return f"go-stash:{row['system_identifier']}/{row['oid']}:{row['datname']}"
+
+
+def adopt_legacy_ledger(go: Session, tx: Session, source: str) -> str | None:
+    """Recognise a ledger written before it was keyed on the database's identity.
+
+    Such a ledger is keyed on the DSN ('go-stash:HOST:PORT/DB'); without this, the first
+    run after an upgrade would import everything again. A legacy ledger of a database of
+    the same name is this database's when a sample of its rows (up to ten namespaces,
+    episodes and facts) still reads the same here — the path a namespace maps to, the
+    content — then it is moved to this identity and returned. Another database that
+    merely took the name at that address does not match and starts its own ledger.
+    """
+    datname = source.split(":", 2)[2]
+    for legacy in [r["source"] for r in tx.all("go_legacy_sources", source=source, datname=datname)]:
+        sample = tx.all("go_legacy_sample", source=legacy)
+        wanted = {t: [r["source_id"] for r in sample if r["source_table"] == t]
+                  for t in ("namespaces", "episodes", "facts")}
+        here = {(r["source_table"], r["source_id"]): r["value"] for r in go.all("go_fingerprint", **wanted)}
+        if sample and all(_same(here, r) for r in sample):
+            tx.execute("go_ledger_rekey", source=source, legacy=legacy)
+            return legacy
+    return None
+
+
+def _same(here: dict[tuple[str, str], Any], row: Row) -> bool:
+    """Whether a Go row still reads as what the ledger's Stash row holds."""
+    value = here.get((row["source_table"], row["source_id"]))
+    if row["source_table"] == "namespaces":
+        value = mapping.slug(value) if isinstance(value, str) else None
+    return value == row["value"]
 
 
 class Unreadable:
@@ -111,7 +142,7 @@ class GoImport:
         else:
             vectors = list(self.store.embedder.embed([r["content"] for r in todo]))
         for row, vector in zip(todo, vectors, strict=True):
-            row["embedding"], row["embedding_model"] = vector_text(vector), self.model
+            row["embedding"], row["embedding_model"] = vector, self.model
 
     def put(self, go_table: str, table: str, kind: str, mapped: list[Mapped]) -> dict[str, Row | None]:
         """Insert the mapped rows not yet in the ledger, record them all, write their lineage."""
@@ -135,11 +166,10 @@ class GoImport:
                 continue
             fresh.append((key, row, None, parents))
         inserting = [m for m in fresh if m[1] is not None]
-        results = self.tx.all("interchange_insert_rows", table=table,
-                              rows=Jsonb([m[1] for m in inserting], dumps=json_dumps)) if inserting else []
+        results = self.writer.write_rows(table, [m[1] for m in inserting])  # type: ignore[misc]
         records: list[Row] = []
         lineage: list[Row] = []
-        by_key = {m[0]: r["row"] for m, r in zip(inserting, results, strict=True)}
+        by_key = {m[0]: r for m, r in zip(inserting, results, strict=True)}
         for key, row, why, parents in fresh:
             inserted = by_key.get(key) if row is not None else None
             if row is not None and inserted is None:
@@ -166,7 +196,7 @@ class GoImport:
                             "stash_id": stash_id, "skipped": why})
             done[key] = stash_id
         if lineage:
-            self.tx.all("interchange_insert_rows", table="lineage", rows=Jsonb(lineage))
+            self.writer.write_rows("lineage", lineage)
         if records:
             self.tx.execute("go_import_record", source=self.source, rows=Jsonb(records))
         return by_key

@@ -2,13 +2,15 @@
 Go Stash database are only readers that hand it catalog rows.
 
 For every row it does what the live write path does before writing: text within the
-content cap and free of NUL bytes, JSON within the metadata cap, timestamps with a zone and
-inside the supported range, namespace paths valid (length included) with every ancestor
-created. Rows from an export get fresh ids and every reference is rewritten to them; each
-reference must then land where the live tools would let it point (``catalog.Ref.scope``):
-a nullable one that does not is dropped, any other refuses the row. Every refusal and
-drop is reported per table and row (``errors.BadRow``), and with ``stop`` the first one
-ends the import (nothing is written: it is one transaction).
+content cap and free of NUL bytes, JSON within the metadata cap, an episode's kind as
+``validate.kind`` checks it, timestamps with a zone and inside the supported range,
+namespace paths valid (length included) with every ancestor created. Rows from an export
+get fresh ids and every reference is rewritten to them; each reference must then land
+where the live tools would let it point (``catalog.Ref.scope``): a nullable one that does
+not is dropped, any other refuses the row. Every refusal and drop is reported per table
+and row (``errors.BadRow``), and with ``stop`` the first one ends the import (nothing is
+written: it is one transaction). Rows are written a chunk at a time, one ``INSERT …
+SELECT`` per table and chunk (``write_rows``), vectors in binary.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 from datetime import date, datetime
 from typing import Any
 
+import numpy as np
 from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
@@ -38,6 +41,17 @@ def json_dumps(value: Any) -> str:
 
 def vector_text(vector: Any) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def vector_array(vector: Any) -> np.ndarray:
+    """A vector as float32 (sent in binary); text such as '[0.1,0.2]' is parsed."""
+    try:
+        if isinstance(vector, str):
+            text = vector.strip().removeprefix("[").removesuffix("]")
+            return np.array([float(x) for x in text.split(",")] if text.strip() else [], dtype=np.float32)
+        return np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise errors.InvalidInput("an embedding is not a list of numbers") from None
 
 
 def confined(slug: str, root: str) -> bool:
@@ -139,26 +153,32 @@ class Writer:
             return False
 
     def _validate(self, table: Table, where: str, row: Row) -> None:
+        kinds, known = table.kinds, table.columns
         for column in list(row):
             value = row[column]
+            kind = kinds.get(column)
             try:
+                if kind == "name" and value in (None, ""):
+                    del row[column]  # the column's default, as the live path gives a missing kind
+                    continue
                 if value is None:
                     continue
-                if column in table.text.split() or column == table.embedded:
-                    if column == table.embedded:
-                        validate.content(self.settings, value, column)
-                    else:
-                        validate.optional_text(self.settings, str(value), column)
-                elif column in table.json.split():
+                if kind == "name":
+                    row[column] = validate.kind(value)
+                elif kind == "content":
+                    validate.content(self.settings, value, column)
+                elif kind == "text":
+                    validate.optional_text(self.settings, str(value), column)
+                elif kind == "json":
                     value = json.loads(value) if isinstance(value, str) else value
                     row[column] = value
                     if isinstance(value, dict):
                         validate.metadata(value, self.settings)
                     else:
                         validate.optional_text(self.settings, json_dumps(value), column)
-                elif catalog.is_time(table, column):
+                elif kind == "time":
                     row[column] = validate.timestamp(value, column)
-                elif column not in table.columns:
+                elif column not in known:
                     raise errors.InvalidInput("is not a column of this table")
             except (errors.InvalidInput, ValueError, TypeError) as exc:
                 why = exc.message if isinstance(exc, errors.StashError) else "is not valid JSON"
@@ -236,14 +256,30 @@ class Writer:
         if table.embedded is None or not rows:
             return
         if reuse and all(r.get("embedding") is not None for r in rows):
-            for row in rows:
-                if not isinstance(row["embedding"], str):
-                    row["embedding"] = vector_text(row["embedding"])
-            return
+            return  # written as they are (write_rows sends them in binary)
         vectors = self.store.embedder.embed([r[table.embedded] for r in rows])
         for row, vector in zip(rows, vectors, strict=True):
-            row["embedding"] = vector_text(vector)
+            row["embedding"] = vector
             row["embedding_model"] = self.settings.embedding_model_name
+
+    def write_rows(self, table: str, rows: list[Row]) -> list[Row | None]:
+        """Write checked rows into ``table``, one statement per set of rows with the same
+        columns (a chunk is usually one); per row, its new id and namespace_id, or None
+        when a unique key already held it."""
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for position, row in enumerate(rows):
+            groups.setdefault(tuple(row), []).append(position)
+        out: list[Row | None] = [None] * len(rows)
+        for columns, positions in groups.items():
+            group, vectors = [rows[p] for p in positions], None
+            if "embedding" in columns and all(r["embedding"] is not None for r in group):
+                vectors = [vector_array(r["embedding"]) for r in group]
+                group = [{k: v for k, v in r.items() if k != "embedding"} for r in group]
+            written = self.tx.all("interchange_insert_set", table=table, vectors=vectors,
+                                  rows=Jsonb(group, dumps=json_dumps))
+            for result in written:
+                out[positions[int(result["n"]) - 1]] = result["inserted"]
+        return out
 
     def insert(self, table: Table, ready: list[tuple[str, Row, Row]]) -> list[Row | None]:
         """Insert checked rows (where, original, row); returns each inserted row's ids or None."""
@@ -253,12 +289,10 @@ class Writer:
             row.pop("id", None)
             for column in table.deferred:
                 row[column] = None
-        results = self.tx.all("interchange_insert_rows", table=table.name,
-                              rows=Jsonb([r for _, _, r in ready], dumps=json_dumps))
+        results = self.write_rows(table.name, [r for _, _, r in ready])
         deferred: dict[str, list[tuple[int, int]]] = {c: [] for c in table.deferred}
         out: list[Row | None] = []
-        for (_, original, _), result in zip(ready, results, strict=True):
-            inserted = result["row"]
+        for (_, original, _), inserted in zip(ready, results, strict=True):
             out.append(inserted)
             if inserted is None:
                 self.skip(table.name, "already present (a unique key matched)")

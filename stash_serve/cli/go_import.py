@@ -41,6 +41,8 @@ def migrate_from_go_command(source: str, dry_run: bool, stop_on_bad_row: bool, a
         emit_json(report)
         return
     click.echo(f"{'dry run: nothing was written' if dry_run else 'imported'} from {report['source']}")
+    if report.get("ledger_adopted_from"):
+        click.echo(f"  rows already imported were recognised under their earlier key {report['ledger_adopted_from']}")
     click.echo(f"  {'table':<24} {'read':>7} {'imported':>9} {'already':>8}")
     for table, entry in report["tables"].items():
         if "(" not in table and "lineage" not in table:

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from stash_pipeline.interchange import go_import
 from tests.conftest import _with_db
 from tests.integration.test_cli import Run, as_json, cli_env, run  # noqa: F401  (fixtures)
 from tests.integration.test_interchange import _sql
+from tests.integration.test_interchange_hostile import go_database
 
 SCHEMA = Path(__file__).resolve().parents[1] / "support" / "go_stash_schema.sql"
 V25 = "[" + ",".join(["0.25"] * 384) + "]"
@@ -172,3 +174,41 @@ def test_cli_reports_json_and_refuses_a_non_go_database(run: Run, go_dsn, databa
     refused = run("migrate-from-go", "--from", database_url, expect=2)
     assert "not a Go Stash database" in refused.output
     assert "password" not in json.dumps(summary)
+
+
+LEDGER_ROWS = ("INSERT INTO namespaces (id, slug) VALUES (1, '/team');\n"
+               "INSERT INTO episodes (id, namespace_id, content) VALUES (11, 1, '{episode}');\n"
+               "INSERT INTO facts (id, namespace_id, content) VALUES (21, 1, 'A fact about the team');")
+
+
+def _legacy_key(dsn: str) -> str:
+    """The ledger key the version before wrote: the DSN's host, port and database name."""
+    parts = conninfo_to_dict(dsn)
+    return f"go-stash:{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
+
+
+def test_a_ledger_keyed_on_the_dsn_is_recognised_after_an_upgrade(store, pg_admin_dsn):
+    with go_database(pg_admin_dsn, LEDGER_ROWS.format(episode="hello")) as dsn:
+        first = go_import.migrate_from_go(store, dsn)
+        assert first["imported"] == 3
+        legacy = _legacy_key(dsn)
+        _sql(store, "UPDATE imported_rows SET source = %s", legacy)  # as an earlier version recorded it
+        again = go_import.migrate_from_go(store, dsn)
+        assert again["imported"] == 0, again["tables"]
+        assert again["ledger_adopted_from"] == legacy
+        assert [r["source"] for r in _sql(store, "SELECT DISTINCT source FROM imported_rows")] == [first["source"]]
+        name = conninfo_to_dict(dsn)["dbname"]
+    # another Go database that took the same name at the same address: its rows read otherwise
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(SCHEMA.read_text())
+            conn.execute(LEDGER_ROWS.format(episode="goodbye"))
+        _sql(store, "UPDATE imported_rows SET source = %s", legacy)
+        other = go_import.migrate_from_go(store, dsn)
+        assert other["ledger_adopted_from"] is None and other["tables"]["episodes"]["imported"] == 1
+        assert _sql(store, "SELECT count(*) FROM imported_rows WHERE source = %s", legacy)[0]["count"] == 3
+    finally:
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

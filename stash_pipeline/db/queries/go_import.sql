@@ -97,3 +97,38 @@ UPDATE facts f SET superseded_by = p.ref
 SELECT s.system_identifier, d.oid, d.datname
   FROM pg_control_system() s, pg_database d
  WHERE d.datname = current_database()
+
+-- go_legacy_sources --
+-- Ledger sources written before the ledger was keyed on the Go database's identity: keyed
+-- on the DSN's host, port and database name ('go-stash:HOST:PORT/DB'), for a database of
+-- this name, when the current identity has no ledger yet.
+SELECT DISTINCT source FROM imported_rows
+ WHERE source LIKE 'go-stash:%%' AND source !~ '^go-stash:[0-9]+/[0-9]+:'
+   AND right(source, length(%(datname)s) + 1) = '/' || %(datname)s
+   AND NOT EXISTS (SELECT 1 FROM imported_rows WHERE source = %(source)s)
+
+-- go_legacy_sample --
+-- Up to ten imported rows per table (namespaces, episodes, facts) of a ledger source, with
+-- what Stash holds for them now (the path, the content): the fingerprint a Go database
+-- must match for that ledger to be its own.
+SELECT source_table, source_id, value FROM (
+    SELECT r.source_table, r.source_id, COALESCE(n.slug, e.content, f.content) AS value,
+           row_number() OVER (PARTITION BY r.source_table ORDER BY r.stash_id) AS k
+      FROM imported_rows r
+      LEFT JOIN namespaces n ON r.source_table = 'namespaces' AND n.id = r.stash_id
+      LEFT JOIN episodes e ON r.source_table = 'episodes' AND e.id = r.stash_id
+      LEFT JOIN facts f ON r.source_table = 'facts' AND f.id = r.stash_id
+     WHERE r.source = %(source)s AND r.source_table IN ('namespaces', 'episodes', 'facts')
+       AND r.stash_id IS NOT NULL) s
+ WHERE k <= 10 AND value IS NOT NULL
+
+-- go_ledger_rekey --
+-- Move a ledger to the Go database's identity (once its fingerprint matched).
+UPDATE imported_rows SET source = %(source)s WHERE source = %(legacy)s
+
+-- go_fingerprint --
+-- (Go side) the path or content of some rows by id, to compare with an old ledger's.
+SELECT 'namespaces' AS source_table, id::text AS source_id, slug AS value FROM namespaces
+ WHERE id::text = ANY(%(namespaces)s)
+UNION ALL SELECT 'episodes', id::text, content FROM episodes WHERE id::text = ANY(%(episodes)s)
+UNION ALL SELECT 'facts', id::text, content FROM facts WHERE id::text = ANY(%(facts)s)

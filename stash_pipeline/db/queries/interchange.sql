@@ -1,6 +1,7 @@
--- Imports (stash_pipeline/interchange/writer.py): every row goes in through the generic
--- interchange_insert function (migration 0004), so these are the only statements an
--- import needs besides the namespace it creates and the ledger that makes it idempotent.
+-- Imports (stash_pipeline/interchange/writer.py): every chunk of rows goes in through the
+-- generic set-based interchange_insert_set function (migration 0014), so these are the only
+-- statements an import needs besides the namespace it creates and the ledger that makes
+-- it idempotent.
 
 -- interchange_import_namespace --
 -- Create (or find) a namespace of an imported tree; existing ones keep their name.
@@ -14,11 +15,12 @@ WITH ins AS (
 )
 SELECT id FROM ins UNION ALL SELECT id FROM namespaces WHERE slug = %(slug)s AND NOT EXISTS (SELECT 1 FROM ins)
 
--- interchange_insert_rows --
--- Insert a chunk of rows (a JSON array) into one table through interchange_insert, in
--- array order; each result is the inserted row (NULL when a unique key already held it).
-SELECT x.n, interchange_insert(%(table)s::regclass, x.r) AS row
-  FROM jsonb_array_elements(%(rows)s) WITH ORDINALITY AS x(r, n)
+-- interchange_insert_set --
+-- Insert a chunk of rows (a JSON array, every element with the same keys) into one table
+-- in one INSERT … SELECT, their vectors (or NULL) as a binary vector[] in the same order;
+-- one result per written row: its 1-based position in the array and its id and
+-- namespace_id (a row a unique key already held has no result).
+SELECT n, inserted FROM interchange_insert_set(%(table)s::regclass, %(rows)s, %(vectors)b::vector[])
 
 -- interchange_defer_goals_parent_id --
 -- Point imported goals at their (imported) parent goals, once all goals exist.
