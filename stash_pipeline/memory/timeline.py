@@ -8,25 +8,30 @@ contradict. Which properties are multi-valued is the setting
 ``STASH_MULTI_VALUED_PROPERTIES`` (comma-separated names, case-insensitive; the default
 lists likes, speaks, skills, member_of and the like); every other property is single-valued.
 
-The rules (``place`` for a new statement, ``reopen`` when one goes away):
+The rules, for every fact of a key at once (``settle``, the named query
+``timeline_settle``; the *live* statements are those not withdrawn):
 
-* a statement ends where the earliest *later* known value of the key begins (a late
-  statement slots in before it: it is stored as history and supersedes nothing), or at
-  its own stated ``valid_until`` if that is earlier;
-* a value holding at the new statement's start is *covered* by it: superseding closes it
-  where the new one begins (``assert_fact(supersede=True)``, or a replacement the facts
-  stage's model is sure of); otherwise the pair is recorded as an open contradiction;
-* equal ``valid_from``: the later arrival is the correction: it covers the earlier one,
-  whose interval becomes empty when superseded (it was never true, as now known);
-* the same value stated twice is no change: the two facts may overlap;
-* an empty interval (a statement corrected at its own start, or rejected by resolving its
-  contradiction ``keep_old``) is no value: it neither ends nor covers another;
-* withdrawing a fact (or its source) gives back the time it took: a fact it closed ends
-  again at the next known value or at its stated end (``reopen``); a restored fact's
-  relationships reopen with it (``follow``).
+* a statement rejected by a contradiction's resolution (``reject``: its given end is its
+  own start) is no value, for good;
+* a statement corrected at its own start (a later arrival with the same ``valid_from``
+  and another value) is no value: an empty interval;
+* every other statement ends at the earliest of its stated ``valid_until``, its given end
+  (an expiry by the decay stage) and the start of the next value of the key (by
+  ``valid_from``, then arrival); a later arrival that ends it supersedes it, an earlier
+  arrival makes it history (a late statement supersedes nothing);
+* two facts in an open contradiction (or one resolved ``keep_both``) do not end or correct
+  each other: both hold until it is resolved;
+* the same value stated twice is no change: the two facts may overlap.
 
-``assert_fact`` (``memory.facts``) and the stages' shared contradiction check
-(``stages.contradictions``) both call ``place``; nothing else decides event time.
+So the timeline does not depend on the order of arrival: every change to a key (a new
+statement, a withdrawal, a rejection, a restore) calls ``settle``, which recomputes the
+whole key and re-aligns the relationships of the facts whose interval changed (``follow``).
+``place`` is the same rule for one new statement before it is stored: it names the values
+holding at its start (``covered``), the pairs that get a contradiction row — superseding
+(``assert_fact(supersede=True)``, or a replacement the facts stage's model is sure of)
+records it resolved, otherwise it stays open. ``assert_fact`` (``memory.facts``) and the
+stages' contradiction check (``stages.contradictions``) both use ``place`` and ``settle``;
+nothing else decides event time.
 """
 
 from __future__ import annotations
@@ -103,49 +108,46 @@ def place(value: str | None, valid_from: datetime, valid_until: datetime | None,
     return Placement(end, history, covered)
 
 
+def settle(tx: Session, settings: Any, fact_ids: Iterable[int], *, gone: Iterable[int] = ()) -> list[int]:
+    """Recompute the timelines of these facts' keys from their live statements
+    (``timeline_settle``: the rule of the module docstring, for every fact of the key at
+    once) and re-align the relationships of the facts whose interval changed. Call it after
+    any change to a key: a new statement, a supersession, a withdrawal, a rejection, a
+    restore. ``gone`` facts count as withdrawn (a purge settles before its delete).
+    Multi-valued properties are left alone. Returns the changed facts' ids."""
+    ids = sorted({int(i) for i in fact_ids})
+    if not ids:
+        return []
+    changed = [int(r["id"]) for r in tx.all(
+        "timeline_settle", ids=ids, gone=sorted({int(i) for i in gone}), multi_valued=multi_valued(settings)
+    )]
+    follow(tx, changed)
+    return changed
+
+
+def reject(tx: Session, fact_ids: Iterable[int], kept_id: int) -> list[int]:
+    """A resolution kept ``kept_id`` over these facts: each that began no earlier than the
+    kept fact is no value from now on (its given end is its start); ``settle`` then gives
+    back the time it took. Returns the rejected facts' ids."""
+    ids = sorted({int(i) for i in fact_ids})
+    return [int(r["id"]) for r in tx.all("timeline_reject", ids=ids, kept_id=int(kept_id))] if ids else []
+
+
+def gone(tx: Session, settings: Any, fact_ids: Iterable[int]) -> list[int]:
+    """Withdrawn (or about to be purged) facts give back the time they took on their keys
+    (``settle``), and contradictions still open on them are resolved ('withdrawn'): there
+    is nothing left to decide. Returns the ids of the facts whose interval changed."""
+    ids = sorted({int(i) for i in fact_ids})
+    if not ids:
+        return []
+    changed = settle(tx, settings, ids, gone=ids)
+    tx.execute("timeline_contradictions_of_gone", ids=ids)
+    return changed
+
+
 def follow(tx: Session, fact_ids: Iterable[int]) -> None:
     """Relationships hold while their source fact does: re-align them with these facts'
     intervals (closing or reopening them)."""
     ids = sorted({int(i) for i in fact_ids})
     if ids:
         tx.execute("timeline_relationships_follow", ids=ids)
-
-
-def supersede(tx: Session, old_id: int, new_id: int) -> bool:
-    """Close ``old_id`` where ``new_id`` begins (``fact_supersede``: only when its interval
-    holds there); a fact emptied by it (the same start: a correction) gives back the time
-    it took. Returns whether it was superseded."""
-    if tx.scalar("fact_supersede", old_id=old_id, new_id=new_id) is None:
-        return False
-    give_back_emptied(tx, [old_id])
-    return True
-
-
-def give_back_emptied(tx: Session, fact_ids: Iterable[int]) -> list[int]:
-    """Of these facts, those whose interval is now empty (corrected at their own start, or
-    rejected) are no value: the facts they had cut end again at the next value."""
-    emptied = [int(r["id"]) for r in tx.all("timeline_empty_of", ids=sorted({int(i) for i in fact_ids}))]
-    return reopen(tx, emptied, withdrawn=False) if emptied else []
-
-
-def reopen(tx: Session, gone_fact_ids: Iterable[int], *, withdrawn: bool = True) -> list[int]:
-    """Give back the time that withdrawn (or about to be purged) facts took on their keys.
-
-    A live fact of the same key that ended where a gone fact began, because of it
-    (superseded by it, or closed as history before it), ends again at the next live value
-    after it, or at its stated end; its relationships follow. Contradictions still open
-    on a gone fact are resolved ('withdrawn'): there is nothing left to decide (only when
-    ``withdrawn``; a fact rejected by a resolution keeps its other contradictions).
-    Returns the ids of the facts whose interval changed.
-    """
-    ids = sorted({int(i) for i in gone_fact_ids})
-    if not ids:
-        return []
-    # a fact emptied by a later correction (not withdrawn) still corrects what it corrected
-    changed = [int(r["id"]) for r in tx.all("timeline_reopen", ids=ids, keep_corrections=not withdrawn)]
-    if changed:  # a reopened value ends what began before it and still ran past its start
-        changed += [int(r["id"]) for r in tx.all("timeline_recut", ids=changed)]
-    follow(tx, changed)
-    if withdrawn:
-        tx.execute("timeline_contradictions_of_gone", ids=ids)
-    return changed
