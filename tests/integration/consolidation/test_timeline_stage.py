@@ -28,3 +28,19 @@ def test_a_key_with_many_facts_still_finds_the_value_holding(cstore, server, mod
     assert berlin["valid_until"] == datetime(2001, 1, 1, tzinfo=UTC)  # history before Town2001
     for at, value in ((datetime(2000, 3, 1, tzinfo=UTC), "Town2000"), (datetime(2000, 9, 1, tzinfo=UTC), "Berlin")):
         assert [f.value for f in facts.query(cstore, "/t", entity="Alice", as_of=at)] == [value]
+
+
+def test_an_expiry_by_decay_stays_when_the_key_is_recomputed(cstore):
+    """The decay stage's expiry is a given end: recomputing the key (a later value stated,
+    then withdrawn) does not reopen the expired value."""
+    seed(cstore, "/d", [])
+    acme = facts.assert_fact(cstore, "/d", "Alice works at Acme", entity="Alice", property="works_at",
+                             value="Acme", confidence=0.05, valid_from=datetime(2010, 1, 1, tzinfo=UTC))["fact"]
+    assert runner.run_stage(cstore, "/d", "decay").details["facts_expired"] == 1
+    expired = facts.get(cstore, acme.id).valid_until
+    assert expired is not None
+    globex = facts.assert_fact(cstore, "/d", "Alice works at Globex", entity="Alice", property="works_at",
+                               value="Globex", valid_from=datetime(2030, 1, 1, tzinfo=UTC), supersede=True)["fact"]
+    facts.withdraw(cstore, globex.id, "wrong")
+    assert facts.get(cstore, acme.id).valid_until == expired
+    assert facts.query(cstore, "/d", entity="Alice") == []
