@@ -203,3 +203,13 @@ def test_a_correction_of_the_value_that_ended_another_keeps_it_ended(store):
     (now where Globex begins), and as known before the correction it ended there too."""
     _run(store, [("assert", "Initech", 2010, None), ("assert", "Acme", 2011, None),
                  ("assert", "Globex", 2011, None)])
+
+
+
+def test_rejecting_a_value_already_corrected_away_keeps_what_was_known(store):
+    """Found by the property against the recomputed timeline (a rejection re-stamped the
+    retirement of a fact a correction had already emptied): Acme from 2010, Globex from 2012
+    supersedes it, Acme again from 2012 corrects Globex away; rejecting Globex (keep_old) then changes nothing Stash
+    believed, so a read known between the correction and the rejection still sees Acme only."""
+    _run(store, [("assert", "Acme", 2010, None), ("assert", "Globex", 2012, None),
+                 ("assert", "Acme", 2012, None), ("reject", 0)])
