@@ -138,11 +138,12 @@ def structured_conflicts(
 ) -> dict[str, Any]:
     """Slot a new fact into its entity+property timeline (``memory.timeline``; no model).
 
-    A later known value ends it (it is stored as history, closed where that value begins;
-    nothing is superseded). A value holding at its start either is retired
-    (``supersede``: valid_until = the new valid_from, superseded_by, retired_at, a resolved
-    'replacement' contradiction) or is recorded as an open 'contradiction'. A multi-valued
-    property (``timeline.single_valued``) has no timeline: nothing is compared.
+    The values holding at its start (``timeline.place``) each get a contradiction row:
+    resolved 'replacement' when ``supersede`` (the timeline closes them where the new fact
+    begins), else an open 'contradiction' (both hold until it is resolved). Then the key's
+    timeline is recomputed (``timeline.settle``): a later known value ends the new fact (it
+    is history and supersedes nothing). A multi-valued property
+    (``timeline.single_valued``) has no timeline: nothing is compared.
     Returns {"contradictions": [rows], "superseded_fact_ids": [ids], "history": bool}.
     """
     out: dict[str, Any] = {"contradictions": [], "superseded_fact_ids": [], "history": False}
