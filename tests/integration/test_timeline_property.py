@@ -7,7 +7,9 @@ of the statements that had arrived by then.
 The brute-force reading: the live statements (not withdrawn, not rejected, not corrected
 by a later one with the same start and another value), each from its ``valid_from`` to
 the earliest of its stated end and the start of the next live statement with another
-value.
+value. Statements made without ``supersede`` leave the value holding at their start in an
+open contradiction with them: such a pair neither ends nor corrects each other (both hold
+at once, the only way two values do).
 
 ``known_at`` is checked exactly where the one-row system-time history can answer: a fact
 keeps one earlier end (``recorded_valid_until``, as first recorded) and the time of its
@@ -54,14 +56,17 @@ class Statement:
     gone: bool = False  # withdrawn or rejected
 
 
-def brute_force(statements: list[Statement], at: datetime) -> set[str]:
+def brute_force(statements: list[Statement], at: datetime, together: frozenset[frozenset[int]] = frozenset()) -> set[str]:
     live = [s for s in statements if not s.gone]
+
+    def apart(a: Statement, b: Statement) -> bool:  # another value, not held together (an open pair)
+        return a.value != b.value and frozenset((a.id, b.id)) not in together
+
     # a statement corrected at its own start (a later one, same start, another value) is no value
-    live = [s for n, s in enumerate(live)
-            if not any(o.start == s.start and o.value != s.value for o in live[n + 1:])]
+    live = [s for n, s in enumerate(live) if not any(o.start == s.start and apart(s, o) for o in live[n + 1:])]
     out = set()
     for order, s in enumerate(live):
-        nexts = [o.start for later, o in enumerate(live) if o.value != s.value
+        nexts = [o.start for later, o in enumerate(live) if apart(s, o)
                  and (o.start > s.start or (o.start == s.start and later > order))]
         ends = [e for e in (s.stated_end, min(nexts, default=None)) if e is not None]
         if s.start <= at < min(ends, default=datetime.max.replace(tzinfo=UTC)):
@@ -75,6 +80,8 @@ operations = st.lists(
                   st.sampled_from([None, None, None, 1, 2])),
         st.tuples(st.just("withdraw"), st.integers(0, 20)),
         st.tuples(st.just("reject"), st.integers(0, 20)),
+        # stated without supersede: a value holding at its start stays, the pair open
+        st.tuples(st.just("state"), st.sampled_from(VALUES), st.sampled_from(YEARS), st.sampled_from([None, 1])),
     ),
     min_size=1,
     max_size=7,
@@ -91,17 +98,21 @@ def _run(store: Store, ops: list[tuple[Any, ...]]) -> None:
     namespaces.create(store, ns)
     statements: list[Statement] = []
     auto: dict[int, list[tuple[int, int]]] = {}  # new fact id -> its auto-resolved (contradiction, old fact)
-    history: list[tuple[datetime, list[Statement]]] = []  # (system time after op, statements then)
+    together: set[frozenset[int]] = set()  # pairs in an open contradiction: both may hold
+    history: list[tuple[datetime, list[Statement], frozenset[frozenset[int]]]] = []  # after each op
     ends: dict[int, list[tuple[datetime, Any]]] = {}  # fact id -> (system time, valid_until) when it changed
     for op in ops:
-        if op[0] == "assert":
+        if op[0] in ("assert", "state"):
             _, value, start, length = op
             end = None if length is None else year(start + length)
             made = facts.assert_fact(store, ns, f"Alice works at {value}", entity="Alice", property="works_at",
-                                     value=value, valid_from=year(start), valid_until=end, supersede=True)
+                                     value=value, valid_from=year(start), valid_until=end,
+                                     supersede=op[0] == "assert")
             statements.append(Statement(made["fact"].id, value, year(start), end))
             auto[made["fact"].id] = [(c.id, c.old_fact_id) for c in made["contradictions"]
                                      if c.resolution == "superseded"]
+            together.update(frozenset((c.old_fact_id, c.new_fact_id)) for c in made["contradictions"]
+                            if not c.resolved)
         else:
             live = [s for s in statements if not s.gone]
             kept = {s.id for s in live}
@@ -122,16 +133,17 @@ def _run(store: Store, ops: list[tuple[Any, ...]]) -> None:
                 changes = ends.setdefault(int(row["id"]), [])
                 if not changes or changes[-1][1] != row["valid_until"]:
                     changes.append((now, row["valid_until"]))
-        history.append((now, [Statement(s.id, s.value, s.start, s.stated_end, s.gone) for s in statements]))
+        history.append((now, [Statement(s.id, s.value, s.start, s.stated_end, s.gone) for s in statements],
+                        frozenset(together)))
 
-    # as_of, known now: exactly the brute-force reading, one value at a time
+    # as_of, known now: exactly the brute-force reading, one value at a time (unless a pair is open)
     for at in PROBES:
         got = facts.query(store, ns, as_of=at)
-        assert {f.value for f in got} == brute_force(statements, at), (ops, at, got)
-        assert len({f.value for f in got}) <= 1
+        assert {f.value for f in got} == brute_force(statements, at, frozenset(together)), (ops, at, got)
+        assert len({f.value for f in got}) <= 1 or together
 
     # known_at: the reading of the statements that had arrived by then
-    for known, then in history:
+    for known, then, pairs in history:
         revised_around = any(
             any(t <= known for t, _ in changes[1:]) and any(t > known for t, _ in changes[1:])
             for changes in ends.values()
@@ -140,7 +152,7 @@ def _run(store: Store, ops: list[tuple[Any, ...]]) -> None:
             got = facts.query(store, ns, as_of=at, known_at=known)
             assert {f.id for f in got} <= {s.id for s in then if not s.gone}
             if not revised_around:
-                assert {f.value for f in got} == brute_force(then, at), (ops, known, at, got)
+                assert {f.value for f in got} == brute_force(then, at, pairs), (ops, known, at, got)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
