@@ -117,7 +117,7 @@ TABLES: tuple[Table, ...] = (
     _t("entity_corrections", "entity_correction", _CREATED, plain="action",
        refs={"entity_id": Ref("entity"), "other_entity_id": Ref("entity")}, text="reason", json="moved",
        lineage=True),
-    _t("facts", "fact", f"{_STAMPS} {_BITEMPORAL} withdrawn_at recorded_valid_until stated_valid_until",
+    _t("facts", "fact", f"{_STAMPS} {_BITEMPORAL} withdrawn_at recorded_valid_until stated_valid_until given_valid_until",
        plain="confidence origin embedding_model needs_recheck reinforcements",
        refs={"superseded_by": Ref("fact", nullable=True, deferred=True), "entity_id": _ENTITY},
        text="content entity property value withdrawn_reason rationale", embedded="content", lineage=True),

@@ -4,21 +4,24 @@ on the facts (the reference only flipped a flag and changed no fact).
 Actions of ``resolve`` (the pair is ``old_fact_id``, ``new_fact_id``):
 
 =========  ===========================================================================
-keep_new   the old fact is retired: valid_until = now, superseded_by = the new fact;
-           the new fact is restored if it had been superseded by the old one
-keep_old   the new fact is retired (superseded_by = the old fact) and gives back the
-           time it took: the old fact, if the new one had superseded it (e.g. by the
-           facts stage's auto-resolution), and any other fact it cut end again at the
-           next value or their stated end (``timeline.reopen``)
-keep_both  both facts become current again: any supersession of one by the other is
-           undone
+keep_new   the old fact is rejected when it began no earlier than the new one (no value:
+           an empty interval, superseded_by = the new fact); otherwise it ends where the
+           new one begins
+keep_old   the new fact is rejected when it began no earlier than the old one; otherwise
+           (a late statement) it ends where the old one begins. A rejected fact gives back
+           the time it took: the old fact, if the new one had superseded it (e.g. by the
+           facts stage's auto-resolution), holds again until the next value
+keep_both  both facts hold at once: neither ends the other on the timeline (as while the
+           contradiction was open)
 neither    both facts are withdrawn, and the lineage cascade withdraws what was derived
            only from them (relationships, causal links, patterns, facts)
 =========  ===========================================================================
 
-Relationships drawn from a fact follow it: a restored fact's relationships reopen, a
-retired fact's close. A restore only undoes a supersession by the *other fact of the pair*; an expiry by
-decay or a supersession by a third fact is left alone. A withdrawn fact cannot be kept.
+After any action the key's timeline is recomputed from its live statements
+(``timeline.settle``): relationships drawn from a fact follow it (they reopen with a
+restored fact and close with a retired one); an expiry by decay is kept (a given end). A
+withdrawn fact cannot be kept. A rejection is final: a rejected fact stays no value even
+if the fact kept over it is withdrawn later.
 
 State: unresolved → resolved (final). A contradiction the facts stage resolved on its
 own (method 'auto', resolution 'superseded') may be overridden by the caller once —
@@ -108,30 +111,24 @@ def resolve(
                     f"and cannot be kept; resolve contradiction {contradiction_id} with another action"
                 )
 
+        # the resolution first: an open (or keep_both) pair is what keeps two values of a
+        # key holding at once, so the timeline below reads it
+        tx.execute("contradiction_mark_resolved", id=contradiction_id, resolution=action, note=note)
         withdrawn = None
         if action == "keep_new":
-            tx.execute("contradiction_restore_fact", id=new_id, other_id=old_id)
-            tx.execute("contradiction_retire_fact", id=old_id, superseded_by=new_id)
-            timeline.give_back_emptied(tx, [old_id])
+            timeline.reject(tx, [old_id], new_id)
         elif action == "keep_old":
-            # the new statement is rejected: it gives back the time it took on its key
-            # (the old fact and any other it cut end again at the next value)
-            tx.execute("contradiction_retire_fact", id=new_id, superseded_by=old_id)
-            timeline.give_back_emptied(tx, [new_id])
-            tx.execute("contradiction_restore_fact", id=old_id, other_id=new_id)
-        elif action == "keep_both":
-            tx.execute("contradiction_restore_fact", id=old_id, other_id=new_id)
-            tx.execute("contradiction_restore_fact", id=new_id, other_id=old_id)
-        else:
+            timeline.reject(tx, [new_id], old_id)
+        elif action == "neither":
             reason = note or f"contradiction {contradiction_id} resolved: neither fact holds"
             tx.all("contradiction_withdraw_facts", ids=[old_id, new_id], reason=reason)
-            withdrawn = lineage.withdraw_cascade(tx, [("fact", old_id), ("fact", new_id)], reason)
+            withdrawn = lineage.withdraw_cascade(
+                tx, [("fact", old_id), ("fact", new_id)], reason, settings=store.settings
+            )
             withdrawn["withdrawn_fact_ids"] = sorted({old_id, new_id, *withdrawn["withdrawn_fact_ids"]})
-
-        # relationships hold while their source fact does: they reopen with a restored
-        # fact and close with a retired one
-        timeline.follow(tx, [old_id, new_id])
-        tx.execute("contradiction_mark_resolved", id=contradiction_id, resolution=action, note=note)
+        # the key's timeline recomputed: a rejected fact gives back the time it took, a kept
+        # one holds again until the next value, keep_both lets both hold; relationships follow
+        timeline.settle(tx, store.settings, [old_id, new_id])
         resolved = tx.one("contradiction_get", id=contradiction_id)
         old_fact = tx.one("fact_get", id=old_id, as_of=None, known_at=None)
         new_fact = tx.one("fact_get", id=new_id, as_of=None, known_at=None)

@@ -138,11 +138,12 @@ def structured_conflicts(
 ) -> dict[str, Any]:
     """Slot a new fact into its entity+property timeline (``memory.timeline``; no model).
 
-    A later known value ends it (it is stored as history, closed where that value begins;
-    nothing is superseded). A value holding at its start either is retired
-    (``supersede``: valid_until = the new valid_from, superseded_by, retired_at, a resolved
-    'replacement' contradiction) or is recorded as an open 'contradiction'. A multi-valued
-    property (``timeline.single_valued``) has no timeline: nothing is compared.
+    The values holding at its start (``timeline.place``) each get a contradiction row:
+    resolved 'replacement' when ``supersede`` (the timeline closes them where the new fact
+    begins), else an open 'contradiction' (both hold until it is resolved). Then the key's
+    timeline is recomputed (``timeline.settle``): a later known value ends the new fact (it
+    is history and supersedes nothing). A multi-valued property
+    (``timeline.single_valued``) has no timeline: nothing is compared.
     Returns {"contradictions": [rows], "superseded_fact_ids": [ids], "history": bool}.
     """
     out: dict[str, Any] = {"contradictions": [], "superseded_fact_ids": [], "history": False}
@@ -165,10 +166,7 @@ def structured_conflicts(
     }
     known = [timeline.Known(i, o["value"], o["valid_from"], o["valid_until"]) for i, o in olds.items()]
     placed = timeline.place(value, start, end, known)
-    if placed.history:
-        new_fact["valid_until"] = tx.scalar("fact_close_as_history", id=new_fact["id"], valid_until=placed.valid_until)
-        new_fact["current"] = _current_now(new_fact)
-        out["history"] = True
+    out["history"] = placed.history
     for covered in placed.covered:
         old = olds[covered.ref]
         old_value = old["value"]
@@ -182,7 +180,7 @@ def structured_conflicts(
             "new_value": value,
             "confidence": new_fact["confidence"] if confidence is None else confidence,
         }
-        if supersede and timeline.supersede(tx, int(old["id"]), int(new_fact["id"])):
+        if supersede:  # the timeline closes it where the new fact begins (settle, below)
             out["superseded_fact_ids"].append(int(old["id"]))
             row = tx.one(
                 "contradiction_insert",
@@ -208,6 +206,13 @@ def structured_conflicts(
             )
         if row is not None:
             out["contradictions"].append(row)
+    # the key's timeline, recomputed with the new statement (and its contradictions) in it
+    timeline.settle(tx, settings, [new_fact["id"]])
+    row = tx.one("fact_get", id=new_fact["id"], as_of=None, known_at=None)
+    assert row is not None
+    new_fact.update(valid_until=row["valid_until"], recorded_valid_until=row["recorded_valid_until"],
+                    superseded_by=row["superseded_by"])
+    new_fact["current"] = _current_now(new_fact)
     return out
 
 
@@ -379,7 +384,9 @@ def withdraw(store: Store, fact_id: int, reason: str, namespaces: Any = None) ->
         ident = int(row["id"])
         if not tx.execute("fact_withdraw", id=ident, reason=why):
             raise errors.InvalidTransition(f"fact {ident} is already withdrawn")
-        cascade = lineage.withdraw_cascade(tx, [("fact", ident)], f"source fact {ident} withdrawn: {why[:200]}")
+        cascade = lineage.withdraw_cascade(
+            tx, [("fact", ident)], f"source fact {ident} withdrawn: {why[:200]}", settings=store.settings
+        )
     return {"fact_id": ident, "withdrawn": True, "cascade": cascade}
 
 
@@ -388,7 +395,7 @@ def purge(store: Store, fact_id: int, namespaces: Any = None) -> dict[str, Any]:
     with store.db.transaction() as tx:
         row = _load(tx, fact_id, namespaces)
         ident = int(row["id"])
-        cascade = lineage.withdraw_cascade(tx, [("fact", ident)], f"source fact {ident} purged")
+        cascade = lineage.withdraw_cascade(tx, [("fact", ident)], f"source fact {ident} purged", settings=store.settings)
         # relationships, causal links and contradictions on this fact go with it (FK cascade)
         dependents = [(r["kind"], int(r["id"])) for r in tx.all("fact_dependents_for_purge", id=ident)]
         tx.execute("fact_hard_delete", id=ident)

@@ -7,7 +7,7 @@ when episodes are forgotten or purged, or facts withdrawn or purged, the
 rows derived only from them are withdrawn, rows that keep another living source are
 flagged for re-check (facts), and this repeats until nothing changes — transitively
 through relationships, causal links and patterns. The facts gone then give back the event
-time they took on their keys' timelines (``timeline.reopen``). Each round is a handful of set-based
+time they took on their keys' timelines (``timeline.gone``). Each round is a handful of set-based
 statements, never a loop over rows.
 """
 
@@ -70,8 +70,13 @@ def children_of(tx: Session, kind: str, id: int) -> list[dict[str, Any]]:
     return tx.all("lineage_children_of", kind=_check_kind(kind), id=int(id))
 
 
-def withdraw_cascade(tx: Session, roots: list[tuple[str, int]], reason: str) -> dict[str, Any]:
+def withdraw_cascade(
+    tx: Session, roots: list[tuple[str, int]], reason: str, *, settings: Any = None
+) -> dict[str, Any]:
     """Withdraw what was derived only from ``roots`` (already removed/withdrawn), to a fixpoint.
+
+    ``settings`` names the multi-valued properties (``timeline.multi_valued``; the built-in
+    list when None) whose keys have no timeline to give time back on.
 
     Roots are treated as dead even if their row still exists, so purge may run this
     before its DELETE. Returns ``{"withdrawn_fact_ids", "recheck_fact_ids",
@@ -127,7 +132,7 @@ def withdraw_cascade(tx: Session, roots: list[tuple[str, int]], reason: str) -> 
         )
     withdrawn_facts = sorted(withdrawn["fact"])
     # the facts gone give back the event time they took on their keys' timelines
-    timeline.reopen(tx, [i for k, i in root_pairs if k == "fact"] + withdrawn_facts)
+    timeline.gone(tx, settings, [i for k, i in root_pairs if k == "fact"] + withdrawn_facts)
     return {
         "withdrawn_fact_ids": withdrawn_facts,
         "recheck_fact_ids": sorted(recheck - set(withdrawn_facts)),

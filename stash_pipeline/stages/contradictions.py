@@ -95,11 +95,12 @@ def plan(ctx: StageContext, new_facts: list[NewFact]) -> tuple[list[Verdict], se
         known = [
             timeline.Known(int(row["id"]), row["value"], row["valid_from"], row["valid_until"])
             for row in ctx.read(
-                "stage_contradiction_candidates",
+                "timeline_contradiction_candidates",
                 namespace_id=ctx.namespace_id,
                 entity=fact.entity,
                 entity_id=fact.entity_id,
                 property=fact.property,
+                value=fact.value,
                 valid_from=start,
             )
         ]
@@ -173,6 +174,9 @@ def apply(ctx: StageContext, batch: Batch, verdicts: list[Verdict], fact_ids: di
         except ITEM_ERRORS as exc:
             ctx.report.items_failed += 1
             ctx.report.details.setdefault("contradiction_errors", []).append(f"{old_id}->{new_id}: {exc}")
+    # the keys' timelines recomputed with the batch's new facts and verdicts in them: a
+    # superseded value ends where its replacement begins, an open pair holds at once
+    timeline.settle(batch.tx, ctx.settings, fact_ids.values())
     batch.wrote(written)
     return written
 
@@ -196,8 +200,6 @@ def _write(ctx: StageContext, batch: Batch, verdict: Verdict, old_id: int, new_i
     )
     if row is None:
         return 0
-    if supersede:
-        timeline.supersede(batch.tx, old_id, new_id)
     lineage.add(batch.tx, ctx.namespace_id, "contradiction", int(row["id"]), [("fact", old_id), ("fact", new_id)])
     ctx.report.details["contradictions"] = ctx.report.details.get("contradictions", 0) + 1
     if supersede:

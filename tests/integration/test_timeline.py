@@ -148,3 +148,29 @@ def test_restoring_a_fact_reopens_the_relationships_its_supersession_closed(stor
     assert facts.get(store, acme.id).current is True
     assert rows(store, "SELECT valid_until, retired_at FROM relationships WHERE id = %(id)s", id=rel) == [
         {"valid_until": None, "retired_at": None}]
+
+
+def test_purging_the_next_value_gives_its_time_back(store):
+    """A purge recomputes the key before it deletes the row: the fact counts as gone."""
+    namespaces.create(store, NS)
+    acme = _works(store, "Acme", 2020)["fact"]
+    globex = _works(store, "Globex", 2023, supersede=True)["fact"]
+    facts.purge(store, globex.id)
+    back = facts.get(store, acme.id)
+    assert (back.valid_until, back.superseded_by, back.current) == (None, None, True)
+
+
+def test_an_open_contradiction_and_keep_both_let_two_values_hold_until_the_next(store):
+    """Without supersede the pair stays open and both values hold; keep_both keeps it so
+    after any recomputation, and a later superseding value ends both."""
+    namespaces.create(store, NS)
+    acme = _works(store, "Acme", 2020)["fact"]
+    [pair] = _works(store, "Globex", 2021)["contradictions"]
+    assert _values(store, as_of=year(2022)) == ["Acme", "Globex"]
+    contradictions.resolve(store, pair.id, "keep_both")
+    initech = _works(store, "Initech", 2024, supersede=True)["fact"]
+    assert _values(store, as_of=year(2022)) == ["Acme", "Globex"]
+    assert _values(store) == ["Initech"]
+    facts.withdraw(store, initech.id, "no")
+    assert _values(store) == ["Acme", "Globex"]
+    assert facts.get(store, acme.id).valid_until is None

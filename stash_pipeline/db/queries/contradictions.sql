@@ -30,35 +30,6 @@ WHERE id = ANY(%(ids)s)
 ORDER BY id
 FOR UPDATE
 
--- contradiction_retire_fact --
--- Retire a fact in favour of another (the timeline rule of stash_pipeline.memory.timeline):
--- its event interval ends where the kept fact's begins, at its own start when the kept
--- fact began earlier (the retired statement is rejected: an empty interval), never later
--- than the end it already has (an expiry or an earlier supersession stays). When the end
--- changes, superseded_by is the kept fact and retired_at now.
-WITH new AS (
-    SELECT f.id,
-           LEAST(COALESCE(f.valid_until, 'infinity'),
-                 GREATEST(f.valid_from, (SELECT k.valid_from FROM facts k WHERE k.id = %(superseded_by)s))) AS ends
-      FROM facts f WHERE f.id = %(id)s
-)
-UPDATE facts f
-   SET valid_until = new.ends,
-       superseded_by = CASE WHEN f.valid_until IS DISTINCT FROM new.ends THEN %(superseded_by)s
-                            ELSE COALESCE(f.superseded_by, %(superseded_by)s) END,
-       retired_at = CASE WHEN f.valid_until IS DISTINCT FROM new.ends THEN now() ELSE f.retired_at END,
-       updated_at = now()
-  FROM new
- WHERE f.id = new.id
-
--- contradiction_restore_fact --
--- Undo a supersession by the other fact of the pair (auto-resolution or keep_new).
--- Only a supersession by exactly that fact is undone; decay expiry is left alone. The
--- interval goes back to its end as first recorded and the fact is Stash's belief again.
-UPDATE facts
-   SET valid_until = recorded_valid_until, superseded_by = NULL, retired_at = NULL, updated_at = now()
- WHERE id = %(id)s AND superseded_by = %(other_id)s AND withdrawn_at IS NULL
-
 -- contradiction_withdraw_facts --
 -- Withdraw both facts of a pair (action 'neither'); the lineage cascade follows.
 UPDATE facts

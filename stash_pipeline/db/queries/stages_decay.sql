@@ -9,9 +9,11 @@ UPDATE facts
    AND updated_at < now() - %(window)s::interval
 
 -- decay_expire_facts --
--- Current facts whose confidence fell below the threshold expire now (valid_until).
+-- Current facts whose confidence fell below the threshold expire now (valid_until; also
+-- their given end, which a recomputed timeline keeps: stash_pipeline.memory.timeline).
 UPDATE facts
-   SET valid_until = GREATEST(now(), valid_from), retired_at = now(), updated_at = now()
+   SET valid_until = GREATEST(now(), valid_from), given_valid_until = GREATEST(now(), valid_from),
+       retired_at = now(), updated_at = now()
  WHERE namespace_id = %(namespace_id)s
    AND withdrawn_at IS NULL AND valid_until IS NULL
    AND confidence < %(threshold)s

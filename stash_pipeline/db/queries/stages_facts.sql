@@ -75,19 +75,6 @@ UPDATE facts
  WHERE id = %(id)s AND namespace_id = %(namespace_id)s
 RETURNING id, confidence
 
--- stage_contradiction_candidates --
--- Facts of one namespace about the same entity (the same name, case-insensitive, or the
--- same resolved entity %(entity_id)s under another alias) and property, not withdrawn,
--- whose event interval reaches past %(valid_from)s (the new fact's start): the only ones
--- a fact valid from then can contradict or be history before.
-SELECT id, entity, property, value, content, valid_from, valid_until FROM facts
- WHERE namespace_id = %(namespace_id)s
-   AND entity IS NOT NULL AND (lower(entity) = lower(%(entity)s) OR entity_id = %(entity_id)s::bigint)
-   AND lower(property) = lower(%(property)s)
-   AND withdrawn_at IS NULL AND (valid_until IS NULL OR valid_until > %(valid_from)s)
- ORDER BY id
- LIMIT 20
-
 -- stage_hnsw_iterative_scan --
 -- Let a filtered HNSW scan keep searching until it finds rows of this namespace
 -- (pgvector >= 0.8); transaction-local.
