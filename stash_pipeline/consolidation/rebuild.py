@@ -118,7 +118,7 @@ def rebuild_namespace(
                     if row.get("done"):
                         report.status = "skipped"
                         return report
-                _withdraw_and_rewind(tx, namespace_id, stage, report)
+                _withdraw_and_rewind(tx, namespace_id, stage, report, store.settings)
                 if not apply:
                     raise _Preview
                 tx.execute(
@@ -134,14 +134,16 @@ def rebuild_namespace(
     return report
 
 
-def _withdraw_and_rewind(tx: Session, namespace_id: int, stage: str, report: RebuildReport) -> None:
+def _withdraw_and_rewind(
+    tx: Session, namespace_id: int, stage: str, report: RebuildReport, settings: Any
+) -> None:
     spec = get_stage(stage)
     kind, query = spec.lineage_kind, spec.rebuild_query
     assert kind is not None and query is not None  # StageSpec refuses a rebuild query without an output kind
     own = [int(r["id"]) for r in tx.all(query, namespace_id=namespace_id, reason=f"rebuild of {stage}")]
     report.withdrawn = len(own)
     if own:
-        cascade = lineage.withdraw_cascade(tx, [(kind, i) for i in own], f"rebuild of {stage}")
+        cascade = lineage.withdraw_cascade(tx, [(kind, i) for i in own], f"rebuild of {stage}", settings=settings)
         report.cascade = {k: n for k, n in cascade["withdrawn"].items() if n}
         report.recheck = len(cascade["recheck_fact_ids"])
     row = tx.one("rebuild_rewind_checkpoint", namespace_id=namespace_id, stage=stage) or {}

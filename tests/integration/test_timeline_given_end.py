@@ -1,5 +1,5 @@
 """A fact's given end (``given_valid_until``: an expiry, a rejection) survives the
-timeline's recomputation; migration 0014 backfills it from ends the timeline rule does
+timeline's recomputation; migration 0015 backfills it from ends the timeline rule does
 not explain, so the first recomputation of an old key changes nothing it should not."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def at_0013(pg_admin_dsn: str) -> Any:
     with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     dsn = _with_db(pg_admin_dsn, name)
-    command.upgrade(_config(dsn, 384), "0013")
+    command.upgrade(_config(dsn, 384), "0014")
     yield dsn
     with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
