@@ -88,7 +88,6 @@ class GoImport:
             self.ledger.setdefault(row["source_table"], {})[row["source_id"]] = row["stash_id"]
         self.report: dict[str, dict[str, Any]] = {}
         self.vectors = {"reused": 0, "recomputed": 0}
-        self.superseded: list[dict[str, int]] = []
         self.parents: list[dict[str, int]] = []
 
     # -- bookkeeping -------------------------------------------------------------------

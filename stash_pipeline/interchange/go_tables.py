@@ -45,9 +45,7 @@ def namespaces(run: GoImport, rows: list[Row]) -> None:
         seen[target] = int(row["id"])
         if target != row.get("slug"):
             run.skip("namespaces (renamed)", f"{row.get('slug')!r} -> {target}")
-        parts = target.strip("/").split("/") if target != "/" else []
-        for i in range(1, len(parts)):
-            run.tx.execute("ensure_namespace", slug="/" + "/".join(parts[:i]))
+        run.writer.ensure_ancestors(target)
         description = row.get("description") or ""
         if row.get("persona"):  # Stash has no persona column: keep it readable in the description
             description = (description + "\n\nPersona: " + row["persona"]).strip()
@@ -146,7 +144,8 @@ def fact_sources(run: GoImport, rows: list[Row]) -> None:
     run.put("fact_sources", "lineage", "lineage", mapped)
 
 
-def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row], build: Any) -> None:
+def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row],
+            build: Any) -> dict[str, Row | None]:
     mapped: list[Mapped] = []
     for row in rows:
         key = str(row["id"])
@@ -159,7 +158,7 @@ def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row]
             continue
         record, why, parents = build(row, ns)
         mapped.append((key, record, why, parents))
-    run.put(go_table, table, kind, mapped)
+    return run.put(go_table, table, kind, mapped)
 
 
 def goals(run: GoImport, rows: list[Row]) -> None:
@@ -257,11 +256,11 @@ def contradictions(run: GoImport, rows: list[Row]) -> None:
         record = {"namespace_id": ns, "old_fact_id": old, "new_fact_id": new, **mapping.contradiction(row)}
         return record, None, [("fact", int(row["old_fact_id"])), ("fact", int(row["new_fact_id"]))]
 
-    _simple(run, "contradictions", "contradictions", "contradiction", rows, build)
-    # only a contradiction the writer let in retires its old fact
-    for row in rows:
-        if run.new_id("contradiction", row["id"]) is not None and mapping.contradiction(row)["resolution"] == "superseded":
-            run.superseded.append({"id": run.new_id("fact", row["old_fact_id"]), "ref": run.new_id("fact", row["new_fact_id"])})
+    inserted = _simple(run, "contradictions", "contradictions", "contradiction", rows, build)
+    # only a contradiction the writer let in retires its old fact (finish() points it at the new one)
+    run.writer.defer(BY_NAME["facts"], "superseded_by", [
+        (run.new_id("fact", row["old_fact_id"]), run.new_id("fact", row["new_fact_id"])) for row in rows
+        if inserted.get(str(row["id"])) is not None and mapping.contradiction(row)["resolution"] == "superseded"])
 
 
 def hypotheses(run: GoImport, rows: list[Row]) -> None:
@@ -348,5 +347,3 @@ def run_all(run: GoImport, tables: tuple[str, ...]) -> None:
     run.writer.defer(BY_NAME["goals"], "parent_id",
                      [(p["id"], new) for p in run.parents if (new := run.new_id("goal", p["old"])) is not None])
     run.writer.finish()
-    if run.superseded:
-        run.tx.execute("go_import_supersede", pairs=Jsonb(run.superseded))

@@ -82,14 +82,6 @@ def read_manifest(path: str | Path) -> tuple[Path, dict[str, Any], str]:
     return file.parent, _manifest_shape(manifest, file), hashlib.sha256(raw).hexdigest()
 
 
-def is_table_export(path: str | Path) -> bool:
-    try:
-        read_manifest(path)
-    except errors.InvalidInput:
-        return False
-    return True
-
-
 def verify(directory: Path, manifest: dict[str, Any]) -> None:
     """Raise when a file the manifest lists is outside the directory, missing, or altered."""
     for name, entry in manifest["tables"].items():

@@ -54,11 +54,6 @@ def vector_array(vector: Any) -> np.ndarray:
         raise errors.InvalidInput("an embedding is not a list of numbers") from None
 
 
-def confined(slug: str, root: str) -> bool:
-    """Whether ``slug`` is ``root`` or below it, by path segment ('/exp-prod' is not below '/exp')."""
-    return is_ancestor_or_self(root, slug)
-
-
 def reroot(slug: str, root: str, into: str) -> str:
     """``slug`` (below ``root``) moved under ``into``."""
     relative = "" if slug == root else (slug if root == "/" else slug[len(root):])
@@ -120,7 +115,7 @@ class Writer:
         """Create (or find) the namespace of an exported one; None when it is refused."""
         try:
             old = validate.slug(row.get("slug"))
-            if not confined(old, root):
+            if not is_ancestor_or_self(root, old):  # by segment: '/exp-prod' is not below '/exp'
                 raise errors.InvalidInput(f"its path is not under the export's root {root}")
             slug = validate.slug(reroot(old, root, into))
             for column in ("name", "description"):

@@ -86,12 +86,6 @@ ON CONFLICT (namespace_id, stage) DO UPDATE
        aux_cursor = GREATEST(stage_checkpoints.aux_cursor, EXCLUDED.aux_cursor), updated_at = now()
  WHERE stage_checkpoints.cursor < EXCLUDED.cursor OR stage_checkpoints.aux_cursor < EXCLUDED.aux_cursor
 
--- go_import_supersede --
--- Point facts Go replaced automatically at their replacement.
-UPDATE facts f SET superseded_by = p.ref
-  FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
- WHERE f.id = p.id AND f.superseded_by IS NULL
-
 -- go_identity --
 -- The Go database's identity: its cluster's system identifier and the database's oid and name.
 SELECT s.system_identifier, d.oid, d.datname

@@ -29,10 +29,11 @@ UPDATE goals g SET parent_id = p.ref
  WHERE g.id = p.id
 
 -- interchange_defer_facts_superseded_by --
--- Point imported facts at their (imported) replacements, once all facts exist.
+-- Point imported facts at their (imported) replacements, once all facts exist; a fact
+-- already superseded (a Go fact imported by an earlier run) keeps its replacement.
 UPDATE facts f SET superseded_by = p.ref
   FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
- WHERE f.id = p.id AND p.ref IS NOT NULL
+ WHERE f.id = p.id AND p.ref IS NOT NULL AND f.superseded_by IS NULL
 
 -- interchange_defer_entities_merged_into --
 -- Point imported merged entities at the (imported) entities they were merged into.
