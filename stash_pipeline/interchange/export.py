@@ -163,22 +163,22 @@ def export_tables(
     with store.db.transaction() as tx:
         tx.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one consistent snapshot
         ids = list(resolve_trees(tx, root))
+        totals = {r["name"]: int(r["rows"]) for r in tx.all("interchange_counts", ids=ids)}
         for table in TABLES:
             manifest["tables"][table.name] = _export_table(
-                tx, table, ids, out, format, with_vectors, progress, chunk_rows, csv, force)
+                tx, table, ids, totals[table.name], out, format, with_vectors, progress, chunk_rows, csv, force)
     with files.create(out / MANIFEST, force=force) as handle:
         handle.write((json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
     return manifest
 
 
 def _export_table(
-    tx: Session, table: Table, ids: list[int], out: Path, format: str, with_vectors: bool,
+    tx: Session, table: Table, ids: list[int], total: int, out: Path, format: str, with_vectors: bool,
     progress: Progress | None, chunk_rows: int, csv: bool, force: bool,
 ) -> dict[str, Any]:
     cols = [c for c in columns(tx, table.name) if with_vectors or not c["type"].startswith("vector")]
     schema = _schema(cols, csv)
     path = out / f"{table.name}{SUFFIXES[format]}"
-    total = int(tx.scalar(f"interchange_count_{table.name}", ids=ids) or 0)
     writer = _Writer(path, schema, format, force)
     done = 0
     try:
