@@ -1,5 +1,5 @@
 """The state of one ``migrate-from-go`` run: Go id → Stash id maps, the ledger of rows
-already imported from this source, the report, and ``put``, which hands a chunk of mapped
+already imported from this source (seeding the writer's Go id -> Stash id maps), the report, and ``put``, which hands a chunk of mapped
 rows to the import writer (the live path's checks, references kept inside the rules of
 ``catalog``), records each in the ledger and writes their lineage.
 
@@ -74,7 +74,7 @@ class Unreadable:
 
 
 class GoImport:
-    """One migration run: the id maps, the ledger and the report."""
+    """One migration run: the ledger and the report (the writer keeps the Go id -> Stash id maps)."""
 
     def __init__(self, store: Store, go: Session, tx: Session, source: str, dry_run: bool,
                  progress: Progress | None, stop: bool = False) -> None:
@@ -82,13 +82,15 @@ class GoImport:
         self.writer = Writer(store, tx, stop=stop, remap=False)
         self.progress = progress
         self.model, self.dim = store.settings.embedding_model_name, store.settings.vector_dim
-        self.ids: dict[str, dict[int, int]] = {}
         self.ledger: dict[str, dict[str, int | None]] = {}
         for row in tx.all("go_import_ledger", source=source):
             self.ledger.setdefault(row["source_table"], {})[row["source_id"]] = row["stash_id"]
+            # the writer maps Go ids to Stash ids: rows of earlier runs are already there
+            entry = catalog.BY_NAME.get(row["source_table"])
+            if entry is not None and row["source_id"].isdigit() and row["stash_id"] is not None:
+                self.writer.ids[entry.kind][int(row["source_id"])] = int(row["stash_id"])
         self.report: dict[str, dict[str, Any]] = {}
         self.vectors = {"reused": 0, "recomputed": 0}
-        self.parents: list[dict[str, int]] = []
 
     # -- bookkeeping -------------------------------------------------------------------
     def _entry(self, table: str) -> dict[str, Any]:
@@ -99,7 +101,7 @@ class GoImport:
         skipped[why] = skipped.get(why, 0) + 1
 
     def new_id(self, kind: str, go_id: Any) -> int | None:
-        return None if go_id is None else self.ids.get(kind, {}).get(int(go_id))
+        return None if go_id is None else self.writer.ids.get(kind, {}).get(int(go_id))
 
     def rows(self, table: str) -> Any:
         """Chunks of a Go table's rows (nothing when the Go database predates the table)."""
@@ -150,8 +152,6 @@ class GoImport:
         for key, row, why, parents in mapped:
             if key in done:
                 self._entry(go_table)["already"] += 1
-                if done[key] is not None and key.isdigit():
-                    self.ids.setdefault(kind, {})[int(key)] = int(done[key])  # type: ignore[arg-type]
                 continue
             if row is None:
                 self.skip(go_table, why or "not importable")
@@ -179,9 +179,8 @@ class GoImport:
                 self._entry(go_table)["imported"] += 1
                 stash_id = inserted.get("id", inserted.get("namespace_id"))
                 if "id" in inserted and "namespace_id" in inserted:
-                    self.writer.note(kind, None, int(inserted["id"]), int(inserted["namespace_id"]))
-                if key.isdigit() and "id" in inserted:
-                    self.ids.setdefault(kind, {})[int(key)] = int(inserted["id"])
+                    self.writer.note(kind, key if key.isdigit() else None, int(inserted["id"]),
+                                     int(inserted["namespace_id"]))
                 for parent_kind, go_parent in parents:
                     parent = self.new_id(parent_kind, go_parent)
                     if parent is None:

@@ -52,8 +52,7 @@ def namespaces(run: GoImport, rows: list[Row]) -> None:
         record = {"name": row.get("name") or "", "description": description,
                   "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}
         stash_id = int(run.tx.scalar("interchange_import_namespace", slug=target, row=Jsonb(record, dumps=json_dumps)))
-        run.ids.setdefault("namespace", {})[int(row["id"])] = stash_id
-        run.writer.note("namespace", None, stash_id, stash_id, target)
+        run.writer.note("namespace", row["id"], stash_id, stash_id, target)
         run._entry("namespaces")["imported"] += 1
         run.ledger.setdefault("namespaces", {})[key] = stash_id
         run.tx.execute("go_import_record", source=run.source, rows=Jsonb([
@@ -172,11 +171,12 @@ def goals(run: GoImport, rows: list[Row]) -> None:
                 "updated_at": row.get("updated_at"), "deleted_at": row.get("deleted_at")}, None, []
 
     _simple(run, "goals", "goals", "goal", rows, build)
+    run.writer.defer(BY_NAME["goals"], "parent_id", [  # linked by finish(), once every goal is in
+        (goal, int(r["parent_id"])) for r in rows
+        if r.get("parent_id") is not None and (goal := run.new_id("goal", r["id"])) is not None])
     notes: list[Mapped] = []
     for row in rows:
         goal = run.new_id("goal", row["id"])
-        if row.get("parent_id") is not None and goal is not None:
-            run.parents.append({"id": goal, "old": int(row["parent_id"])})
         for number, note in enumerate(mapping.goal_notes(row.get("notes")), start=1):
             key = f"{row['id']}:{number}"
             if key in run.ledger.get("goals.notes", {}) or goal is None:
@@ -259,7 +259,7 @@ def contradictions(run: GoImport, rows: list[Row]) -> None:
     inserted = _simple(run, "contradictions", "contradictions", "contradiction", rows, build)
     # only a contradiction the writer let in retires its old fact (finish() points it at the new one)
     run.writer.defer(BY_NAME["facts"], "superseded_by", [
-        (run.new_id("fact", row["old_fact_id"]), run.new_id("fact", row["new_fact_id"])) for row in rows
+        (run.new_id("fact", row["old_fact_id"]), int(row["new_fact_id"])) for row in rows
         if inserted.get(str(row["id"])) is not None and mapping.contradiction(row)["resolution"] == "superseded"])
 
 
@@ -313,7 +313,7 @@ def checkpoints(run: GoImport, rows: list[Row]) -> None:
     """Go's cursors as stage checkpoints: the Stash id of the last Go row each had consumed."""
     # Go ids and Stash ids rise together (rows are imported in Go id order), so the last
     # consumed row is found by bisection over the Go ids
-    ordered = {kind: sorted(ids.items()) for kind, ids in run.ids.items()}
+    ordered = {kind: sorted(ids.items()) for kind, ids in run.writer.ids.items()}
     for row in rows:
         ns, why = _namespace(run, row)
         if ns is None:
@@ -344,6 +344,4 @@ def run_all(run: GoImport, tables: tuple[str, ...]) -> None:
     for table in tables:
         for chunk in run.rows(table):
             handlers[table](run, chunk)
-    run.writer.defer(BY_NAME["goals"], "parent_id",
-                     [(p["id"], new) for p in run.parents if (new := run.new_id("goal", p["old"])) is not None])
     run.writer.finish()

@@ -313,8 +313,9 @@ class Writer:
         self.insert(table, ready)
 
     def defer(self, table: Table, column: str, pairs: list[tuple[int, int]]) -> None:
-        """Queue self-references (new row id, referenced id) for ``finish``."""
-        self._pending.append((table, column, pairs))
+        """Queue self-references (new row id, referenced old id) for ``finish``."""
+        if pairs:
+            self._pending.append((table, column, pairs))
 
     def finish(self) -> None:
         """Fill in self-references once every row of their table has its new id, scope checked."""
@@ -322,7 +323,9 @@ class Writer:
             ref = table.refs[column]
             mapped = []
             for new, old in pairs:
-                target = self.ids[ref.kind].get(old) if self.remap else old
+                target = self.ids[ref.kind].get(old)
+                if target is None and not self.remap:
+                    continue  # a Go row whose target was not imported: left unlinked (that row's skip is reported)
                 why = self._outside(ref, ref.kind, target, self.namespace_of(table.kind, new))
                 if why is not None:
                     self.report(errors.BadRow(table.name, f"row id {new}", column, why), dropped=True)
