@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
+from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from stash_pipeline import errors
@@ -105,14 +106,18 @@ def _batch(rows: list[dict[str, Any]], cols: list[dict[str, str]], schema: pa.Sc
     return pa.Table.from_pydict(data, schema=schema)
 
 
-def stream(tx: Session, name: str, chunk: int, vectors: bool, **params: Any) -> Iterator[list[dict[str, Any]]]:
-    """Rows of a named query from a server-side cursor, ``chunk`` at a time."""
+def stream(tx: Session, name: str, chunk: int, vectors: bool, names: dict[str, str] | None = None,
+           **params: Any) -> Iterator[list[dict[str, Any]]]:
+    """Rows of a named query from a server-side cursor, ``chunk`` at a time; ``names`` fills
+    the query's ``{placeholders}`` with identifiers (space-separated names become a list)."""
+    statement = sql.SQL(query(name)).format(**{
+        key: sql.SQL(", ").join(sql.Identifier(n) for n in value.split()) for key, value in (names or {}).items()})
     with tx.conn.cursor(name=f"stash_export_{name}") as cursor:
         if not vectors and "vector" in [t.name for t in tx.conn.adapters.types]:
             # the vector is dropped unread: load it as text instead of parsing 384 floats a row
             cursor.adapters.register_loader("vector", TextLoader)
         cursor.itersize = chunk
-        cursor.execute(query(name), params)
+        cursor.execute(statement, params)
         while rows := cursor.fetchmany(chunk):
             yield rows
 

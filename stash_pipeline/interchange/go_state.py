@@ -103,13 +103,13 @@ class GoImport:
     def new_id(self, kind: str, go_id: Any) -> int | None:
         return None if go_id is None else self.writer.ids.get(kind, {}).get(int(go_id))
 
-    def rows(self, table: str) -> Any:
+    def rows(self, table: str, key: str) -> Any:
         """Chunks of a Go table's rows (nothing when the Go database predates the table)."""
         if not self.go.scalar("go_table_exists", table=table):
             return
         estimate = int(self.go.scalar("go_count_estimate", table=table) or 0)
         done = 0
-        for chunk in stream(self.go, f"go_rows_{table}", CHUNK_ROWS, True):
+        for chunk in stream(self.go, "go_rows", CHUNK_ROWS, True, {"table": table, "key": key}):
             self._entry(table)["read"] += len(chunk)
             yield [row for row in chunk if self._readable(table, row)]
             done += len(chunk)

@@ -335,13 +335,13 @@ def checkpoints(run: GoImport, rows: list[Row]) -> None:
             run._entry("consolidation_progress")["already"] += 1
 
 
-def run_all(run: GoImport, tables: tuple[str, ...]) -> None:
+def run_all(run: GoImport, tables: dict[str, str]) -> None:
     handlers = {"namespaces": namespaces, "episodes": episodes, "goals": goals, "failures": failures,
                 "facts": facts, "fact_sources": fact_sources, "relationships": relationships,
                 "causal_links": causal_links, "patterns": patterns, "contradictions": contradictions,
                 "hypotheses": hypotheses, "contexts": contexts, "embedding_cache": embedding_cache,
                 "consolidation_progress": checkpoints}
-    for table in tables:
-        for chunk in run.rows(table):
+    for table, key in tables.items():
+        for chunk in run.rows(table, key):
             handlers[table](run, chunk)
     run.writer.finish()
