@@ -106,12 +106,23 @@ def _batch(rows: list[dict[str, Any]], cols: list[dict[str, str]], schema: pa.Sc
     return pa.Table.from_pydict(data, schema=schema)
 
 
+def _statement(name: str, names: dict[str, str]) -> sql.Composed:
+    return sql.SQL(query(name)).format(**{
+        key: sql.SQL(", ").join(sql.Identifier(n) for n in value.split()) for key, value in names.items()})
+
+
+def rows_of(tx: Session, table: Table, ids: list[int], chunk: int, vectors: bool) -> Iterator[list[dict[str, Any]]]:
+    """A table's rows in the tree, in an order an import can replay (namespaces and contexts by path)."""
+    if table.name in ("namespaces", "contexts"):
+        return stream(tx, f"interchange_rows_{table.name}", chunk, vectors, ids=ids)
+    return stream(tx, "interchange_rows", chunk, vectors, {"table": table.name, "order": table.order}, ids=ids)
+
+
 def stream(tx: Session, name: str, chunk: int, vectors: bool, names: dict[str, str] | None = None,
            **params: Any) -> Iterator[list[dict[str, Any]]]:
     """Rows of a named query from a server-side cursor, ``chunk`` at a time; ``names`` fills
     the query's ``{placeholders}`` with identifiers (space-separated names become a list)."""
-    statement = sql.SQL(query(name)).format(**{
-        key: sql.SQL(", ").join(sql.Identifier(n) for n in value.split()) for key, value in (names or {}).items()})
+    statement = _statement(name, names or {})
     with tx.conn.cursor(name=f"stash_export_{name}") as cursor:
         if not vectors and "vector" in [t.name for t in tx.conn.adapters.types]:
             # the vector is dropped unread: load it as text instead of parsing 384 floats a row
@@ -168,28 +179,30 @@ def export_tables(
     with store.db.transaction() as tx:
         tx.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one consistent snapshot
         ids = list(resolve_trees(tx, root))
-        totals = {r["name"]: int(r["rows"]) for r in tx.all("interchange_counts", ids=ids)}
         for table in TABLES:
             manifest["tables"][table.name] = _export_table(
-                tx, table, ids, totals[table.name], out, format, with_vectors, progress, chunk_rows, csv, force)
+                tx, table, ids, out, format, with_vectors, progress, chunk_rows, csv, force)
     with files.create(out / MANIFEST, force=force) as handle:
         handle.write((json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
     return manifest
 
 
 def _export_table(
-    tx: Session, table: Table, ids: list[int], total: int, out: Path, format: str, with_vectors: bool,
+    tx: Session, table: Table, ids: list[int], out: Path, format: str, with_vectors: bool,
     progress: Progress | None, chunk_rows: int, csv: bool, force: bool,
 ) -> dict[str, Any]:
     cols = [c for c in columns(tx, table.name) if with_vectors or not c["type"].startswith("vector")]
     schema = _schema(cols, csv)
     path = out / f"{table.name}{SUFFIXES[format]}"
+    scope = "id" if table.name == "namespaces" else "namespace_id"
+    count = tx.conn.execute(_statement("interchange_count", {"table": table.name, "scope": scope}), {"ids": ids})
+    total = int(count.fetchone()["count"])  # type: ignore[index]
     writer = _Writer(path, schema, format, force)
     done = 0
     try:
         if progress is not None:
             progress(table.name, 0, total)
-        for rows in stream(tx, f"interchange_rows_{table.name}", chunk_rows, with_vectors, ids=ids):
+        for rows in rows_of(tx, table, ids, chunk_rows, with_vectors):
             writer.write(_batch(rows, cols, schema, csv))
             done += len(rows)
             if progress is not None:
@@ -215,7 +228,7 @@ def export_tree(store: Store, namespace: str, path: str | Path, *, force: bool =
         handle.write((json.dumps(header) + "\n").encode("utf-8"))
         for table in TABLES:
             dropped = DERIVED.get(table.name, set()) | set(VECTOR.get(table.name, ()))
-            for rows in stream(tx, f"interchange_rows_{table.name}", chunk_rows, False, ids=ids):
+            for rows in rows_of(tx, table, ids, chunk_rows, False):
                 for row in rows:
                     line = {"type": table.kind, "row": {k: v for k, v in row.items() if k not in dropped}}
                     handle.write((json_dumps(line) + "\n").encode("utf-8"))
