@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from stash_pipeline.interchange.go_state import GoImport, Mapped
 
 Row = dict[str, Any]
+#: the Go tables whose rows are a text (a row without one is skipped)
+_WITH_CONTENT = ("episodes", "facts", "goals", "failures", "patterns", "hypotheses")
 
 
 def _namespace(run: GoImport, row: Row) -> tuple[int | None, str | None]:
@@ -60,39 +62,18 @@ def namespaces(run: GoImport, rows: list[Row]) -> None:
              "skipped": None}]))
 
 
-def _embedded(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row],
-              build: Any) -> dict[str, Row | None]:
-    mapped: list[Mapped] = []
-    sources: list[Row] = []
-    for row in rows:
-        key = str(row["id"])
-        if key in run.ledger.get(go_table, {}):
-            mapped.append((key, None, None, []))
-            continue
-        ns, why = _namespace(run, row)
-        if ns is None or mapping.blank(row.get("content")):
-            mapped.append((key, None, why or "empty content", []))
-            continue
-        record, parents = build(row, ns)
-        mapped.append((key, record, None, parents))
-        sources.append(row)
-    run.embed([m[1] for m in mapped if m[1] is not None and str(m[0]) not in run.ledger.get(go_table, {})],
-              sources)
-    return run.put(go_table, table, kind, mapped)
-
-
 def episodes(run: GoImport, rows: list[Row]) -> None:
-    def build(row: Row, ns: int) -> tuple[Row, list[tuple[str, int]]]:
+    def build(row: Row, ns: int) -> tuple[Row, None, list[tuple[str, int]]]:
         deleted = row.get("deleted_at")
         return {"namespace_id": ns, "content": row["content"], "kind": "observation", "metadata": {},
                 "occurred_at": row.get("occurred_at"), "created_at": row.get("created_at"), "deleted_at": deleted,
-                "deleted_reason": mapping.DELETED if deleted else None}, []
+                "deleted_reason": mapping.DELETED if deleted else None}, None, []
 
-    _embedded(run, "episodes", "episodes", "episode", rows, build)
+    _simple(run, "episodes", "episodes", "episode", rows, build, embed=True)
 
 
 def facts(run: GoImport, rows: list[Row]) -> None:
-    def build(row: Row, ns: int) -> tuple[Row, list[tuple[str, int]]]:
+    def build(row: Row, ns: int) -> tuple[Row, None, list[tuple[str, int]]]:
         valid_from = row.get("valid_from") or row.get("created_at")
         valid_until = row.get("valid_until")
         if valid_until is not None and valid_from is not None and valid_until < valid_from:
@@ -107,9 +88,9 @@ def facts(run: GoImport, rows: list[Row]) -> None:
                 "withdrawn_reason": mapping.DELETED if deleted else None,
                 "created_at": row.get("created_at"), "updated_at": row.get("updated_at"),
                 # system time: learned when created; no longer believed once closed or deleted
-                "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until}, parents
+                "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until}, None, parents
 
-    inserted = _embedded(run, "facts", "facts", "fact", rows, build)
+    inserted = _simple(run, "facts", "facts", "fact", rows, build, embed=True)
     _link_entities(run, [(r, inserted.get(str(r["id"]))) for r in rows])
 
 
@@ -143,27 +124,30 @@ def fact_sources(run: GoImport, rows: list[Row]) -> None:
     run.put("fact_sources", "lineage", "lineage", mapped)
 
 
-def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row],
-            build: Any) -> dict[str, Row | None]:
+def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row], build: Any,
+            embed: bool = False) -> dict[str, Row | None]:
+    """Map a chunk of a Go table with an ``id`` and a namespace (``build`` gives the Stash row,
+    why not, and its lineage parents) and hand it to ``put``; ``embed`` gives rows their vectors."""
     mapped: list[Mapped] = []
+    sources: list[Row] = []
     for row in rows:
         key = str(row["id"])
-        if key in run.ledger.get(go_table, {}):
-            mapped.append((key, None, None, []))
-            continue
         ns, why = _namespace(run, row)
-        if ns is None:
+        if key in run.ledger.get(go_table, {}) or ns is None:
             mapped.append((key, None, why, []))
-            continue
-        record, why, parents = build(row, ns)
-        mapped.append((key, record, why, parents))
+        elif go_table in _WITH_CONTENT and mapping.blank(row.get("content")):
+            mapped.append((key, None, "empty content", []))
+        else:
+            record, why, parents = build(row, ns)
+            mapped.append((key, record, why, parents))
+            sources += [row] if record is not None else []
+    if embed:
+        run.embed([m[1] for m in mapped if m[1] is not None], sources)
     return run.put(go_table, table, kind, mapped)
 
 
 def goals(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
-        if mapping.blank(row.get("content")):
-            return None, "empty content", []
         status = row.get("status") if row.get("status") in ("active", "completed", "abandoned") else "active"
         return {"namespace_id": ns, "content": row["content"], "status": status,
                 "priority": int(row.get("priority") or 0), "completed_at": row.get("completed_at"),
@@ -189,8 +173,6 @@ def goals(run: GoImport, rows: list[Row]) -> None:
 
 def failures(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
-        if mapping.blank(row.get("content")):
-            return None, "empty content", []
         return {"namespace_id": ns, "goal_id": run.new_id("goal", row.get("goal_id")), "content": row["content"],
                 "reason": row.get("reason") if not mapping.blank(row.get("reason")) else mapping.NOT_RECORDED,
                 "lesson": row.get("lesson") if not mapping.blank(row.get("lesson")) else mapping.NOT_RECORDED,
@@ -237,8 +219,6 @@ def causal_links(run: GoImport, rows: list[Row]) -> None:
 
 def patterns(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
-        if mapping.blank(row.get("content")):
-            return None, "empty content", []
         parents = [("fact", int(i)) for i in row.get("source_fact_ids") or []]
         parents += [("relationship", int(i)) for i in row.get("source_rel_ids") or []]
         return {"namespace_id": ns, "content": row["content"], "confidence": mapping.clamp(row.get("confidence")),
@@ -265,8 +245,6 @@ def contradictions(run: GoImport, rows: list[Row]) -> None:
 
 def hypotheses(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
-        if mapping.blank(row.get("content")):
-            return None, "empty content", []
         status = row.get("status")
         if status not in mapping.HYPOTHESIS_STATUSES:
             return None, f"unknown status {status!r}", []
