@@ -29,15 +29,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
-from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.db.sql import query
 from stash_pipeline.interchange import files
 from stash_pipeline.interchange.catalog import DERIVED, TABLES, VECTOR, Table
-from stash_pipeline.interchange.writer import json_dumps
+from stash_pipeline.interchange.writer import json_dumps, named
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import resolve_trees
 from stash_pipeline.store import Store
@@ -106,11 +104,6 @@ def _batch(rows: list[dict[str, Any]], cols: list[dict[str, str]], schema: pa.Sc
     return pa.Table.from_pydict(data, schema=schema)
 
 
-def _statement(name: str, names: dict[str, str]) -> sql.Composed:
-    return sql.SQL(query(name)).format(**{
-        key: sql.SQL(", ").join(sql.Identifier(n) for n in value.split()) for key, value in names.items()})
-
-
 def rows_of(tx: Session, table: Table, ids: list[int], chunk: int, vectors: bool) -> Iterator[list[dict[str, Any]]]:
     """A table's rows in the tree, in an order an import can replay (namespaces and contexts by path)."""
     if table.name in ("namespaces", "contexts"):
@@ -122,7 +115,7 @@ def stream(tx: Session, name: str, chunk: int, vectors: bool, names: dict[str, s
            **params: Any) -> Iterator[list[dict[str, Any]]]:
     """Rows of a named query from a server-side cursor, ``chunk`` at a time; ``names`` fills
     the query's ``{placeholders}`` with identifiers (space-separated names become a list)."""
-    statement = _statement(name, names or {})
+    statement = named(name, **(names or {}))
     with tx.conn.cursor(name=f"stash_export_{name}") as cursor:
         if not vectors and "vector" in [t.name for t in tx.conn.adapters.types]:
             # the vector is dropped unread: load it as text instead of parsing 384 floats a row
@@ -195,7 +188,7 @@ def _export_table(
     schema = _schema(cols, csv)
     path = out / f"{table.name}{SUFFIXES[format]}"
     scope = "id" if table.name == "namespaces" else "namespace_id"
-    count = tx.conn.execute(_statement("interchange_count", {"table": table.name, "scope": scope}), {"ids": ids})
+    count = tx.conn.execute(named("interchange_count", table=table.name, scope=scope), {"ids": ids})
     total = int(count.fetchone()["count"])  # type: ignore[index]
     writer = _Writer(path, schema, format, force)
     done = 0

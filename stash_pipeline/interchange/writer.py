@@ -20,10 +20,12 @@ from datetime import date, datetime
 from typing import Any
 
 import numpy as np
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.sql import query
 from stash_pipeline.interchange import catalog
 from stash_pipeline.interchange.catalog import Table
 from stash_pipeline.memory import validate
@@ -37,6 +39,13 @@ MAX_PROBLEMS = 100
 
 def json_dumps(value: Any) -> str:
     return json.dumps(value, default=lambda v: v.isoformat() if isinstance(v, datetime | date) else str(v))
+
+
+def named(name: str, **names: str) -> sql.Composed:
+    """A named query whose ``{placeholders}`` are table and column names from the catalog
+    (space-separated names become a list)."""
+    return sql.SQL(query(name)).format(**{
+        key: sql.SQL(", ").join(sql.Identifier(n) for n in value.split()) for key, value in names.items()})
 
 
 def vector_text(vector: Any) -> str:
@@ -185,9 +194,10 @@ class Writer:
     def namespace_of(self, kind: str, new: int) -> int | None:
         """The namespace of a row written by this import (or, for a Go migration, by an earlier run)."""
         found = self.where.get(kind, {}).get(new)
-        if found is None and not self.remap:
-            rows = self.tx.all("interchange_namespaces_of", kind=kind, ids=[new])
-            found = int(rows[0]["namespace_id"]) if rows else None
+        table = catalog.BY_KIND.get(kind)
+        if found is None and not self.remap and table is not None and table.has_id and kind != "namespace":
+            row = self.tx.conn.execute(named("interchange_namespace_of", table=table.name), {"id": new}).fetchone()
+            found = None if row is None else int(row["namespace_id"])
             if found is not None:
                 self.where.setdefault(kind, {})[new] = found
         return found
@@ -331,6 +341,6 @@ class Writer:
                     self.report(errors.BadRow(table.name, f"row id {new}", column, why), dropped=True)
                     target = None
                 mapped.append({"id": new, "ref": target})
-            name = f"interchange_defer_{table.name}_{column}"  # a named query per deferred column
-            self.tx.execute(name, pairs=Jsonb(mapped))
+            self.tx.conn.execute(named("interchange_defer", table=table.name, column=column),
+                                 {"pairs": Jsonb(mapped)})
         self._pending = []
