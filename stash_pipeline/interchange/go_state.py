@@ -148,29 +148,24 @@ class GoImport:
     def put(self, go_table: str, table: str, kind: str, mapped: list[Mapped]) -> dict[str, Row | None]:
         """Insert the mapped rows not yet in the ledger, record them all, write their lineage."""
         done = self.ledger.setdefault(go_table, {})
+        entry = catalog.BY_NAME.get(table)
         fresh: list[Mapped] = []
         for key, row, why, parents in mapped:
             if key in done:
                 self._entry(go_table)["already"] += 1
                 continue
+            if row is not None and entry is not None and not self.writer.check(entry, f"row Go id {key}", row):
+                row, why = None, "refused: a value or reference breaks a rule (see problems)"
             if row is None:
                 self.skip(go_table, why or "not importable")
-                fresh.append((key, None, why, []))
-                continue
-            entry = catalog.BY_NAME.get(table)
-            if entry is not None and not self.writer.check(entry, f"row Go id {key}", row):
-                why = "refused: a value or reference breaks a rule (see problems)"
-                self.skip(go_table, why)
-                fresh.append((key, None, why, []))
-                continue
-            fresh.append((key, row, None, parents))
+            fresh.append((key, row, why, parents))
         inserting = [m for m in fresh if m[1] is not None]
-        results = self.writer.write_rows(table, [m[1] for m in inserting])  # type: ignore[misc]
+        by_key = dict(zip([m[0] for m in inserting], self.writer.write_rows(table, [m[1] for m in inserting]),  # type: ignore[misc]
+                          strict=True))
         records: list[Row] = []
         lineage: list[Row] = []
-        by_key = {m[0]: r for m, r in zip(inserting, results, strict=True)}
         for key, row, why, parents in fresh:
-            inserted = by_key.get(key) if row is not None else None
+            inserted = by_key.get(key)
             if row is not None and inserted is None:
                 why = "a matching row already exists in Stash"
                 self.skip(go_table, why)
