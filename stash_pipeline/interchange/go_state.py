@@ -1,7 +1,7 @@
-"""The state of one ``migrate-from-go`` run: Go id → Stash id maps, the ledger of rows
-already imported from this source (seeding the writer's Go id -> Stash id maps), the report, and ``put``, which hands a chunk of mapped
-rows to the import writer (the live path's checks, references kept inside the rules of
-``catalog``), records each in the ledger and writes their lineage.
+"""The state of one ``migrate-from-go`` run: the ledger of rows already imported from this
+source (which seeds the writer's Go id → Stash id maps), the report, and ``put``, which
+hands a chunk of mapped rows to the import writer (the live path's checks, references kept
+inside the rules of ``catalog``), records each in the ledger and writes their lineage.
 
 The ledger is keyed on the Go database's identity — its cluster's system identifier and
 the database's oid and name — so another spelling of the same address finds the rows
