@@ -54,6 +54,7 @@ class Table:
     embedded: str | None = None  #: the text column its vector is computed from
     lineage: bool = False  #: whether its rows appear in lineage (as child or parent)
     has_id: bool = True  #: whether rows have their own ``id``
+    order: str = "id"  #: the columns an export is sorted by (an order an import can replay)
 
     @cached_property
     def columns(self) -> frozenset[str]:
@@ -113,7 +114,7 @@ TABLES: tuple[Table, ...] = (
        refs={"merged_into": Ref("entity", nullable=True, deferred=True)}, text="name normalised",
        embedded="normalised", lineage=True),
     _t("entity_aliases", "entity_alias", _CREATED, refs={"entity_id": Ref("entity")}, text="alias normalised",
-       has_id=False),
+       has_id=False, order="entity_id normalised"),
     _t("entity_corrections", "entity_correction", _CREATED, plain="action",
        refs={"entity_id": Ref("entity"), "other_entity_id": Ref("entity")}, text="reason", json="moved",
        lineage=True),
@@ -141,7 +142,7 @@ TABLES: tuple[Table, ...] = (
     _t("goal_notes", "goal_note", _CREATED, plain="author kind confidence",
        refs={"goal_id": Ref("goal"), "fact_id": _fact(nullable=True)}, text="content", lineage=True),
     _t("contexts", "context", f"{_STAMPS} expires_at", text="focus", has_id=False),
-    _t("lineage", "lineage", _CREATED, has_id=False,
+    _t("lineage", "lineage", _CREATED, has_id=False, order="child_kind child_id parent_kind parent_id",
        refs={"child_id": Ref("", kind_column="child_kind"),
              "parent_id": Ref("", scope="tree", kind_column="parent_kind")}),
     _t("dead_letters", "dead_letter", _STAMPS, plain="stage attempts status", text="last_error", json="payload",

@@ -94,20 +94,11 @@ def _rows(path: Path, format: str) -> Iterator[tuple[str, dict[str, Any] | Excep
                 continue
             yield f"line {number}", row
         return
-    import pyarrow.csv as pa_csv
-    import pyarrow.parquet as pq
-
-    if format == "csv":
-        # every column as text; a row longer than one block is refused instead of buffered
-        reader: Any = pa_csv.open_csv(path, read_options=pa_csv.ReadOptions(block_size=files.MAX_RECORD_BYTES),
-                                      convert_options=pa_csv.ConvertOptions(column_types={f: "string" for f in FIELDS},
-                                                                            strings_can_be_null=False))
+    if format == "csv":  # every column as text
+        reader: Any = files.csv(path, column_types={f: "string" for f in FIELDS}, strings_can_be_null=False)
         names, first, label = reader.schema.names, 2, "line"  # line 1 is the header
     else:
-        parquet = pq.ParquetFile(path)
-        if any(parquet.metadata.row_group(g).total_byte_size > files.MAX_RECORD_BYTES
-               for g in range(parquet.metadata.num_row_groups)):
-            raise errors.InvalidInput(f"{path.name} holds a row group over {files.MAX_RECORD_BYTES} bytes")
+        parquet = files.parquet(path)
         reader, names, first, label = parquet.iter_batches(batch_size=BATCH_SIZE), parquet.schema_arrow.names, 1, "row"
     unknown = [number for number, column in enumerate(names, start=1) if column not in FIELDS]
     if unknown:

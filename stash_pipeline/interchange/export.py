@@ -33,10 +33,9 @@ from psycopg.types.string import TextLoader
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.db.sql import query
 from stash_pipeline.interchange import files
 from stash_pipeline.interchange.catalog import DERIVED, TABLES, VECTOR, Table
-from stash_pipeline.interchange.writer import json_dumps
+from stash_pipeline.interchange.writer import json_dumps, named
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import resolve_trees
 from stash_pipeline.store import Store
@@ -105,14 +104,24 @@ def _batch(rows: list[dict[str, Any]], cols: list[dict[str, str]], schema: pa.Sc
     return pa.Table.from_pydict(data, schema=schema)
 
 
-def stream(tx: Session, name: str, chunk: int, vectors: bool, **params: Any) -> Iterator[list[dict[str, Any]]]:
-    """Rows of a named query from a server-side cursor, ``chunk`` at a time."""
+def rows_of(tx: Session, table: Table, ids: list[int], chunk: int, vectors: bool) -> Iterator[list[dict[str, Any]]]:
+    """A table's rows in the tree, in an order an import can replay (namespaces and contexts by path)."""
+    if table.name in ("namespaces", "contexts"):
+        return stream(tx, f"interchange_rows_{table.name}", chunk, vectors, ids=ids)
+    return stream(tx, "interchange_rows", chunk, vectors, {"table": table.name, "order": table.order}, ids=ids)
+
+
+def stream(tx: Session, name: str, chunk: int, vectors: bool, names: dict[str, str] | None = None,
+           **params: Any) -> Iterator[list[dict[str, Any]]]:
+    """Rows of a named query from a server-side cursor, ``chunk`` at a time; ``names`` fills
+    the query's ``{placeholders}`` with identifiers (space-separated names become a list)."""
+    statement = named(name, **(names or {}))
     with tx.conn.cursor(name=f"stash_export_{name}") as cursor:
         if not vectors and "vector" in [t.name for t in tx.conn.adapters.types]:
             # the vector is dropped unread: load it as text instead of parsing 384 floats a row
             cursor.adapters.register_loader("vector", TextLoader)
         cursor.itersize = chunk
-        cursor.execute(query(name), params)
+        cursor.execute(statement, params)
         while rows := cursor.fetchmany(chunk):
             yield rows
 
@@ -178,13 +187,15 @@ def _export_table(
     cols = [c for c in columns(tx, table.name) if with_vectors or not c["type"].startswith("vector")]
     schema = _schema(cols, csv)
     path = out / f"{table.name}{SUFFIXES[format]}"
-    total = int(tx.scalar(f"interchange_count_{table.name}", ids=ids) or 0)
+    scope = "id" if table.name == "namespaces" else "namespace_id"
+    count = tx.conn.execute(named("interchange_count", table=table.name, scope=scope), {"ids": ids})
+    total = int(count.fetchone()["count"])  # type: ignore[index]
     writer = _Writer(path, schema, format, force)
     done = 0
     try:
         if progress is not None:
             progress(table.name, 0, total)
-        for rows in stream(tx, f"interchange_rows_{table.name}", chunk_rows, with_vectors, ids=ids):
+        for rows in rows_of(tx, table, ids, chunk_rows, with_vectors):
             writer.write(_batch(rows, cols, schema, csv))
             done += len(rows)
             if progress is not None:
@@ -210,7 +221,7 @@ def export_tree(store: Store, namespace: str, path: str | Path, *, force: bool =
         handle.write((json.dumps(header) + "\n").encode("utf-8"))
         for table in TABLES:
             dropped = DERIVED.get(table.name, set()) | set(VECTOR.get(table.name, ()))
-            for rows in stream(tx, f"interchange_rows_{table.name}", chunk_rows, False, ids=ids):
+            for rows in rows_of(tx, table, ids, chunk_rows, False):
                 for row in rows:
                     line = {"type": table.kind, "row": {k: v for k, v in row.items() if k not in dropped}}
                     handle.write((json_dumps(line) + "\n").encode("utf-8"))

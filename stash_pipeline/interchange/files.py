@@ -10,7 +10,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from stash_pipeline import errors
 
@@ -35,6 +35,26 @@ def regular_file(path: str | Path) -> Path:
     if not stat.S_ISREG(mode):
         raise errors.InvalidInput(f"{file} is not a regular file (a device, FIFO or directory cannot be imported)")
     return file
+
+
+def parquet(path: Path) -> Any:
+    """A Parquet file, refused when a row group is over ``MAX_RECORD_BYTES`` (before any is read)."""
+    import pyarrow.parquet as pq
+
+    reader = pq.ParquetFile(path)
+    if any(reader.metadata.row_group(g).total_byte_size > MAX_RECORD_BYTES
+           for g in range(reader.metadata.num_row_groups)):
+        raise errors.InvalidInput(f"{path.name} holds a row group over {MAX_RECORD_BYTES} bytes")
+    return reader
+
+
+def csv(path: Path, **convert: Any) -> Any:
+    """A streaming CSV reader whose block (the most one read holds) is ``MAX_RECORD_BYTES``:
+    a row longer than a block is refused, not grown into."""
+    import pyarrow.csv as pa_csv
+
+    return pa_csv.open_csv(path, read_options=pa_csv.ReadOptions(block_size=MAX_RECORD_BYTES),
+                           convert_options=pa_csv.ConvertOptions(**convert))
 
 
 def create(path: Path, *, force: bool = False) -> IO[bytes]:

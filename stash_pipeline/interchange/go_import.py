@@ -1,6 +1,6 @@
 """``stash migrate-from-go``: bring a Go Stash database over, row by row.
 
-Every Go table is read in id order in chunks (``go_rows_<table>``), each row mapped by
+Every Go table is read in key order in chunks (``go_rows``), each row mapped by
 ``go_mapping`` and written through the import writer (one INSERT per chunk); the whole
 migration is ONE transaction. Each Go row is recorded in ``imported_rows`` (source, table, Go id → Stash
 id, or why it was skipped), so a second run finds every row already there and imports
@@ -29,10 +29,12 @@ from stash_pipeline.interchange.export import Progress
 from stash_pipeline.interchange.go_state import GoImport, Unreadable, adopt_legacy_ledger, source_name
 from stash_pipeline.store import Store
 
-#: Go tables in the order they are read (references before the rows that use them)
-GO_TABLES = ("namespaces", "episodes", "goals", "failures", "facts", "fact_sources", "relationships",
-             "causal_links", "patterns", "contradictions", "hypotheses", "contexts", "embedding_cache",
-             "consolidation_progress")
+#: Go tables in the order they are read (references before the rows that use them), each
+#: with the key its rows are read in
+GO_TABLES = {"namespaces": "id", "episodes": "id", "goals": "id", "failures": "id", "facts": "id",
+             "fact_sources": "fact_id episode_id", "relationships": "id", "causal_links": "id", "patterns": "id",
+             "contradictions": "id", "hypotheses": "id", "contexts": "namespace_id",
+             "embedding_cache": "text_hash model", "consolidation_progress": "namespace_id"}
 
 
 class _Text(Loader):

@@ -1,7 +1,7 @@
-"""The state of one ``migrate-from-go`` run: Go id → Stash id maps, the ledger of rows
-already imported from this source, the report, and ``put``, which hands a chunk of mapped
-rows to the import writer (the live path's checks, references kept inside the rules of
-``catalog``), records each in the ledger and writes their lineage.
+"""The state of one ``migrate-from-go`` run: the ledger of rows already imported from this
+source (which seeds the writer's Go id → Stash id maps), the report, and ``put``, which
+hands a chunk of mapped rows to the import writer (the live path's checks, references kept
+inside the rules of ``catalog``), records each in the ledger and writes their lineage.
 
 The ledger is keyed on the Go database's identity — its cluster's system identifier and
 the database's oid and name — so another spelling of the same address finds the rows
@@ -74,7 +74,7 @@ class Unreadable:
 
 
 class GoImport:
-    """One migration run: the id maps, the ledger and the report."""
+    """One migration run: the ledger and the report (the writer keeps the Go id -> Stash id maps)."""
 
     def __init__(self, store: Store, go: Session, tx: Session, source: str, dry_run: bool,
                  progress: Progress | None, stop: bool = False) -> None:
@@ -82,14 +82,15 @@ class GoImport:
         self.writer = Writer(store, tx, stop=stop, remap=False)
         self.progress = progress
         self.model, self.dim = store.settings.embedding_model_name, store.settings.vector_dim
-        self.ids: dict[str, dict[int, int]] = {}
         self.ledger: dict[str, dict[str, int | None]] = {}
         for row in tx.all("go_import_ledger", source=source):
             self.ledger.setdefault(row["source_table"], {})[row["source_id"]] = row["stash_id"]
+            # the writer maps Go ids to Stash ids: rows of earlier runs are already there
+            entry = catalog.BY_NAME.get(row["source_table"])
+            if entry is not None and row["source_id"].isdigit() and row["stash_id"] is not None:
+                self.writer.ids[entry.kind][int(row["source_id"])] = int(row["stash_id"])
         self.report: dict[str, dict[str, Any]] = {}
         self.vectors = {"reused": 0, "recomputed": 0}
-        self.superseded: list[dict[str, int]] = []
-        self.parents: list[dict[str, int]] = []
 
     # -- bookkeeping -------------------------------------------------------------------
     def _entry(self, table: str) -> dict[str, Any]:
@@ -100,15 +101,15 @@ class GoImport:
         skipped[why] = skipped.get(why, 0) + 1
 
     def new_id(self, kind: str, go_id: Any) -> int | None:
-        return None if go_id is None else self.ids.get(kind, {}).get(int(go_id))
+        return None if go_id is None else self.writer.ids.get(kind, {}).get(int(go_id))
 
-    def rows(self, table: str) -> Any:
+    def rows(self, table: str, key: str) -> Any:
         """Chunks of a Go table's rows (nothing when the Go database predates the table)."""
         if not self.go.scalar("go_table_exists", table=table):
             return
         estimate = int(self.go.scalar("go_count_estimate", table=table) or 0)
         done = 0
-        for chunk in stream(self.go, f"go_rows_{table}", CHUNK_ROWS, True):
+        for chunk in stream(self.go, "go_rows", CHUNK_ROWS, True, {"table": table, "key": key}):
             self._entry(table)["read"] += len(chunk)
             yield [row for row in chunk if self._readable(table, row)]
             done += len(chunk)
@@ -147,31 +148,24 @@ class GoImport:
     def put(self, go_table: str, table: str, kind: str, mapped: list[Mapped]) -> dict[str, Row | None]:
         """Insert the mapped rows not yet in the ledger, record them all, write their lineage."""
         done = self.ledger.setdefault(go_table, {})
+        entry = catalog.BY_NAME.get(table)
         fresh: list[Mapped] = []
         for key, row, why, parents in mapped:
             if key in done:
                 self._entry(go_table)["already"] += 1
-                if done[key] is not None and key.isdigit():
-                    self.ids.setdefault(kind, {})[int(key)] = int(done[key])  # type: ignore[arg-type]
                 continue
+            if row is not None and entry is not None and not self.writer.check(entry, f"row Go id {key}", row):
+                row, why = None, "refused: a value or reference breaks a rule (see problems)"
             if row is None:
                 self.skip(go_table, why or "not importable")
-                fresh.append((key, None, why, []))
-                continue
-            entry = catalog.BY_NAME.get(table)
-            if entry is not None and not self.writer.check(entry, f"row Go id {key}", row):
-                why = "refused: a value or reference breaks a rule (see problems)"
-                self.skip(go_table, why)
-                fresh.append((key, None, why, []))
-                continue
-            fresh.append((key, row, None, parents))
+            fresh.append((key, row, why, parents))
         inserting = [m for m in fresh if m[1] is not None]
-        results = self.writer.write_rows(table, [m[1] for m in inserting])  # type: ignore[misc]
+        by_key = dict(zip([m[0] for m in inserting], self.writer.write_rows(table, [m[1] for m in inserting]),  # type: ignore[misc]
+                          strict=True))
         records: list[Row] = []
         lineage: list[Row] = []
-        by_key = {m[0]: r for m, r in zip(inserting, results, strict=True)}
         for key, row, why, parents in fresh:
-            inserted = by_key.get(key) if row is not None else None
+            inserted = by_key.get(key)
             if row is not None and inserted is None:
                 why = "a matching row already exists in Stash"
                 self.skip(go_table, why)
@@ -180,9 +174,8 @@ class GoImport:
                 self._entry(go_table)["imported"] += 1
                 stash_id = inserted.get("id", inserted.get("namespace_id"))
                 if "id" in inserted and "namespace_id" in inserted:
-                    self.writer.note(kind, None, int(inserted["id"]), int(inserted["namespace_id"]))
-                if key.isdigit() and "id" in inserted:
-                    self.ids.setdefault(kind, {})[int(key)] = int(inserted["id"])
+                    self.writer.note(kind, key if key.isdigit() else None, int(inserted["id"]),
+                                     int(inserted["namespace_id"]))
                 for parent_kind, go_parent in parents:
                     parent = self.new_id(parent_kind, go_parent)
                     if parent is None:

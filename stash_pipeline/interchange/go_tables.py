@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from stash_pipeline.interchange.go_state import GoImport, Mapped
 
 Row = dict[str, Any]
+#: the Go tables whose rows are a text (a row without one is skipped)
+_WITH_CONTENT = ("episodes", "facts", "goals", "failures", "patterns", "hypotheses")
 
 
 def _namespace(run: GoImport, row: Row) -> tuple[int | None, str | None]:
@@ -45,17 +47,14 @@ def namespaces(run: GoImport, rows: list[Row]) -> None:
         seen[target] = int(row["id"])
         if target != row.get("slug"):
             run.skip("namespaces (renamed)", f"{row.get('slug')!r} -> {target}")
-        parts = target.strip("/").split("/") if target != "/" else []
-        for i in range(1, len(parts)):
-            run.tx.execute("ensure_namespace", slug="/" + "/".join(parts[:i]))
+        run.writer.ensure_ancestors(target)
         description = row.get("description") or ""
         if row.get("persona"):  # Stash has no persona column: keep it readable in the description
             description = (description + "\n\nPersona: " + row["persona"]).strip()
         record = {"name": row.get("name") or "", "description": description,
                   "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}
         stash_id = int(run.tx.scalar("interchange_import_namespace", slug=target, row=Jsonb(record, dumps=json_dumps)))
-        run.ids.setdefault("namespace", {})[int(row["id"])] = stash_id
-        run.writer.note("namespace", None, stash_id, stash_id, target)
+        run.writer.note("namespace", row["id"], stash_id, stash_id, target)
         run._entry("namespaces")["imported"] += 1
         run.ledger.setdefault("namespaces", {})[key] = stash_id
         run.tx.execute("go_import_record", source=run.source, rows=Jsonb([
@@ -63,39 +62,18 @@ def namespaces(run: GoImport, rows: list[Row]) -> None:
              "skipped": None}]))
 
 
-def _embedded(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row],
-              build: Any) -> dict[str, Row | None]:
-    mapped: list[Mapped] = []
-    sources: list[Row] = []
-    for row in rows:
-        key = str(row["id"])
-        if key in run.ledger.get(go_table, {}):
-            mapped.append((key, None, None, []))
-            continue
-        ns, why = _namespace(run, row)
-        if ns is None or mapping.blank(row.get("content")):
-            mapped.append((key, None, why or "empty content", []))
-            continue
-        record, parents = build(row, ns)
-        mapped.append((key, record, None, parents))
-        sources.append(row)
-    run.embed([m[1] for m in mapped if m[1] is not None and str(m[0]) not in run.ledger.get(go_table, {})],
-              sources)
-    return run.put(go_table, table, kind, mapped)
-
-
 def episodes(run: GoImport, rows: list[Row]) -> None:
-    def build(row: Row, ns: int) -> tuple[Row, list[tuple[str, int]]]:
+    def build(row: Row, ns: int) -> tuple[Row, None, list[tuple[str, int]]]:
         deleted = row.get("deleted_at")
         return {"namespace_id": ns, "content": row["content"], "kind": "observation", "metadata": {},
                 "occurred_at": row.get("occurred_at"), "created_at": row.get("created_at"), "deleted_at": deleted,
-                "deleted_reason": mapping.DELETED if deleted else None}, []
+                "deleted_reason": mapping.DELETED if deleted else None}, None, []
 
-    _embedded(run, "episodes", "episodes", "episode", rows, build)
+    _simple(run, "episodes", "episodes", "episode", rows, build, embed=True)
 
 
 def facts(run: GoImport, rows: list[Row]) -> None:
-    def build(row: Row, ns: int) -> tuple[Row, list[tuple[str, int]]]:
+    def build(row: Row, ns: int) -> tuple[Row, None, list[tuple[str, int]]]:
         valid_from = row.get("valid_from") or row.get("created_at")
         valid_until = row.get("valid_until")
         if valid_until is not None and valid_from is not None and valid_until < valid_from:
@@ -110,9 +88,9 @@ def facts(run: GoImport, rows: list[Row]) -> None:
                 "withdrawn_reason": mapping.DELETED if deleted else None,
                 "created_at": row.get("created_at"), "updated_at": row.get("updated_at"),
                 # system time: learned when created; no longer believed once closed or deleted
-                "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until}, parents
+                "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until}, None, parents
 
-    inserted = _embedded(run, "facts", "facts", "fact", rows, build)
+    inserted = _simple(run, "facts", "facts", "fact", rows, build, embed=True)
     _link_entities(run, [(r, inserted.get(str(r["id"]))) for r in rows])
 
 
@@ -146,26 +124,30 @@ def fact_sources(run: GoImport, rows: list[Row]) -> None:
     run.put("fact_sources", "lineage", "lineage", mapped)
 
 
-def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row], build: Any) -> None:
+def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row], build: Any,
+            embed: bool = False) -> dict[str, Row | None]:
+    """Map a chunk of a Go table with an ``id`` and a namespace (``build`` gives the Stash row,
+    why not, and its lineage parents) and hand it to ``put``; ``embed`` gives rows their vectors."""
     mapped: list[Mapped] = []
+    sources: list[Row] = []
     for row in rows:
         key = str(row["id"])
-        if key in run.ledger.get(go_table, {}):
-            mapped.append((key, None, None, []))
-            continue
         ns, why = _namespace(run, row)
-        if ns is None:
+        if key in run.ledger.get(go_table, {}) or ns is None:
             mapped.append((key, None, why, []))
-            continue
-        record, why, parents = build(row, ns)
-        mapped.append((key, record, why, parents))
-    run.put(go_table, table, kind, mapped)
+        elif go_table in _WITH_CONTENT and mapping.blank(row.get("content")):
+            mapped.append((key, None, "empty content", []))
+        else:
+            record, why, parents = build(row, ns)
+            mapped.append((key, record, why, parents))
+            sources += [row] if record is not None else []
+    if embed:
+        run.embed([m[1] for m in mapped if m[1] is not None], sources)
+    return run.put(go_table, table, kind, mapped)
 
 
 def goals(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
-        if mapping.blank(row.get("content")):
-            return None, "empty content", []
         status = row.get("status") if row.get("status") in ("active", "completed", "abandoned") else "active"
         return {"namespace_id": ns, "content": row["content"], "status": status,
                 "priority": int(row.get("priority") or 0), "completed_at": row.get("completed_at"),
@@ -173,11 +155,12 @@ def goals(run: GoImport, rows: list[Row]) -> None:
                 "updated_at": row.get("updated_at"), "deleted_at": row.get("deleted_at")}, None, []
 
     _simple(run, "goals", "goals", "goal", rows, build)
+    run.writer.defer(BY_NAME["goals"], "parent_id", [  # linked by finish(), once every goal is in
+        (goal, int(r["parent_id"])) for r in rows
+        if r.get("parent_id") is not None and (goal := run.new_id("goal", r["id"])) is not None])
     notes: list[Mapped] = []
     for row in rows:
         goal = run.new_id("goal", row["id"])
-        if row.get("parent_id") is not None and goal is not None:
-            run.parents.append({"id": goal, "old": int(row["parent_id"])})
         for number, note in enumerate(mapping.goal_notes(row.get("notes")), start=1):
             key = f"{row['id']}:{number}"
             if key in run.ledger.get("goals.notes", {}) or goal is None:
@@ -190,8 +173,6 @@ def goals(run: GoImport, rows: list[Row]) -> None:
 
 def failures(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
-        if mapping.blank(row.get("content")):
-            return None, "empty content", []
         return {"namespace_id": ns, "goal_id": run.new_id("goal", row.get("goal_id")), "content": row["content"],
                 "reason": row.get("reason") if not mapping.blank(row.get("reason")) else mapping.NOT_RECORDED,
                 "lesson": row.get("lesson") if not mapping.blank(row.get("lesson")) else mapping.NOT_RECORDED,
@@ -238,8 +219,6 @@ def causal_links(run: GoImport, rows: list[Row]) -> None:
 
 def patterns(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
-        if mapping.blank(row.get("content")):
-            return None, "empty content", []
         parents = [("fact", int(i)) for i in row.get("source_fact_ids") or []]
         parents += [("relationship", int(i)) for i in row.get("source_rel_ids") or []]
         return {"namespace_id": ns, "content": row["content"], "confidence": mapping.clamp(row.get("confidence")),
@@ -257,17 +236,15 @@ def contradictions(run: GoImport, rows: list[Row]) -> None:
         record = {"namespace_id": ns, "old_fact_id": old, "new_fact_id": new, **mapping.contradiction(row)}
         return record, None, [("fact", int(row["old_fact_id"])), ("fact", int(row["new_fact_id"]))]
 
-    _simple(run, "contradictions", "contradictions", "contradiction", rows, build)
-    # only a contradiction the writer let in retires its old fact
-    for row in rows:
-        if run.new_id("contradiction", row["id"]) is not None and mapping.contradiction(row)["resolution"] == "superseded":
-            run.superseded.append({"id": run.new_id("fact", row["old_fact_id"]), "ref": run.new_id("fact", row["new_fact_id"])})
+    inserted = _simple(run, "contradictions", "contradictions", "contradiction", rows, build)
+    # only a contradiction the writer let in retires its old fact (finish() points it at the new one)
+    run.writer.defer(BY_NAME["facts"], "superseded_by", [
+        (run.new_id("fact", row["old_fact_id"]), int(row["new_fact_id"])) for row in rows
+        if inserted.get(str(row["id"])) is not None and mapping.contradiction(row)["resolution"] == "superseded"])
 
 
 def hypotheses(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row, ns: int) -> tuple[Row | None, str | None, list[tuple[str, int]]]:
-        if mapping.blank(row.get("content")):
-            return None, "empty content", []
         status = row.get("status")
         if status not in mapping.HYPOTHESIS_STATUSES:
             return None, f"unknown status {status!r}", []
@@ -314,7 +291,7 @@ def checkpoints(run: GoImport, rows: list[Row]) -> None:
     """Go's cursors as stage checkpoints: the Stash id of the last Go row each had consumed."""
     # Go ids and Stash ids rise together (rows are imported in Go id order), so the last
     # consumed row is found by bisection over the Go ids
-    ordered = {kind: sorted(ids.items()) for kind, ids in run.ids.items()}
+    ordered = {kind: sorted(ids.items()) for kind, ids in run.writer.ids.items()}
     for row in rows:
         ns, why = _namespace(run, row)
         if ns is None:
@@ -336,17 +313,13 @@ def checkpoints(run: GoImport, rows: list[Row]) -> None:
             run._entry("consolidation_progress")["already"] += 1
 
 
-def run_all(run: GoImport, tables: tuple[str, ...]) -> None:
+def run_all(run: GoImport, tables: dict[str, str]) -> None:
     handlers = {"namespaces": namespaces, "episodes": episodes, "goals": goals, "failures": failures,
                 "facts": facts, "fact_sources": fact_sources, "relationships": relationships,
                 "causal_links": causal_links, "patterns": patterns, "contradictions": contradictions,
                 "hypotheses": hypotheses, "contexts": contexts, "embedding_cache": embedding_cache,
                 "consolidation_progress": checkpoints}
-    for table in tables:
-        for chunk in run.rows(table):
+    for table, key in tables.items():
+        for chunk in run.rows(table, key):
             handlers[table](run, chunk)
-    run.writer.defer(BY_NAME["goals"], "parent_id",
-                     [(p["id"], new) for p in run.parents if (new := run.new_id("goal", p["old"])) is not None])
     run.writer.finish()
-    if run.superseded:
-        run.tx.execute("go_import_supersede", pairs=Jsonb(run.superseded))

@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
 
 from stash_pipeline import errors
 from stash_pipeline.interchange import catalog, files
@@ -82,14 +80,6 @@ def read_manifest(path: str | Path) -> tuple[Path, dict[str, Any], str]:
     return file.parent, _manifest_shape(manifest, file), hashlib.sha256(raw).hexdigest()
 
 
-def is_table_export(path: str | Path) -> bool:
-    try:
-        read_manifest(path)
-    except errors.InvalidInput:
-        return False
-    return True
-
-
 def verify(directory: Path, manifest: dict[str, Any]) -> None:
     """Raise when a file the manifest lists is outside the directory, missing, or altered."""
     for name, entry in manifest["tables"].items():
@@ -100,25 +90,9 @@ def verify(directory: Path, manifest: dict[str, Any]) -> None:
             raise errors.InvalidInput(f"the file for {name} does not match its checksum in {MANIFEST}")
 
 
-def _parquet(file: Path, chunk: int) -> Iterator[list[Row]]:
-    reader = pq.ParquetFile(file)
-    for group in range(reader.metadata.num_row_groups):
-        if reader.metadata.row_group(group).total_byte_size > files.MAX_RECORD_BYTES:
-            raise errors.InvalidInput(f"{file.name} holds a row group over {files.MAX_RECORD_BYTES} bytes")
-    for batch in reader.iter_batches(batch_size=chunk):
-        yield batch.to_pylist()
-
-
 def _csv(file: Path, cols: list[dict[str, str]]) -> Iterator[list[Row]]:
     types = {c["name"]: pa.string() if is_list(c["type"]) else arrow_type(c["type"]) for c in cols}
-    reader = pa_csv.open_csv(
-        file,
-        # a block is the most one read holds: a row longer than a block is refused, not grown into
-        read_options=pa_csv.ReadOptions(block_size=files.MAX_RECORD_BYTES),
-        convert_options=pa_csv.ConvertOptions(column_types=types, strings_can_be_null=True,
-                                              quoted_strings_can_be_null=False),
-    )
-    for batch in reader:
+    for batch in files.csv(file, column_types=types, strings_can_be_null=True, quoted_strings_can_be_null=False):
         rows = batch.to_pylist()
         for c in cols:
             if is_list(c["type"]):
@@ -136,8 +110,8 @@ def table_chunks(directory: Path, manifest: dict[str, Any], chunk: int = CHUNK_R
             continue
         file, done = directory / entry["file"], 0
         try:
-            batches = (_parquet(file, chunk) if manifest["file_format"] == "parquet"
-                       else _csv(file, entry["columns"]))
+            batches = ((b.to_pylist() for b in files.parquet(file).iter_batches(batch_size=chunk))
+                       if manifest["file_format"] == "parquet" else _csv(file, entry["columns"]))
             for rows in batches:
                 yield table, [(f"row {done + i}", row) for i, row in enumerate(rows, start=1)]
                 done += len(rows)

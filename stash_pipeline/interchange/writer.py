@@ -20,10 +20,12 @@ from datetime import date, datetime
 from typing import Any
 
 import numpy as np
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.sql import query
 from stash_pipeline.interchange import catalog
 from stash_pipeline.interchange.catalog import Table
 from stash_pipeline.memory import validate
@@ -39,6 +41,13 @@ def json_dumps(value: Any) -> str:
     return json.dumps(value, default=lambda v: v.isoformat() if isinstance(v, datetime | date) else str(v))
 
 
+def named(name: str, **names: str) -> sql.Composed:
+    """A named query whose ``{placeholders}`` are table and column names from the catalog
+    (space-separated names become a list)."""
+    return sql.SQL(query(name)).format(**{
+        key: sql.SQL(", ").join(sql.Identifier(n) for n in value.split()) for key, value in names.items()})
+
+
 def vector_text(vector: Any) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
@@ -52,11 +61,6 @@ def vector_array(vector: Any) -> np.ndarray:
         return np.asarray(vector, dtype=np.float32)
     except (TypeError, ValueError):
         raise errors.InvalidInput("an embedding is not a list of numbers") from None
-
-
-def confined(slug: str, root: str) -> bool:
-    """Whether ``slug`` is ``root`` or below it, by path segment ('/exp-prod' is not below '/exp')."""
-    return is_ancestor_or_self(root, slug)
 
 
 def reroot(slug: str, root: str, into: str) -> str:
@@ -120,7 +124,7 @@ class Writer:
         """Create (or find) the namespace of an exported one; None when it is refused."""
         try:
             old = validate.slug(row.get("slug"))
-            if not confined(old, root):
+            if not is_ancestor_or_self(root, old):  # by segment: '/exp-prod' is not below '/exp'
                 raise errors.InvalidInput(f"its path is not under the export's root {root}")
             slug = validate.slug(reroot(old, root, into))
             for column in ("name", "description"):
@@ -190,9 +194,10 @@ class Writer:
     def namespace_of(self, kind: str, new: int) -> int | None:
         """The namespace of a row written by this import (or, for a Go migration, by an earlier run)."""
         found = self.where.get(kind, {}).get(new)
-        if found is None and not self.remap:
-            rows = self.tx.all("interchange_namespaces_of", kind=kind, ids=[new])
-            found = int(rows[0]["namespace_id"]) if rows else None
+        table = catalog.BY_KIND.get(kind)
+        if found is None and not self.remap and table is not None and table.has_id and kind != "namespace":
+            row = self.tx.conn.execute(named("interchange_namespace_of", table=table.name), {"id": new}).fetchone()
+            found = None if row is None else int(row["namespace_id"])
             if found is not None:
                 self.where.setdefault(kind, {})[new] = found
         return found
@@ -318,8 +323,9 @@ class Writer:
         self.insert(table, ready)
 
     def defer(self, table: Table, column: str, pairs: list[tuple[int, int]]) -> None:
-        """Queue self-references (new row id, referenced id) for ``finish``."""
-        self._pending.append((table, column, pairs))
+        """Queue self-references (new row id, referenced old id) for ``finish``."""
+        if pairs:
+            self._pending.append((table, column, pairs))
 
     def finish(self) -> None:
         """Fill in self-references once every row of their table has its new id, scope checked."""
@@ -327,12 +333,14 @@ class Writer:
             ref = table.refs[column]
             mapped = []
             for new, old in pairs:
-                target = self.ids[ref.kind].get(old) if self.remap else old
+                target = self.ids[ref.kind].get(old)
+                if target is None and not self.remap:
+                    continue  # a Go row whose target was not imported: left unlinked (that row's skip is reported)
                 why = self._outside(ref, ref.kind, target, self.namespace_of(table.kind, new))
                 if why is not None:
                     self.report(errors.BadRow(table.name, f"row id {new}", column, why), dropped=True)
                     target = None
                 mapped.append({"id": new, "ref": target})
-            name = f"interchange_defer_{table.name}_{column}"  # a named query per deferred column
-            self.tx.execute(name, pairs=Jsonb(mapped))
+            self.tx.conn.execute(named("interchange_defer", table=table.name, column=column),
+                                 {"pairs": Jsonb(mapped)})
         self._pending = []

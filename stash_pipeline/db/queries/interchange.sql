@@ -22,37 +22,21 @@ SELECT id FROM ins UNION ALL SELECT id FROM namespaces WHERE slug = %(slug)s AND
 -- namespace_id (a row a unique key already held has no result).
 SELECT n, inserted FROM interchange_insert_set(%(table)s::regclass, %(rows)s, %(vectors)b::vector[])
 
--- interchange_defer_goals_parent_id --
--- Point imported goals at their (imported) parent goals, once all goals exist.
-UPDATE goals g SET parent_id = p.ref
+-- interchange_defer --
+-- Point imported rows' self-reference ({column} of {table}: a goal's parent, a fact's
+-- replacement, a merged entity's target) at the (imported) row, once all rows of the table
+-- exist; one already set (a Go row imported by an earlier run) keeps its value.
+UPDATE {table} t SET {column} = p.ref
   FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
- WHERE g.id = p.id
-
--- interchange_defer_facts_superseded_by --
--- Point imported facts at their (imported) replacements, once all facts exist.
-UPDATE facts f SET superseded_by = p.ref
-  FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
- WHERE f.id = p.id AND p.ref IS NOT NULL
-
--- interchange_defer_entities_merged_into --
--- Point imported merged entities at the (imported) entities they were merged into.
-UPDATE entities e SET merged_into = p.ref
-  FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
- WHERE e.id = p.id
+ WHERE t.id = p.id AND p.ref IS NOT NULL AND t.{column} IS NULL
 
 -- interchange_namespace_slugs --
 -- The paths of some namespaces (where an imported reference points).
 SELECT id, slug FROM namespaces WHERE id = ANY(%(ids)s)
 
--- interchange_namespaces_of --
--- The namespace of rows a Go migration imported in an earlier run, by id space.
-SELECT namespace_id FROM episodes WHERE %(kind)s = 'episode' AND id = ANY(%(ids)s)
-UNION ALL SELECT namespace_id FROM goals WHERE %(kind)s = 'goal' AND id = ANY(%(ids)s)
-UNION ALL SELECT namespace_id FROM failures WHERE %(kind)s = 'failure' AND id = ANY(%(ids)s)
-UNION ALL SELECT namespace_id FROM entities WHERE %(kind)s = 'entity' AND id = ANY(%(ids)s)
-UNION ALL SELECT namespace_id FROM facts WHERE %(kind)s = 'fact' AND id = ANY(%(ids)s)
-UNION ALL SELECT namespace_id FROM relationships WHERE %(kind)s = 'relationship' AND id = ANY(%(ids)s)
-UNION ALL SELECT namespace_id FROM hypotheses WHERE %(kind)s = 'hypothesis' AND id = ANY(%(ids)s)
+-- interchange_namespace_of --
+-- The namespace of a row ({table}: its table) a Go migration imported in an earlier run.
+SELECT namespace_id FROM {table} WHERE id = %(id)s
 
 -- interchange_export_imported --
 -- When this export (by its identity) was already imported under this root.
