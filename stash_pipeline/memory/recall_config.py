@@ -85,6 +85,11 @@ class RecallConfig:
     fact_weight: float = 1.2
     #: ... and by this too when the entity leg reached it (the question names its subject)
     subject_weight: float = 1.2
+    #: ... but a fact at least this similar (embedding cosine) to one of its source episodes
+    #: restates it word for word and takes neither weight: lifted, the copy of one episode
+    #: outranked the episode that answers better (the agent-memory set's facts are such
+    #: copies; derived facts stay below 0.91 of their turns on the conversational set)
+    copy_similarity: float = 0.95
     #: grouping: every fact the entity leg found joins the candidates, not only those
     #: ranked within ``limit + overfetch`` (a person's facts across time)
     entity_pool: bool = True
