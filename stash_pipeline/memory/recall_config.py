@@ -69,9 +69,9 @@ class RecallConfig:
     #: factor of their idf ...
     entity_credit: float = 1.0
     #: ... but at least this share of the query's (coverage) ...
-    entity_match: float = 0.6
+    entity_match: float = 0.5
     #: ... and a neighbour's fact (one relationship away) this factor of that
-    hop_factor: float = 0.8
+    hop_factor: float = 0.6
     #: grouping (memory/recall_grouping.py): one result per piece of evidence, a fact hit
     #: carrying its source turns and the episodes it shows folded into it (off: every hit
     #: takes its own slot and no fact weight applies)
