@@ -51,7 +51,8 @@ hit is probably not about the query.
 Grouping (``memory/recall_grouping.py``, ``config.grouping``): the statement returns
 ``limit + overfetch`` candidates ranked with facts weighted (``fact_weight``, and
 ``subject_weight`` for a fact the entity leg reached; none for a fact that restates one of
-its source episodes, ``copy_similarity``; the score stays the fact's own),
+its source episodes, ``copy_similarity``, or that the leg did not reach and whose cosine
+is below ``weight_min_cosine``; the score stays the fact's own),
 every fact the entity leg found, and each fact's source turns; ``recall_grouping.group``
 then folds the episodes a fact rests on into it, one result per piece of evidence.
 
@@ -258,6 +259,7 @@ def recall_parameters(
         "fact_weight": config.fact_weight if config.grouping else 1.0,
         "subject_weight": config.subject_weight if config.grouping else 1.0,
         "copy_similarity": config.copy_similarity,
+        "weight_min_cosine": config.weight_min_cosine,
         "entity_pool": config.grouping and config.entity_pool,
         "excerpt_chars": config.excerpt_chars if config.grouping else None,
         "context": context,

@@ -90,6 +90,11 @@ class RecallConfig:
     #: outranked the episode that answers better (the agent-memory set's facts are such
     #: copies; derived facts stay below 0.91 of their turns on the conversational set)
     copy_similarity: float = 0.95
+    #: ... and one the entity leg did not reach takes ``fact_weight`` only at this cosine to
+    #: the query or more: matched on a stray word ("June", "value") and little meaning,
+    #: lifted facts pushed answers out (agent-memory questions over every namespace, next
+    #: to the conversational set's facts)
+    weight_min_cosine: float = 0.3
     #: grouping: every fact the entity leg found joins the candidates, not only those
     #: ranked within ``limit + overfetch`` (a person's facts across time)
     entity_pool: bool = True

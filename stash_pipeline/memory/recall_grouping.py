@@ -7,7 +7,8 @@ more than asked for, and with ``entity_pool`` every fact the entity leg found â€
 with facts weighted (``fact_weight`` times their score, ``subject_weight`` too when the
 entity leg reached them: a fact states in plain words what several turns say, while BM25
 and context favour the turns; a fact that copies one of its source episodes,
-``copy_similarity``, says nothing plainer and takes no weight; the score stays the
+``copy_similarity``, says nothing plainer and takes no weight, nor does one matched on
+a stray word, ``weight_min_cosine``; the score stays the
 evidence's own, so ``relevance`` and its floor keep their meaning, and
 ``score_parts["weight"]`` shows the weight), each fact with its source turns. Then recall's post-ranking step (``group``, between turning rows
 into hits and ``recall_shape.shape_results``):

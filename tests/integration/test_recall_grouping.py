@@ -138,3 +138,27 @@ def test_a_fact_in_its_own_words_keeps_its_weight(store):
     hits = recall.recall(store, "pottery class Melanie", NS)
     fact = next(h for h in hits if h.id == ids["fact"] and h.kind == "fact")
     assert fact.score_parts["weight"] in (DEFAULT.fact_weight, DEFAULT.fact_weight * DEFAULT.subject_weight)
+
+
+def test_a_fact_matched_on_a_stray_word_does_not_outrank_an_episode_that_matches_better(store):
+    """A fact sharing only "May" with the query, little meaning (cosine below
+    weight_min_cosine), and which the entity leg did not reach, ranks by its own score:
+    weighted, such facts pushed the answer out of agent-memory questions."""
+    namespaces.create(store, "/team")
+    made = episodes.remember_batch(store, "/team", [
+        {"content": "Retrospective for May: the team agreed to add a load test before each major launch.",
+         "occurred_at": "2024-06-01T09:00:00+00:00"},
+        {"content": "Standup notes: the build is green again.", "occurred_at": "2024-06-02T09:00:00+00:00"}])
+    answer = int(made[0]["id"])
+    stray = facts.assert_fact(store, "/team", "The wedding is set for May")["fact"]
+    query = "May retro outcome"
+    plain = {(h.kind, h.id): h for h in recall.recall(store, query, "/team", config=VARIANTS["no_grouping"])}
+    fact, episode = plain[("fact", stray.id)], plain[("episode", answer)]
+    assert fact.score < episode.score < fact.score * DEFAULT.fact_weight
+    assert fact.score_parts["vector"] < DEFAULT.weight_min_cosine
+    hits = recall.recall(store, query, "/team")
+    assert [(h.kind, h.id) for h in hits[:2]] == [("episode", answer), ("fact", stray.id)]
+    assert "weight" not in hits[1].score_parts
+    # weighted as before, the fact took the first place
+    lifted = recall.recall(store, query, "/team", config=DEFAULT.replace(weight_min_cosine=0.0))
+    assert (lifted[0].kind, lifted[0].id) == ("fact", stray.id)

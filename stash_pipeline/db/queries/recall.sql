@@ -36,8 +36,9 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
 -- recall --
 -- Recall in one statement: the namespaces in scope, the entity leg, the hybrid candidates,
 -- their scores and context neighbours, the fusion, the best %(fetch_limit)s by rank (facts
--- weighted, %(fact_weight)s, unless they restate a source word for word; the entity leg's
--- facts all kept with %(entity_pool)s), each
+-- weighted, %(fact_weight)s, unless they restate a source word for word or match the
+-- query's meaning below %(weight_min_cosine)s; the entity leg's facts all kept with
+-- %(entity_pool)s), each
 -- fact's source turns and each episode hit's context turns: the rows grouping
 -- (memory/recall_grouping.py) folds into the %(limit)s results. Run after
 -- recall_search_params and recall_check (one pipelined round trip, one transaction: memory/recall.py).
@@ -303,7 +304,9 @@ own AS (
 -- restates: a fact whose embedding is at least copy_similarity (cosine) like one of its
 -- source episodes' says what that episode says in its words: it takes no fact weight (the
 -- weight is for facts that restate turns in plain words; a copy lifted by it outranks
--- episodes that match the query better, with no evidence of its own to show for it)
+-- episodes that match the query better, with no evidence of its own to show for it). Nor
+-- does a fact below weight_min_cosine to the query (matched on a stray word) unless the
+-- entity leg reaches it (below: the query names its subject).
 ranked AS (
     SELECT x.* FROM (
         SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
@@ -315,7 +318,8 @@ ranked AS (
                      AND 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s) AS restates
         FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id
     ) x
-    ORDER BY x.score * CASE WHEN x.kind = 'fact' AND NOT x.restates THEN %(fact_weight)s::float8 ELSE 1 END DESC,
+    ORDER BY x.score * CASE WHEN x.kind = 'fact' AND NOT x.restates AND COALESCE(x.cosine, 1) >= %(weight_min_cosine)s
+                            THEN %(fact_weight)s::float8 ELSE 1 END DESC,
              x.kind, x.id DESC
     LIMIT %(fetch_limit)s
 ),
@@ -425,7 +429,8 @@ entity_ranked AS (
 -- fusion with the entity leg: a fact found by both keeps its hybrid row (text and context
 -- parts) with the higher score, entity_score the leg's; then the best %(fetch_limit)s by
 -- rank (the score times the row's weight: fact_weight on a fact, subject_weight too on
--- one the leg reached, none on a fact that restates its source), and with
+-- one the leg reached, none on a fact that restates its source or, not reached by the
+-- leg, is below weight_min_cosine), and with
 -- %(entity_pool)s every fact the leg found as well
 both_legs AS (
     SELECT r.kind, r.id, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.score,
@@ -449,6 +454,7 @@ weighed AS (
     CROSS JOIN LATERAL (
         SELECT CASE WHEN t.kind <> 'fact' OR t.restates THEN 1
                     WHEN t.entity_score IS NOT NULL THEN %(fact_weight)s::float8 * %(subject_weight)s::float8
+                    WHEN COALESCE(t.cosine, 1) < %(weight_min_cosine)s THEN 1
                     ELSE %(fact_weight)s::float8 END AS weight) w
 ),
 top AS (
