@@ -307,15 +307,22 @@ own AS (
 -- episodes that match the query better, with no evidence of its own to show for it). Nor
 -- does a fact below weight_min_cosine to the query (matched on a stray word) unless the
 -- entity leg reaches it (below: the query names its subject).
+-- (one join over the candidate facts' lineage, MATERIALIZED: a subquery per row cost the
+-- statement half its time again under the generic plan)
+copies AS MATERIALIZED (
+    SELECT DISTINCT o.id
+    FROM own o
+    JOIN lineage l ON l.child_kind = 'fact' AND l.child_id = o.id AND l.parent_kind = 'episode'
+    JOIN facts f ON f.id = o.id
+    JOIN episodes e ON e.id = l.parent_id
+    WHERE o.kind = 'fact' AND 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s
+),
 ranked AS (
     SELECT x.* FROM (
         SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
                %(neighbour_weight)s::float8 * nb.score AS context_score,
                o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score,
-               o.kind = 'fact' AND EXISTS (
-                   SELECT 1 FROM lineage l JOIN facts f ON f.id = l.child_id JOIN episodes e ON e.id = l.parent_id
-                   WHERE l.child_kind = 'fact' AND l.child_id = o.id AND l.parent_kind = 'episode'
-                     AND 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s) AS restates
+               o.kind = 'fact' AND o.id IN (SELECT id FROM copies) AS restates
         FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id
     ) x
     ORDER BY x.score * CASE WHEN x.kind = 'fact' AND NOT x.restates AND COALESCE(x.cosine, 1) >= %(weight_min_cosine)s
@@ -412,11 +419,7 @@ entity_scored AS (
 ),
 entity_ranked AS (
     SELECT c.id, c.cosine, c.bm25, c.coverage,
-           %(w_vector)s * GREATEST(c.cosine, 0) + (1 - %(w_vector)s) * LEAST(COALESCE(c.coverage, 0), 1) AS score,
-           EXISTS (  -- (restates, as in ranked)
-               SELECT 1 FROM lineage l JOIN facts f ON f.id = l.child_id JOIN episodes e ON e.id = l.parent_id
-               WHERE l.child_kind = 'fact' AND l.child_id = c.id AND l.parent_kind = 'episode'
-                 AND 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s) AS restates
+           %(w_vector)s * GREATEST(c.cosine, 0) + (1 - %(w_vector)s) * LEAST(COALESCE(c.coverage, 0), 1) AS score
     FROM (SELECT s.id, s.cosine, s.bm25,
                  (s.bm25 + CASE WHEN s.missing > 0
                                 THEN power(%(hop_factor)s::float8, s.hop)
@@ -425,6 +428,15 @@ entity_ranked AS (
           FROM entity_scored s, tq) c
     ORDER BY score DESC, c.id DESC
     LIMIT %(max_facts)s
+),
+-- the leg's facts that restate a source (as copies above)
+entity_copies AS MATERIALIZED (
+    SELECT DISTINCT x.id
+    FROM entity_ranked x
+    JOIN lineage l ON l.child_kind = 'fact' AND l.child_id = x.id AND l.parent_kind = 'episode'
+    JOIN facts f ON f.id = x.id
+    JOIN episodes e ON e.id = l.parent_id
+    WHERE 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s
 ),
 -- fusion with the entity leg: a fact found by both keeps its hybrid row (text and context
 -- parts) with the higher score, entity_score the leg's; then the best %(fetch_limit)s by
@@ -437,7 +449,8 @@ both_legs AS (
            NULL::float8 AS entity_score, 0 AS leg, r.restates
     FROM ranked r
     UNION ALL
-    SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1, x.restates
+    SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1,
+           x.id IN (SELECT id FROM entity_copies)
     FROM entity_ranked x
 ),
 fused_legs AS (
