@@ -50,19 +50,21 @@ hit is probably not about the query.
 
 Grouping (``memory/recall_grouping.py``, ``config.grouping``): the statement returns
 ``limit + overfetch`` candidates ranked with facts weighted (``fact_weight``, and
-``subject_weight`` for a fact the entity leg reached; the score stays the fact's own),
+``subject_weight`` for a fact the entity leg reached; none for a fact that restates one of
+its source episodes, ``copy_similarity``, or that the leg did not reach and whose cosine
+is below ``weight_min_cosine``; the score stays the fact's own),
 every fact the entity leg found, and each fact's source turns; ``recall_grouping.group``
 then folds the episodes a fact rests on into it, one result per piece of evidence.
 
 ``recall`` returns ``RecallHit`` records; ``recall_results`` returns the lean JSON shape
 for agents (no nulls, score_parts on request, neighbour turns as ``context``, max_tokens
-counted on the serialised results). Retired facts are excluded unless asked
+counted on the serialised results), shaped by ``memory/recall_shape.py``, whose helpers
+this module re-exports as part of recall's face. Retired facts are excluded unless asked
 (``include_history``, ``as_of``, ``known_at``). Results never carry vectors.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 from typing import Any
@@ -71,6 +73,14 @@ from stash_pipeline import errors
 from stash_pipeline.embedding.cache import text_hash
 from stash_pipeline.memory import entity_recall, recall_grouping, validate
 from stash_pipeline.memory.recall_config import DEFAULT, RecallConfig
+from stash_pipeline.memory.recall_shape import (
+    compact,
+    estimate_tokens,
+    serialised_tokens,
+    shape_results,
+    to_hit,
+    within_budget,
+)
 from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
@@ -82,6 +92,12 @@ LIMIT_MAX = 100
 CONTEXT_DEFAULT = 1
 CONTEXT_MAX = 5
 MODES = ("hybrid", "vector", "text")
+
+__all__ = [
+    "CONTEXT_DEFAULT", "CONTEXT_MAX", "LIMIT_DEFAULT", "LIMIT_MAX", "MODES",
+    "asks_about_time", "compact", "estimate_tokens", "facts_first_recall", "identifier_tokens", "recall",
+    "recall_parameters", "recall_results", "round_trip", "serialised_tokens", "shape_results", "to_hit",
+]
 
 
 def _limit(limit: Any) -> int:
@@ -98,25 +114,6 @@ def _max_tokens(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise errors.InvalidInput("max_tokens must be a positive integer")
     return value
-
-
-def estimate_tokens(text: str) -> int:
-    """Rough token count (≈ 4 characters per token), used for the max_tokens budget."""
-    return _tokens_of(len(text))
-
-
-def _within_budget(hits: list[RecallHit], max_tokens: int | None) -> list[RecallHit]:
-    if max_tokens is None:
-        return hits
-    out: list[RecallHit] = []
-    spent = 0
-    for hit in hits:
-        cost = estimate_tokens(hit.content) + sum(estimate_tokens(s.excerpt) for s in hit.sources or ())
-        if spent + cost > max_tokens:
-            break  # keep rank order: never let a shorter, lower-ranked hit jump the queue
-        spent += cost
-        out.append(hit)
-    return out
 
 
 def recall(
@@ -145,7 +142,7 @@ def recall(
     budget = _max_tokens(max_tokens)
     ranked = _ranked(store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history,
                      mode=mode, known_at=known_at, context=0, config=config)
-    return _within_budget([hit for hit, _ in ranked], budget)
+    return within_budget([hit for hit, _ in ranked], budget)
 
 
 def _ranked(store: Store, query: str, namespaces: Any, *, limit: Any, context: int, config: RecallConfig,
@@ -264,6 +261,8 @@ def recall_parameters(
         "fetch_limit": recall_grouping.fetch_limit(limit, config),
         "fact_weight": config.fact_weight if config.grouping else 1.0,
         "subject_weight": config.subject_weight if config.grouping else 1.0,
+        "copy_similarity": config.copy_similarity,
+        "weight_min_cosine": config.weight_min_cosine,
         "entity_pool": config.grouping and config.entity_pool,
         "excerpt_chars": config.excerpt_chars if config.grouping else None,
         "context": context,
@@ -286,38 +285,6 @@ def recall_parameters(
         "context_pool": config.context_pool,
         "context_window": config.context_window,
     } | entity_recall.parameters(text, config, enabled=hybrid)
-
-
-def compact(hit: RecallHit, *, score_parts: bool = False) -> dict[str, Any]:
-    """One hit as an agent reads it: no null or empty fields, score_parts only when asked."""
-    data: dict[str, Any] = {}
-    for key, value in hit.to_json().items():
-        if key == "score":
-            data["score"] = round(hit.score, 4)
-            data["relevance"] = hit.relevance  # beside the score it makes comparable
-        elif key == "score_parts":
-            if score_parts:
-                data["score_parts"] = {part: round(v, 4) for part, v in value.items() if v is not None}
-        elif key in ("sources", "grouped"):
-            data |= recall_grouping.compact_parts(key, value, score_parts=score_parts)
-        elif key == "source_episode_ids" and hit.sources is not None and {s.id for s in hit.sources} >= set(value):
-            continue  # every id is in ``sources``, with its date and text
-        elif value is not None and value != {} and value != []:
-            data[key] = value
-    return data
-
-
-def _wire(item: Any) -> str:
-    return json.dumps(item, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def _tokens_of(characters: int) -> int:
-    return max(1, (characters + 3) // 4)
-
-
-def serialised_tokens(item: Any) -> int:
-    """Tokens of ``item`` as it goes over the wire (compact JSON), the max_tokens currency."""
-    return _tokens_of(len(_wire(item)))
 
 
 def _context_window(value: Any) -> int:
@@ -359,29 +326,6 @@ def recall_results(
     return shape_results(ranked, budget=budget, score_parts=score_parts)
 
 
-def shape_results(
-    hits: list[tuple[RecallHit, list[dict[str, Any]]]], *, budget: int | None, score_parts: bool
-) -> dict[str, Any]:
-    """Ranked hits (each with its context turns) as the agent's answer, within ``budget`` tokens.
-
-    The one place recall's results take their final shape: a step that regroups or
-    diversifies the ranked hits runs before this.
-    """
-    results: list[dict[str, Any]] = []
-    characters = len(_wire({"results": []}))
-    for hit, around in hits:
-        item = compact(hit, score_parts=score_parts)
-        if hit.kind == "episode" and around:
-            item["context"] = around
-        # exactly the characters this item adds to the serialised answer (and a comma)
-        added = len(_wire(item)) + (1 if results else 0)
-        if budget is not None and _tokens_of(characters + added) > budget:
-            break
-        characters += added
-        results.append(item)
-    return {"results": results}
-
-
 _MONTHS = (
     # bare "may" is mostly the verb: the month counts after a preposition
     "january february march april june july august september october november december "
@@ -409,38 +353,6 @@ def identifier_tokens(text: str) -> list[str]:
     """The query's identifier-like tokens: "INC-8870", "ERR_CONN_RESET", "v7.4.2", "5432"."""
     tokens = [t.rstrip(".-_") for t in _IDENTIFIER.findall(text)]
     return [t for t in tokens if any(ch.isdigit() for ch in t) or "-" in t or "_" in t]
-
-
-def _optional(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def to_hit(row: dict[str, Any]) -> RecallHit:
-    is_fact = row["kind"] == "fact"
-    return RecallHit(
-        kind=row["kind"],
-        id=int(row["id"]),
-        namespace=row["namespace"],
-        content=row["content"],
-        score=float(row["score"]),
-        score_parts={
-            "vector": _optional(row["cosine"]),
-            "text": _optional(row["bm25"]),
-            "coverage": _optional(row["coverage"]),
-            "context": _optional(row["context_score"]),
-        }
-        # the entity leg's score, on the facts it reached (memory/entity_recall.py)
-        | ({"entity": float(row["entity_score"])} if row.get("entity_score") is not None else {})
-        # the weight the fact was ranked by (grouping: fact_weight, subject_weight)
-        | ({"weight": float(row["weight"])} if row.get("weight") not in (None, 1) else {}),
-        confidence=float(row["confidence"]) if is_fact else None,
-        occurred_at=None if is_fact else row["occurred_at"],
-        valid_from=row["valid_from"] if is_fact else None,
-        valid_until=row["valid_until"] if is_fact else None,
-        source_episode_ids=[int(i) for i in row["source_episode_ids"]] if is_fact else None,
-        metadata=None if is_fact else row["metadata"],
-        current=bool(row["current"]) if is_fact else None,
-    )
 
 
 def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit: int = LIMIT_DEFAULT,

@@ -69,9 +69,9 @@ class RecallConfig:
     #: factor of their idf ...
     entity_credit: float = 1.0
     #: ... but at least this share of the query's (coverage) ...
-    entity_match: float = 0.6
+    entity_match: float = 0.5
     #: ... and a neighbour's fact (one relationship away) this factor of that
-    hop_factor: float = 0.8
+    hop_factor: float = 0.6
     #: grouping (memory/recall_grouping.py): one result per piece of evidence, a fact hit
     #: carrying its source turns and the episodes it shows folded into it (off: every hit
     #: takes its own slot and no fact weight applies)
@@ -85,6 +85,16 @@ class RecallConfig:
     fact_weight: float = 1.2
     #: ... and by this too when the entity leg reached it (the question names its subject)
     subject_weight: float = 1.2
+    #: ... but a fact at least this similar (embedding cosine) to one of its source episodes
+    #: restates it word for word and takes neither weight: lifted, the copy of one episode
+    #: outranked the episode that answers better (the agent-memory set's facts are such
+    #: copies; derived facts stay below 0.91 of their turns on the conversational set)
+    copy_similarity: float = 0.95
+    #: ... and one the entity leg did not reach takes ``fact_weight`` only at this cosine to
+    #: the query or more: matched on a stray word ("June", "value") and little meaning,
+    #: lifted facts pushed answers out (agent-memory questions over every namespace, next
+    #: to the conversational set's facts)
+    weight_min_cosine: float = 0.3
     #: grouping: every fact the entity leg found joins the candidates, not only those
     #: ranked within ``limit + overfetch`` (a person's facts across time)
     entity_pool: bool = True

@@ -6,10 +6,12 @@ statement (``queries/recall.sql``) returns ``fetch_limit`` candidates — ``over
 more than asked for, and with ``entity_pool`` every fact the entity leg found — ranked
 with facts weighted (``fact_weight`` times their score, ``subject_weight`` too when the
 entity leg reached them: a fact states in plain words what several turns say, while BM25
-and context favour the turns; the score stays the evidence's own, so ``relevance`` and
-its floor keep their meaning, and ``score_parts["weight"]`` shows the weight), each fact
-with its source turns. Then recall's post-ranking step (``group``, between turning rows
-into hits and ``recall.shape_results``):
+and context favour the turns; a fact that copies one of its source episodes,
+``copy_similarity``, says nothing plainer and takes no weight, nor does one matched on
+a stray word, ``weight_min_cosine``; the score stays the
+evidence's own, so ``relevance`` and its floor keep their meaning, and
+``score_parts["weight"]`` shows the weight), each fact with its source turns. Then recall's post-ranking step (``group``, between turning rows
+into hits and ``recall_shape.shape_results``):
 
 * **groups by lineage** (``plan``): walking the candidates best first, a fact takes the
   candidates among its source episodes with it; an episode that a fact in the pool cites
@@ -191,7 +193,7 @@ def group(
 
 
 def compact_parts(key: str, value: Any, *, score_parts: bool) -> dict[str, Any]:
-    """The lean answer's ``sources`` / ``grouped`` fields (``recall.compact``): no nulls; a
+    """The lean answer's ``sources`` / ``grouped`` fields (``recall_shape.compact``): no nulls; a
     source's own score and the folded list only with ``score_parts``."""
     if not value:
         return {}

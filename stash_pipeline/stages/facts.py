@@ -29,7 +29,7 @@ summary, entity and value must occur there (or in the facts shown as known about
 participants), and most content words too ("Alice uses Python" cannot become "Bob owns
 elephants"; a fact may name the participant a turn calls "you", but not a name the
 conversation never mentions). A fact that fails dead-letters the
-new turns it cites; the cluster's other facts are kept.
+new turns it cites that no kept fact rests on; the cluster's other facts are kept.
 Output: a fact (origin synthesis, confidence n/(n+2) + structure boost, n = its sources)
 through ``memory.facts.insert_fact`` with lineage to exactly the episodes it cites. Its
 event time starts at its evidence: the date the model says the sources state
@@ -359,8 +359,12 @@ def process_episodes(
             if index in failures:
                 batch.fail("episode", group.new_ids, failures[index])
                 continue
+            # a refused fact dead-letters the turns it cites that no kept fact rests on: a
+            # retry of the others would only derive their facts again
+            kept = {i for proposal in by_group.get(index, []) for i in proposal.episodes}
             for ids, reason in refused.get(index, []):
-                batch.fail("episode", ids, reason)
+                if orphaned := [i for i in ids if i not in kept]:
+                    batch.fail("episode", orphaned, reason)
             for proposal in by_group.get(index, []):
                 with batch.item("episode", proposal.new_episodes):
                     _write(ctx, batch, proposal, fact_ids, resolver, checked)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from stash_pipeline.memory import episodes, facts, namespaces, recall
-from stash_pipeline.memory.recall_config import VARIANTS
+from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
 
 NS = "/chat/c1"
 DAY = "2023-03-15T12:00:00+00:00"
@@ -97,3 +97,68 @@ def test_a_forgotten_source_is_left_out_and_known_at_sees_it(store):
     then = recall.recall(store, "pottery class Melanie", NS, known_at=before)
     head = next(h for h in then if h.kind == "fact")
     assert [s.id for s in head.sources] == [ids["class"], ids["bowls"]]
+
+
+def _service(store) -> dict[str, int]:
+    """Notes about one service, each fact asserted with the note it copies as its source."""
+    namespaces.create(store, "/ops")
+    notes = [
+        "session-store keeps its state in S3 and is owned by Tom Sato.",
+        "The session-store dashboard lives in Grafana under the growth folder.",
+        "Lunch on Friday is at the Thai place.",
+    ]
+    made = episodes.remember_batch(store, "/ops", [{"content": n, "occurred_at": f"2024-05-0{i + 1}T09:00:00+00:00"}
+                                                   for i, n in enumerate(notes)])
+    ids = [int(r["id"]) for r in made]
+    copy = facts.assert_fact(store, "/ops", notes[1], entity="session-store", property="dashboard",
+                             value="Grafana growth folder", source_episode_ids=[ids[1]])["fact"]
+    return {"answer": ids[0], "dashboard": ids[1], "copy": copy.id}
+
+
+def test_a_fact_that_copies_its_source_does_not_outrank_an_episode_that_matches_better(store):
+    """Weighted like any fact, the copy of one note outranked the note that answers (the
+    agent-memory set's paraphrase questions); it has no evidence of its own to show for it."""
+    ids = _service(store)
+    query = "Which storage does session-store use?"
+    plain = recall.recall(store, query, "/ops", config=VARIANTS["no_grouping"])
+    score = {(h.kind, h.id): h.score for h in plain}
+    assert score[("episode", ids["answer"])] > score[("fact", ids["copy"])]
+    hits = recall.recall(store, query, "/ops")
+    assert (hits[0].kind, hits[0].id) == ("episode", ids["answer"])
+    copy = next(h for h in hits if h.kind == "fact")
+    assert "weight" not in copy.score_parts  # ranked by its own score: it restates its source word for word
+    # with the lift it had before (a copy weighted like any fact) it took the first place
+    lifted = recall.recall(store, query, "/ops", config=DEFAULT.replace(copy_similarity=2.0))
+    assert (lifted[0].kind, lifted[0].id) == ("fact", ids["copy"])
+
+
+def test_a_fact_in_its_own_words_keeps_its_weight(store):
+    """The weight is for facts that say in plain words what turns say: not taken from them."""
+    ids = _chat(store)
+    hits = recall.recall(store, "pottery class Melanie", NS)
+    fact = next(h for h in hits if h.id == ids["fact"] and h.kind == "fact")
+    assert fact.score_parts["weight"] in (DEFAULT.fact_weight, DEFAULT.fact_weight * DEFAULT.subject_weight)
+
+
+def test_a_fact_matched_on_a_stray_word_does_not_outrank_an_episode_that_matches_better(store):
+    """A fact sharing only "May" with the query, little meaning (cosine below
+    weight_min_cosine), and which the entity leg did not reach, ranks by its own score:
+    weighted, such facts pushed the answer out of agent-memory questions."""
+    namespaces.create(store, "/team")
+    made = episodes.remember_batch(store, "/team", [
+        {"content": "Retrospective for May: the team agreed to add a load test before each major launch.",
+         "occurred_at": "2024-06-01T09:00:00+00:00"},
+        {"content": "Standup notes: the build is green again.", "occurred_at": "2024-06-02T09:00:00+00:00"}])
+    answer = int(made[0]["id"])
+    stray = facts.assert_fact(store, "/team", "The wedding is set for May")["fact"]
+    query = "May retro outcome"
+    plain = {(h.kind, h.id): h for h in recall.recall(store, query, "/team", config=VARIANTS["no_grouping"])}
+    fact, episode = plain[("fact", stray.id)], plain[("episode", answer)]
+    assert fact.score < episode.score < fact.score * DEFAULT.fact_weight
+    assert fact.score_parts["vector"] < DEFAULT.weight_min_cosine
+    hits = recall.recall(store, query, "/team")
+    assert [(h.kind, h.id) for h in hits[:2]] == [("episode", answer), ("fact", stray.id)]
+    assert "weight" not in hits[1].score_parts
+    # weighted as before, the fact took the first place
+    lifted = recall.recall(store, query, "/team", config=DEFAULT.replace(weight_min_cosine=0.0))
+    assert (lifted[0].kind, lifted[0].id) == ("fact", stray.id)

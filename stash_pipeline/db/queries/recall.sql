@@ -36,7 +36,9 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
 -- recall --
 -- Recall in one statement: the namespaces in scope, the entity leg, the hybrid candidates,
 -- their scores and context neighbours, the fusion, the best %(fetch_limit)s by rank (facts
--- weighted, %(fact_weight)s; the entity leg's facts all kept with %(entity_pool)s), each
+-- weighted, %(fact_weight)s, unless they restate a source word for word or match the
+-- query's meaning below %(weight_min_cosine)s; the entity leg's facts all kept with
+-- %(entity_pool)s), each
 -- fact's source turns and each episode hit's context turns: the rows grouping
 -- (memory/recall_grouping.py) folds into the %(limit)s results. Run after
 -- recall_search_params and recall_check (one pipelined round trip, one transaction: memory/recall.py).
@@ -322,13 +324,33 @@ own AS (
            + (1 - %(w_vector)s) * LEAST(COALESCE(x.bm25 / NULLIF(tq.full_match, 0), 0), 1)
     FROM extra x, tq
 ),
+-- restates: a fact whose embedding is at least copy_similarity (cosine) like one of its
+-- source episodes' says what that episode says in its words: it takes no fact weight (the
+-- weight is for facts that restate turns in plain words; a copy lifted by it outranks
+-- episodes that match the query better, with no evidence of its own to show for it). Nor
+-- does a fact below weight_min_cosine to the query (matched on a stray word) unless the
+-- entity leg reaches it (below: the query names its subject).
+-- (one join over the candidate facts' lineage, MATERIALIZED: a subquery per row cost the
+-- statement half its time again under the generic plan)
+copies AS MATERIALIZED (
+    SELECT DISTINCT o.id
+    FROM own o
+    JOIN lineage l ON l.child_kind = 'fact' AND l.child_id = o.id AND l.parent_kind = 'episode'
+    JOIN facts f ON f.id = o.id
+    JOIN episodes e ON e.id = l.parent_id
+    WHERE o.kind = 'fact' AND 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s
+),
 ranked AS (
-    SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
-           %(neighbour_weight)s::float8 * nb.score AS context_score,
-           o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score
-    FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id
-    ORDER BY (o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0))
-             * CASE WHEN o.kind = 'fact' THEN %(fact_weight)s::float8 ELSE 1 END DESC, o.kind, o.id DESC
+    SELECT x.* FROM (
+        SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
+               %(neighbour_weight)s::float8 * nb.score AS context_score,
+               o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score,
+               o.kind = 'fact' AND o.id IN (SELECT id FROM copies) AS restates
+        FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id
+    ) x
+    ORDER BY x.score * CASE WHEN x.kind = 'fact' AND NOT x.restates AND COALESCE(x.cosine, 1) >= %(weight_min_cosine)s
+                            THEN %(fact_weight)s::float8 ELSE 1 END DESC,
+             x.kind, x.id DESC
     LIMIT %(fetch_limit)s
 ),
 -- the entity leg (memory/entity_recall.py): the entities the query's phrases name by an
@@ -430,20 +452,33 @@ entity_ranked AS (
     ORDER BY score DESC, c.id DESC
     LIMIT %(max_facts)s
 ),
+-- the leg's facts that restate a source (as copies above)
+entity_copies AS MATERIALIZED (
+    SELECT DISTINCT x.id
+    FROM entity_ranked x
+    JOIN lineage l ON l.child_kind = 'fact' AND l.child_id = x.id AND l.parent_kind = 'episode'
+    JOIN facts f ON f.id = x.id
+    JOIN episodes e ON e.id = l.parent_id
+    WHERE 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s
+),
 -- fusion with the entity leg: a fact found by both keeps its hybrid row (text and context
 -- parts) with the higher score, entity_score the leg's; then the best %(fetch_limit)s by
 -- rank (the score times the row's weight: fact_weight on a fact, subject_weight too on
--- one the leg reached), and with %(entity_pool)s every fact the leg found as well
+-- one the leg reached, none on a fact that restates its source or, not reached by the
+-- leg, is below weight_min_cosine), and with
+-- %(entity_pool)s every fact the leg found as well
 both_legs AS (
     SELECT r.kind, r.id, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.score,
-           NULL::float8 AS entity_score, 0 AS leg
+           NULL::float8 AS entity_score, 0 AS leg, r.restates
     FROM ranked r
     UNION ALL
-    SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1
+    SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1,
+           x.id IN (SELECT id FROM entity_copies)
     FROM entity_ranked x
 ),
 fused_legs AS (
     SELECT DISTINCT ON (b.kind, b.id) b.kind, b.id, b.cosine, b.bm25, b.coverage, b.own_score, b.context_score,
+           b.restates,
            max(b.score) OVER (PARTITION BY b.kind, b.id) AS score,
            max(b.entity_score) OVER (PARTITION BY b.kind, b.id) AS entity_score
     FROM both_legs b
@@ -453,8 +488,9 @@ weighed AS (
     SELECT t.*, w.weight, row_number() OVER (ORDER BY t.score * w.weight DESC, t.kind, t.id DESC) AS place
     FROM fused_legs t
     CROSS JOIN LATERAL (
-        SELECT CASE WHEN t.kind <> 'fact' THEN 1
+        SELECT CASE WHEN t.kind <> 'fact' OR t.restates THEN 1
                     WHEN t.entity_score IS NOT NULL THEN %(fact_weight)s::float8 * %(subject_weight)s::float8
+                    WHEN COALESCE(t.cosine, 1) < %(weight_min_cosine)s THEN 1
                     ELSE %(fact_weight)s::float8 END AS weight) w
 ),
 top AS (

@@ -162,6 +162,22 @@ def test_a_name_the_conversation_never_mentions_is_still_refused(cstore, server,
     assert "'Priscilla', which no source mentions" in letters[0]["last_error"]
 
 
+def test_a_refused_fact_dead_letters_only_the_turns_nothing_kept_rests_on(cstore, server, model):
+    ids = _chat(cstore, "/c", SESSION_1, 1)
+    model.facts_script = _script(lambda block: [
+        ("Jolene starts at the aquarium on Monday as a marine biologist", [SESSION_1[2]]),
+        # refused; turn 3 is also the kept fact's source, turn 1 is nobody else's
+        ("Priscilla hired Jolene at the aquarium as a marine biologist", [SESSION_1[0], SESSION_1[2]]),
+    ])
+    report = runner.run_stage(cstore, "/c", "facts")
+    assert (report.rows_written, report.items_failed, report.details["facts_refused"]) == (1, 1, 1)
+    (kept,) = _facts(cstore)
+    assert _parents(cstore, kept["id"]) == [ids[2]]
+    letters = rows(cstore, "SELECT item_id, status, last_error FROM dead_letters")
+    assert [(d["item_id"], d["status"]) for d in letters] == [(ids[0], "pending")]
+    assert "'Priscilla', which no source mentions" in letters[0]["last_error"]
+
+
 def test_citations_are_checked_against_the_window(cstore, server, model):
     ids = _chat(cstore, "/c", SESSION_1, 1)
     model.facts_script = _script(lambda block: [
@@ -297,8 +313,8 @@ def test_a_window_knows_what_earlier_sessions_established(cstore, server, model)
     first, second = _facts(cstore)
     assert second["content"] == "Jolene switched her summer trip from Lisbon to Kyoto"
     assert _parents(cstore, first["id"]) == [plan[0]] and _parents(cstore, second["id"]) == [change[0]]
-    letters = rows(cstore, "SELECT item_id, last_error FROM dead_letters")
-    assert [d["item_id"] for d in letters] == [change[0]] and "'Porto'" in letters[0]["last_error"]
+    # the refused fact rests on the turn the kept one rests on: nothing waits for a retry
+    assert (report.items_failed, rows(cstore, "SELECT item_id FROM dead_letters")) == (0, [])
 
 
 def test_turns_without_session_metadata_are_threaded_by_time(small, server, model):
