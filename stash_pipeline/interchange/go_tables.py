@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
-from stash_pipeline import errors
 from stash_pipeline.interchange import go_mapping as mapping
 from stash_pipeline.interchange.catalog import BY_NAME
-from stash_pipeline.interchange.writer import json_dumps, vector_text
-from stash_pipeline.memory import entities, validate
+from stash_pipeline.interchange.writer import vector_text
+from stash_pipeline.memory import entities
 
 if TYPE_CHECKING:
     from stash_pipeline.interchange.go_state import GoImport, Mapped
@@ -28,33 +27,28 @@ def _namespace(run: GoImport, row: Row) -> tuple[int | None, str | None]:
 
 
 def namespaces(run: GoImport, rows: list[Row]) -> None:
+    """Through the writer's namespace path: an export's path, name and description checks."""
     seen: dict[str, int] = {}
     for row in rows:
-        key = str(row["id"])
-        if key in run.ledger.get("namespaces", {}):
-            run.put("namespaces", "namespaces", "namespace", [(key, {}, None, [])])
-            continue
-        target = mapping.slug(row.get("slug"))
-        try:
-            target = None if target is None else validate.slug(target)
-        except errors.InvalidNamespace:
-            target = None  # longer than a Stash path may be
-        if target is None or target in seen:
-            why = (f"slug {row.get('slug')!r} has no usable Stash path" if target is None
-                   else f"slug {row.get('slug')!r} maps to {target}, already taken by another Go namespace")
+        key, target, stash_id, why = str(row["id"]), mapping.slug(row.get("slug")), None, None
+        if key not in run.ledger.get("namespaces", {}):
+            if target is None or target in seen:
+                why = (f"slug {row.get('slug')!r} has no usable Stash path" if target is None
+                       else f"slug {row.get('slug')!r} maps to {target}, already taken by another Go namespace")
+            else:
+                description = row.get("description") or ""
+                if row.get("persona"):  # Stash has no persona column: keep it readable in the description
+                    description = (description + "\n\nPersona: " + row["persona"]).strip()
+                stash_id = run.writer.namespace(f"row Go id {key}", {
+                    "id": row["id"], "slug": target, "name": row.get("name") or "", "description": description,
+                    "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}, "/", "/")
+                why = "refused: a value breaks a rule (see problems)"
+        if stash_id is None:
             run.put("namespaces", "namespaces", "namespace", [(key, None, why, [])])
             continue
-        seen[target] = int(row["id"])
+        seen[target] = stash_id  # type: ignore[index]
         if target != row.get("slug"):
             run.skip("namespaces (renamed)", f"{row.get('slug')!r} -> {target}")
-        run.writer.ensure_ancestors(target)
-        description = row.get("description") or ""
-        if row.get("persona"):  # Stash has no persona column: keep it readable in the description
-            description = (description + "\n\nPersona: " + row["persona"]).strip()
-        record = {"name": row.get("name") or "", "description": description,
-                  "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}
-        stash_id = int(run.tx.scalar("interchange_import_namespace", slug=target, row=Jsonb(record, dumps=json_dumps)))
-        run.writer.note("namespace", row["id"], stash_id, stash_id, target)
         run._entry("namespaces")["imported"] += 1
         run.ledger.setdefault("namespaces", {})[key] = stash_id
         run.tx.execute("go_import_record", source=run.source, rows=Jsonb([

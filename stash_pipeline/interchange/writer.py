@@ -122,6 +122,7 @@ class Writer:
 
     def namespace(self, where: str, row: Row, root: str, into: str) -> int | None:
         """Create (or find) the namespace of an exported one; None when it is refused."""
+        column = "slug"
         try:
             old = validate.slug(row.get("slug"))
             if not is_ancestor_or_self(root, old):  # by segment: '/exp-prod' is not below '/exp'
@@ -130,7 +131,7 @@ class Writer:
             for column in ("name", "description"):
                 validate.optional_text(self.settings, row.get(column), column)
         except errors.InvalidInput as exc:
-            self.report(errors.BadRow("namespaces", where, "slug", exc.message))
+            self.report(errors.BadRow("namespaces", where, column, exc.message))
             return None
         self.ensure_ancestors(slug)
         new = int(self.tx.scalar("interchange_import_namespace", slug=slug, row=Jsonb(row, dumps=json_dumps)))
