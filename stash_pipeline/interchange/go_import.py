@@ -112,5 +112,5 @@ def migrate_from_go(
     imported = sum(e["imported"] for e in run.report.values())
     return {"source": source, "ledger_adopted_from": adopted, "dry_run": dry_run, "imported": imported,
             "tables": run.report,
-            "vectors": run.vectors, "problems": run.writer.problems}
+            "vectors": run.writer.vectors, "problems": run.writer.problems}
 

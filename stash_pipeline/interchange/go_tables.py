@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 
 from stash_pipeline.interchange import go_mapping as mapping
 from stash_pipeline.interchange.catalog import BY_NAME
-from stash_pipeline.interchange.writer import vector_text
+from stash_pipeline.interchange.writer import vector_length, vector_text
 from stash_pipeline.memory import entities
 
 if TYPE_CHECKING:
@@ -61,9 +61,9 @@ def episodes(run: GoImport, rows: list[Row]) -> None:
         deleted = row.get("deleted_at")
         return {"namespace_id": ns, "content": row["content"], "kind": "observation", "metadata": {},
                 "occurred_at": row.get("occurred_at"), "created_at": row.get("created_at"), "deleted_at": deleted,
-                "deleted_reason": mapping.DELETED if deleted else None}, None, []
+                "deleted_reason": mapping.DELETED if deleted else None, **_vector(row)}, None, []
 
-    _simple(run, "episodes", "episodes", "episode", rows, build, embed=True)
+    _simple(run, "episodes", "episodes", "episode", rows, build)
 
 
 def facts(run: GoImport, rows: list[Row]) -> None:
@@ -82,9 +82,9 @@ def facts(run: GoImport, rows: list[Row]) -> None:
                 "withdrawn_reason": mapping.DELETED if deleted else None,
                 "created_at": row.get("created_at"), "updated_at": row.get("updated_at"),
                 # system time: learned when created; no longer believed once closed or deleted
-                "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until}, None, parents
+                "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until, **_vector(row)}, None, parents
 
-    inserted = _simple(run, "facts", "facts", "fact", rows, build, embed=True)
+    inserted = _simple(run, "facts", "facts", "fact", rows, build)
     _link_entities(run, [(r, inserted.get(str(r["id"]))) for r in rows])
 
 
@@ -94,9 +94,7 @@ def _link_entities(run: GoImport, facts: list[tuple[Row, Row | None]]) -> None:
     keys = [entities.normalise(row["entity"]) for row, _ in linked]
     if not keys:
         return
-    vectors = ([[0.0] * run.dim for _ in keys] if run.dry_run
-               else list(run.store.embedder.embed(keys)))
-    for (row, new), vector in zip(linked, vectors, strict=True):
+    for (row, new), vector in zip(linked, run.writer.vectors_for(keys), strict=True):
         entities.link_asserted_fact(run.tx, run.store, {"id": new["id"], "namespace_id": new["namespace_id"],
                                                        "entity": row["entity"]}, vector_text(vector))
 
@@ -118,12 +116,15 @@ def fact_sources(run: GoImport, rows: list[Row]) -> None:
     run.put("fact_sources", "lineage", "lineage", mapped)
 
 
-def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row], build: Any,
-            embed: bool = False) -> dict[str, Row | None]:
+def _vector(row: Row) -> Row:
+    """Go's vector and its model (the writer keeps it when they are this deployment's)."""
+    return {"embedding": row.get("embedding"), "embedding_model": row.get("embedding_model")}
+
+
+def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row], build: Any) -> dict[str, Row | None]:
     """Map a chunk of a Go table with an ``id`` and a namespace (``build`` gives the Stash row,
-    why not, and its lineage parents) and hand it to ``put``; ``embed`` gives rows their vectors."""
+    why not, and its lineage parents) and hand it to ``put``."""
     mapped: list[Mapped] = []
-    sources: list[Row] = []
     for row in rows:
         key = str(row["id"])
         ns, why = _namespace(run, row)
@@ -132,11 +133,7 @@ def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row]
         elif go_table in _WITH_CONTENT and mapping.blank(row.get("content")):
             mapped.append((key, None, "empty content", []))
         else:
-            record, why, parents = build(row, ns)
-            mapped.append((key, record, why, parents))
-            sources += [row] if record is not None else []
-    if embed:
-        run.embed([m[1] for m in mapped if m[1] is not None], sources)
+            mapped.append((key, *build(row, ns)))
     return run.put(go_table, table, kind, mapped)
 
 
@@ -273,7 +270,7 @@ def embedding_cache(run: GoImport, rows: list[Row]) -> None:
     mapped: list[Mapped] = []
     for row in rows:
         key = f"{row['text_hash']}:{row['model']}"
-        if row.get("model") != run.model or mapping.vector_length(row.get("embedding")) != run.dim:
+        if row.get("model") != run.model or vector_length(row.get("embedding")) != run.dim:
             mapped.append((key, None, "another embedding model or dimension", []))
             continue
         mapped.append((key, {"text_hash": row["text_hash"], "model": row["model"], "endpoint": endpoint,
