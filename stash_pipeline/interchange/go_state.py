@@ -78,7 +78,7 @@ class GoImport:
 
     def __init__(self, store: Store, go: Session, tx: Session, source: str, dry_run: bool,
                  progress: Progress | None, stop: bool = False) -> None:
-        self.store, self.go, self.tx, self.source, self.dry_run = store, go, tx, source, dry_run
+        self.store, self.go, self.tx, self.source = store, go, tx, source
         self.writer = Writer(store, tx, stop=stop, remap=False, dry_run=dry_run)
         self.progress = progress
         self.model, self.dim = store.settings.embedding_model_name, store.settings.vector_dim
@@ -124,10 +124,11 @@ class GoImport:
                 return False
         return True
 
-    def put(self, go_table: str, table: str, kind: str, mapped: list[Mapped]) -> dict[str, Row | None]:
+    def put(self, go_table: str, table: str, mapped: list[Mapped]) -> dict[str, Row | None]:
         """Insert the mapped rows not yet in the ledger, record them all, write their lineage."""
         done = self.ledger.setdefault(go_table, {})
-        entry = catalog.BY_NAME.get(table)
+        entry = catalog.BY_NAME.get(table)  # None for the embedding cache: not a record table
+        kind = entry.kind if entry is not None else table
         fresh: list[Mapped] = []
         for key, row, why, parents in mapped:
             if key in done:
