@@ -108,17 +108,14 @@ class Writer:
         """Count one refused row (or dropped reference); with ``stop``, end the import."""
         if self.stop:
             raise problem
-        table = problem.details["table"]
-        why = ("dropped: " if dropped else "") + problem.why
-        self.skipped.setdefault(table, {})
-        self.skipped[table][why] = self.skipped[table].get(why, 0) + 1
+        self.skip(problem.details["table"], ("dropped: " if dropped else "") + problem.why)
         if len(self.problems) < MAX_PROBLEMS:
             self.problems.append(problem.message + (" (reference dropped)" if dropped else ""))
 
     def skip(self, table: str, why: str) -> None:
         """Count a row not imported for a reason that is no fault of the row (already present)."""
-        self.skipped.setdefault(table, {})
-        self.skipped[table][why] = self.skipped[table].get(why, 0) + 1
+        skipped = self.skipped.setdefault(table, {})
+        skipped[why] = skipped.get(why, 0) + 1
 
     def result(self) -> dict[str, Any]:
         return {"rows": self.counts, "skipped": self.skipped, "problems": self.problems}
