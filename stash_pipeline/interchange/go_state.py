@@ -81,7 +81,6 @@ class GoImport:
         self.store, self.go, self.tx, self.source = store, go, tx, source
         self.writer = Writer(store, tx, stop=stop, remap=False, dry_run=dry_run)
         self.progress = progress
-        self.model, self.dim = store.settings.embedding_model_name, store.settings.vector_dim
         self.ledger: dict[str, dict[str, int | None]] = {}
         for row in tx.all("go_import_ledger", source=source):
             self.ledger.setdefault(row["source_table"], {})[row["source_id"]] = row["stash_id"]

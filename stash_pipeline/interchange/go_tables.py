@@ -267,10 +267,11 @@ def contexts(run: GoImport, rows: list[Row]) -> None:
 
 def embedding_cache(run: GoImport, rows: list[Row]) -> None:
     endpoint = getattr(run.store.embedder, "endpoint", "") or ""
+    settings = run.store.settings
     mapped: list[Mapped] = []
     for row in rows:
         key = f"{row['text_hash']}:{row['model']}"
-        if row.get("model") != run.model or vector_length(row.get("embedding")) != run.dim:
+        if row.get("model") != settings.embedding_model_name or vector_length(row.get("embedding")) != settings.vector_dim:
             mapped.append((key, None, "another embedding model or dimension", []))
             continue
         mapped.append((key, {"text_hash": row["text_hash"], "model": row["model"], "endpoint": endpoint,
