@@ -52,17 +52,11 @@ def _format(path: Path, format: str | None) -> str:
         ) from None
 
 
-def _missing(value: Any) -> bool:
-    if value is None:
-        return True
-    return isinstance(value, float) and math.isnan(value)
-
-
 def _clean(raw: dict[str, Any]) -> dict[str, Any]:
     """Map a file row to remember_batch's item fields (missing cells become absent)."""
     item: dict[str, Any] = {}
     for key, value in raw.items():
-        if _missing(value) or (isinstance(value, str) and value == "" and key != "content"):
+        if value is None or (isinstance(value, float) and math.isnan(value)) or (value == "" and key != "content"):
             continue
         if key == "metadata" and isinstance(value, str):
             try:
@@ -164,24 +158,15 @@ def read_episodes(store: Store, path: str | Path, *, format: str | None = None) 
     rows = sum(1 for _ in _items(store, file, kind, problems))
     if problems:
         more = f"\n  …and {len(problems) - MAX_REPORTED} more" if len(problems) > MAX_REPORTED else ""
-        raise errors.InvalidInput(
-            f"{len(problems)} invalid row(s) in {file.name}; nothing was imported:\n  "
-            + "\n  ".join(problems[:MAX_REPORTED])
-            + more
-        )
+        raise errors.InvalidInput(f"{len(problems)} invalid row(s) in {file.name}; nothing was imported:\n  "
+                                  + "\n  ".join(problems[:MAX_REPORTED]) + more)
     if not rows:
         raise errors.InvalidInput(f"{file.name} holds no episodes")
     return rows
 
 
-def import_episodes(
-    store: Store,
-    namespace: str,
-    path: str | Path,
-    *,
-    format: str | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
+def import_episodes(store: Store, namespace: str, path: str | Path, *, format: str | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Import episodes from a JSONL/CSV/Parquet file into one namespace, validated up front.
 
     The file is read twice, streaming both times: once to check every row (nothing is

@@ -67,10 +67,6 @@ def arrow_type(pg_type: str) -> pa.DataType:
     return _SCALARS.get(pg_type, pa.string())
 
 
-def is_json(pg_type: str) -> bool:
-    return pg_type in ("jsonb", "json")
-
-
 def is_list(pg_type: str) -> bool:
     return pg_type.endswith("[]") or pg_type.startswith("vector")
 
@@ -84,19 +80,13 @@ def columns(tx: Session, table: str) -> list[dict[str, str]]:
 def _cell(value: Any, pg_type: str, csv: bool) -> Any:
     if value is None:
         return None
-    if is_json(pg_type):
+    if pg_type in ("jsonb", "json"):
         return json.dumps(value, sort_keys=True, ensure_ascii=False)
     if pg_type.startswith("vector"):
         value = [float(x) for x in (value.to_list() if hasattr(value, "to_list") else value)]
     if csv and is_list(pg_type):
         return json.dumps(list(value))
     return value
-
-
-def _schema(cols: list[dict[str, str]], csv: bool) -> pa.Schema:
-    return pa.schema([
-        pa.field(c["name"], pa.string() if csv and is_list(c["type"]) else arrow_type(c["type"])) for c in cols
-    ])
 
 
 def _batch(rows: list[dict[str, Any]], cols: list[dict[str, str]], schema: pa.Schema, csv: bool) -> pa.Table:
@@ -124,24 +114,6 @@ def stream(tx: Session, name: str, chunk: int, vectors: bool, names: dict[str, s
         cursor.execute(statement, params)
         while rows := cursor.fetchmany(chunk):
             yield rows
-
-
-class _Writer:
-    """Appends Arrow tables to one new Parquet or CSV file."""
-
-    def __init__(self, path: Path, schema: pa.Schema, format: str, force: bool) -> None:
-        self._file = files.create(path, force=force)
-        if format == "parquet":
-            self._writer: Any = pq.ParquetWriter(self._file, schema, compression="zstd")
-        else:
-            self._writer = pa_csv.CSVWriter(self._file, schema)
-
-    def write(self, table: pa.Table) -> None:
-        self._writer.write_table(table)
-
-    def close(self) -> None:
-        self._writer.close()
-        self._file.close()
 
 
 def export_tables(
@@ -185,23 +157,26 @@ def _export_table(
     progress: Progress | None, chunk_rows: int, csv: bool, force: bool,
 ) -> dict[str, Any]:
     cols = [c for c in columns(tx, table.name) if with_vectors or not c["type"].startswith("vector")]
-    schema = _schema(cols, csv)
+    schema = pa.schema([pa.field(c["name"], pa.string() if csv and is_list(c["type"]) else arrow_type(c["type"]))
+                        for c in cols])
     path = out / f"{table.name}{SUFFIXES[format]}"
     scope = "id" if table.name == "namespaces" else "namespace_id"
     count = tx.conn.execute(named("interchange_count", table=table.name, scope=scope), {"ids": ids})
     total = int(count.fetchone()["count"])  # type: ignore[index]
-    writer = _Writer(path, schema, format, force)
+    handle = files.create(path, force=force)  # a new file: never an existing one or a symlink's target
+    writer = pq.ParquetWriter(handle, schema, compression="zstd") if not csv else pa_csv.CSVWriter(handle, schema)
     done = 0
     try:
         if progress is not None:
             progress(table.name, 0, total)
         for rows in rows_of(tx, table, ids, chunk_rows, with_vectors):
-            writer.write(_batch(rows, cols, schema, csv))
+            writer.write_table(_batch(rows, cols, schema, csv))
             done += len(rows)
             if progress is not None:
                 progress(table.name, done, total)
     finally:
         writer.close()
+        handle.close()
     return {"file": path.name, "rows": done, "sha256": files.sha256(path), "columns": cols}
 
 

@@ -29,13 +29,6 @@ from stash_pipeline.interchange.export import Progress
 from stash_pipeline.interchange.go_state import GoImport, Unreadable, adopt_legacy_ledger, source_name
 from stash_pipeline.store import Store
 
-#: Go tables in the order they are read (references before the rows that use them), each
-#: with the key its rows are read in
-GO_TABLES = {"namespaces": "id", "episodes": "id", "goals": "id", "failures": "id", "facts": "id",
-             "fact_sources": "fact_id episode_id", "relationships": "id", "causal_links": "id", "patterns": "id",
-             "contradictions": "id", "hypotheses": "id", "contexts": "namespace_id",
-             "embedding_cache": "text_hash model", "consolidation_progress": "namespace_id"}
-
 
 class _Text(Loader):
     """Text as UTF-8 whatever the database's encoding says (a SQL_ASCII database hands
@@ -99,7 +92,7 @@ def migrate_from_go(
             adopted = adopt_legacy_ledger(go, tx, source)
             run = GoImport(store, go, tx, source, dry_run, progress, stop)
             try:
-                go_tables.run_all(run, GO_TABLES)
+                go_tables.run_all(run)
             except BaseException:
                 conn.rollback()
                 raise
@@ -112,5 +105,5 @@ def migrate_from_go(
     imported = sum(e["imported"] for e in run.report.values())
     return {"source": source, "ledger_adopted_from": adopted, "dry_run": dry_run, "imported": imported,
             "tables": run.report,
-            "vectors": run.vectors, "problems": run.writer.problems}
+            "vectors": run.writer.vectors, "problems": run.writer.problems}
 

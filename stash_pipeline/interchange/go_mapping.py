@@ -103,11 +103,6 @@ def blank(value: Any) -> bool:
     return value is None or not str(value).strip()
 
 
-def vector_length(text: str | None) -> int:
-    """Dimensions of a vector given as pgvector text ("[0.1,0.2]")."""
-    return 0 if not text else text.count(",") + 1
-
-
 def goal_notes(notes: str | None) -> list[dict[str, Any]]:
     """Go's appended goal-notes text as Stash's append-only log: model lines keep their kind
     and confidence, anything else is a caller note."""

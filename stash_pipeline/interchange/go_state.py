@@ -78,10 +78,9 @@ class GoImport:
 
     def __init__(self, store: Store, go: Session, tx: Session, source: str, dry_run: bool,
                  progress: Progress | None, stop: bool = False) -> None:
-        self.store, self.go, self.tx, self.source, self.dry_run = store, go, tx, source, dry_run
-        self.writer = Writer(store, tx, stop=stop, remap=False)
+        self.store, self.go, self.tx, self.source = store, go, tx, source
+        self.writer = Writer(store, tx, stop=stop, remap=False, dry_run=dry_run)
         self.progress = progress
-        self.model, self.dim = store.settings.embedding_model_name, store.settings.vector_dim
         self.ledger: dict[str, dict[str, int | None]] = {}
         for row in tx.all("go_import_ledger", source=source):
             self.ledger.setdefault(row["source_table"], {})[row["source_id"]] = row["stash_id"]
@@ -90,7 +89,6 @@ class GoImport:
             if entry is not None and row["source_id"].isdigit() and row["stash_id"] is not None:
                 self.writer.ids[entry.kind][int(row["source_id"])] = int(row["stash_id"])
         self.report: dict[str, dict[str, Any]] = {}
-        self.vectors = {"reused": 0, "recomputed": 0}
 
     # -- bookkeeping -------------------------------------------------------------------
     def _entry(self, table: str) -> dict[str, Any]:
@@ -125,30 +123,11 @@ class GoImport:
                 return False
         return True
 
-    def embed(self, rows: list[Row], go_rows: list[Row]) -> None:
-        """Reuse Go's vector when model and dimension match, else embed the content again."""
-        todo = []
-        for row, go_row in zip(rows, go_rows, strict=True):
-            vector = go_row.get("embedding")
-            if vector and go_row.get("embedding_model") == self.model and mapping.vector_length(vector) == self.dim:
-                row["embedding"], row["embedding_model"] = vector, self.model
-                self.vectors["reused"] += 1
-            else:
-                todo.append(row)
-        if not todo:
-            return
-        self.vectors["recomputed"] += len(todo)
-        if self.dry_run:
-            vectors: list[Any] = [[0.0] * self.dim for _ in todo]
-        else:
-            vectors = list(self.store.embedder.embed([r["content"] for r in todo]))
-        for row, vector in zip(todo, vectors, strict=True):
-            row["embedding"], row["embedding_model"] = vector, self.model
-
-    def put(self, go_table: str, table: str, kind: str, mapped: list[Mapped]) -> dict[str, Row | None]:
+    def put(self, go_table: str, table: str, mapped: list[Mapped]) -> dict[str, Row | None]:
         """Insert the mapped rows not yet in the ledger, record them all, write their lineage."""
         done = self.ledger.setdefault(go_table, {})
-        entry = catalog.BY_NAME.get(table)
+        entry = catalog.BY_NAME.get(table)  # None for the embedding cache: not a record table
+        kind = entry.kind if entry is not None else table
         fresh: list[Mapped] = []
         for key, row, why, parents in mapped:
             if key in done:
@@ -160,6 +139,8 @@ class GoImport:
                 self.skip(go_table, why or "not importable")
             fresh.append((key, row, why, parents))
         inserting = [m for m in fresh if m[1] is not None]
+        if entry is not None:  # Go's vector when of this model and dimension, else a new one
+            self.writer.embed(entry, [m[1] for m in inserting], True)  # type: ignore[misc]
         by_key = dict(zip([m[0] for m in inserting], self.writer.write_rows(table, [m[1] for m in inserting]),  # type: ignore[misc]
                           strict=True))
         records: list[Row] = []

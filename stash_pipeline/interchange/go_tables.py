@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
-from stash_pipeline import errors
 from stash_pipeline.interchange import go_mapping as mapping
 from stash_pipeline.interchange.catalog import BY_NAME
-from stash_pipeline.interchange.writer import json_dumps, vector_text
-from stash_pipeline.memory import entities, validate
+from stash_pipeline.interchange.writer import vector_length, vector_text
+from stash_pipeline.memory import entities
 
 if TYPE_CHECKING:
     from stash_pipeline.interchange.go_state import GoImport, Mapped
@@ -28,33 +27,28 @@ def _namespace(run: GoImport, row: Row) -> tuple[int | None, str | None]:
 
 
 def namespaces(run: GoImport, rows: list[Row]) -> None:
+    """Through the writer's namespace path: an export's path, name and description checks."""
     seen: dict[str, int] = {}
     for row in rows:
-        key = str(row["id"])
-        if key in run.ledger.get("namespaces", {}):
-            run.put("namespaces", "namespaces", "namespace", [(key, {}, None, [])])
+        key, target, stash_id, why = str(row["id"]), mapping.slug(row.get("slug")), None, None
+        if key not in run.ledger.get("namespaces", {}):
+            if target is None or target in seen:
+                why = (f"slug {row.get('slug')!r} has no usable Stash path" if target is None
+                       else f"slug {row.get('slug')!r} maps to {target}, already taken by another Go namespace")
+            else:
+                description = row.get("description") or ""
+                if row.get("persona"):  # Stash has no persona column: keep it readable in the description
+                    description = (description + "\n\nPersona: " + row["persona"]).strip()
+                stash_id = run.writer.namespace(f"row Go id {key}", {
+                    "id": row["id"], "slug": target, "name": row.get("name") or "", "description": description,
+                    "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}, "/", "/")
+                why = "refused: a value breaks a rule (see problems)"
+        if stash_id is None:
+            run.put("namespaces", "namespaces", [(key, None, why, [])])
             continue
-        target = mapping.slug(row.get("slug"))
-        try:
-            target = None if target is None else validate.slug(target)
-        except errors.InvalidNamespace:
-            target = None  # longer than a Stash path may be
-        if target is None or target in seen:
-            why = (f"slug {row.get('slug')!r} has no usable Stash path" if target is None
-                   else f"slug {row.get('slug')!r} maps to {target}, already taken by another Go namespace")
-            run.put("namespaces", "namespaces", "namespace", [(key, None, why, [])])
-            continue
-        seen[target] = int(row["id"])
+        seen[target] = stash_id  # type: ignore[index]
         if target != row.get("slug"):
             run.skip("namespaces (renamed)", f"{row.get('slug')!r} -> {target}")
-        run.writer.ensure_ancestors(target)
-        description = row.get("description") or ""
-        if row.get("persona"):  # Stash has no persona column: keep it readable in the description
-            description = (description + "\n\nPersona: " + row["persona"]).strip()
-        record = {"name": row.get("name") or "", "description": description,
-                  "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}
-        stash_id = int(run.tx.scalar("interchange_import_namespace", slug=target, row=Jsonb(record, dumps=json_dumps)))
-        run.writer.note("namespace", row["id"], stash_id, stash_id, target)
         run._entry("namespaces")["imported"] += 1
         run.ledger.setdefault("namespaces", {})[key] = stash_id
         run.tx.execute("go_import_record", source=run.source, rows=Jsonb([
@@ -67,9 +61,9 @@ def episodes(run: GoImport, rows: list[Row]) -> None:
         deleted = row.get("deleted_at")
         return {"namespace_id": ns, "content": row["content"], "kind": "observation", "metadata": {},
                 "occurred_at": row.get("occurred_at"), "created_at": row.get("created_at"), "deleted_at": deleted,
-                "deleted_reason": mapping.DELETED if deleted else None}, None, []
+                "deleted_reason": mapping.DELETED if deleted else None, **_vector(row)}, None, []
 
-    _simple(run, "episodes", "episodes", "episode", rows, build, embed=True)
+    _simple(run, "episodes", rows, build)
 
 
 def facts(run: GoImport, rows: list[Row]) -> None:
@@ -88,9 +82,9 @@ def facts(run: GoImport, rows: list[Row]) -> None:
                 "withdrawn_reason": mapping.DELETED if deleted else None,
                 "created_at": row.get("created_at"), "updated_at": row.get("updated_at"),
                 # system time: learned when created; no longer believed once closed or deleted
-                "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until}, None, parents
+                "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until, **_vector(row)}, None, parents
 
-    inserted = _simple(run, "facts", "facts", "fact", rows, build, embed=True)
+    inserted = _simple(run, "facts", rows, build)
     _link_entities(run, [(r, inserted.get(str(r["id"]))) for r in rows])
 
 
@@ -100,9 +94,7 @@ def _link_entities(run: GoImport, facts: list[tuple[Row, Row | None]]) -> None:
     keys = [entities.normalise(row["entity"]) for row, _ in linked]
     if not keys:
         return
-    vectors = ([[0.0] * run.dim for _ in keys] if run.dry_run
-               else list(run.store.embedder.embed(keys)))
-    for (row, new), vector in zip(linked, vectors, strict=True):
+    for (row, new), vector in zip(linked, run.writer.vectors_for(keys), strict=True):
         entities.link_asserted_fact(run.tx, run.store, {"id": new["id"], "namespace_id": new["namespace_id"],
                                                        "entity": row["entity"]}, vector_text(vector))
 
@@ -121,29 +113,28 @@ def fact_sources(run: GoImport, rows: list[Row]) -> None:
             edges.append({"child_kind": "fact", "child_id": fact, "parent_kind": "episode", "parent_id": episode,
                           "namespace_id": run.writer.namespace_of("fact", fact)})
             mapped.append((key, edges[-1], None, []))
-    run.put("fact_sources", "lineage", "lineage", mapped)
+    run.put("fact_sources", "lineage", mapped)
 
 
-def _simple(run: GoImport, go_table: str, table: str, kind: str, rows: list[Row], build: Any,
-            embed: bool = False) -> dict[str, Row | None]:
+def _vector(row: Row) -> Row:
+    """Go's vector and its model (the writer keeps it when they are this deployment's)."""
+    return {"embedding": row.get("embedding"), "embedding_model": row.get("embedding_model")}
+
+
+def _simple(run: GoImport, table: str, rows: list[Row], build: Any) -> dict[str, Row | None]:
     """Map a chunk of a Go table with an ``id`` and a namespace (``build`` gives the Stash row,
-    why not, and its lineage parents) and hand it to ``put``; ``embed`` gives rows their vectors."""
+    why not, and its lineage parents) and hand it to ``put``."""
     mapped: list[Mapped] = []
-    sources: list[Row] = []
     for row in rows:
         key = str(row["id"])
         ns, why = _namespace(run, row)
-        if key in run.ledger.get(go_table, {}) or ns is None:
+        if key in run.ledger.get(table, {}) or ns is None:
             mapped.append((key, None, why, []))
-        elif go_table in _WITH_CONTENT and mapping.blank(row.get("content")):
+        elif table in _WITH_CONTENT and mapping.blank(row.get("content")):
             mapped.append((key, None, "empty content", []))
         else:
-            record, why, parents = build(row, ns)
-            mapped.append((key, record, why, parents))
-            sources += [row] if record is not None else []
-    if embed:
-        run.embed([m[1] for m in mapped if m[1] is not None], sources)
-    return run.put(go_table, table, kind, mapped)
+            mapped.append((key, *build(row, ns)))
+    return run.put(table, table, mapped)
 
 
 def goals(run: GoImport, rows: list[Row]) -> None:
@@ -154,7 +145,7 @@ def goals(run: GoImport, rows: list[Row]) -> None:
                 "abandoned_at": row.get("abandoned_at"), "created_at": row.get("created_at"),
                 "updated_at": row.get("updated_at"), "deleted_at": row.get("deleted_at")}, None, []
 
-    _simple(run, "goals", "goals", "goal", rows, build)
+    _simple(run, "goals", rows, build)
     run.writer.defer(BY_NAME["goals"], "parent_id", [  # linked by finish(), once every goal is in
         (goal, int(r["parent_id"])) for r in rows
         if r.get("parent_id") is not None and (goal := run.new_id("goal", r["id"])) is not None])
@@ -168,7 +159,7 @@ def goals(run: GoImport, rows: list[Row]) -> None:
                 continue
             notes.append((key, {**note, "goal_id": goal, "namespace_id": run.writer.namespace_of("goal", goal),
                                 "created_at": row.get("updated_at")}, None, []))
-    run.put("goals.notes", "goal_notes", "goal_note", notes)
+    run.put("goals.notes", "goal_notes", notes)
 
 
 def failures(run: GoImport, rows: list[Row]) -> None:
@@ -178,7 +169,7 @@ def failures(run: GoImport, rows: list[Row]) -> None:
                 "lesson": row.get("lesson") if not mapping.blank(row.get("lesson")) else mapping.NOT_RECORDED,
                 "created_at": row.get("created_at"), "deleted_at": row.get("deleted_at")}, None, []
 
-    _simple(run, "failures", "failures", "failure", rows, build)
+    _simple(run, "failures", rows, build)
 
 
 def relationships(run: GoImport, rows: list[Row]) -> None:
@@ -196,7 +187,7 @@ def relationships(run: GoImport, rows: list[Row]) -> None:
                 "source_fact_id": fact, "withdrawn_at": row.get("deleted_at"),
                 "created_at": row.get("created_at")}, None, [("fact", int(row["source_fact_id"]))]
 
-    _simple(run, "relationships", "relationships", "relationship", rows, build)
+    _simple(run, "relationships", rows, build)
 
 
 def causal_links(run: GoImport, rows: list[Row]) -> None:
@@ -214,7 +205,7 @@ def causal_links(run: GoImport, rows: list[Row]) -> None:
                 "method": row.get("method") if row.get("method") in ("extracted", "asserted") else "extracted",
                 "created_at": row.get("created_at"), "deleted_at": row.get("deleted_at")}, None, parents
 
-    _simple(run, "causal_links", "causal_links", "causal_link", rows, build)
+    _simple(run, "causal_links", rows, build)
 
 
 def patterns(run: GoImport, rows: list[Row]) -> None:
@@ -225,7 +216,7 @@ def patterns(run: GoImport, rows: list[Row]) -> None:
                 "coherence": mapping.clamp(row.get("coherence_score"), 0.0), "withdrawn_at": row.get("deleted_at"),
                 "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}, None, parents
 
-    _simple(run, "patterns", "patterns", "pattern", rows, build)
+    _simple(run, "patterns", rows, build)
 
 
 def contradictions(run: GoImport, rows: list[Row]) -> None:
@@ -236,7 +227,7 @@ def contradictions(run: GoImport, rows: list[Row]) -> None:
         record = {"namespace_id": ns, "old_fact_id": old, "new_fact_id": new, **mapping.contradiction(row)}
         return record, None, [("fact", int(row["old_fact_id"])), ("fact", int(row["new_fact_id"]))]
 
-    inserted = _simple(run, "contradictions", "contradictions", "contradiction", rows, build)
+    inserted = _simple(run, "contradictions", rows, build)
     # only a contradiction the writer let in retires its old fact (finish() points it at the new one)
     run.writer.defer(BY_NAME["facts"], "superseded_by", [
         (run.new_id("fact", row["old_fact_id"]), int(row["new_fact_id"])) for row in rows
@@ -259,7 +250,7 @@ def hypotheses(run: GoImport, rows: list[Row]) -> None:
                 "created_at": row.get("created_at"), "updated_at": row.get("updated_at"),
                 "deleted_at": row.get("deleted_at")}, None, [("fact", int(i)) for i in row.get("source_fact_ids") or []]
 
-    _simple(run, "hypotheses", "hypotheses", "hypothesis", rows, build)
+    _simple(run, "hypotheses", rows, build)
 
 
 def contexts(run: GoImport, rows: list[Row]) -> None:
@@ -271,20 +262,21 @@ def contexts(run: GoImport, rows: list[Row]) -> None:
                                           "expires_at": row.get("expires_at"), "created_at": row.get("created_at"),
                                           "updated_at": row.get("updated_at")}
         mapped.append((key, record, why, []))
-    run.put("contexts", "contexts", "context", mapped)
+    run.put("contexts", "contexts", mapped)
 
 
 def embedding_cache(run: GoImport, rows: list[Row]) -> None:
     endpoint = getattr(run.store.embedder, "endpoint", "") or ""
+    settings = run.store.settings
     mapped: list[Mapped] = []
     for row in rows:
         key = f"{row['text_hash']}:{row['model']}"
-        if row.get("model") != run.model or mapping.vector_length(row.get("embedding")) != run.dim:
+        if row.get("model") != settings.embedding_model_name or vector_length(row.get("embedding")) != settings.vector_dim:
             mapped.append((key, None, "another embedding model or dimension", []))
             continue
         mapped.append((key, {"text_hash": row["text_hash"], "model": row["model"], "endpoint": endpoint,
                              "embedding": row["embedding"], "created_at": row.get("created_at")}, None, []))
-    run.put("embedding_cache", "embedding_cache", "embedding_cache", mapped)
+    run.put("embedding_cache", "embedding_cache", mapped)
 
 
 def checkpoints(run: GoImport, rows: list[Row]) -> None:
@@ -313,13 +305,18 @@ def checkpoints(run: GoImport, rows: list[Row]) -> None:
             run._entry("consolidation_progress")["already"] += 1
 
 
-def run_all(run: GoImport, tables: dict[str, str]) -> None:
-    handlers = {"namespaces": namespaces, "episodes": episodes, "goals": goals, "failures": failures,
-                "facts": facts, "fact_sources": fact_sources, "relationships": relationships,
-                "causal_links": causal_links, "patterns": patterns, "contradictions": contradictions,
-                "hypotheses": hypotheses, "contexts": contexts, "embedding_cache": embedding_cache,
-                "consolidation_progress": checkpoints}
-    for table, key in tables.items():
+#: Go tables in the order they are read (references before the rows that use them), each
+#: with the key its rows are read in and its handler
+TABLES = {"namespaces": ("id", namespaces), "episodes": ("id", episodes), "goals": ("id", goals),
+          "failures": ("id", failures), "facts": ("id", facts), "fact_sources": ("fact_id episode_id", fact_sources),
+          "relationships": ("id", relationships), "causal_links": ("id", causal_links), "patterns": ("id", patterns),
+          "contradictions": ("id", contradictions), "hypotheses": ("id", hypotheses),
+          "contexts": ("namespace_id", contexts), "embedding_cache": ("text_hash model", embedding_cache),
+          "consolidation_progress": ("namespace_id", checkpoints)}
+
+
+def run_all(run: GoImport) -> None:
+    for table, (key, handler) in TABLES.items():
         for chunk in run.rows(table, key):
-            handlers[table](run, chunk)
+            handler(run, chunk)
     run.writer.finish()

@@ -69,6 +69,13 @@ def reroot(slug: str, root: str, into: str) -> str:
     return ((into if into != "/" else "") + relative) or "/"
 
 
+def vector_length(vector: Any) -> int:
+    """Dimensions of a vector, a list or pgvector text ("[0.1,0.2]")."""
+    if isinstance(vector, str):
+        return vector.count(",") + 1 if vector.strip("[] ") else 0
+    return 0 if vector is None else len(vector)
+
+
 def _within(scope: str, row_slug: str, target_slug: str) -> bool:
     if scope == "same":
         return row_slug == target_slug
@@ -82,8 +89,10 @@ def _within(scope: str, row_slug: str, target_slug: str) -> bool:
 class Writer:
     """One import: the id maps, where every new row lives, the report."""
 
-    def __init__(self, store: Store, tx: Session, *, stop: bool = False, remap: bool = True) -> None:
-        self.store, self.tx, self.stop, self.remap = store, tx, stop, remap
+    def __init__(self, store: Store, tx: Session, *, stop: bool = False, remap: bool = True,
+                 dry_run: bool = False) -> None:
+        self.store, self.tx, self.stop, self.remap, self.dry_run = store, tx, stop, remap, dry_run
+        self.vectors = {"reused": 0, "recomputed": 0}
         self.settings = store.settings
         self.ids: dict[str, dict[int, int]] = {t.kind: {} for t in catalog.TABLES}
         #: kind -> new id -> its namespace id; namespace id -> slug
@@ -99,17 +108,14 @@ class Writer:
         """Count one refused row (or dropped reference); with ``stop``, end the import."""
         if self.stop:
             raise problem
-        table = problem.details["table"]
-        why = ("dropped: " if dropped else "") + problem.why
-        self.skipped.setdefault(table, {})
-        self.skipped[table][why] = self.skipped[table].get(why, 0) + 1
+        self.skip(problem.details["table"], ("dropped: " if dropped else "") + problem.why)
         if len(self.problems) < MAX_PROBLEMS:
             self.problems.append(problem.message + (" (reference dropped)" if dropped else ""))
 
     def skip(self, table: str, why: str) -> None:
         """Count a row not imported for a reason that is no fault of the row (already present)."""
-        self.skipped.setdefault(table, {})
-        self.skipped[table][why] = self.skipped[table].get(why, 0) + 1
+        skipped = self.skipped.setdefault(table, {})
+        skipped[why] = skipped.get(why, 0) + 1
 
     def result(self) -> dict[str, Any]:
         return {"rows": self.counts, "skipped": self.skipped, "problems": self.problems}
@@ -122,6 +128,7 @@ class Writer:
 
     def namespace(self, where: str, row: Row, root: str, into: str) -> int | None:
         """Create (or find) the namespace of an exported one; None when it is refused."""
+        column = "slug"
         try:
             old = validate.slug(row.get("slug"))
             if not is_ancestor_or_self(root, old):  # by segment: '/exp-prod' is not below '/exp'
@@ -130,7 +137,7 @@ class Writer:
             for column in ("name", "description"):
                 validate.optional_text(self.settings, row.get(column), column)
         except errors.InvalidInput as exc:
-            self.report(errors.BadRow("namespaces", where, "slug", exc.message))
+            self.report(errors.BadRow("namespaces", where, column, exc.message))
             return None
         self.ensure_ancestors(slug)
         new = int(self.tx.scalar("interchange_import_namespace", slug=slug, row=Jsonb(row, dumps=json_dumps)))
@@ -256,16 +263,24 @@ class Writer:
             return f"points into another namespace (allowed: {ref.scope})"
         return None
 
+    def vectors_for(self, texts: list[str]) -> list[Any]:
+        """New vectors for ``texts`` (zeros in a dry run, which is rolled back: it stays fast)."""
+        if self.dry_run:
+            return [[0.0] * self.settings.vector_dim for _ in texts]
+        return list(self.store.embedder.embed(texts)) if texts else []
+
     def embed(self, table: Table, rows: list[Row], reuse: bool) -> None:
-        """Give embedded rows a vector: their own when ``reuse`` and present, else a new one."""
+        """Give embedded rows a vector: their own when ``reuse`` and it is of this deployment's
+        model and dimension, else a new one."""
         if table.embedded is None or not rows:
             return
-        if reuse and all(r.get("embedding") is not None for r in rows):
-            return  # written as they are (write_rows sends them in binary)
-        vectors = self.store.embedder.embed([r[table.embedded] for r in rows])
-        for row, vector in zip(rows, vectors, strict=True):
-            row["embedding"] = vector
-            row["embedding_model"] = self.settings.embedding_model_name
+        model, dim = self.settings.embedding_model_name, self.settings.vector_dim
+        todo = [r for r in rows if not (reuse and r.get("embedding_model") == model
+                                        and vector_length(r.get("embedding")) == dim)]
+        self.vectors["reused"] += len(rows) - len(todo)
+        self.vectors["recomputed"] += len(todo)
+        for row, vector in zip(todo, self.vectors_for([r[table.embedded] for r in todo]), strict=True):
+            row["embedding"], row["embedding_model"] = vector, model
 
     def write_rows(self, table: str, rows: list[Row]) -> list[Row | None]:
         """Write checked rows into ``table``, one statement per set of rows with the same

@@ -329,9 +329,10 @@ def test_go_ledger_is_keyed_on_the_database_not_the_dsn_spelling(store, pg_admin
 
 BAD_ROWS = f"""
 INSERT INTO namespaces (id, slug) VALUES (1, '/team'), (2, '/{"/".join(["a" * 60] * 9)}');
+INSERT INTO namespaces (id, slug, description) VALUES (3, '/verbose', repeat('d', 30000));
 INSERT INTO episodes (id, namespace_id, content, occurred_at) VALUES
   (11, 1, 'fine', '2025-01-01T00:00:00Z'), (12, 1, 'forever', 'infinity'),
-  (13, 1, repeat('x', 30000), '2025-01-01T00:00:00Z');
+  (13, 1, repeat('x', 30000), '2025-01-01T00:00:00Z'), (14, 3, 'in the verbose namespace', '2025-01-01T00:00:00Z');
 INSERT INTO facts (id, namespace_id, content, embedding, embedding_model) VALUES
   (21, 1, 'a fact with another model vector', '[{",".join(["0.5"] * 384)}]', 'other-model');
 """
@@ -339,7 +340,8 @@ INSERT INTO facts (id, namespace_id, content, embedding, embedding_model) VALUES
 
 def test_go_bad_rows_are_skipped_with_a_report_or_stop_the_run(store, pg_admin_dsn):
     with go_database(pg_admin_dsn, BAD_ROWS) as dsn:
-        with pytest.raises(errors.BadRow, match=r"^episodes row Go id 12 column occurred_at: "):
+        # namespaces come first: the over-long path stops the run, as it stops an export's import
+        with pytest.raises(errors.BadRow, match=r"^namespaces row Go id 2 column slug: "):
             go_import.migrate_from_go(store, dsn, stop=True)
         assert _sql(store, "SELECT count(*) FROM episodes")[0]["count"] == 0
         report = go_import.migrate_from_go(store, dsn)
@@ -349,6 +351,11 @@ def test_go_bad_rows_are_skipped_with_a_report_or_stop_the_run(store, pg_admin_d
     assert report["tables"]["facts"]["imported"] == 1  # another model's vector: computed again
     assert report["tables"]["namespaces"]["skipped"]
     assert max(len(r["slug"]) for r in _sql(store, "SELECT slug FROM namespaces")) <= 512
+    # a Go namespace's description has the export's cap: refused and reported, its rows with it
+    assert any(p.startswith("namespaces row Go id 3 column description") and "bytes" in p
+               for p in report["problems"])
+    assert _sql(store, "SELECT count(*) FROM namespaces WHERE slug = '/verbose'")[0]["count"] == 0
+    assert report["tables"]["episodes"]["skipped"]["its namespace was not imported"] == 1
 
 
 def test_go_sql_ascii_database_is_read(store, pg_admin_dsn):
