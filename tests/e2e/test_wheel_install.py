@@ -141,7 +141,8 @@ def _check_wheel(work: Path, tmp_path: Path) -> None:
         _run([stash, "namespace", "create", "/projects/wheel"], **cli)
         _run([stash, "remember", "The office plants need water on Mondays", "-n", "/projects/wheel"], **cli)
         _run([stash, "remember", "The deploy uses blue-green on Fridays", "-n", "/projects/wheel"], **cli)
-        hits = json.loads(_run([stash, "recall", "how do we ship releases", "-n", "/projects/wheel", "--json"],
+        hits = json.loads(_run([stash, "recall", "how do we ship releases", "-n", "/projects/wheel", "--json",
+                                "--include-score-parts"],
                                **cli).stdout)
         # no shared words with the query: only a real sentence embedding ranks the deploy first
         assert hits[0]["content"] == "The deploy uses blue-green on Fridays", hits
