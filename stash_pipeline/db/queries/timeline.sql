@@ -73,24 +73,19 @@ RETURNING f.id
 -- timeline at most one per value, more only while contradictions are open), and the
 -- first one beginning after it (where the new fact ends as history). No cap: a key's
 -- oldest facts by id are not the ones that matter.
-(SELECT id, entity, property, value, content, valid_from, valid_until FROM facts
-  WHERE namespace_id = %(namespace_id)s
-    AND entity IS NOT NULL AND (lower(entity) = lower(%(entity)s) OR entity_id = %(entity_id)s::bigint)
-    AND lower(property) = lower(%(property)s)
-    AND withdrawn_at IS NULL AND valid_until IS DISTINCT FROM valid_from
-    AND lower(regexp_replace(btrim(value), '\s+', ' ', 'g')) <> lower(regexp_replace(btrim(%(value)s), '\s+', ' ', 'g'))
-    AND valid_from <= %(valid_from)s AND (valid_until IS NULL OR valid_until > %(valid_from)s)
+WITH other_values AS (
+    SELECT id, entity, property, value, content, valid_from, valid_until FROM facts
+     WHERE namespace_id = %(namespace_id)s
+       AND entity IS NOT NULL AND (lower(entity) = lower(%(entity)s) OR entity_id = %(entity_id)s::bigint)
+       AND lower(property) = lower(%(property)s)
+       AND withdrawn_at IS NULL AND valid_until IS DISTINCT FROM valid_from
+       AND lower(regexp_replace(btrim(value), '\s+', ' ', 'g')) <> lower(regexp_replace(btrim(%(value)s), '\s+', ' ', 'g'))
+)
+(SELECT * FROM other_values
+  WHERE valid_from <= %(valid_from)s AND (valid_until IS NULL OR valid_until > %(valid_from)s)
   ORDER BY id)
 UNION ALL
-(SELECT id, entity, property, value, content, valid_from, valid_until FROM facts
-  WHERE namespace_id = %(namespace_id)s
-    AND entity IS NOT NULL AND (lower(entity) = lower(%(entity)s) OR entity_id = %(entity_id)s::bigint)
-    AND lower(property) = lower(%(property)s)
-    AND withdrawn_at IS NULL AND valid_until IS DISTINCT FROM valid_from
-    AND lower(regexp_replace(btrim(value), '\s+', ' ', 'g')) <> lower(regexp_replace(btrim(%(value)s), '\s+', ' ', 'g'))
-    AND valid_from > %(valid_from)s
-  ORDER BY valid_from, id
-  LIMIT 1)
+(SELECT * FROM other_values WHERE valid_from > %(valid_from)s ORDER BY valid_from, id LIMIT 1)
 
 -- timeline_relationships_follow --
 -- Relationships hold over their source fact's interval: re-align the live relationships
