@@ -52,22 +52,25 @@ def assert_confined(store) -> None:
     assert not bad, bad
 
 
-def _secret_and_tenant(store):
-    namespaces.create(store, "/gx")
-    namespaces.create(store, "/gy-secret")
-    secret = facts.assert_fact(store, "/gy-secret", "The vault code is 1234")["fact"].id
-    old = facts.assert_fact(store, "/gx", "Billing owner is Alice")["fact"].id
-    new = facts.assert_fact(store, "/gx", "Billing owner is Bob")["fact"].id
+def secret_and_tenant(store, root: str = ""):
+    """A tenant tree ``{root}/gx`` (two contradicting facts, a causal link, a goal) beside a
+    secret ``{root}/gy-secret`` (a fact, a goal): (secret fact id, tenant's old fact id, secret goal id)."""
+    tenant, hidden = f"{root}/gx", f"{root}/gy-secret"
+    namespaces.create(store, tenant)
+    namespaces.create(store, hidden)
+    secret = facts.assert_fact(store, hidden, "The vault code is 1234")["fact"].id
+    old = facts.assert_fact(store, tenant, "Billing owner is Alice")["fact"].id
+    new = facts.assert_fact(store, tenant, "Billing owner is Bob")["fact"].id
     _sql(store, "INSERT INTO contradictions (namespace_id, old_fact_id, new_fact_id, entity, property, old_value, "
          "new_value, classification, confidence, explanation, method) SELECT id, %s, %s, 'billing', 'owner', "
-         "'alice', 'bob', 'contradiction', 0.9, '', 'structured' FROM namespaces WHERE slug = '/gx'", old, new)
+         "'alice', 'bob', 'contradiction', 0.9, '', 'structured' FROM namespaces WHERE slug = %s", old, new, tenant)
     _sql(store, "INSERT INTO causal_links (namespace_id, cause_fact_id, effect_fact_id) "
-         "SELECT id, %s, %s FROM namespaces WHERE slug = '/gx'", old, new)
+         "SELECT id, %s, %s FROM namespaces WHERE slug = %s", old, new, tenant)
     [goal] = _sql(store, "INSERT INTO goals (namespace_id, content) SELECT id, 'secret plan' FROM namespaces "
-                  "WHERE slug = '/gy-secret' RETURNING id")
+                  "WHERE slug = %s RETURNING id", hidden)
     _sql(store, "INSERT INTO goals (namespace_id, content) SELECT id, 'tenant goal' FROM namespaces "
-         "WHERE slug = '/gx'")
-    return secret, old, goal["id"]
+         "WHERE slug = %s", tenant)
+    return secret, old, new, goal["id"]
 
 
 def _edit(path: Path, change) -> None:
@@ -78,7 +81,7 @@ def _edit(path: Path, change) -> None:
 
 def test_hand_edited_export_cannot_point_a_tenant_row_at_another_namespace(store, tmp_path):
     """Scope escape through an edited export: every /gx reference re-aimed at /gy-secret."""
-    secret, old, secret_goal = _secret_and_tenant(store)
+    secret, old, _, secret_goal = secret_and_tenant(store)
     path = tmp_path / "all.jsonl"
     export.export_tree(store, "/", path)
 

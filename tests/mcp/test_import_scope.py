@@ -25,10 +25,9 @@ import pytest
 from click.testing import CliRunner
 
 from stash_pipeline import auth
-from stash_pipeline.memory import facts, namespaces
 from stash_serve.cli import cli
 from tests.integration.test_interchange import _sql
-from tests.integration.test_interchange_hostile import SCOPE_ESCAPE, go_database
+from tests.integration.test_interchange_hostile import SCOPE_ESCAPE, go_database, secret_and_tenant
 from tests.mcp.asgi import served, session
 
 pytestmark = pytest.mark.anyio
@@ -158,24 +157,11 @@ async def test_after_a_go_migration_a_tenant_token_cannot_reach_the_secret_names
 async def test_after_importing_a_hand_edited_export_a_tenant_token_cannot_reach_the_secret_namespace(
         store: Any, database_url: str, tmp_path: Path) -> None:
     _spread_ids(store)
-    namespaces.create(store, "/src/gx")
-    namespaces.create(store, "/src/gy-secret")
-    secret = facts.assert_fact(store, "/src/gy-secret", "The vault code is 1234")["fact"].id
-    old = facts.assert_fact(store, "/src/gx", "Billing owner is Alice")["fact"].id
-    new = facts.assert_fact(store, "/src/gx", "Billing owner is Bob")["fact"].id
-    _sql(store, "INSERT INTO contradictions (namespace_id, old_fact_id, new_fact_id, entity, property, old_value, "
-         "new_value, classification, confidence, explanation, method) SELECT id, %s, %s, 'billing', 'owner', "
-         "'alice', 'bob', 'contradiction', 0.9, '', 'structured' FROM namespaces WHERE slug = '/src/gx'", old, new)
-    _sql(store, "INSERT INTO causal_links (namespace_id, cause_fact_id, effect_fact_id) "
-         "SELECT id, %s, %s FROM namespaces WHERE slug = '/src/gx'", old, new)
+    secret, old, new, goal = secret_and_tenant(store, "/src")
     _sql(store, "INSERT INTO episodes (namespace_id, content, embedding, embedding_model) SELECT n.id, "
          "'the secret episode', e.embedding, e.embedding_model FROM namespaces n, facts e "
          "WHERE n.slug = '/src/gy-secret' AND e.id = %s", secret)
     [episode] = _sql(store, "SELECT id FROM episodes WHERE content = 'the secret episode'")
-    [goal] = _sql(store, "INSERT INTO goals (namespace_id, content) SELECT id, 'secret plan' FROM namespaces "
-                  "WHERE slug = '/src/gy-secret' RETURNING id")
-    _sql(store, "INSERT INTO goals (namespace_id, content) SELECT id, 'tenant goal' FROM namespaces "
-         "WHERE slug = '/src/gx'")
     path = tmp_path / "src.jsonl"
     _stash(database_url, tmp_path, "export", str(path), "-n", "/src")
     lines = path.read_text().splitlines()
@@ -190,7 +176,7 @@ async def test_after_importing_a_hand_edited_export_a_tenant_token_cannot_reach_
         elif record["type"] == "fact" and row["id"] == old:
             row["superseded_by"] = secret
         elif record["type"] == "goal" and row["content"] == "tenant goal":
-            row["parent_id"] = goal["id"]
+            row["parent_id"] = goal
         edited.append(json.dumps(record))
     at = next((i for i, line in enumerate(edited) if json.loads(line)["type"] == "dead_letter"), len(edited))
     edited.insert(at, json.dumps({"type": "lineage", "row": {  # the tenant's fact drawn from the secret episode
