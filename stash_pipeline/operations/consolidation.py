@@ -124,7 +124,7 @@ CONSOLIDATION_STATUS = Operation(
     result=ConsolidationStatus,
     cli=CliView(
         path=("consolidate", "status"),
-        summary="Show cursor, backlog, last run and dead letters per namespace and stage.",
+        summary="Show cursor, backlog, last run and dead letters per namespace and stage, and Dagster's runs queued or in flight.",
         example="stash consolidate status -n /projects",
         columns=("namespace", "stage", "cursor", "head", "backlog", "last_run_at", "last_status",
                  "dead_letters_pending", "dead_letters_dead"),

@@ -194,7 +194,8 @@ class NamespaceDeletion(Result):
 
 class ConsolidationStatus(Result):
     """Each (namespace, stage) row of ``consolidation.runner.status``, and the runs queued or
-    in flight: ``mode`` dagster (its runs) or background (the server's jobs); None at a shell."""
+    in flight: ``mode`` dagster (its runs) or background (the server's jobs); None at a shell
+    when no Dagster webserver answers (a shell starts no background jobs)."""
 
     items: list[dict[str, Any]]
     mode: str | None

@@ -108,17 +108,35 @@ consolidate_group.add_command(
 )
 
 
+def _status_here(store: Any, args: Any) -> Any:
+    """``consolidate status``: the tool's answer; a shell starts no runs of its own, so the
+    runs queued or in flight are Dagster's when its webserver answers (as the tool's are)."""
+    from stash_pipeline.operations.base import UNRESTRICTED
+    from stash_serve.runs import DagsterRuns
+
+    result = ops.CONSOLIDATION_STATUS.invoke(store, UNRESTRICTED, args)
+    dagster = DagsterRuns.find(store.settings)
+    if dagster is None:
+        return result
+    slugs = sorted({row["namespace"] for row in result.items})
+    return result.model_copy(update={"mode": "dagster", "runs": dagster.in_flight(slugs)})
+
+
 def _status(result: Any, as_json: bool, args: Any) -> None:
     show(result.items, as_json, ops.CONSOLIDATION_STATUS.cli.columns)  # type: ignore[union-attr]
     if not as_json:  # the JSON stays the per-stage list; the mode is in `stash doctor --json` too
         from stash_pipeline.consolidation.probe import describe_modes
 
+        if result.mode == "dagster":
+            click.echo(f"Dagster runs queued or in flight: {len(result.runs)}")
+            for run in result.runs:
+                click.echo(f"  {run['namespace']} {run['status']} {run['stages']} {run['url']}")
         store = base.store()
         for line in describe_modes(store.settings, store.db):
             click.echo(line)
 
 
-consolidate_group.add_command(command(ops.CONSOLIDATION_STATUS, render=_status))
+consolidate_group.add_command(command(ops.CONSOLIDATION_STATUS, call=_status_here, render=_status))
 
 
 @consolidate_group.command("rebuild")

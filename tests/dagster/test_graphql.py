@@ -166,6 +166,13 @@ def test_stash_consolidate_run_submits_a_partition_run(deployment: Deployment) -
     assert result.exit_code == 0, result.output
     (run,) = json.loads(result.stdout)  # returned at once, before any model call
     assert run["namespace"] == "/g/a"
+    # status from the same shell sees Dagster's runs (queued, running, or none once done)
+    status = CliRunner().invoke(
+        __import__("stash_serve.cli", fromlist=["cli"]).cli, ["consolidate", "status", "-n", "/g/a"],
+        env=env, catch_exceptions=False,
+    )
+    assert status.exit_code == 0, status.output
+    assert "Dagster runs queued or in flight: " in status.stdout
     assert deployment.finished(run["run_id"]) == "SUCCESS"
     (event,) = deployment.materialized("facts", "/g/a")
     assert event["runId"] == run["run_id"] and metadata(event)["rows_written"] == 2
