@@ -173,6 +173,14 @@ RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE COST 1 AS $$
                           ORDER BY e.replaced_at LIMIT 1) AS h ON true
 $$;
 
+-- A relationship not withdrawn as known at known_at (now when null): the graph's lists,
+-- which read a relationship's interval through its source fact, check only this of it.
+CREATE FUNCTION relationship_live(r relationships, known_at timestamptz)
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN known_at IS NULL THEN r.withdrawn_at IS NULL OR r.withdrawn_at > now()
+                ELSE relationship_held_at(r.id, '-infinity', known_at, NULL, r.withdrawn_at) END
+$$;
+
 -- The visibility functions of 0012 and 0013, same signatures and meaning, now exact at
 -- any known_at. Without known_at: the current columns, as before.
 CREATE OR REPLACE FUNCTION fact_valid_until(f facts, known_at timestamptz)
