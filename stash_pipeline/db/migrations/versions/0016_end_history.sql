@@ -29,7 +29,8 @@
 -- are the current columns exactly as before, with no lookup. With known_at, one index
 -- probe per row (fact_end_at, relationship_held_at, causal_link_held_at: plain SQL, not
 -- inlined, reached only in that branch; COST 1 so that the planner's estimate of the
--- default read, which sums every branch of a CASE, does not move).
+-- default read, which sums every branch of a CASE, does not move), for a fact only when
+-- it was updated after known_at.
 --
 -- Backfill: rows retired before this version get the one change the old columns
 -- describe (a fact: its end as first recorded until retired_at; a relationship: open-ended
@@ -84,6 +85,8 @@ BEGIN
 END
 $$;
 
+-- (A fact's updated_at is never earlier than its last change of end: every path sets it,
+-- and this makes sure, so a read known at or after updated_at needs no history.)
 CREATE FUNCTION keep_fact_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF OLD.recorded_at < now() THEN
@@ -91,6 +94,7 @@ BEGIN
         VALUES (OLD.id, OLD.namespace_id, OLD.valid_until, now())
         ON CONFLICT DO NOTHING;
     END IF;
+    NEW.updated_at := GREATEST(NEW.updated_at, now());
     RETURN NEW;
 END $$;
 
@@ -186,8 +190,11 @@ $$;
 CREATE OR REPLACE FUNCTION fact_valid_until(f facts, known_at timestamptz)
 RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN known_at IS NULL THEN f.valid_until
-                ELSE fact_end_at(f.id, known_at, CASE WHEN f.retired_at > known_at THEN f.recorded_valid_until
-                                                      ELSE f.valid_until END) END
+                WHEN f.updated_at > known_at
+                THEN fact_end_at(f.id, known_at, CASE WHEN f.retired_at > known_at THEN f.recorded_valid_until
+                                                      ELSE f.valid_until END)
+                -- not updated since known_at: no change of end since, no lookup (the same answer)
+                WHEN f.retired_at > known_at THEN f.recorded_valid_until ELSE f.valid_until END
 $$;
 
 CREATE OR REPLACE FUNCTION relationship_visible(r relationships, as_of timestamptz, known_at timestamptz,
