@@ -79,6 +79,12 @@ def test_every_change_of_an_end_is_kept_once_per_transaction(store):
         made = tx.conn.execute("SELECT count(*) AS n FROM fact_ends").fetchone()["n"]
     _works(store, "Hooli", 2009, supersede=True)  # recorded ending at 2010 in one transaction
     assert rows(store, "SELECT count(*) AS n FROM fact_ends") == [{"n": made}]
+    # decay's expiry (a path outside the timeline) is kept too
+    with store.db.transaction() as tx:
+        tx.execute("decay_expire_facts", namespace_id=namespaces.resolve_id(tx, NS), threshold=2.0)
+    expired = rows(store, "SELECT f.value, e.valid_until FROM fact_ends e JOIN facts f ON f.id = e.fact_id "
+                   "WHERE f.value = 'Globex'")
+    assert expired == [{"value": "Globex", "valid_until": None}]  # open-ended until it expired
     # any path that changes an end, even one written by hand, leaves its history
     with store.db.transaction() as tx:
         tx.conn.execute("UPDATE facts SET valid_until = %s WHERE id = %s", (year(2013), h["acme"]))
