@@ -24,13 +24,15 @@
 -- Imports insert rows in their final state and the history rows beside them (the
 -- interchange catalog exports these tables).
 --
--- Reads: fact_valid_until, fact_visible, relationship_visible and causal_link_visible
--- keep their signatures and stay inlinable (one CASE expression); without known_at they
--- are the current columns exactly as before, with no lookup. With known_at, one index
--- probe per row (fact_end_at, relationship_held_at, causal_link_held_at: plain SQL, not
--- inlined, reached only in that branch; COST 1 so that the planner's estimate of the
--- default read, which sums every branch of a CASE, does not move), for a fact only when
--- it was updated after known_at.
+-- Reads: fact_valid_until (and so fact_visible), relationship_visible and
+-- causal_link_visible keep their signatures and stay inlinable (one CASE expression), and
+-- relationship_live is new (a relationship's withdrawal alone, for the graph lists that
+-- read its interval through its source fact); fact_superseded_by keeps 0013's rule.
+-- Without known_at they are the current columns exactly as before, with no lookup. With
+-- known_at, one index probe per row (fact_end_at, relationship_held_at,
+-- causal_link_held_at: plain SQL, not inlined, reached only in that branch; COST 1 so
+-- that the planner's estimate of the default read, which sums every branch of a CASE,
+-- does not move), for a fact only when it was updated after known_at.
 --
 -- Backfill: rows retired before this version get the one change the old columns
 -- describe (a fact: its end as first recorded until retired_at; a relationship: open-ended
