@@ -128,6 +128,13 @@ TABLES: tuple[Table, ...] = (
     _t("causal_links", "causal_link", f"{_CREATED} withdrawn_at deleted_at {_BITEMPORAL}",
        plain="confidence method", text="rationale", lineage=True,
        refs={"cause_fact_id": _fact(), "effect_fact_id": _fact(), "effect_failure_id": Ref("failure")}),
+    # the ends each held before a change, with its system time (migration 0016)
+    _t("fact_ends", "fact_end", "valid_until replaced_at", refs={"fact_id": _fact()}, has_id=False,
+       order="fact_id replaced_at"),
+    _t("relationship_ends", "relationship_end", "valid_until withdrawn_since replaced_at",
+       refs={"relationship_id": Ref("relationship")}, has_id=False, order="relationship_id replaced_at"),
+    _t("causal_link_ends", "causal_link_end", "valid_until withdrawn_since replaced_at",
+       refs={"causal_link_id": Ref("causal_link")}, has_id=False, order="causal_link_id replaced_at"),
     _t("patterns", "pattern", f"{_STAMPS} withdrawn_at", plain="confidence coherence", text="content rationale",
        lineage=True),
     _t("contradictions", "contradiction", "created_at resolved_at",

@@ -12,16 +12,15 @@ Two time axes. Event time (``valid_from``, ``valid_until``): when the fact was t
 the world; a stage takes it from its evidence, a caller may state it. System time
 (``recorded_at``, ``retired_at``): when Stash learned the fact, and when it stopped being
 Stash's belief as recorded (superseded, expired or withdrawn). Superseding closes the old
-fact's event interval where the new one's begins; ``recorded_valid_until`` keeps the end
-as first recorded, so a read "as known at" an earlier time sees the open interval Stash
-believed then.
+fact's event interval where the new one's begins; every earlier end is kept with the
+system time it changed (``fact_ends``, migration 0016), so a read "as known at" an
+earlier time sees the interval Stash believed then.
 
 Reads take two times, both defaulting to now: ``as_of`` (event time, "what was true
 then") and ``known_at`` (system time, "according to what Stash knew then"). A fact is
 returned when it was recorded by ``known_at``, not withdrawn by then, and ``as_of`` lies
-in [valid_from, end), where end is ``valid_until`` if the fact was retired by
-``known_at`` and the end first recorded otherwise. With both at now that is exactly the
-current facts. ``include_history`` (with neither time given) returns every state.
+in [valid_from, end), where end is the end the fact had at ``known_at``
+(``fact_valid_until``). With both at now that is exactly the current facts. ``include_history`` (with neither time given) returns every state.
 """
 
 from __future__ import annotations

@@ -118,6 +118,50 @@ def test_get_entity_finds_causal_links_by_either_end(store, history):
     assert [c["id"] for c in found] == [h["link"], inner]
 
 
+def _moment() -> datetime:
+    """A system time strictly between the change before and the change after."""
+    time.sleep(0.05)
+    moment = datetime.now(UTC)
+    time.sleep(0.05)
+    return moment
+
+
+def test_a_relationship_read_between_the_second_and_third_change_of_its_end(store, history):
+    """Acme's relationship ends in 2023 (Globex, 1st change), then in 2021 (Initech learnt
+    late, 2nd), then in 2023 again (Initech withdrawn, 3rd): known between the 2nd and 3rd
+    change it ended in 2021; with one earlier state per row it read open-ended there."""
+    h = history
+    initech = _works(store, "Initech", 2021, supersede=True)
+    between = _moment()
+    facts.withdraw(store, initech, "wrong")
+    mid_2022 = datetime(2022, 6, 1, tzinfo=UTC)
+    assert graph.query_relationships(store, NS, as_of=mid_2022, known_at=between) == []
+    assert _ids(graph.query_relationships(store, NS, as_of=mid_2022)) == [h["acme_rel"]]
+    assert _ids(graph.query_relationships(store, NS, as_of=mid_2022, known_at=h["before_globex"])) == [
+        h["acme_rel"]]
+
+
+def test_a_link_withdrawn_and_derived_again_was_gone_in_between(store, history):
+    """A rebuild withdraws a relationship and a causal link, the stages derive them again:
+    read as known while they were withdrawn, neither holds; before and after, both do."""
+    h = history
+    before = _moment()
+    with store.db.transaction() as tx:
+        tx.all("lineage_withdraw_relationships", ids=[h["globex_rel"]], fact_ids=[])
+        tx.all("lineage_withdraw_causal_links", ids=[h["link"]], fact_ids=[])
+    withdrawn = _moment()
+    _relationship(store, h["globex"], "globex")  # brought back: the same row
+    with store.db.transaction() as tx:
+        assert tx.scalar("stage_causal_insert", namespace_id=namespaces.resolve_id(tx, NS), cause_id=h["globex"],
+                         effect_id=h["slow"], confidence=0.9, rationale="again") == h["link"]
+    at = year(2025)
+    for known, held in ((before, True), (withdrawn, False), (None, True)):
+        assert _ids(graph.query_relationships(store, NS, as_of=at, known_at=known)) == (
+            [h["globex_rel"]] if held else []), known
+        assert _ids(graph.list_causal_links(store, NS, as_of=at, known_at=known)) == (
+            [h["link"]] if held else []), known
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -107,12 +107,13 @@ SELECT f.id, f.content, f.entity, f.property, f.value, f.confidence, f.origin, f
 -- entity_relationships --
 -- Live relationships with the entity at either end. With as_of or known_at: those
 -- graph_query_relationships returns for the same times (recorded by known_at, not
--- withdrawn by then, source fact visible at as_of as known at known_at: fact_visible).
+-- withdrawn by then: relationship_live, source fact visible at as_of as known at
+-- known_at: fact_visible).
 SELECT r.id, r.from_entity, r.from_entity_id, r.relation_type, r.to_entity, r.to_entity_id, r.confidence,
        r.source_fact_id, r.created_at
   FROM relationships r JOIN facts f ON f.id = r.source_fact_id
  WHERE (r.from_entity_id = %(id)s OR r.to_entity_id = %(id)s)
-   AND (r.withdrawn_at IS NULL OR r.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+   AND relationship_live(r, %(known_at)s::timestamptz)
    AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
         OR r.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
            AND fact_visible(f, %(as_of)s::timestamptz, %(known_at)s::timestamptz, false))

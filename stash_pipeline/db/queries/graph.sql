@@ -14,7 +14,8 @@ ORDER BY f.id
 -- Relationships in the given namespaces; entity matches either end, case-insensitively.
 -- With neither as_of nor known_at: every state (withdrawn ones when asked). With either
 -- (the other defaulting to now): the relationships recorded by known_at, not withdrawn
--- by then, whose source fact was visible at as_of as Stash knew it at known_at (the
+-- by then (relationship_live, migration 0016: one withdrawn and derived again was gone in
+-- between), whose source fact was visible at as_of as Stash knew it at known_at (the
 -- query_facts rule, fact_visible of migration 0012: a relationship holds over its source
 -- fact's interval here, not over its own as in recall's relationship_visible).
 SELECT r.*, n.slug AS namespace
@@ -28,7 +29,7 @@ WHERE r.namespace_id = ANY(%(ns_ids)s)
   AND CASE WHEN %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
            THEN (%(include_withdrawn)s OR r.withdrawn_at IS NULL)
            ELSE r.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
-                AND (r.withdrawn_at IS NULL OR r.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+                AND relationship_live(r, %(known_at)s::timestamptz)
                 AND fact_visible(f, %(as_of)s::timestamptz, %(known_at)s::timestamptz, false)
       END
 ORDER BY r.id
