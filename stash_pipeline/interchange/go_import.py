@@ -76,7 +76,8 @@ def _connect(dsn: str) -> psycopg.Connection[Any]:
 def migrate_from_go(
     store: Store, dsn: str, *, dry_run: bool = False, progress: Progress | None = None, stop: bool = False,
 ) -> dict[str, Any]:
-    """Import a Go Stash database; returns the report (per table: read, imported, already, skipped).
+    """Import a Go Stash database; returns the report (rows written per Stash table, rows
+    skipped per table with why, problems).
 
     A row that breaks a rule is skipped and reported (``problems``), or with ``stop`` ends
     the run with that report and nothing written.
@@ -102,8 +103,6 @@ def migrate_from_go(
                 conn.commit()
     finally:
         go_conn.close()
-    imported = sum(e["imported"] for e in run.report.values())
-    return {"source": source, "ledger_adopted_from": adopted, "dry_run": dry_run, "imported": imported,
-            "tables": run.report,
-            "vectors": run.writer.vectors, "problems": run.writer.problems}
+    return {"source": source, "ledger_adopted_from": adopted, "dry_run": dry_run,
+            "imported": sum(run.writer.counts.values()), **run.writer.result(), "vectors": run.writer.vectors}
 

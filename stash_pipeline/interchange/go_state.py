@@ -1,7 +1,8 @@
 """The state of one ``migrate-from-go`` run: the ledger of rows already imported from this
-source (which seeds the writer's Go id → Stash id maps), the report, and ``put``, which
-hands a chunk of mapped rows to the import writer (the live path's checks, references kept
-inside the rules of ``catalog``), records each in the ledger and writes their lineage.
+source (which seeds the writer's Go id → Stash id maps) and ``put``, which hands a chunk
+of mapped rows, Go ids and all, to the import writer's insert path (the live path's checks,
+ids mapped, references kept inside the rules of ``catalog``, the report), records each in
+the ledger and writes their lineage.
 
 The ledger is keyed on the Go database's identity — its cluster's system identifier and
 the database's oid and name — so another spelling of the same address finds the rows
@@ -18,6 +19,7 @@ from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.interchange import catalog
 from stash_pipeline.interchange import go_mapping as mapping
+from stash_pipeline.interchange.catalog import Table
 from stash_pipeline.interchange.export import Progress, stream
 from stash_pipeline.interchange.writer import Writer
 from stash_pipeline.store import Store
@@ -74,13 +76,12 @@ class Unreadable:
 
 
 class GoImport:
-    """One migration run: the ledger and the report (the writer keeps the Go id -> Stash id maps)."""
+    """One migration run: the ledger (the writer keeps the Go id -> Stash id maps and the report)."""
 
     def __init__(self, store: Store, go: Session, tx: Session, source: str, dry_run: bool,
                  progress: Progress | None, stop: bool = False) -> None:
-        self.store, self.go, self.tx, self.source = store, go, tx, source
-        self.writer = Writer(store, tx, stop=stop, remap=False, dry_run=dry_run)
-        self.progress = progress
+        self.store, self.go, self.tx, self.source, self.progress = store, go, tx, source, progress
+        self.writer = Writer(store, tx, stop=stop, dry_run=dry_run)
         self.ledger: dict[str, dict[str, int | None]] = {}
         for row in tx.all("go_import_ledger", source=source):
             self.ledger.setdefault(row["source_table"], {})[row["source_id"]] = row["stash_id"]
@@ -88,18 +89,6 @@ class GoImport:
             entry = catalog.BY_NAME.get(row["source_table"])
             if entry is not None and row["source_id"].isdigit() and row["stash_id"] is not None:
                 self.writer.ids[entry.kind][int(row["source_id"])] = int(row["stash_id"])
-        self.report: dict[str, dict[str, Any]] = {}
-
-    # -- bookkeeping -------------------------------------------------------------------
-    def _entry(self, table: str) -> dict[str, Any]:
-        return self.report.setdefault(table, {"read": 0, "imported": 0, "already": 0, "skipped": {}})
-
-    def skip(self, table: str, why: str) -> None:
-        skipped = self._entry(table)["skipped"]
-        skipped[why] = skipped.get(why, 0) + 1
-
-    def new_id(self, kind: str, go_id: Any) -> int | None:
-        return None if go_id is None else self.writer.ids.get(kind, {}).get(int(go_id))
 
     def rows(self, table: str, key: str) -> Any:
         """Chunks of a Go table's rows (nothing when the Go database predates the table)."""
@@ -107,8 +96,8 @@ class GoImport:
             return
         estimate = int(self.go.scalar("go_count_estimate", table=table) or 0)
         done = 0
-        for chunk in stream(self.go, "go_rows", CHUNK_ROWS, True, {"table": table, "key": key}):
-            self._entry(table)["read"] += len(chunk)
+        name = "go_fact_sources" if table == "fact_sources" else "go_rows"
+        for chunk in stream(self.go, name, CHUNK_ROWS, True, {"table": table, "key": key}):
             yield [row for row in chunk if self._readable(table, row)]
             done += len(chunk)
             if self.progress is not None:
@@ -119,58 +108,40 @@ class GoImport:
             if isinstance(value, Unreadable):
                 key = row.get("id", row.get("namespace_id", "?"))
                 self.writer.report(errors.BadRow(table, f"row Go id {key}", column, value.why))
-                self.skip(table, f"unreadable {column}")
                 return False
         return True
 
-    def put(self, go_table: str, table: str, mapped: list[Mapped]) -> dict[str, Row | None]:
-        """Insert the mapped rows not yet in the ledger, record them all, write their lineage."""
-        done = self.ledger.setdefault(go_table, {})
-        entry = catalog.BY_NAME.get(table)  # None for the embedding cache: not a record table
-        kind = entry.kind if entry is not None else table
-        fresh: list[Mapped] = []
+    def put(self, go_table: str, table: Table, mapped: list[Mapped]) -> dict[str, Row]:
+        """Hand the mapped rows not yet in the ledger to the writer (the rows of a namespace
+        that was not imported are skipped), record each in the ledger and write the lineage
+        of those written; returns the written rows' ids by Go key."""
+        done, namespaces = self.ledger.setdefault(go_table, {}), self.writer.ids["namespace"]
+        batch: list[tuple[str, Row]] = []
+        lineage: list[tuple[str, Row]] = []
+        records: list[Row] = []
         for key, row, why, parents in mapped:
             if key in done:
-                self._entry(go_table)["already"] += 1
+                self.writer.skip(table.name, "already imported by an earlier run")
                 continue
-            if row is not None and entry is not None and not self.writer.check(entry, f"row Go id {key}", row):
-                row, why = None, "refused: a value or reference breaks a rule (see problems)"
+            if row is not None and "namespace_id" in row and row["namespace_id"] not in namespaces:
+                row, why = None, "its namespace was not imported"
             if row is None:
-                self.skip(go_table, why or "not importable")
-            fresh.append((key, row, why, parents))
-        inserting = [m for m in fresh if m[1] is not None]
-        if entry is not None:  # Go's vector when of this model and dimension, else a new one
-            self.writer.embed(entry, [m[1] for m in inserting], True)  # type: ignore[misc]
-        by_key = dict(zip([m[0] for m in inserting], self.writer.write_rows(table, [m[1] for m in inserting]),  # type: ignore[misc]
-                          strict=True))
-        records: list[Row] = []
-        lineage: list[Row] = []
-        for key, row, why, parents in fresh:
-            inserted = by_key.get(key)
-            if row is not None and inserted is None:
-                why = "a matching row already exists in Stash"
-                self.skip(go_table, why)
-            stash_id = None
-            if inserted is not None:
-                self._entry(go_table)["imported"] += 1
-                stash_id = inserted.get("id", inserted.get("namespace_id"))
-                if "id" in inserted and "namespace_id" in inserted:
-                    self.writer.note(kind, key if key.isdigit() else None, int(inserted["id"]),
-                                     int(inserted["namespace_id"]))
-                for parent_kind, go_parent in parents:
-                    parent = self.new_id(parent_kind, go_parent)
-                    if parent is None:
-                        self.skip(f"{go_table} lineage", f"the source {parent_kind} was not imported")
-                        continue
-                    edge = {"child_kind": kind, "child_id": int(inserted["id"]), "parent_kind": parent_kind,
-                            "parent_id": parent, "namespace_id": int(inserted["namespace_id"])}
-                    if self.writer.check(catalog.BY_NAME["lineage"], f"row Go {go_table} id {key}", edge):
-                        lineage.append(edge)
-            records.append({"source_table": go_table, "source_id": key, "kind": table,
-                            "stash_id": stash_id, "skipped": why})
-            done[key] = stash_id
-        if lineage:
-            self.writer.write_rows("lineage", lineage)
+                self.writer.skip(table.name, why or "not importable")
+                records.append({"source_table": go_table, "source_id": key, "kind": table.name, "skipped": why})
+                done[key] = None
+                continue
+            batch.append((key, row))
+            lineage += [(key, {"namespace_id": row["namespace_id"], "child_kind": table.kind, "child_id": int(key),
+                               "parent_kind": kind, "parent_id": parent}) for kind, parent in parents]
+        results = self.writer.rows(table, [(f"row Go id {key}", row) for key, row in batch], reuse_vectors=True)
+        written = {key: new for (key, _), new in zip(batch, results, strict=True) if new is not None}
+        for key, _ in batch:
+            new = written.get(key, {})
+            done[key] = new.get("id", new.get("namespace_id"))
+            records.append({"source_table": go_table, "source_id": key, "kind": table.name, "stash_id": done[key],
+                            "skipped": None if key in written else "refused or already in Stash (see the report)"})
+        self.writer.rows(catalog.BY_NAME["lineage"],
+                         [(f"row Go {go_table} id {key}", edge) for key, edge in lineage if key in written])
         if records:
             self.tx.execute("go_import_record", source=self.source, rows=Jsonb(records))
-        return by_key
+        return written

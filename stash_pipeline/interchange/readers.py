@@ -198,15 +198,11 @@ def import_export(
         if seen is not None:
             return {"namespace": target, "rows": {}, "skipped": {}, "problems": [], "identity": identity,
                     "already_imported": seen["created_at"].isoformat(), "vectors": "none"}
-        writer = Writer(store, tx, stop=stop)
+        writer = Writer(store, tx, stop=stop, root=root, into=target)
         writer.ensure_ancestors(target)
         done: dict[str, int] = {}
         for table, rows in chunks:
-            if table.name == "namespaces":
-                for where, row in rows:
-                    writer.namespace(where, row, root, target)
-            else:
-                writer.rows(table, rows, reuse_vectors=reuse)
+            writer.rows(table, rows, reuse_vectors=reuse)
             done[table.name] = done.get(table.name, 0) + len(rows)
             if progress is not None:
                 progress(table.name, done[table.name], totals.get(table.name, done[table.name]))

@@ -13,6 +13,10 @@ SELECT to_regclass(%(table)s) IS NOT NULL AS exists
 -- Every row of one Go table ({table}), all columns (they vary across Go versions), in key order ({key}).
 SELECT * FROM {table} ORDER BY {key}
 
+-- go_fact_sources --
+-- Every fact_sources edge in key order, with its fact's namespace (the lineage edge's).
+SELECT s.*, f.namespace_id FROM fact_sources s JOIN facts f ON f.id = s.fact_id ORDER BY s.fact_id, s.episode_id
+
 -- go_import_ledger --
 -- Every Go row already imported from this source (or skipped on purpose).
 SELECT source_table, source_id, stash_id FROM imported_rows WHERE source = %(source)s
