@@ -122,7 +122,7 @@ def goal_notes(notes: str | None) -> list[dict[str, Any]]:
 
 
 def contradiction(row: dict[str, Any]) -> dict[str, Any]:
-    """A Go contradiction's Stash columns (references still Go ids)."""
+    """A Go contradiction's Stash columns that are not Go's own as they are."""
     resolution_text = (row.get("resolution") or "").strip()
     resolution = RESOLUTIONS.get(resolution_text.lower())
     method = row.get("method") if row.get("method") in ("structured", "auto") else "structured"
@@ -134,5 +134,4 @@ def contradiction(row: dict[str, Any]) -> dict[str, Any]:
         "resolved": bool(row.get("resolved")), "resolution": resolution if row.get("resolved") else None,
         # a free-text Go resolution Stash has no action for is kept word for word
         "resolution_note": resolution_text if resolution_text and resolution is None else None,
-        "resolved_at": row.get("resolved_at"), "created_at": row.get("created_at"),
     }

@@ -9,7 +9,7 @@ import bisect
 from typing import TYPE_CHECKING, Any
 
 from stash_pipeline.interchange import go_mapping as mapping
-from stash_pipeline.interchange.catalog import BY_NAME, Table
+from stash_pipeline.interchange.catalog import BY_NAME, DERIVED, Table
 from stash_pipeline.interchange.writer import vector_length, vector_text
 from stash_pipeline.memory import entities
 
@@ -48,10 +48,8 @@ def namespaces(run: GoImport, rows: list[Row]) -> None:
 
 def episodes(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row) -> Built:
-        deleted = row.get("deleted_at")
-        return {"content": row["content"], "kind": "observation", "metadata": {},
-                "occurred_at": row.get("occurred_at"), "created_at": row.get("created_at"), "deleted_at": deleted,
-                "deleted_reason": mapping.DELETED if deleted else None, **_vector(row)}, None, []
+        return {"kind": "observation", "metadata": {},
+                "deleted_reason": mapping.DELETED if row.get("deleted_at") else None}, None, []
 
     _simple(run, "episodes", rows, build)
 
@@ -65,14 +63,11 @@ def facts(run: GoImport, rows: list[Row]) -> None:
         deleted = row.get("deleted_at")
         metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
         parents = [("episode", int(e)) for e in metadata.get("source_episode_ids") or [] if str(e).isdigit()]
-        return {"content": row["content"], "entity": row.get("entity"),
-                "property": row.get("property"), "value": row.get("value"),
-                "confidence": mapping.clamp(row.get("confidence"), 1.0), "origin": "synthesis",
+        return {"confidence": mapping.clamp(row.get("confidence"), 1.0), "origin": "synthesis",
                 "valid_from": valid_from, "valid_until": valid_until, "withdrawn_at": deleted,
                 "withdrawn_reason": mapping.DELETED if deleted else None,
-                "created_at": row.get("created_at"), "updated_at": row.get("updated_at"),
                 # system time: learned when created; no longer believed once closed or deleted
-                "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until, **_vector(row)}, None, parents
+                "recorded_at": row.get("created_at"), "retired_at": deleted or valid_until}, None, parents
 
     written = _simple(run, "facts", rows, build)
     _link_entities(run, [(r, written[str(r["id"])]) for r in rows if str(r["id"]) in written])
@@ -97,31 +92,28 @@ def fact_sources(run: GoImport, rows: list[Row]) -> None:
                                                   "parent_id": row["episode_id"]}, None, []) for row in rows])
 
 
-def _vector(row: Row) -> Row:
-    """Go's vector and its model (the writer keeps it when they are this deployment's)."""
-    return {"embedding": row.get("embedding"), "embedding_model": row.get("embedding_model")}
-
-
 def _simple(run: GoImport, table: str, rows: list[Row], build: Any) -> dict[str, Row]:
-    """Map a chunk of a Go table with an ``id`` and a namespace (``build`` gives the Stash row,
-    why not, and its lineage parents) and hand it to ``put``; the written rows' ids by Go key."""
+    """Map a chunk of a Go table with an ``id`` and a namespace and hand it to ``put``; the
+    written rows' ids by Go key. A Go column of a Stash column's name is taken as it is (the
+    ids, the text, the times, the vector and its model: the writer keeps the vector when it
+    is of this deployment's model and dimension); ``build`` gives the others, or why the row
+    is skipped, and the row's lineage parents."""
+    entry = BY_NAME[table]
+    shared = entry.columns - DERIVED.get(table, set())
     mapped: list[Mapped] = []
     for row in rows:
         record, why, parents = (None, "empty content", []) if (
             table in _WITH_CONTENT and mapping.blank(row.get("content"))) else build(row)
         if record is not None:
-            record = {"id": row["id"], "namespace_id": row["namespace_id"], **record}
+            record = {column: value for column, value in row.items() if column in shared} | record
         mapped.append((str(row["id"]), record, why, parents))
-    return run.put(table, BY_NAME[table], mapped)
+    return run.put(table, entry, mapped)
 
 
 def goals(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row) -> Built:
         status = row.get("status") if row.get("status") in ("active", "completed", "abandoned") else "active"
-        return {"parent_id": row.get("parent_id"), "content": row["content"], "status": status,
-                "priority": int(row.get("priority") or 0), "completed_at": row.get("completed_at"),
-                "abandoned_at": row.get("abandoned_at"), "created_at": row.get("created_at"),
-                "updated_at": row.get("updated_at"), "deleted_at": row.get("deleted_at")}, None, []
+        return {"status": status, "priority": int(row.get("priority") or 0)}, None, []
 
     _simple(run, "goals", rows, build)
     notes: list[Mapped] = []
@@ -136,10 +128,8 @@ def goals(run: GoImport, rows: list[Row]) -> None:
 
 def failures(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row) -> Built:
-        return {"goal_id": row.get("goal_id"), "content": row["content"],
-                "reason": row.get("reason") if not mapping.blank(row.get("reason")) else mapping.NOT_RECORDED,
-                "lesson": row.get("lesson") if not mapping.blank(row.get("lesson")) else mapping.NOT_RECORDED,
-                "created_at": row.get("created_at"), "deleted_at": row.get("deleted_at")}, None, []
+        return {"reason": row.get("reason") if not mapping.blank(row.get("reason")) else mapping.NOT_RECORDED,
+                "lesson": row.get("lesson") if not mapping.blank(row.get("lesson")) else mapping.NOT_RECORDED}, None, []
 
     _simple(run, "failures", rows, build)
 
@@ -151,10 +141,8 @@ def relationships(run: GoImport, rows: list[Row]) -> None:
         relation = mapping.relation_type(row.get("relation_type"))
         if relation is None or mapping.blank(row.get("from_entity")) or mapping.blank(row.get("to_entity")):
             return None, "an entity or the relation type is empty", []
-        return {"from_entity": row["from_entity"], "relation_type": relation,
-                "to_entity": row["to_entity"], "confidence": mapping.clamp(row.get("confidence")),
-                "source_fact_id": row["source_fact_id"], "withdrawn_at": row.get("deleted_at"),
-                "created_at": row.get("created_at")}, None, [("fact", int(row["source_fact_id"]))]
+        return {"relation_type": relation, "confidence": mapping.clamp(row.get("confidence")),
+                "withdrawn_at": row.get("deleted_at")}, None, [("fact", int(row["source_fact_id"]))]
 
     _simple(run, "relationships", rows, build)
 
@@ -164,10 +152,8 @@ def causal_links(run: GoImport, rows: list[Row]) -> None:
         cause, effect_fact = row.get("cause_fact_id"), row.get("effect_fact_id")
         if cause is None or (effect_fact is None) == (row.get("effect_failure_id") is None) or cause == effect_fact:
             return None, "it needs one cause and one other effect", []
-        return {"cause_fact_id": cause, "effect_fact_id": effect_fact,
-                "effect_failure_id": row.get("effect_failure_id"), "confidence": mapping.clamp(row.get("confidence")),
-                "method": row.get("method") if row.get("method") in ("extracted", "asserted") else "extracted",
-                "created_at": row.get("created_at"), "deleted_at": row.get("deleted_at")}, None, [
+        return {"confidence": mapping.clamp(row.get("confidence")),
+                "method": row.get("method") if row.get("method") in ("extracted", "asserted") else "extracted"}, None, [
             ("fact", int(f)) for f in (cause, effect_fact) if f is not None]
 
     _simple(run, "causal_links", rows, build)
@@ -177,9 +163,8 @@ def patterns(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row) -> Built:
         parents = [("fact", int(i)) for i in row.get("source_fact_ids") or []]
         parents += [("relationship", int(i)) for i in row.get("source_rel_ids") or []]
-        return {"content": row["content"], "confidence": mapping.clamp(row.get("confidence")),
-                "coherence": mapping.clamp(row.get("coherence_score"), 0.0), "withdrawn_at": row.get("deleted_at"),
-                "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}, None, parents
+        return {"confidence": mapping.clamp(row.get("confidence")),
+                "coherence": mapping.clamp(row.get("coherence_score"), 0.0), "withdrawn_at": row.get("deleted_at")}, None, parents
 
     _simple(run, "patterns", rows, build)
 
@@ -189,8 +174,7 @@ def contradictions(run: GoImport, rows: list[Row]) -> None:
         old, new = row.get("old_fact_id"), row.get("new_fact_id")
         if old is None or new is None or old == new:
             return None, "it needs two different facts", []
-        record = {"old_fact_id": old, "new_fact_id": new, **mapping.contradiction(row)}
-        return record, None, [("fact", int(old)), ("fact", int(new))]
+        return mapping.contradiction(row), None, [("fact", int(old)), ("fact", int(new))]
 
     written = _simple(run, "contradictions", rows, build)
     # only a contradiction the writer let in retires its old fact (finish() points it at the new one)
@@ -205,14 +189,9 @@ def hypotheses(run: GoImport, rows: list[Row]) -> None:
         if status not in mapping.HYPOTHESIS_STATUSES:
             return None, f"unknown status {status!r}", []
         plan = row.get("verification_plan")
-        return {"content": row["content"],
-                "verification_plan": plan if not mapping.blank(plan) else mapping.NOT_RECORDED,
-                "confidence": mapping.clamp(row.get("confidence")), "status": status,
-                "method": row.get("method") or "asserted", "confirmed_fact_id": row.get("confirmed_fact_id"),
-                "rejection_reason": row.get("rejection_reason"), "tested_at": row.get("tested_at"),
-                "confirmed_at": row.get("confirmed_at"), "rejected_at": row.get("rejected_at"),
-                "created_at": row.get("created_at"), "updated_at": row.get("updated_at"),
-                "deleted_at": row.get("deleted_at")}, None, [("fact", int(i)) for i in row.get("source_fact_ids") or []]
+        return {"verification_plan": plan if not mapping.blank(plan) else mapping.NOT_RECORDED,
+                "confidence": mapping.clamp(row.get("confidence")), "method": row.get("method") or "asserted"}, None, [
+            ("fact", int(i)) for i in row.get("source_fact_ids") or []]
 
     _simple(run, "hypotheses", rows, build)
 
