@@ -68,6 +68,11 @@ class Table:
         return frozenset(names | DERIVED.get(self.name, set()))
 
     @property
+    def scope(self) -> str:
+        """The column that places a row in a tree: its namespace (a namespace: itself)."""
+        return "id" if self.name == "namespaces" else "namespace_id"
+
+    @property
     def deferred(self) -> tuple[str, ...]:
         return tuple(c for c, r in self.refs.items() if r.deferred)
 
@@ -103,7 +108,7 @@ _ENTITY = Ref("entity", nullable=True)
 _BITEMPORAL = "valid_from valid_until recorded_at retired_at"
 
 TABLES: tuple[Table, ...] = (
-    _t("namespaces", "namespace", _STAMPS, text="name description"),
+    _t("namespaces", "namespace", _STAMPS, text="name description", order="slug"),  # parents first
     _t("episodes", "episode", "occurred_at created_at deleted_at", plain="idempotency_key embedding_model",
        names="kind", text="content deleted_reason", json="metadata", embedded="content", lineage=True),
     _t("goals", "goal", f"{_STAMPS} completed_at abandoned_at deleted_at", plain="status priority",

@@ -95,10 +95,11 @@ def _batch(rows: list[dict[str, Any]], cols: list[dict[str, str]], schema: pa.Sc
 
 
 def rows_of(tx: Session, table: Table, ids: list[int], chunk: int, vectors: bool) -> Iterator[list[dict[str, Any]]]:
-    """A table's rows in the tree, in an order an import can replay (namespaces and contexts by path)."""
-    if table.name in ("namespaces", "contexts"):
-        return stream(tx, f"interchange_rows_{table.name}", chunk, vectors, ids=ids)
-    return stream(tx, "interchange_rows", chunk, vectors, {"table": table.name, "order": table.order}, ids=ids)
+    """A table's rows in the tree, in an order an import can replay (contexts by their namespace's path)."""
+    if table.name == "contexts":
+        return stream(tx, "interchange_rows_contexts", chunk, vectors, ids=ids)
+    names = {"table": table.name, "scope": table.scope, "order": table.order}
+    return stream(tx, "interchange_rows", chunk, vectors, names, ids=ids)
 
 
 def stream(tx: Session, name: str, chunk: int, vectors: bool, names: dict[str, str] | None = None,
@@ -160,8 +161,7 @@ def _export_table(
     schema = pa.schema([pa.field(c["name"], pa.string() if csv and is_list(c["type"]) else arrow_type(c["type"]))
                         for c in cols])
     path = out / f"{table.name}{SUFFIXES[format]}"
-    scope = "id" if table.name == "namespaces" else "namespace_id"
-    count = tx.conn.execute(named("interchange_count", table=table.name, scope=scope), {"ids": ids})
+    count = tx.conn.execute(named("interchange_count", table=table.name, scope=table.scope), {"ids": ids})
     total = int(count.fetchone()["count"])  # type: ignore[index]
     handle = files.create(path, force=force)  # a new file: never an existing one or a symlink's target
     writer = pq.ParquetWriter(handle, schema, compression="zstd") if not csv else pa_csv.CSVWriter(handle, schema)

@@ -48,8 +48,6 @@ from typing import Any
 
 DELETED = "deleted in Go Stash"
 NOT_RECORDED = "(not recorded in Go Stash)"
-_SEGMENT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-_RELATION = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _NOTE = re.compile(r"^\[(PROGRESS|SUGGESTED COMPLETE|CONTRADICTED)\]\s*(.*?)(?:\s*\(confidence:\s*([0-9.]+)\))?$")
 _NOTE_KINDS = {"PROGRESS": "progress", "SUGGESTED COMPLETE": "suggested_complete", "CONTRADICTED": "contradicted"}
 RESOLUTIONS = {
@@ -79,18 +77,19 @@ def slug(go_slug: str | None) -> str | None:
         return "/"
     segments = []
     for part in text.strip("/").split("/"):
-        cleaned = re.sub(r"[^a-z0-9_-]+", "-", part).strip("-_")[:64]
-        if not cleaned or not _SEGMENT.match(cleaned):
+        cleaned = re.sub(r"[^a-z0-9_-]+", "-", part).strip("-_")[:64]  # a valid segment, or empty
+        if not cleaned:
             return None
         segments.append(cleaned)
     return "/" + "/".join(segments)
 
 
 def relation_type(value: str | None) -> str | None:
+    """An identifier (lowercase letters, digits and '_', starting with a letter), or None."""
     text = re.sub(r"[^a-z0-9_]+", "_", (value or "").strip().lower()).strip("_")
     if text and not text[0].isalpha():
         text = "r_" + text
-    return text[:64] if _RELATION.match(text[:64]) else None
+    return text[:64] or None
 
 
 def clamp(value: Any, default: float = 0.5) -> float:

@@ -92,9 +92,10 @@ class GoImport:
 
     def rows(self, table: str, key: str) -> Any:
         """Chunks of a Go table's rows (nothing when the Go database predates the table)."""
-        if not self.go.scalar("go_table_exists", table=table):
+        found = self.go.one("go_table_exists", table=table)
+        if found is None or not found["exists"]:
             return
-        estimate = int(self.go.scalar("go_count_estimate", table=table) or 0)
+        estimate = int(found["estimate"] or 0)
         done = 0
         name = "go_fact_sources" if table == "fact_sources" else "go_rows"
         for chunk in stream(self.go, name, CHUNK_ROWS, True, {"table": table, "key": key}):

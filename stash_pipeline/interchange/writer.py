@@ -318,22 +318,18 @@ class Writer:
                 ready.append((position, original, row | dict.fromkeys(table.deferred)))
         self.embed(table, [r for _, _, r in ready], reuse_vectors)
         out: list[Row | None] = [None] * len(batch)
-        deferred: dict[str, list[tuple[int, int]]] = {c: [] for c in table.deferred}
-        for (position, original, _), inserted in zip(ready, self.write_rows(table.name, [r for _, _, r in ready]),
-                                                     strict=True):
+        written = self.write_rows(table.name, [r for _, _, r in ready])
+        for (position, original, _), inserted in zip(ready, written, strict=True):
             out[position] = inserted
             if inserted is None:
                 self.skip(table.name, "already present (a unique key matched)")
                 continue
             self.count(table.name)
             if "id" in inserted:
-                new = int(inserted["id"])
-                self.note(table.kind, original.get("id"), new, int(inserted["namespace_id"]))
-                for column in table.deferred:
-                    if original.get(column) is not None:
-                        deferred[column].append((new, int(original[column])))
-        for column, pairs in deferred.items():
-            self.defer(table, column, pairs)
+                self.note(table.kind, original.get("id"), int(inserted["id"]), int(inserted["namespace_id"]))
+        for column in table.deferred:  # filled in by finish(), once the whole table is in
+            self.defer(table, column, [(int(new["id"]), int(original[column])) for (_, original, _), new
+                                       in zip(ready, written, strict=True) if new and original.get(column) is not None])
         return out
 
     def defer(self, table: Table, column: str, pairs: list[tuple[int, int]]) -> None:
