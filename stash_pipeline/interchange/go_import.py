@@ -82,27 +82,16 @@ def migrate_from_go(
     A row that breaks a rule is skipped and reported (``problems``), or with ``stop`` ends
     the run with that report and nothing written.
     """
-    go_conn = _connect(dsn)
-    try:
+    with _connect(dsn) as go_conn, store.db.transaction() as tx:  # rolled back on any error
         go = Session(go_conn)
         source = source_name(go)
         if not all(go.scalar("go_table_exists", table=t) for t in ("episodes", "facts", "fact_sources")):
             raise errors.InvalidInput("the --from database has no episodes/facts tables: not a Go Stash database")
-        with store.db.connection() as conn, translate_errors():
-            tx = Session(conn)
-            adopted = adopt_legacy_ledger(go, tx, source)
-            run = GoImport(store, go, tx, source, dry_run, progress, stop)
-            try:
-                go_tables.run_all(run)
-            except BaseException:
-                conn.rollback()
-                raise
-            if dry_run:
-                conn.rollback()
-            else:
-                conn.commit()
-    finally:
-        go_conn.close()
+        adopted = adopt_legacy_ledger(go, tx, source)
+        run = GoImport(store, go, tx, source, dry_run, progress, stop)
+        go_tables.run_all(run)
+        if dry_run:
+            raise psycopg.Rollback()  # the transaction ends here, rolled back; the report stands
     return {"source": source, "ledger_adopted_from": adopted, "dry_run": dry_run,
             "imported": sum(run.writer.counts.values()), **run.writer.result(), "vectors": run.writer.vectors}
 
