@@ -13,7 +13,8 @@ the row). Each entry names every stored column by what an import must do with it
 * ``text``: free text, held to the content cap without NUL bytes; ``json``: JSON held to
   the metadata cap; ``names``: identifiers such as an episode's kind, checked as the live
   path checks them (a missing one takes the column's default); time columns (``*_at``, ``valid_from``/``valid_until``…) are checked as
-  the live path checks timestamps; ``vector`` travels only with ``--with-vectors``;
+  the live path checks timestamps; the ``embedding`` of an ``embedded`` text travels only
+  with ``--with-vectors``;
   ``derived`` is computed by the database and never exported; ``plain`` columns are
   checked by the table's own constraints.
 
@@ -62,7 +63,7 @@ class Table:
         names = set(self.plain.split()) | set(self.text.split()) | set(self.json.split()) | set(self.refs)
         names |= set(self.names.split())
         names |= {c.kind_column for c in self.refs.values() if c.kind_column}
-        names |= set(TIMES.get(self.name, "").split()) | set(VECTOR.get(self.name, ()))
+        names |= set(TIMES.get(self.name, "").split()) | ({"embedding"} if self.embedded else set())  # its vector
         names |= {"id"} if self.has_id else set()
         names |= {"namespace_id"} if self.name != "namespaces" else {"slug"}
         return frozenset(names | DERIVED.get(self.name, set()))
@@ -89,8 +90,6 @@ class Table:
 TIMES: dict[str, str] = {}
 _CREATED = "created_at"
 _STAMPS = "created_at updated_at"
-#: columns holding a vector, per table
-VECTOR = {"episodes": ("embedding",), "entities": ("embedding",), "facts": ("embedding",)}
 #: columns the database computes (the full-text index input), never exported
 DERIVED = {"episodes": {"search"}, "facts": {"search"}}
 

@@ -34,7 +34,7 @@ from psycopg.types.string import TextLoader
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.interchange import files
-from stash_pipeline.interchange.catalog import DERIVED, TABLES, VECTOR, Table
+from stash_pipeline.interchange.catalog import DERIVED, TABLES, Table
 from stash_pipeline.interchange.writer import json_dumps, named
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import resolve_trees
@@ -195,7 +195,7 @@ def export_tree(store: Store, namespace: str, path: str | Path, *, force: bool =
                   "embedding_model": store.settings.embedding_model_name}
         handle.write((json.dumps(header) + "\n").encode("utf-8"))
         for table in TABLES:
-            dropped = DERIVED.get(table.name, set()) | set(VECTOR.get(table.name, ()))
+            dropped = DERIVED.get(table.name, set()) | ({"embedding"} if table.embedded else set())
             for rows in rows_of(tx, table, ids, chunk_rows, False):
                 for row in rows:
                     line = {"type": table.kind, "row": {k: v for k, v in row.items() if k not in dropped}}

@@ -159,15 +159,6 @@ class Writer:
             self.slugs[new] = slug
 
     # -- rows ---------------------------------------------------------------------------
-    def check(self, table: Table, where: str, row: Row) -> bool:
-        """Validate and re-id one row in place; False when it is refused."""
-        try:
-            self._validate(table, where, row)
-            return self._references(table, where, row)
-        except errors.BadRow as exc:
-            self.report(exc)
-            return False
-
     def _validate(self, table: Table, where: str, row: Row) -> None:
         kinds, known = table.kinds, table.columns
         for column in list(row):
@@ -225,7 +216,7 @@ class Writer:
             raise errors.BadRow(table.name, where, column, "is not an id")
         return int(value)
 
-    def _references(self, table: Table, where: str, row: Row) -> bool:
+    def _references(self, table: Table, where: str, row: Row) -> None:
         if table.has_id and "id" in row:
             self._id(table, where, "id", row["id"])
         ns = row.get("namespace_id")
@@ -253,7 +244,6 @@ class Writer:
                 self.report(problem, dropped=True)
                 new = None
             row[column] = new
-        return True
 
     def _outside(self, ref: catalog.Ref, kind: str, new: int | None, ns: int | None) -> str | None:
         """Why a reference may not be written as is, or None."""
@@ -313,9 +303,14 @@ class Writer:
         ready: list[tuple[int, Row, Row]] = []  # (position in the batch, the row as given, checked)
         for position, (where, row) in enumerate(batch):
             original = dict(row)
-            if self.check(table, where, row):
-                row.pop("id", None)
-                ready.append((position, original, row | dict.fromkeys(table.deferred)))
+            try:  # validated and re-ided in place
+                self._validate(table, where, row)
+                self._references(table, where, row)
+            except errors.BadRow as exc:
+                self.report(exc)
+                continue
+            row.pop("id", None)
+            ready.append((position, original, row | dict.fromkeys(table.deferred)))
         self.embed(table, [r for _, _, r in ready], reuse_vectors)
         out: list[Row | None] = [None] * len(batch)
         written = self.write_rows(table.name, [r for _, _, r in ready])
