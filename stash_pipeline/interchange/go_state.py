@@ -53,19 +53,13 @@ def adopt_legacy_ledger(go: Session, tx: Session, source: str) -> str | None:
         sample = tx.all("go_legacy_sample", source=legacy)
         wanted = {t: [r["source_id"] for r in sample if r["source_table"] == t]
                   for t in ("namespaces", "episodes", "facts")}
-        here = {(r["source_table"], r["source_id"]): r["value"] for r in go.all("go_fingerprint", **wanted)}
-        if sample and all(_same(here, r) for r in sample):
+        # each sampled Go row as Stash would hold it now (a namespace: the path its slug maps to)
+        here = {(r["source_table"], r["source_id"]): mapping.slug(r["value"]) if r["source_table"] == "namespaces"
+                and isinstance(r["value"], str) else r["value"] for r in go.all("go_fingerprint", **wanted)}
+        if sample and all(here.get((r["source_table"], r["source_id"])) == r["value"] for r in sample):
             tx.execute("go_ledger_rekey", source=source, legacy=legacy)
             return legacy
     return None
-
-
-def _same(here: dict[tuple[str, str], Any], row: Row) -> bool:
-    """Whether a Go row still reads as what the ledger's Stash row holds."""
-    value = here.get((row["source_table"], row["source_id"]))
-    if row["source_table"] == "namespaces":
-        value = mapping.slug(value) if isinstance(value, str) else None
-    return value == row["value"]
 
 
 class Unreadable:
