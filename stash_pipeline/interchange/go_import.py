@@ -1,15 +1,12 @@
 """``stash migrate-from-go``: bring a Go Stash database over, row by row.
 
-Every Go table is read in key order in chunks (``go_rows``), each row mapped by
-``go_mapping`` and written through the import writer (one INSERT per chunk); the whole
-migration is ONE transaction. Each Go row is recorded in ``imported_rows`` (source, table, Go id → Stash
-id, or why it was skipped), so a second run finds every row already there and imports
-nothing; ``dry_run`` does the same work and rolls it back, so its report is exactly what
-a real run would do. Vectors are reused when the Go row's embedding model is the
-configured one and the dimension matches; otherwise the text is embedded again (a dry
-run puts zero vectors instead, to stay fast). Go's consolidation cursors become stage
-checkpoints (the Stash id of the last Go row each cursor had consumed), so consolidation
-continues where Go stopped instead of reading everything again.
+Every Go table is read in key order in chunks (``go_rows``); ``go_tables`` maps each row
+to a Stash row that keeps its Go ids and hands the chunk to the import writer, which maps
+the ids, checks every value and reference as for an export's import, and writes the
+chunk in one INSERT. The whole migration is ONE transaction. Each Go row is recorded in
+``imported_rows`` (``go_state``), so a second run finds every row already there and
+imports nothing; ``dry_run`` does the same work and rolls it back, so its report is
+exactly what a real run would do (it puts zero vectors instead of computing them).
 """
 
 from __future__ import annotations

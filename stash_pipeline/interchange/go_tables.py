@@ -217,7 +217,8 @@ def embedding_cache(run: GoImport, rows: list[Row]) -> None:
 
 
 def checkpoints(run: GoImport, rows: list[Row]) -> None:
-    """Go's cursors as stage checkpoints: the Stash id of the last Go row each had consumed."""
+    """Go's cursors as stage checkpoints: the Stash id of the last Go row each had consumed,
+    so consolidation continues where Go stopped instead of reading everything again."""
     # Go ids and Stash ids rise together (rows are imported in Go id order), so the last
     # consumed row is found by bisection over the Go ids
     ordered = {kind: sorted(ids.items()) for kind, ids in run.writer.ids.items()}
