@@ -99,11 +99,7 @@ def _t(name: str, kind: str, times: str, **kw: object) -> Table:
     return Table(name, kind, **kw)  # type: ignore[arg-type]
 
 
-def _fact(nullable: bool = False) -> Ref:
-    return Ref("fact", nullable)
-
-
-_ENTITY = Ref("entity", nullable=True)
+_FACT, _SOME_FACT, _ENTITY = Ref("fact"), Ref("fact", nullable=True), Ref("entity", nullable=True)
 _BITEMPORAL = "valid_from valid_until recorded_at retired_at"
 
 TABLES: tuple[Table, ...] = (
@@ -127,24 +123,24 @@ TABLES: tuple[Table, ...] = (
        refs={"superseded_by": Ref("fact", nullable=True, deferred=True), "entity_id": _ENTITY},
        text="content entity property value withdrawn_reason rationale", embedded="content", lineage=True),
     _t("relationships", "relationship", f"{_CREATED} withdrawn_at {_BITEMPORAL}", plain="relation_type confidence",
-       refs={"source_fact_id": _fact(), "from_entity_id": _ENTITY, "to_entity_id": _ENTITY},
+       refs={"source_fact_id": _FACT, "from_entity_id": _ENTITY, "to_entity_id": _ENTITY},
        text="from_entity to_entity", lineage=True),
     _t("causal_links", "causal_link", f"{_CREATED} withdrawn_at deleted_at {_BITEMPORAL}",
        plain="confidence method", text="rationale", lineage=True,
-       refs={"cause_fact_id": _fact(), "effect_fact_id": _fact(), "effect_failure_id": Ref("failure")}),
+       refs={"cause_fact_id": _FACT, "effect_fact_id": _FACT, "effect_failure_id": Ref("failure")}),
     _t("patterns", "pattern", f"{_STAMPS} withdrawn_at", plain="confidence coherence", text="content rationale",
        lineage=True),
     _t("contradictions", "contradiction", "created_at resolved_at",
        plain="classification confidence method resolved resolution",
-       refs={"old_fact_id": _fact(), "new_fact_id": _fact()},
+       refs={"old_fact_id": _FACT, "new_fact_id": _FACT},
        text="entity property old_value new_value explanation resolution_note", lineage=True),
     _t("hypotheses", "hypothesis", f"{_STAMPS} tested_at confirmed_at rejected_at deleted_at",
-       plain="confidence status method", refs={"confirmed_fact_id": _fact(nullable=True)},
+       plain="confidence status method", refs={"confirmed_fact_id": _SOME_FACT},
        text="content verification_plan rejection_reason", lineage=True),
     _t("hypothesis_evidence", "hypothesis_evidence", _CREATED, plain="verdict confidence new_confidence action",
-       refs={"hypothesis_id": Ref("hypothesis"), "fact_id": _fact(nullable=True)}, text="reasoning", lineage=True),
+       refs={"hypothesis_id": Ref("hypothesis"), "fact_id": _SOME_FACT}, text="reasoning", lineage=True),
     _t("goal_notes", "goal_note", _CREATED, plain="author kind confidence",
-       refs={"goal_id": Ref("goal"), "fact_id": _fact(nullable=True)}, text="content", lineage=True),
+       refs={"goal_id": Ref("goal"), "fact_id": _SOME_FACT}, text="content", lineage=True),
     _t("contexts", "context", f"{_STAMPS} expires_at", text="focus", has_id=False),
     _t("lineage", "lineage", _CREATED, has_id=False, order="child_kind child_id parent_kind parent_id",
        refs={"child_id": Ref("", kind_column="child_kind"),

@@ -79,6 +79,11 @@ def blank(value: Any) -> bool:
     return value is None or not str(value).strip()
 
 
+def recorded(value: Any) -> Any:
+    """A text Stash requires (Go's default was ''), or that Go did not record it."""
+    return NOT_RECORDED if blank(value) else value
+
+
 def goal_notes(notes: str | None) -> list[dict[str, Any]]:
     """Go's appended goal-notes text as Stash's append-only log: model lines keep their kind
     and confidence, anything else is a caller note."""

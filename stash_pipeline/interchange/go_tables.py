@@ -93,7 +93,7 @@ def fact_sources(run: GoImport, rows: list[Row]) -> None:
 
 
 def _simple(run: GoImport, table: str, rows: list[Row], build: Any) -> dict[str, Row]:
-    """Map a chunk of a Go table with an ``id`` and a namespace and hand it to ``put``; the
+    """Map a chunk of a Go table with a namespace (and an ``id``) and hand it to ``put``; the
     written rows' ids by Go key. A Go column of a Stash column's name is taken as it is (the
     ids, the text, the times, the vector and its model: the writer keeps the vector when it
     is of this deployment's model and dimension); ``build`` gives the others, or why the row
@@ -106,7 +106,7 @@ def _simple(run: GoImport, table: str, rows: list[Row], build: Any) -> dict[str,
             table in _WITH_CONTENT and mapping.blank(row.get("content"))) else build(row)
         if record is not None:
             record = {column: value for column, value in row.items() if column in shared} | record
-        mapped.append((str(row["id"]), record, why, parents))
+        mapped.append((str(row.get("id", row["namespace_id"])), record, why, parents))  # a context: its namespace
     return run.put(table, entry, mapped)
 
 
@@ -128,8 +128,7 @@ def goals(run: GoImport, rows: list[Row]) -> None:
 
 def failures(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row) -> Built:
-        return {"reason": row.get("reason") if not mapping.blank(row.get("reason")) else mapping.NOT_RECORDED,
-                "lesson": row.get("lesson") if not mapping.blank(row.get("lesson")) else mapping.NOT_RECORDED}, None, []
+        return {"reason": mapping.recorded(row.get("reason")), "lesson": mapping.recorded(row.get("lesson"))}, None, []
 
     _simple(run, "failures", rows, build)
 
@@ -188,8 +187,7 @@ def hypotheses(run: GoImport, rows: list[Row]) -> None:
         status = row.get("status")
         if status not in mapping.HYPOTHESIS_STATUSES:
             return None, f"unknown status {status!r}", []
-        plan = row.get("verification_plan")
-        return {"verification_plan": plan if not mapping.blank(plan) else mapping.NOT_RECORDED,
+        return {"verification_plan": mapping.recorded(row.get("verification_plan")),
                 "confidence": mapping.clamp(row.get("confidence")), "method": row.get("method") or "asserted"}, None, [
             ("fact", int(i)) for i in row.get("source_fact_ids") or []]
 
@@ -197,9 +195,7 @@ def hypotheses(run: GoImport, rows: list[Row]) -> None:
 
 
 def contexts(run: GoImport, rows: list[Row]) -> None:
-    run.put("contexts", BY_NAME["contexts"], [(str(row["namespace_id"]), {
-        "namespace_id": row["namespace_id"], "focus": row.get("focus") or "", "expires_at": row.get("expires_at"),
-        "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}, None, []) for row in rows])
+    _simple(run, "contexts", rows, lambda row: ({"focus": row.get("focus") or ""}, None, []))
 
 
 def embedding_cache(run: GoImport, rows: list[Row]) -> None:
