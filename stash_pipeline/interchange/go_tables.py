@@ -42,7 +42,8 @@ def namespaces(run: GoImport, rows: list[Row]) -> None:
             record = {"id": row["id"], "slug": target, "name": row.get("name") or "", "description": description,
                       "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}
         # one at a time: a later row's path is checked against this one's
-        if run.put("namespaces", BY_NAME["namespaces"], [(str(row["id"]), record, why, [])]) and target != row["slug"]:
+        written = run.put("namespaces", BY_NAME["namespaces"], [(str(row["id"]), record, why, [])])
+        if written and target != row["slug"]:
             run.writer.skip("namespaces (renamed)", f"{row.get('slug')!r} -> {target}")
 
 
@@ -120,15 +121,17 @@ def goals(run: GoImport, rows: list[Row]) -> None:
     for row in rows:
         imported = int(row["id"]) in run.writer.ids["goal"]  # by this run or an earlier one
         for number, note in enumerate(mapping.goal_notes(row.get("notes")), start=1):
-            notes.append((f"{row['id']}:{number}", {**note, "goal_id": row["id"], "namespace_id": row["namespace_id"],
-                                                    "created_at": row.get("updated_at")} if imported else None,
+            record = {**note, "goal_id": row["id"], "namespace_id": row["namespace_id"],
+                      "created_at": row.get("updated_at")}
+            notes.append((f"{row['id']}:{number}", record if imported else None,
                           None if imported else "its goal was not imported", []))
     run.put("goals.notes", BY_NAME["goal_notes"], notes)
 
 
 def failures(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row) -> Built:
-        return {"reason": mapping.recorded(row.get("reason")), "lesson": mapping.recorded(row.get("lesson"))}, None, []
+        return {"reason": mapping.recorded(row.get("reason")),
+                "lesson": mapping.recorded(row.get("lesson"))}, None, []
 
     _simple(run, "failures", rows, build)
 
@@ -151,8 +154,8 @@ def causal_links(run: GoImport, rows: list[Row]) -> None:
         cause, effect_fact = row.get("cause_fact_id"), row.get("effect_fact_id")
         if cause is None or (effect_fact is None) == (row.get("effect_failure_id") is None) or cause == effect_fact:
             return None, "it needs one cause and one other effect", []
-        return {"confidence": mapping.clamp(row.get("confidence")),
-                "method": row.get("method") if row.get("method") in ("extracted", "asserted") else "extracted"}, None, [
+        method = row.get("method") if row.get("method") in ("extracted", "asserted") else "extracted"
+        return {"confidence": mapping.clamp(row.get("confidence")), "method": method}, None, [
             ("fact", int(f)) for f in (cause, effect_fact) if f is not None]
 
     _simple(run, "causal_links", rows, build)
@@ -162,8 +165,8 @@ def patterns(run: GoImport, rows: list[Row]) -> None:
     def build(row: Row) -> Built:
         parents = [("fact", int(i)) for i in row.get("source_fact_ids") or []]
         parents += [("relationship", int(i)) for i in row.get("source_rel_ids") or []]
-        return {"confidence": mapping.clamp(row.get("confidence")),
-                "coherence": mapping.clamp(row.get("coherence_score"), 0.0), "withdrawn_at": row.get("deleted_at")}, None, parents
+        return {"confidence": mapping.clamp(row.get("confidence")), "withdrawn_at": row.get("deleted_at"),
+                "coherence": mapping.clamp(row.get("coherence_score"), 0.0)}, None, parents
 
     _simple(run, "patterns", rows, build)
 
@@ -187,9 +190,10 @@ def hypotheses(run: GoImport, rows: list[Row]) -> None:
         status = row.get("status")
         if status not in mapping.HYPOTHESIS_STATUSES:
             return None, f"unknown status {status!r}", []
+        parents = [("fact", int(i)) for i in row.get("source_fact_ids") or []]
         return {"verification_plan": mapping.recorded(row.get("verification_plan")),
-                "confidence": mapping.clamp(row.get("confidence")), "method": row.get("method") or "asserted"}, None, [
-            ("fact", int(i)) for i in row.get("source_fact_ids") or []]
+                "confidence": mapping.clamp(row.get("confidence")),
+                "method": row.get("method") or "asserted"}, None, parents
 
     _simple(run, "hypotheses", rows, build)
 

@@ -322,9 +322,10 @@ class Writer:
             self.count(table.name)
             if "id" in inserted:
                 self.note(table.kind, original.get("id"), int(inserted["id"]), int(inserted["namespace_id"]))
+        pairs = [(original, new) for (_, original, _), new in zip(ready, written, strict=True) if new]
         for column in table.deferred:  # filled in by finish(), once the whole table is in
-            self.defer(table, column, [(int(new["id"]), int(original[column])) for (_, original, _), new
-                                       in zip(ready, written, strict=True) if new and original.get(column) is not None])
+            self.defer(table, column, [(int(new["id"]), int(original[column]))
+                                       for original, new in pairs if original.get(column) is not None])
         return out
 
     def defer(self, table: Table, column: str, pairs: list[tuple[int, int]]) -> None:
