@@ -113,30 +113,27 @@ class GoImport:
         done, namespaces = self.ledger.setdefault(go_table, {}), self.writer.ids["namespace"]
         batch: list[tuple[str, Row]] = []
         lineage: list[tuple[str, Row]] = []
-        records: list[Row] = []
+        skipped: dict[str, str] = {}  # Go key -> why it was not written
         for key, row, why, parents in mapped:
             if key in done:
                 self.writer.skip(table.name, "already imported by an earlier run")
-                continue
-            if row is not None and "namespace_id" in row and row["namespace_id"] not in namespaces:
-                row, why = None, "its namespace was not imported"
-            if row is None:
-                self.writer.skip(table.name, why or "not importable")
-                records.append({"source_table": go_table, "source_id": key, "kind": table.name, "skipped": why})
-                done[key] = None
-                continue
-            batch.append((key, row))
-            lineage += [(key, {"namespace_id": row["namespace_id"], "child_kind": table.kind, "child_id": int(key),
-                               "parent_kind": kind, "parent_id": parent}) for kind, parent in parents]
+            elif row is None or ("namespace_id" in row and row["namespace_id"] not in namespaces):
+                skipped[key] = (why if row is None else "its namespace was not imported") or "not importable"
+                self.writer.skip(table.name, skipped[key])
+            else:
+                batch.append((key, row))
+                lineage += [(key, {"namespace_id": row["namespace_id"], "child_kind": table.kind,
+                                   "child_id": int(key), "parent_kind": kind, "parent_id": parent})
+                            for kind, parent in parents]
         results = self.writer.rows(table, [(f"row Go id {key}", row) for key, row in batch], reuse_vectors=True)
         written = {key: new for (key, _), new in zip(batch, results, strict=True) if new is not None}
-        for key, _ in batch:
-            new = written.get(key, {})
-            done[key] = new.get("id", new.get("namespace_id"))
-            records.append({"source_table": go_table, "source_id": key, "kind": table.name, "stash_id": done[key],
-                            "skipped": None if key in written else "refused or already in Stash (see the report)"})
+        skipped |= {key: "refused or already in Stash (see the report)" for key, _ in batch if key not in written}
+        done |= {key: new.get("id", new.get("namespace_id")) for key, new in written.items()}
+        done |= dict.fromkeys(skipped)
         self.writer.rows(catalog.BY_NAME["lineage"],
                          [(f"row Go {go_table} id {key}", edge) for key, edge in lineage if key in written])
-        if records:
-            self.tx.execute("go_import_record", source=self.source, rows=Jsonb(records))
+        if written or skipped:
+            self.tx.execute("go_import_record", source=self.source, rows=Jsonb([
+                {"source_table": go_table, "source_id": key, "kind": table.name, "stash_id": done[key],
+                 "skipped": skipped.get(key)} for key in [*written, *skipped]]))
         return written
