@@ -71,12 +71,6 @@ def is_list(pg_type: str) -> bool:
     return pg_type.endswith("[]") or pg_type.startswith("vector")
 
 
-def columns(tx: Session, table: str) -> list[dict[str, str]]:
-    """The stored columns of a table with their PostgreSQL types, in table order."""
-    return [{"name": r["name"], "type": r["type"]} for r in tx.all("interchange_columns", table=table)
-            if r["name"] not in DERIVED.get(table, ())]
-
-
 def _cell(value: Any, pg_type: str, csv: bool) -> Any:
     if value is None:
         return None
@@ -157,7 +151,9 @@ def _export_table(
     tx: Session, table: Table, ids: list[int], out: Path, format: str, with_vectors: bool,
     progress: Progress | None, chunk_rows: int, csv: bool, force: bool,
 ) -> dict[str, Any]:
-    cols = [c for c in columns(tx, table.name) if with_vectors or not c["type"].startswith("vector")]
+    # the stored columns with their PostgreSQL types, in table order (the vector with_vectors only)
+    cols = [{"name": r["name"], "type": r["type"]} for r in tx.all("interchange_columns", table=table.name)
+            if r["name"] not in DERIVED.get(table.name, ()) and (with_vectors or not r["type"].startswith("vector"))]
     schema = pa.schema([pa.field(c["name"], pa.string() if csv and is_list(c["type"]) else arrow_type(c["type"]))
                         for c in cols])
     path = out / f"{table.name}{SUFFIXES[format]}"

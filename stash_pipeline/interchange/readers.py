@@ -93,13 +93,11 @@ def verify(directory: Path, manifest: dict[str, Any]) -> None:
 
 def _csv(file: Path, cols: list[dict[str, str]]) -> Iterator[list[Row]]:
     types = {c["name"]: pa.string() if is_list(c["type"]) else arrow_type(c["type"]) for c in cols}
+    lists = [c["name"] for c in cols if is_list(c["type"])]  # JSON text in a CSV file
     for batch in files.csv(file, column_types=types, strings_can_be_null=True, quoted_strings_can_be_null=False):
         rows = batch.to_pylist()
-        for c in cols:
-            if is_list(c["type"]):
-                for row in rows:
-                    if row.get(c["name"]) is not None:
-                        row[c["name"]] = json.loads(row[c["name"]])
+        for row in rows:
+            row |= {name: json.loads(row[name]) for name in lists if row.get(name) is not None}
         yield rows
 
 
