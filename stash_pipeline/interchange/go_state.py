@@ -81,7 +81,7 @@ class GoImport:
             self.ledger.setdefault(row["source_table"], {})[row["source_id"]] = row["stash_id"]
             # the writer maps Go ids to Stash ids: rows of earlier runs are already there
             entry = catalog.BY_NAME.get(row["source_table"])
-            if entry is not None and row["source_id"].isdigit() and row["stash_id"] is not None:
+            if entry is not None and entry.has_id and row["source_id"].isdigit() and row["stash_id"] is not None:
                 self.writer.ids[entry.kind][int(row["source_id"])] = int(row["stash_id"])
 
     def rows(self, table: str, key: str) -> Any:

@@ -196,13 +196,12 @@ class Writer:
 
     def namespace_of(self, kind: str, new: int) -> int | None:
         """The namespace of a row written by this import (or, for a Go migration, by an earlier run)."""
-        found = self.where.get(kind, {}).get(new)
-        table = catalog.BY_KIND.get(kind)
-        if found is None and table is not None and table.has_id and kind != "namespace":
-            row = self.tx.conn.execute(named("interchange_namespace_of", table=table.name), {"id": new}).fetchone()
-            found = None if row is None else int(row["namespace_id"])
-            if found is not None:
-                self.where.setdefault(kind, {})[new] = found
+        found = self.where[kind].get(new)
+        if found is None:  # ids hold only rows this import wrote and (Go) rows of earlier runs
+            table = catalog.BY_KIND[kind].name
+            row = self.tx.conn.execute(named("interchange_namespace_of", table=table), {"id": new}).fetchone()
+            if row is not None:
+                found = self.where[kind][new] = int(row["namespace_id"])
         return found
 
     def _slug(self, namespace_id: int | None) -> str | None:
