@@ -41,14 +41,10 @@ class _Text(Loader):
 def _guarded(base: type[Loader], why: str) -> type[Loader]:
     """``base``'s loader, with a value it cannot load (``infinity``, year 10000) made unreadable."""
 
-    class Guarded(Loader):
-        def __init__(self, oid: int, context: Any = None) -> None:
-            super().__init__(oid, context)
-            self._inner = base(oid, context)
-
+    class Guarded(base):  # type: ignore[valid-type,misc]
         def load(self, data: Any) -> Any:
             try:
-                return self._inner.load(data)
+                return super().load(data)
             except (psycopg.DataError, ValueError, OverflowError):
                 return Unreadable(why)
 

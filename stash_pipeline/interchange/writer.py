@@ -97,7 +97,7 @@ class Writer:
         self.ids: dict[str, dict[int, int]] = {t.kind: {} for t in catalog.TABLES}
         #: kind -> new id -> its namespace id; namespace id -> slug
         self.where: dict[str, dict[int, int]] = {t.kind: {} for t in catalog.TABLES}
-        self.slugs: dict[int, str] = {}
+        self.slugs: dict[int, str | None] = {}
         self.counts: dict[str, int] = {}
         self.skipped: dict[str, dict[str, int]] = {}
         self.problems: list[str] = []
@@ -205,10 +205,9 @@ class Writer:
         return found
 
     def _slug(self, namespace_id: int | None) -> str | None:
-        if namespace_id is not None and namespace_id not in self.slugs:
-            for r in self.tx.all("interchange_namespace_slugs", ids=[namespace_id]):
-                self.slugs[int(r["id"])] = r["slug"]
-        return None if namespace_id is None else self.slugs.get(namespace_id)
+        if namespace_id is not None and namespace_id not in self.slugs:  # None: no such namespace
+            self.slugs[namespace_id] = self.tx.scalar("interchange_namespace_slug", id=namespace_id)
+        return None if namespace_id is None else self.slugs[namespace_id]
 
     def _id(self, table: Table, where: str, column: str, value: Any) -> int:
         if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):

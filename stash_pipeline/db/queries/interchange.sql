@@ -30,9 +30,9 @@ UPDATE {table} t SET {column} = p.ref
   FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
  WHERE t.id = p.id AND p.ref IS NOT NULL AND t.{column} IS NULL
 
--- interchange_namespace_slugs --
--- The paths of some namespaces (where an imported reference points).
-SELECT id, slug FROM namespaces WHERE id = ANY(%(ids)s)
+-- interchange_namespace_slug --
+-- The path of a namespace (where an imported reference points).
+SELECT slug FROM namespaces WHERE id = %(id)s
 
 -- interchange_namespace_of --
 -- The namespace of a row ({table}: its table) a Go migration imported in an earlier run.
