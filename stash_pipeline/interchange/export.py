@@ -83,11 +83,6 @@ def _cell(value: Any, pg_type: str, csv: bool) -> Any:
     return value
 
 
-def _batch(rows: list[dict[str, Any]], cols: list[dict[str, str]], schema: pa.Schema, csv: bool) -> pa.Table:
-    data = {c["name"]: [_cell(r[c["name"]], c["type"], csv) for r in rows] for c in cols}
-    return pa.Table.from_pydict(data, schema=schema)
-
-
 def rows_of(tx: Session, table: Table, ids: list[int], chunk: int, vectors: bool) -> Iterator[list[dict[str, Any]]]:
     """A table's rows in the tree, in an order an import can replay (contexts by their namespace's path)."""
     if table.name == "contexts":
@@ -166,7 +161,8 @@ def _export_table(
         if progress is not None:
             progress(table.name, 0, total)
         for rows in rows_of(tx, table, ids, chunk_rows, with_vectors):
-            writer.write_table(_batch(rows, cols, schema, csv))
+            writer.write_table(pa.Table.from_pydict(
+                {c["name"]: [_cell(r[c["name"]], c["type"], csv) for r in rows] for c in cols}, schema=schema))
             done += len(rows)
             if progress is not None:
                 progress(table.name, done, total)

@@ -19,7 +19,6 @@ from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.interchange import catalog
 from stash_pipeline.interchange import go_mapping as mapping
-from stash_pipeline.interchange.catalog import Table
 from stash_pipeline.interchange.export import Progress, stream
 from stash_pipeline.interchange.writer import Writer
 from stash_pipeline.store import Store
@@ -106,7 +105,7 @@ class GoImport:
                 return False
         return True
 
-    def put(self, go_table: str, table: Table, mapped: list[Mapped]) -> dict[str, Row]:
+    def put(self, go_table: str, table: catalog.Table, mapped: list[Mapped]) -> dict[str, Row]:
         """Hand the mapped rows not yet in the ledger to the writer (the rows of a namespace
         that was not imported are skipped), record each in the ledger and write the lineage
         of those written; returns the written rows' ids by Go key."""
