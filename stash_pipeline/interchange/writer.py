@@ -311,7 +311,13 @@ class Writer:
             ready.append((position, original, row | dict.fromkeys(table.deferred)))
         self.embed(table, [r for _, _, r in ready], reuse_vectors)
         out: list[Row | None] = [None] * len(batch)
-        written = self.write_rows(table.name, [r for _, _, r in ready])
+        try:
+            written = self.write_rows(table.name, [r for _, _, r in ready])
+        except (errors.InvalidInput, errors.RecordNotFound) as exc:  # the database's message quotes the row
+            first, last = batch[ready[0][0]][0], batch[ready[-1][0]][0]
+            raise errors.BadRow(table.name, first if first == last else f"{first} to {last}",
+                                getattr(getattr(exc.__cause__, "diag", None), "column_name", None),
+                                "breaks a rule of the table (a row of these)") from None
         for (position, original, _), inserted in zip(ready, written, strict=True):
             out[position] = inserted
             if inserted is None:

@@ -23,7 +23,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from stash_pipeline import errors
 from stash_pipeline.interchange import catalog, episode_files, export, files, go_import, readers
 from stash_pipeline.interchange.writer import _within
-from stash_pipeline.memory import facts, namespaces
+from stash_pipeline.memory import episodes, facts, namespaces
 from tests.conftest import _with_db
 from tests.integration.test_interchange import _sql
 
@@ -259,6 +259,26 @@ def test_readers_refuse_an_endless_line_within_the_bound(store, tmp_path, monkey
     (out / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(errors.InvalidInput, match="row group over"):
         readers.import_export(store, out, into="/big3")
+
+
+def test_a_row_the_database_refuses_is_named_without_its_content(store, tmp_path):
+    """A hand-edited row that passes the writer's checks but not the table's (here: no
+    namespace) ends the import with where and which column, not the database's message,
+    which quotes the whole row."""
+    namespaces.create(store, "/nn")
+    episodes.remember(store, "/nn", "SECRET-CONTENT of an episode")
+    path = tmp_path / "nn.jsonl"
+    export.export_tree(store, "/nn", path)
+    lines = path.read_text().splitlines()
+    for number, line in enumerate(lines):
+        record = json.loads(line)
+        if record.get("type") == "episode":
+            del record["row"]["namespace_id"]
+            lines[number] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(errors.BadRow, match=r"^episodes line \d+ column namespace_id: ") as caught:
+        readers.import_export(store, path, into="/nn2")
+    assert "SECRET" not in caught.value.message
 
 
 # --- Go databases -------------------------------------------------------------------------
