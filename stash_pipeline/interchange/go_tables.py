@@ -20,8 +20,6 @@ Row = dict[str, Any]
 #: what a table's ``build`` gives for a Go row: the Stash row (or None and why not) and its
 #: lineage parents [(kind, Go id)]
 Built = tuple[Row | None, str | None, list[tuple[str, int]]]
-#: the Go tables whose rows are a text (a row without one is skipped)
-_WITH_CONTENT = ("episodes", "facts", "goals", "failures", "patterns", "hypotheses")
 #: the embedding cache is no record table of the catalog: its rows are checked as plain columns
 _CACHE = Table("embedding_cache", "embedding_cache", plain="text_hash model endpoint embedding created_at",
                has_id=False)
@@ -98,13 +96,14 @@ def _simple(run: GoImport, table: str, rows: list[Row], build: Any) -> dict[str,
     written rows' ids by Go key. A Go column of a Stash column's name is taken as it is (the
     ids, the text, the times, the vector and its model: the writer keeps the vector when it
     is of this deployment's model and dimension); ``build`` gives the others, or why the row
-    is skipped, and the row's lineage parents."""
+    is skipped, and the row's lineage parents. A row without the content its table requires
+    is skipped as "empty content"."""
     entry = BY_NAME[table]
     shared = entry.columns - DERIVED.get(table, set())
     mapped: list[Mapped] = []
     for row in rows:
         record, why, parents = (None, "empty content", []) if (
-            table in _WITH_CONTENT and mapping.blank(row.get("content"))) else build(row)
+            "content" in entry.columns and mapping.blank(row.get("content"))) else build(row)
         if record is not None:
             record = {column: value for column, value in row.items() if column in shared} | record
         mapped.append((str(row.get("id", row["namespace_id"])), record, why, parents))  # a context: its namespace
