@@ -88,17 +88,15 @@ def goal_notes(notes: str | None) -> list[dict[str, Any]]:
     """Go's appended goal-notes text as Stash's append-only log: model lines keep their kind
     and confidence, anything else is a caller note."""
     out = []
-    for line in (notes or "").splitlines():
-        if not line.strip():
-            continue
-        match = _NOTE.match(line.strip())
+    for line in [text.strip() for text in (notes or "").splitlines() if text.strip()]:
+        match = _NOTE.match(line)
         if match:
             confidence = float(match.group(3)) if match.group(3) else None
             out.append({"author": "model", "kind": _NOTE_KINDS[match.group(1)],
-                        "content": match.group(2).strip() or line.strip(),
+                        "content": match.group(2).strip() or line,
                         "confidence": None if confidence is None else clamp(confidence)})
         else:
-            out.append({"author": "caller", "kind": "note", "content": line.strip(), "confidence": None})
+            out.append({"author": "caller", "kind": "note", "content": line, "confidence": None})
     return out
 
 

@@ -85,11 +85,10 @@ class GoImport:
 
     def rows(self, table: str, key: str) -> Any:
         """Chunks of a Go table's rows (nothing when the Go database predates the table)."""
-        found = self.go.one("go_table_exists", table=table)
-        if found is None or not found["exists"]:
+        found = self.go.one("go_table_exists", table=table) or {}
+        if not found.get("exists"):
             return
-        estimate = int(found["estimate"] or 0)
-        done = 0
+        done, estimate = 0, int(found["estimate"] or 0)
         name = "go_fact_sources" if table == "fact_sources" else "go_rows"
         for chunk in stream(self.go, name, CHUNK_ROWS, True, {"table": table, "key": key}):
             yield [row for row in chunk if self._readable(table, row)]

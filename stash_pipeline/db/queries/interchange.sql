@@ -1,7 +1,6 @@
 -- Imports (stash_pipeline/interchange/writer.py): every chunk of rows goes in through the
--- generic set-based interchange_insert_set function (migration 0014), so these are the only
--- statements an import needs besides the namespace it creates and the ledger that makes
--- it idempotent.
+-- set-based interchange_insert_set function (migration 0014); the rest create namespaces,
+-- fill in self-references, find where a reference points, and record an export as imported.
 
 -- interchange_import_namespace --
 -- Create (or find) a namespace of an imported tree; existing ones keep their name.
