@@ -13,7 +13,8 @@ the row). Each entry names every stored column by what an import must do with it
 * ``text``: free text, held to the content cap without NUL bytes; ``json``: JSON held to
   the metadata cap; ``names``: identifiers such as an episode's kind, checked as the live
   path checks them (a missing one takes the column's default); time columns (``*_at``, ``valid_from``/``valid_until``…) are checked as
-  the live path checks timestamps; ``vector`` travels only with ``--with-vectors``;
+  the live path checks timestamps; the ``embedding`` of an ``embedded`` text travels only
+  with ``--with-vectors``;
   ``derived`` is computed by the database and never exported; ``plain`` columns are
   checked by the table's own constraints.
 
@@ -46,6 +47,7 @@ class Table:
 
     name: str
     kind: str  #: the id space of its rows: the name lineage and dead letters use for them
+    times: str = ""  #: its time columns (checked with ``validate.timestamp``)
     plain: str = ""  #: columns the table's constraints check (space-separated)
     refs: dict[str, Ref] = field(default_factory=dict)
     text: str = ""
@@ -62,10 +64,15 @@ class Table:
         names = set(self.plain.split()) | set(self.text.split()) | set(self.json.split()) | set(self.refs)
         names |= set(self.names.split())
         names |= {c.kind_column for c in self.refs.values() if c.kind_column}
-        names |= set(TIMES.get(self.name, "").split()) | set(VECTOR.get(self.name, ()))
+        names |= set(self.times.split()) | ({"embedding"} if self.embedded else set())  # its vector
         names |= {"id"} if self.has_id else set()
         names |= {"namespace_id"} if self.name != "namespaces" else {"slug"}
         return frozenset(names | DERIVED.get(self.name, set()))
+
+    @property
+    def scope(self) -> str:
+        """The column that places a row in a tree: its namespace (a namespace: itself)."""
+        return "id" if self.name == "namespaces" else "namespace_id"
 
     @property
     def deferred(self) -> tuple[str, ...]:
@@ -74,93 +81,80 @@ class Table:
     @cached_property
     def kinds(self) -> dict[str, str]:
         """What an import checks per column: "content" (the embedded text), "text", "json", "name" or "time"."""
-        found = {c: "time" for c in TIMES.get(self.name, "").split()}
+        found = {c: "time" for c in self.times.split()}
         found |= {c: "json" for c in self.json.split()} | {c: "text" for c in self.text.split()}
         found |= {c: "name" for c in self.names.split()}
         return found | ({self.embedded: "content"} if self.embedded else {})
 
 
-#: time columns per table (checked with ``validate.timestamp``)
-TIMES: dict[str, str] = {}
 _CREATED = "created_at"
 _STAMPS = "created_at updated_at"
-#: columns holding a vector, per table
-VECTOR = {"episodes": ("embedding",), "entities": ("embedding",), "facts": ("embedding",)}
 #: columns the database computes (the full-text index input), never exported
 DERIVED = {"episodes": {"search"}, "facts": {"search"}}
 
 
-def _t(name: str, kind: str, times: str, **kw: object) -> Table:
-    TIMES[name] = times
-    return Table(name, kind, **kw)  # type: ignore[arg-type]
-
-
-def _fact(nullable: bool = False) -> Ref:
-    return Ref("fact", nullable)
-
-
-_ENTITY = Ref("entity", nullable=True)
+_FACT, _SOME_FACT, _ENTITY = Ref("fact"), Ref("fact", nullable=True), Ref("entity", nullable=True)
 _BITEMPORAL = "valid_from valid_until recorded_at retired_at"
 
 TABLES: tuple[Table, ...] = (
-    _t("namespaces", "namespace", _STAMPS, text="name description"),
-    _t("episodes", "episode", "occurred_at created_at deleted_at", plain="idempotency_key embedding_model",
-       names="kind", text="content deleted_reason", json="metadata", embedded="content", lineage=True),
-    _t("goals", "goal", f"{_STAMPS} completed_at abandoned_at deleted_at", plain="status priority",
-       refs={"parent_id": Ref("goal", nullable=True, deferred=True, scope="ancestor")}, text="content"),
-    _t("failures", "failure", "created_at deleted_at", refs={"goal_id": Ref("goal", nullable=True, scope="line")},
-       text="content reason lesson", lineage=True),
-    _t("entities", "entity", _STAMPS, plain="kind embedding_model",
-       refs={"merged_into": Ref("entity", nullable=True, deferred=True)}, text="name normalised",
-       embedded="normalised", lineage=True),
-    _t("entity_aliases", "entity_alias", _CREATED, refs={"entity_id": Ref("entity")}, text="alias normalised",
-       has_id=False, order="entity_id normalised"),
-    _t("entity_corrections", "entity_correction", _CREATED, plain="action",
-       refs={"entity_id": Ref("entity"), "other_entity_id": Ref("entity")}, text="reason", json="moved",
-       lineage=True),
-    _t("facts", "fact", f"{_STAMPS} {_BITEMPORAL} withdrawn_at recorded_valid_until stated_valid_until given_valid_until",
-       plain="confidence origin embedding_model needs_recheck reinforcements",
-       refs={"superseded_by": Ref("fact", nullable=True, deferred=True), "entity_id": _ENTITY},
-       text="content entity property value withdrawn_reason rationale", embedded="content", lineage=True),
-    _t("relationships", "relationship", f"{_CREATED} withdrawn_at {_BITEMPORAL}", plain="relation_type confidence",
-       refs={"source_fact_id": _fact(), "from_entity_id": _ENTITY, "to_entity_id": _ENTITY},
-       text="from_entity to_entity", lineage=True),
-    _t("causal_links", "causal_link", f"{_CREATED} withdrawn_at deleted_at {_BITEMPORAL}",
-       plain="confidence method", text="rationale", lineage=True,
-       refs={"cause_fact_id": _fact(), "effect_fact_id": _fact(), "effect_failure_id": Ref("failure")}),
+    Table("namespaces", "namespace", _STAMPS, text="name description", order="slug"),  # parents first
+    Table("episodes", "episode", "occurred_at created_at deleted_at", plain="idempotency_key embedding_model",
+          names="kind", text="content deleted_reason", json="metadata", embedded="content", lineage=True),
+    Table("goals", "goal", f"{_STAMPS} completed_at abandoned_at deleted_at", plain="status priority",
+          refs={"parent_id": Ref("goal", nullable=True, deferred=True, scope="ancestor")}, text="content"),
+    Table("failures", "failure", "created_at deleted_at", refs={"goal_id": Ref("goal", nullable=True, scope="line")},
+          text="content reason lesson", lineage=True),
+    Table("entities", "entity", _STAMPS, plain="kind embedding_model",
+          refs={"merged_into": Ref("entity", nullable=True, deferred=True)}, text="name normalised",
+          embedded="normalised", lineage=True),
+    Table("entity_aliases", "entity_alias", _CREATED, refs={"entity_id": Ref("entity")}, text="alias normalised",
+          has_id=False, order="entity_id normalised"),
+    Table("entity_corrections", "entity_correction", _CREATED, plain="action",
+          refs={"entity_id": Ref("entity"), "other_entity_id": Ref("entity")}, text="reason", json="moved",
+          lineage=True),
+    Table("facts", "fact", f"{_STAMPS} {_BITEMPORAL} withdrawn_at recorded_valid_until stated_valid_until given_valid_until",
+          plain="confidence origin embedding_model needs_recheck reinforcements",
+          refs={"superseded_by": Ref("fact", nullable=True, deferred=True), "entity_id": _ENTITY},
+          text="content entity property value withdrawn_reason rationale", embedded="content", lineage=True),
+    Table("relationships", "relationship", f"{_CREATED} withdrawn_at {_BITEMPORAL}", plain="relation_type confidence",
+          refs={"source_fact_id": _FACT, "from_entity_id": _ENTITY, "to_entity_id": _ENTITY},
+          text="from_entity to_entity", lineage=True),
+    Table("causal_links", "causal_link", f"{_CREATED} withdrawn_at deleted_at {_BITEMPORAL}",
+          plain="confidence method", text="rationale", lineage=True,
+          refs={"cause_fact_id": _FACT, "effect_fact_id": _FACT, "effect_failure_id": Ref("failure")}),
     # the ends each held before a change, with its system time (migration 0016)
-    _t("fact_ends", "fact_end", "valid_until replaced_at", refs={"fact_id": _fact()}, has_id=False,
-       order="fact_id replaced_at"),
-    _t("relationship_ends", "relationship_end", "valid_until withdrawn_since replaced_at",
-       refs={"relationship_id": Ref("relationship")}, has_id=False, order="relationship_id replaced_at"),
-    _t("causal_link_ends", "causal_link_end", "valid_until withdrawn_since replaced_at",
-       refs={"causal_link_id": Ref("causal_link")}, has_id=False, order="causal_link_id replaced_at"),
-    _t("patterns", "pattern", f"{_STAMPS} withdrawn_at", plain="confidence coherence", text="content rationale",
-       lineage=True),
-    _t("contradictions", "contradiction", "created_at resolved_at",
-       plain="classification confidence method resolved resolution",
-       refs={"old_fact_id": _fact(), "new_fact_id": _fact()},
-       text="entity property old_value new_value explanation resolution_note", lineage=True),
-    _t("hypotheses", "hypothesis", f"{_STAMPS} tested_at confirmed_at rejected_at deleted_at",
-       plain="confidence status method", refs={"confirmed_fact_id": _fact(nullable=True)},
-       text="content verification_plan rejection_reason", lineage=True),
-    _t("hypothesis_evidence", "hypothesis_evidence", _CREATED, plain="verdict confidence new_confidence action",
-       refs={"hypothesis_id": Ref("hypothesis"), "fact_id": _fact(nullable=True)}, text="reasoning", lineage=True),
-    _t("goal_notes", "goal_note", _CREATED, plain="author kind confidence",
-       refs={"goal_id": Ref("goal"), "fact_id": _fact(nullable=True)}, text="content", lineage=True),
-    _t("contexts", "context", f"{_STAMPS} expires_at", text="focus", has_id=False),
-    _t("lineage", "lineage", _CREATED, has_id=False, order="child_kind child_id parent_kind parent_id",
-       refs={"child_id": Ref("", kind_column="child_kind"),
+    Table("fact_ends", "fact_end", "valid_until replaced_at", refs={"fact_id": _FACT}, has_id=False,
+          order="fact_id replaced_at"),
+    Table("relationship_ends", "relationship_end", "valid_until withdrawn_since replaced_at",
+          refs={"relationship_id": Ref("relationship")}, has_id=False, order="relationship_id replaced_at"),
+    Table("causal_link_ends", "causal_link_end", "valid_until withdrawn_since replaced_at",
+          refs={"causal_link_id": Ref("causal_link")}, has_id=False, order="causal_link_id replaced_at"),
+    Table("patterns", "pattern", f"{_STAMPS} withdrawn_at", plain="confidence coherence", text="content rationale",
+          lineage=True),
+    Table("contradictions", "contradiction", "created_at resolved_at",
+          plain="classification confidence method resolved resolution",
+          refs={"old_fact_id": _FACT, "new_fact_id": _FACT},
+          text="entity property old_value new_value explanation resolution_note", lineage=True),
+    Table("hypotheses", "hypothesis", f"{_STAMPS} tested_at confirmed_at rejected_at deleted_at",
+          plain="confidence status method", refs={"confirmed_fact_id": _SOME_FACT},
+          text="content verification_plan rejection_reason", lineage=True),
+    Table("hypothesis_evidence", "hypothesis_evidence", _CREATED, plain="verdict confidence new_confidence action",
+          refs={"hypothesis_id": Ref("hypothesis"), "fact_id": _SOME_FACT}, text="reasoning", lineage=True),
+    Table("goal_notes", "goal_note", _CREATED, plain="author kind confidence",
+          refs={"goal_id": Ref("goal"), "fact_id": _SOME_FACT}, text="content", lineage=True),
+    Table("contexts", "context", f"{_STAMPS} expires_at", text="focus", has_id=False),
+    Table("lineage", "lineage", _CREATED, has_id=False, order="child_kind child_id parent_kind parent_id",
+          refs={"child_id": Ref("", kind_column="child_kind"),
              "parent_id": Ref("", scope="tree", kind_column="parent_kind")}),
-    _t("dead_letters", "dead_letter", _STAMPS, plain="stage attempts status", text="last_error", json="payload",
-       refs={"item_id": Ref("", kind_column="item_kind")}),
+    Table("dead_letters", "dead_letter", _STAMPS, plain="stage attempts status", text="last_error", json="payload",
+          refs={"item_id": Ref("", kind_column="item_kind")}),
 )
 BY_NAME = {t.name: t for t in TABLES}
 BY_KIND = {t.kind: t for t in TABLES}
 #: the id spaces a lineage edge may name
 LINEAGE_KINDS = frozenset(t.kind for t in TABLES if t.lineage)
 #: the id spaces lineage's cascade can withdraw: the tables with a ``withdrawn_at``
-WITHDRAWABLE = tuple(t.kind for t in TABLES if "withdrawn_at" in TIMES[t.name].split())
+WITHDRAWABLE = tuple(t.kind for t in TABLES if "withdrawn_at" in t.times.split())
 #: tables with a namespace that are not part of an export, and why (the catalog test reads this)
 NOT_EXPORTED = {
     "model_calls": "operational log of model calls",

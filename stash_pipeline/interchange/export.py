@@ -34,7 +34,7 @@ from psycopg.types.string import TextLoader
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.interchange import files
-from stash_pipeline.interchange.catalog import DERIVED, TABLES, VECTOR, Table
+from stash_pipeline.interchange.catalog import DERIVED, TABLES, Table
 from stash_pipeline.interchange.writer import json_dumps, named
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import resolve_trees
@@ -71,12 +71,6 @@ def is_list(pg_type: str) -> bool:
     return pg_type.endswith("[]") or pg_type.startswith("vector")
 
 
-def columns(tx: Session, table: str) -> list[dict[str, str]]:
-    """The stored columns of a table with their PostgreSQL types, in table order."""
-    return [{"name": r["name"], "type": r["type"]} for r in tx.all("interchange_columns", table=table)
-            if r["name"] not in DERIVED.get(table, ())]
-
-
 def _cell(value: Any, pg_type: str, csv: bool) -> Any:
     if value is None:
         return None
@@ -89,16 +83,12 @@ def _cell(value: Any, pg_type: str, csv: bool) -> Any:
     return value
 
 
-def _batch(rows: list[dict[str, Any]], cols: list[dict[str, str]], schema: pa.Schema, csv: bool) -> pa.Table:
-    data = {c["name"]: [_cell(r[c["name"]], c["type"], csv) for r in rows] for c in cols}
-    return pa.Table.from_pydict(data, schema=schema)
-
-
 def rows_of(tx: Session, table: Table, ids: list[int], chunk: int, vectors: bool) -> Iterator[list[dict[str, Any]]]:
-    """A table's rows in the tree, in an order an import can replay (namespaces and contexts by path)."""
-    if table.name in ("namespaces", "contexts"):
-        return stream(tx, f"interchange_rows_{table.name}", chunk, vectors, ids=ids)
-    return stream(tx, "interchange_rows", chunk, vectors, {"table": table.name, "order": table.order}, ids=ids)
+    """A table's rows in the tree, in an order an import can replay (contexts by their namespace's path)."""
+    if table.name == "contexts":
+        return stream(tx, "interchange_rows_contexts", chunk, vectors, ids=ids)
+    names = {"table": table.name, "scope": table.scope, "order": table.order}
+    return stream(tx, "interchange_rows", chunk, vectors, names, ids=ids)
 
 
 def stream(tx: Session, name: str, chunk: int, vectors: bool, names: dict[str, str] | None = None,
@@ -156,12 +146,13 @@ def _export_table(
     tx: Session, table: Table, ids: list[int], out: Path, format: str, with_vectors: bool,
     progress: Progress | None, chunk_rows: int, csv: bool, force: bool,
 ) -> dict[str, Any]:
-    cols = [c for c in columns(tx, table.name) if with_vectors or not c["type"].startswith("vector")]
+    # the stored columns with their PostgreSQL types, in table order (the vector with_vectors only)
+    cols = [{"name": r["name"], "type": r["type"]} for r in tx.all("interchange_columns", table=table.name)
+            if r["name"] not in DERIVED.get(table.name, ()) and (with_vectors or not r["type"].startswith("vector"))]
     schema = pa.schema([pa.field(c["name"], pa.string() if csv and is_list(c["type"]) else arrow_type(c["type"]))
                         for c in cols])
     path = out / f"{table.name}{SUFFIXES[format]}"
-    scope = "id" if table.name == "namespaces" else "namespace_id"
-    count = tx.conn.execute(named("interchange_count", table=table.name, scope=scope), {"ids": ids})
+    count = tx.conn.execute(named("interchange_count", table=table.name, scope=table.scope), {"ids": ids})
     total = int(count.fetchone()["count"])  # type: ignore[index]
     handle = files.create(path, force=force)  # a new file: never an existing one or a symlink's target
     writer = pq.ParquetWriter(handle, schema, compression="zstd") if not csv else pa_csv.CSVWriter(handle, schema)
@@ -170,7 +161,8 @@ def _export_table(
         if progress is not None:
             progress(table.name, 0, total)
         for rows in rows_of(tx, table, ids, chunk_rows, with_vectors):
-            writer.write_table(_batch(rows, cols, schema, csv))
+            writer.write_table(pa.Table.from_pydict(
+                {c["name"]: [_cell(r[c["name"]], c["type"], csv) for r in rows] for c in cols}, schema=schema))
             done += len(rows)
             if progress is not None:
                 progress(table.name, done, total)
@@ -195,7 +187,7 @@ def export_tree(store: Store, namespace: str, path: str | Path, *, force: bool =
                   "embedding_model": store.settings.embedding_model_name}
         handle.write((json.dumps(header) + "\n").encode("utf-8"))
         for table in TABLES:
-            dropped = DERIVED.get(table.name, set()) | set(VECTOR.get(table.name, ()))
+            dropped = DERIVED.get(table.name, set()) | ({"embedding"} if table.embedded else set())
             for rows in rows_of(tx, table, ids, chunk_rows, False):
                 for row in rows:
                     line = {"type": table.kind, "row": {k: v for k, v in row.items() if k not in dropped}}

@@ -1,15 +1,12 @@
 """``stash migrate-from-go``: bring a Go Stash database over, row by row.
 
-Every Go table is read in key order in chunks (``go_rows``), each row mapped by
-``go_mapping`` and written through the import writer (one INSERT per chunk); the whole
-migration is ONE transaction. Each Go row is recorded in ``imported_rows`` (source, table, Go id → Stash
-id, or why it was skipped), so a second run finds every row already there and imports
-nothing; ``dry_run`` does the same work and rolls it back, so its report is exactly what
-a real run would do. Vectors are reused when the Go row's embedding model is the
-configured one and the dimension matches; otherwise the text is embedded again (a dry
-run puts zero vectors instead, to stay fast). Go's consolidation cursors become stage
-checkpoints (the Stash id of the last Go row each cursor had consumed), so consolidation
-continues where Go stopped instead of reading everything again.
+Every Go table is read in key order in chunks (``go_rows``); ``go_tables`` maps each row
+to a Stash row that keeps its Go ids and hands the chunk to the import writer, which maps
+the ids, checks every value and reference as for an export's import, and writes the
+chunk in one INSERT. The whole migration is ONE transaction. Each Go row is recorded in
+``imported_rows`` (``go_state``), so a second run finds every row already there and
+imports nothing; ``dry_run`` does the same work and rolls it back, so its report is
+exactly what a real run would do (it puts zero vectors instead of computing them).
 """
 
 from __future__ import annotations
@@ -44,14 +41,10 @@ class _Text(Loader):
 def _guarded(base: type[Loader], why: str) -> type[Loader]:
     """``base``'s loader, with a value it cannot load (``infinity``, year 10000) made unreadable."""
 
-    class Guarded(Loader):
-        def __init__(self, oid: int, context: Any = None) -> None:
-            super().__init__(oid, context)
-            self._inner = base(oid, context)
-
+    class Guarded(base):  # type: ignore[valid-type,misc]
         def load(self, data: Any) -> Any:
             try:
-                return self._inner.load(data)
+                return super().load(data)
             except (psycopg.DataError, ValueError, OverflowError):
                 return Unreadable(why)
 
@@ -76,34 +69,22 @@ def _connect(dsn: str) -> psycopg.Connection[Any]:
 def migrate_from_go(
     store: Store, dsn: str, *, dry_run: bool = False, progress: Progress | None = None, stop: bool = False,
 ) -> dict[str, Any]:
-    """Import a Go Stash database; returns the report (per table: read, imported, already, skipped).
+    """Import a Go Stash database; returns the report (rows written per Stash table, rows
+    skipped per table with why, problems).
 
     A row that breaks a rule is skipped and reported (``problems``), or with ``stop`` ends
     the run with that report and nothing written.
     """
-    go_conn = _connect(dsn)
-    try:
+    with _connect(dsn) as go_conn, store.db.transaction() as tx:  # rolled back on any error
         go = Session(go_conn)
         source = source_name(go)
         if not all(go.scalar("go_table_exists", table=t) for t in ("episodes", "facts", "fact_sources")):
             raise errors.InvalidInput("the --from database has no episodes/facts tables: not a Go Stash database")
-        with store.db.connection() as conn, translate_errors():
-            tx = Session(conn)
-            adopted = adopt_legacy_ledger(go, tx, source)
-            run = GoImport(store, go, tx, source, dry_run, progress, stop)
-            try:
-                go_tables.run_all(run)
-            except BaseException:
-                conn.rollback()
-                raise
-            if dry_run:
-                conn.rollback()
-            else:
-                conn.commit()
-    finally:
-        go_conn.close()
-    imported = sum(e["imported"] for e in run.report.values())
-    return {"source": source, "ledger_adopted_from": adopted, "dry_run": dry_run, "imported": imported,
-            "tables": run.report,
-            "vectors": run.writer.vectors, "problems": run.writer.problems}
+        adopted = adopt_legacy_ledger(go, tx, source)
+        run = GoImport(store, go, tx, source, dry_run, progress, stop)
+        go_tables.run_all(run)
+        if dry_run:
+            raise psycopg.Rollback()  # the transaction ends here, rolled back; the report stands
+    return {"source": source, "ledger_adopted_from": adopted, "dry_run": dry_run,
+            "imported": sum(run.writer.counts.values()), **run.writer.result(), "vectors": run.writer.vectors}
 

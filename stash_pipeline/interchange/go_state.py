@@ -1,7 +1,8 @@
 """The state of one ``migrate-from-go`` run: the ledger of rows already imported from this
-source (which seeds the writer's Go id → Stash id maps), the report, and ``put``, which
-hands a chunk of mapped rows to the import writer (the live path's checks, references kept
-inside the rules of ``catalog``), records each in the ledger and writes their lineage.
+source (which seeds the writer's Go id → Stash id maps) and ``put``, which hands a chunk
+of mapped rows, Go ids and all, to the import writer's insert path (the live path's checks,
+ids mapped, references kept inside the rules of ``catalog``, the report), records each in
+the ledger and writes their lineage.
 
 The ledger is keyed on the Go database's identity — its cluster's system identifier and
 the database's oid and name — so another spelling of the same address finds the rows
@@ -51,19 +52,13 @@ def adopt_legacy_ledger(go: Session, tx: Session, source: str) -> str | None:
         sample = tx.all("go_legacy_sample", source=legacy)
         wanted = {t: [r["source_id"] for r in sample if r["source_table"] == t]
                   for t in ("namespaces", "episodes", "facts")}
-        here = {(r["source_table"], r["source_id"]): r["value"] for r in go.all("go_fingerprint", **wanted)}
-        if sample and all(_same(here, r) for r in sample):
+        # each sampled Go row as Stash would hold it now (a namespace: the path its slug maps to)
+        here = {(r["source_table"], r["source_id"]): mapping.slug(r["value"]) if r["source_table"] == "namespaces"
+                and isinstance(r["value"], str) else r["value"] for r in go.all("go_fingerprint", **wanted)}
+        if sample and all(here.get((r["source_table"], r["source_id"])) == r["value"] for r in sample):
             tx.execute("go_ledger_rekey", source=source, legacy=legacy)
             return legacy
     return None
-
-
-def _same(here: dict[tuple[str, str], Any], row: Row) -> bool:
-    """Whether a Go row still reads as what the ledger's Stash row holds."""
-    value = here.get((row["source_table"], row["source_id"]))
-    if row["source_table"] == "namespaces":
-        value = mapping.slug(value) if isinstance(value, str) else None
-    return value == row["value"]
 
 
 class Unreadable:
@@ -74,41 +69,28 @@ class Unreadable:
 
 
 class GoImport:
-    """One migration run: the ledger and the report (the writer keeps the Go id -> Stash id maps)."""
+    """One migration run: the ledger (the writer keeps the Go id -> Stash id maps and the report)."""
 
     def __init__(self, store: Store, go: Session, tx: Session, source: str, dry_run: bool,
                  progress: Progress | None, stop: bool = False) -> None:
-        self.store, self.go, self.tx, self.source = store, go, tx, source
-        self.writer = Writer(store, tx, stop=stop, remap=False, dry_run=dry_run)
-        self.progress = progress
+        self.store, self.go, self.tx, self.source, self.progress = store, go, tx, source, progress
+        self.writer = Writer(store, tx, stop=stop, dry_run=dry_run)
         self.ledger: dict[str, dict[str, int | None]] = {}
         for row in tx.all("go_import_ledger", source=source):
             self.ledger.setdefault(row["source_table"], {})[row["source_id"]] = row["stash_id"]
             # the writer maps Go ids to Stash ids: rows of earlier runs are already there
             entry = catalog.BY_NAME.get(row["source_table"])
-            if entry is not None and row["source_id"].isdigit() and row["stash_id"] is not None:
+            if entry is not None and entry.has_id and row["source_id"].isdigit() and row["stash_id"] is not None:
                 self.writer.ids[entry.kind][int(row["source_id"])] = int(row["stash_id"])
-        self.report: dict[str, dict[str, Any]] = {}
-
-    # -- bookkeeping -------------------------------------------------------------------
-    def _entry(self, table: str) -> dict[str, Any]:
-        return self.report.setdefault(table, {"read": 0, "imported": 0, "already": 0, "skipped": {}})
-
-    def skip(self, table: str, why: str) -> None:
-        skipped = self._entry(table)["skipped"]
-        skipped[why] = skipped.get(why, 0) + 1
-
-    def new_id(self, kind: str, go_id: Any) -> int | None:
-        return None if go_id is None else self.writer.ids.get(kind, {}).get(int(go_id))
 
     def rows(self, table: str, key: str) -> Any:
         """Chunks of a Go table's rows (nothing when the Go database predates the table)."""
-        if not self.go.scalar("go_table_exists", table=table):
+        found = self.go.one("go_table_exists", table=table) or {}
+        if not found.get("exists"):
             return
-        estimate = int(self.go.scalar("go_count_estimate", table=table) or 0)
-        done = 0
-        for chunk in stream(self.go, "go_rows", CHUNK_ROWS, True, {"table": table, "key": key}):
-            self._entry(table)["read"] += len(chunk)
+        done, estimate = 0, int(found["estimate"] or 0)
+        name = "go_fact_sources" if table == "fact_sources" else "go_rows"
+        for chunk in stream(self.go, name, CHUNK_ROWS, True, {"table": table, "key": key}):
             yield [row for row in chunk if self._readable(table, row)]
             done += len(chunk)
             if self.progress is not None:
@@ -119,58 +101,37 @@ class GoImport:
             if isinstance(value, Unreadable):
                 key = row.get("id", row.get("namespace_id", "?"))
                 self.writer.report(errors.BadRow(table, f"row Go id {key}", column, value.why))
-                self.skip(table, f"unreadable {column}")
                 return False
         return True
 
-    def put(self, go_table: str, table: str, mapped: list[Mapped]) -> dict[str, Row | None]:
-        """Insert the mapped rows not yet in the ledger, record them all, write their lineage."""
-        done = self.ledger.setdefault(go_table, {})
-        entry = catalog.BY_NAME.get(table)  # None for the embedding cache: not a record table
-        kind = entry.kind if entry is not None else table
-        fresh: list[Mapped] = []
+    def put(self, go_table: str, table: catalog.Table, mapped: list[Mapped]) -> dict[str, Row]:
+        """Hand the mapped rows not yet in the ledger to the writer (the rows of a namespace
+        that was not imported are skipped), record each in the ledger and write the lineage
+        of those written; returns the written rows' ids by Go key."""
+        done, namespaces = self.ledger.setdefault(go_table, {}), self.writer.ids["namespace"]
+        batch: list[tuple[str, Row]] = []
+        lineage: list[tuple[str, Row]] = []
+        skipped: dict[str, str] = {}  # Go key -> why it was not written
         for key, row, why, parents in mapped:
             if key in done:
-                self._entry(go_table)["already"] += 1
-                continue
-            if row is not None and entry is not None and not self.writer.check(entry, f"row Go id {key}", row):
-                row, why = None, "refused: a value or reference breaks a rule (see problems)"
-            if row is None:
-                self.skip(go_table, why or "not importable")
-            fresh.append((key, row, why, parents))
-        inserting = [m for m in fresh if m[1] is not None]
-        if entry is not None:  # Go's vector when of this model and dimension, else a new one
-            self.writer.embed(entry, [m[1] for m in inserting], True)  # type: ignore[misc]
-        by_key = dict(zip([m[0] for m in inserting], self.writer.write_rows(table, [m[1] for m in inserting]),  # type: ignore[misc]
-                          strict=True))
-        records: list[Row] = []
-        lineage: list[Row] = []
-        for key, row, why, parents in fresh:
-            inserted = by_key.get(key)
-            if row is not None and inserted is None:
-                why = "a matching row already exists in Stash"
-                self.skip(go_table, why)
-            stash_id = None
-            if inserted is not None:
-                self._entry(go_table)["imported"] += 1
-                stash_id = inserted.get("id", inserted.get("namespace_id"))
-                if "id" in inserted and "namespace_id" in inserted:
-                    self.writer.note(kind, key if key.isdigit() else None, int(inserted["id"]),
-                                     int(inserted["namespace_id"]))
-                for parent_kind, go_parent in parents:
-                    parent = self.new_id(parent_kind, go_parent)
-                    if parent is None:
-                        self.skip(f"{go_table} lineage", f"the source {parent_kind} was not imported")
-                        continue
-                    edge = {"child_kind": kind, "child_id": int(inserted["id"]), "parent_kind": parent_kind,
-                            "parent_id": parent, "namespace_id": int(inserted["namespace_id"])}
-                    if self.writer.check(catalog.BY_NAME["lineage"], f"row Go {go_table} id {key}", edge):
-                        lineage.append(edge)
-            records.append({"source_table": go_table, "source_id": key, "kind": table,
-                            "stash_id": stash_id, "skipped": why})
-            done[key] = stash_id
-        if lineage:
-            self.writer.write_rows("lineage", lineage)
-        if records:
-            self.tx.execute("go_import_record", source=self.source, rows=Jsonb(records))
-        return by_key
+                self.writer.skip(table.name, "already imported by an earlier run")
+            elif row is None or ("namespace_id" in row and row["namespace_id"] not in namespaces):
+                skipped[key] = (why if row is None else "its namespace was not imported") or "not importable"
+                self.writer.skip(table.name, skipped[key])
+            else:
+                batch.append((key, row))
+                lineage += [(key, {"namespace_id": row["namespace_id"], "child_kind": table.kind,
+                                   "child_id": int(key), "parent_kind": kind, "parent_id": parent})
+                            for kind, parent in parents]
+        results = self.writer.rows(table, [(f"row Go id {key}", row) for key, row in batch], reuse_vectors=True)
+        written = {key: new for (key, _), new in zip(batch, results, strict=True) if new is not None}
+        skipped |= {key: "refused or already in Stash (see the report)" for key, _ in batch if key not in written}
+        done |= {key: new.get("id", new.get("namespace_id")) for key, new in written.items()}
+        done |= dict.fromkeys(skipped)
+        self.writer.rows(catalog.BY_NAME["lineage"],
+                         [(f"row Go {go_table} id {key}", edge) for key, edge in lineage if key in written])
+        if written or skipped:
+            self.tx.execute("go_import_record", source=self.source, rows=Jsonb([
+                {"source_table": go_table, "source_id": key, "kind": table.name, "stash_id": done[key],
+                 "skipped": skipped.get(key)} for key in [*written, *skipped]]))
+        return written

@@ -8,8 +8,9 @@ checked first (its shape, every file inside the directory, every file's SHA-256)
 export's identity (the manifest's or the JSONL file's SHA-256) and the target root are
 recorded in the import's transaction: importing it there again is a no-op that says so,
 and an import that died half way left nothing, so running it again does all of it.
-Vectors are taken from the files only when the export carried them and its embedding
-model and dimension are the configured ones; otherwise they are computed again.
+Vectors are taken from the files only with ``with_vectors``, and then per row only when
+the row's embedding model and dimension are the configured ones (``Writer.embed``, the
+rule a Go row's vector follows too); otherwise they are computed again.
 """
 
 from __future__ import annotations
@@ -92,13 +93,11 @@ def verify(directory: Path, manifest: dict[str, Any]) -> None:
 
 def _csv(file: Path, cols: list[dict[str, str]]) -> Iterator[list[Row]]:
     types = {c["name"]: pa.string() if is_list(c["type"]) else arrow_type(c["type"]) for c in cols}
+    lists = [c["name"] for c in cols if is_list(c["type"])]  # JSON text in a CSV file
     for batch in files.csv(file, column_types=types, strings_can_be_null=True, quoted_strings_can_be_null=False):
         rows = batch.to_pylist()
-        for c in cols:
-            if is_list(c["type"]):
-                for row in rows:
-                    if row.get(c["name"]) is not None:
-                        row[c["name"]] = json.loads(row[c["name"]])
+        for row in rows:
+            row |= {name: json.loads(row[name]) for name in lists if row.get(name) is not None}
         yield rows
 
 
@@ -183,13 +182,10 @@ def import_export(
         verify(directory, manifest)
         chunks: Iterator[Chunk] = table_chunks(directory, manifest, chunk_rows)
         totals = {name: int(entry["rows"]) for name, entry in manifest["tables"].items()}
-        model, dim = store.settings.embedding_model_name, store.settings.vector_dim
-        reuse = (with_vectors and bool(manifest.get("with_vectors")) and manifest.get("embedding_model") == model
-                 and manifest.get("vector_dim") == dim)
     else:
         file = files.regular_file(given)
         manifest, identity = read_tree_header(file)
-        chunks, totals, reuse = tree_chunks(file, chunk_rows), {}, False
+        chunks, totals = tree_chunks(file, chunk_rows), {}  # a tree carries no vectors
     root = validate.slug(manifest["root"])
     target = validate.slug(into) if into is not None else root
     source = f"export:{identity}"
@@ -198,15 +194,11 @@ def import_export(
         if seen is not None:
             return {"namespace": target, "rows": {}, "skipped": {}, "problems": [], "identity": identity,
                     "already_imported": seen["created_at"].isoformat(), "vectors": "none"}
-        writer = Writer(store, tx, stop=stop)
+        writer = Writer(store, tx, stop=stop, root=root, into=target)
         writer.ensure_ancestors(target)
         done: dict[str, int] = {}
         for table, rows in chunks:
-            if table.name == "namespaces":
-                for where, row in rows:
-                    writer.namespace(where, row, root, target)
-            else:
-                writer.rows(table, rows, reuse_vectors=reuse)
+            writer.rows(table, rows, reuse_vectors=with_vectors)
             done[table.name] = done.get(table.name, 0) + len(rows)
             if progress is not None:
                 progress(table.name, done[table.name], totals.get(table.name, done[table.name]))
@@ -214,4 +206,4 @@ def import_export(
         top = (tx.one("get_namespace_by_slug", slug=target) or {}).get("id")
         tx.execute("interchange_export_record", source=source, target=target, namespace_id=top)
     return {"namespace": target, "identity": identity, "already_imported": None,
-            "vectors": "reused" if reuse else "recomputed", **writer.result()}
+            "vectors": "reused" if writer.vectors["reused"] else "recomputed", **writer.result()}

@@ -89,15 +89,15 @@ def _within(scope: str, row_slug: str, target_slug: str) -> bool:
 class Writer:
     """One import: the id maps, where every new row lives, the report."""
 
-    def __init__(self, store: Store, tx: Session, *, stop: bool = False, remap: bool = True,
-                 dry_run: bool = False) -> None:
-        self.store, self.tx, self.stop, self.remap, self.dry_run = store, tx, stop, remap, dry_run
+    def __init__(self, store: Store, tx: Session, *, stop: bool = False, dry_run: bool = False,
+                 root: str = "/", into: str = "/") -> None:
+        self.store, self.tx, self.stop, self.dry_run, self.root, self.into = store, tx, stop, dry_run, root, into
         self.vectors = {"reused": 0, "recomputed": 0}
         self.settings = store.settings
         self.ids: dict[str, dict[int, int]] = {t.kind: {} for t in catalog.TABLES}
         #: kind -> new id -> its namespace id; namespace id -> slug
         self.where: dict[str, dict[int, int]] = {t.kind: {} for t in catalog.TABLES}
-        self.slugs: dict[int, str] = {}
+        self.slugs: dict[int, str | None] = {}
         self.counts: dict[str, int] = {}
         self.skipped: dict[str, dict[str, int]] = {}
         self.problems: list[str] = []
@@ -117,6 +117,10 @@ class Writer:
         skipped = self.skipped.setdefault(table, {})
         skipped[why] = skipped.get(why, 0) + 1
 
+    def count(self, table: str) -> None:
+        """Count a row written."""
+        self.counts[table] = self.counts.get(table, 0) + 1
+
     def result(self) -> dict[str, Any]:
         return {"rows": self.counts, "skipped": self.skipped, "problems": self.problems}
 
@@ -126,14 +130,15 @@ class Writer:
         for i in range(1, len(parts)):
             self.tx.execute("ensure_namespace", slug="/" + "/".join(parts[:i]))
 
-    def namespace(self, where: str, row: Row, root: str, into: str) -> int | None:
-        """Create (or find) the namespace of an exported one; None when it is refused."""
+    def namespace(self, where: str, row: Row) -> Row | None:
+        """Create (or find) the namespace of an exported (or Go) one, moved from ``root`` to
+        ``into``; its id, or None when it is refused."""
         column = "slug"
         try:
             old = validate.slug(row.get("slug"))
-            if not is_ancestor_or_self(root, old):  # by segment: '/exp-prod' is not below '/exp'
-                raise errors.InvalidInput(f"its path is not under the export's root {root}")
-            slug = validate.slug(reroot(old, root, into))
+            if not is_ancestor_or_self(self.root, old):  # by segment: '/exp-prod' is not below '/exp'
+                raise errors.InvalidInput(f"its path is not under the export's root {self.root}")
+            slug = validate.slug(reroot(old, self.root, self.into))
             for column in ("name", "description"):
                 validate.optional_text(self.settings, row.get(column), column)
         except errors.InvalidInput as exc:
@@ -142,8 +147,8 @@ class Writer:
         self.ensure_ancestors(slug)
         new = int(self.tx.scalar("interchange_import_namespace", slug=slug, row=Jsonb(row, dumps=json_dumps)))
         self.note("namespace", row.get("id"), new, new, slug)
-        self.counts["namespaces"] = self.counts.get("namespaces", 0) + 1
-        return new
+        self.count("namespaces")
+        return {"id": new}
 
     def note(self, kind: str, old: Any, new: int, namespace_id: int, slug: str | None = None) -> None:
         """Remember a written row: its new id (under its old one) and where it lives."""
@@ -154,15 +159,6 @@ class Writer:
             self.slugs[new] = slug
 
     # -- rows ---------------------------------------------------------------------------
-    def check(self, table: Table, where: str, row: Row) -> bool:
-        """Validate and (when ``remap``) re-id one row in place; False when it is refused."""
-        try:
-            self._validate(table, where, row)
-            return self._references(table, where, row)
-        except errors.BadRow as exc:
-            self.report(exc)
-            return False
-
     def _validate(self, table: Table, where: str, row: Row) -> None:
         kinds, known = table.kinds, table.columns
         for column in list(row):
@@ -200,33 +196,30 @@ class Writer:
 
     def namespace_of(self, kind: str, new: int) -> int | None:
         """The namespace of a row written by this import (or, for a Go migration, by an earlier run)."""
-        found = self.where.get(kind, {}).get(new)
-        table = catalog.BY_KIND.get(kind)
-        if found is None and not self.remap and table is not None and table.has_id and kind != "namespace":
-            row = self.tx.conn.execute(named("interchange_namespace_of", table=table.name), {"id": new}).fetchone()
-            found = None if row is None else int(row["namespace_id"])
-            if found is not None:
-                self.where.setdefault(kind, {})[new] = found
+        found = self.where[kind].get(new)
+        if found is None:  # ids hold only rows this import wrote and (Go) rows of earlier runs
+            table = catalog.BY_KIND[kind].name
+            row = self.tx.conn.execute(named("interchange_namespace_of", table=table), {"id": new}).fetchone()
+            if row is not None:
+                found = self.where[kind][new] = int(row["namespace_id"])
         return found
 
     def _slug(self, namespace_id: int | None) -> str | None:
-        if namespace_id is not None and namespace_id not in self.slugs:
-            for r in self.tx.all("interchange_namespace_slugs", ids=[namespace_id]):
-                self.slugs[int(r["id"])] = r["slug"]
-        return None if namespace_id is None else self.slugs.get(namespace_id)
+        if namespace_id is not None and namespace_id not in self.slugs:  # None: no such namespace
+            self.slugs[namespace_id] = self.tx.scalar("interchange_namespace_slug", id=namespace_id)
+        return None if namespace_id is None else self.slugs[namespace_id]
 
     def _id(self, table: Table, where: str, column: str, value: Any) -> int:
         if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
             raise errors.BadRow(table.name, where, column, "is not an id")
         return int(value)
 
-    def _references(self, table: Table, where: str, row: Row) -> bool:
-        if table.has_id and "id" in row and self.remap:
+    def _references(self, table: Table, where: str, row: Row) -> None:
+        if table.has_id and "id" in row:
             self._id(table, where, "id", row["id"])
         ns = row.get("namespace_id")
         if ns is not None:
-            ns = self._id(table, where, "namespace_id", ns)
-            ns = self.ids["namespace"].get(ns) if self.remap else ns
+            ns = self.ids["namespace"].get(self._id(table, where, "namespace_id", ns))
             if ns is None or self._slug(ns) is None:
                 raise errors.BadRow(table.name, where, "namespace_id", "its namespace is not in the import")
             row["namespace_id"] = ns
@@ -240,7 +233,7 @@ class Writer:
             old = self._id(table, where, column, old)
             if ref.deferred:
                 continue  # resolved and checked by finish(), once the whole table is in
-            new = self.ids[kind].get(old) if self.remap else old
+            new = self.ids[kind].get(old)
             why = self._outside(ref, kind, new, ns)
             if why is not None:
                 problem = errors.BadRow(table.name, where, column, why)
@@ -249,7 +242,6 @@ class Writer:
                 self.report(problem, dropped=True)
                 new = None
             row[column] = new
-        return True
 
     def _outside(self, ref: catalog.Ref, kind: str, new: int | None, ns: int | None) -> str | None:
         """Why a reference may not be written as is, or None."""
@@ -301,41 +293,44 @@ class Writer:
                 out[positions[int(result["n"]) - 1]] = result["inserted"]
         return out
 
-    def insert(self, table: Table, ready: list[tuple[str, Row, Row]]) -> list[Row | None]:
-        """Insert checked rows (where, original, row); returns each inserted row's ids or None."""
-        if not ready:
-            return []
-        for _, _, row in ready:
+    def rows(self, table: Table, batch: list[tuple[str, Row]], *, reuse_vectors: bool = False) -> list[Row | None]:
+        """Check, embed and insert a chunk of (where, row) of one table; per row, its new id
+        (and namespace_id), or None when it was refused or a unique key already held it."""
+        if table.name == "namespaces":
+            return [self.namespace(where, row) for where, row in batch]
+        ready: list[tuple[int, Row, Row]] = []  # (position in the batch, the row as given, checked)
+        for position, (where, row) in enumerate(batch):
+            original = dict(row)
+            try:  # validated and re-ided in place
+                self._validate(table, where, row)
+                self._references(table, where, row)
+            except errors.BadRow as exc:
+                self.report(exc)
+                continue
             row.pop("id", None)
-            for column in table.deferred:
-                row[column] = None
-        results = self.write_rows(table.name, [r for _, _, r in ready])
-        deferred: dict[str, list[tuple[int, int]]] = {c: [] for c in table.deferred}
-        out: list[Row | None] = []
-        for (_, original, _), inserted in zip(ready, results, strict=True):
-            out.append(inserted)
+            ready.append((position, original, row | dict.fromkeys(table.deferred)))
+        self.embed(table, [r for _, _, r in ready], reuse_vectors)
+        out: list[Row | None] = [None] * len(batch)
+        try:
+            written = self.write_rows(table.name, [r for _, _, r in ready])
+        except (errors.InvalidInput, errors.RecordNotFound) as exc:  # the database's message quotes the row
+            first, last = batch[ready[0][0]][0], batch[ready[-1][0]][0]
+            raise errors.BadRow(table.name, first if first == last else f"{first} to {last}",
+                                getattr(getattr(exc.__cause__, "diag", None), "column_name", None),
+                                "breaks a rule of the table (a row of these)") from None
+        for (position, original, _), inserted in zip(ready, written, strict=True):
+            out[position] = inserted
             if inserted is None:
                 self.skip(table.name, "already present (a unique key matched)")
                 continue
-            self.counts[table.name] = self.counts.get(table.name, 0) + 1
+            self.count(table.name)
             if "id" in inserted:
-                new = int(inserted["id"])
-                self.note(table.kind, original.get("id") if self.remap else None, new, int(inserted["namespace_id"]))
-                for column in table.deferred:
-                    if original.get(column) is not None:
-                        deferred[column].append((new, int(original[column])))
-        self._pending.extend((table, column, pairs) for column, pairs in deferred.items() if pairs)
+                self.note(table.kind, original.get("id"), int(inserted["id"]), int(inserted["namespace_id"]))
+        pairs = [(original, new) for (_, original, _), new in zip(ready, written, strict=True) if new]
+        for column in table.deferred:  # filled in by finish(), once the whole table is in
+            self.defer(table, column, [(int(new["id"]), int(original[column]))
+                                       for original, new in pairs if original.get(column) is not None])
         return out
-
-    def rows(self, table: Table, batch: list[tuple[str, Row]], *, reuse_vectors: bool = False) -> None:
-        """Check, embed and insert a chunk of (where, row) of one table."""
-        ready = []
-        for where, row in batch:
-            original = dict(row)
-            if self.check(table, where, row):
-                ready.append((where, original, row))
-        self.embed(table, [r for _, _, r in ready], reuse_vectors)
-        self.insert(table, ready)
 
     def defer(self, table: Table, column: str, pairs: list[tuple[int, int]]) -> None:
         """Queue self-references (new row id, referenced old id) for ``finish``."""
@@ -349,8 +344,6 @@ class Writer:
             mapped = []
             for new, old in pairs:
                 target = self.ids[ref.kind].get(old)
-                if target is None and not self.remap:
-                    continue  # a Go row whose target was not imported: left unlinked (that row's skip is reported)
                 why = self._outside(ref, ref.kind, target, self.namespace_of(table.kind, new))
                 if why is not None:
                     self.report(errors.BadRow(table.name, f"row id {new}", column, why), dropped=True)

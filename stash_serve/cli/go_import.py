@@ -43,12 +43,9 @@ def migrate_from_go_command(source: str, dry_run: bool, stop_on_bad_row: bool, a
     click.echo(f"{'dry run: nothing was written' if dry_run else 'imported'} from {report['source']}")
     if report.get("ledger_adopted_from"):
         click.echo(f"  rows already imported were recognised under their earlier key {report['ledger_adopted_from']}")
-    click.echo(f"  {'table':<24} {'read':>7} {'imported':>9} {'already':>8}")
-    for table, entry in report["tables"].items():
-        if "(" not in table and "lineage" not in table:
-            click.echo(f"  {table:<24} {entry['read']:>7} {entry['imported']:>9} {entry['already']:>8}")
-    for table, entry in report["tables"].items():
-        for why, n in entry["skipped"].items():
+    click.echo("  " + (", ".join(f"{n} {table}" for table, n in report["rows"].items()) or "no new rows"))
+    for table, reasons in report["skipped"].items():
+        for why, n in reasons.items():
             click.echo(f"  {table}: {n} × {why}")
     for problem in report["problems"]:
         click.echo(f"  {problem}")

@@ -23,7 +23,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from stash_pipeline import errors
 from stash_pipeline.interchange import catalog, episode_files, export, files, go_import, readers
 from stash_pipeline.interchange.writer import _within
-from stash_pipeline.memory import facts, namespaces
+from stash_pipeline.memory import episodes, facts, namespaces
 from tests.conftest import _with_db
 from tests.integration.test_interchange import _sql
 
@@ -261,6 +261,26 @@ def test_readers_refuse_an_endless_line_within_the_bound(store, tmp_path, monkey
         readers.import_export(store, out, into="/big3")
 
 
+def test_a_row_the_database_refuses_is_named_without_its_content(store, tmp_path):
+    """A hand-edited row that passes the writer's checks but not the table's (here: no
+    namespace) ends the import with where and which column, not the database's message,
+    which quotes the whole row."""
+    namespaces.create(store, "/nn")
+    episodes.remember(store, "/nn", "SECRET-CONTENT of an episode")
+    path = tmp_path / "nn.jsonl"
+    export.export_tree(store, "/nn", path)
+    lines = path.read_text().splitlines()
+    for number, line in enumerate(lines):
+        record = json.loads(line)
+        if record.get("type") == "episode":
+            del record["row"]["namespace_id"]
+            lines[number] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(errors.BadRow, match=r"^episodes line \d+ column namespace_id: ") as caught:
+        readers.import_export(store, path, into="/nn2")
+    assert "SECRET" not in caught.value.message
+
+
 # --- Go databases -------------------------------------------------------------------------
 
 @contextmanager
@@ -304,10 +324,10 @@ INSERT INTO patterns (id, namespace_id, content, source_fact_ids) VALUES (41, 1,
 def test_go_rows_cannot_reference_another_namespace(store, pg_admin_dsn):
     with go_database(pg_admin_dsn, SCOPE_ESCAPE) as dsn:
         report = go_import.migrate_from_go(store, dsn)
-    tables = report["tables"]
+    rows = report["rows"]
     for table in ("contradictions", "causal_links", "relationships"):
-        assert tables[table]["imported"] == 0, table
-    assert tables["goals"]["imported"] == 2 and tables["hypotheses"]["imported"] == 1
+        assert table not in rows, table
+    assert rows["goals"] == 2 and rows["hypotheses"] == 1
     assert any("goals row id" in p and "column parent_id" in p for p in report["problems"])
     assert any("column confirmed_fact_id" in p for p in report["problems"])
     vault = _sql(store, "SELECT retired_at, superseded_by FROM facts WHERE content = 'The vault code is 1234'")[0]
@@ -322,12 +342,12 @@ def test_go_ledger_is_keyed_on_the_database_not_the_dsn_spelling(store, pg_admin
            "INSERT INTO episodes (id, namespace_id, content) VALUES (11, 1, 'hello');"
     with go_database(pg_admin_dsn, rows) as dsn:
         first = go_import.migrate_from_go(store, dsn)
-        assert first["tables"]["episodes"]["imported"] == 1
+        assert first["rows"]["episodes"] == 1
         parts = conninfo_to_dict(dsn)
         other = make_conninfo(**{**parts, "host": "localhost" if parts["host"] != "localhost" else "127.0.0.1"})
         assert go_import.migrate_from_go(store, other)["imported"] == 0
     with go_database(pg_admin_dsn, rows) as second:  # another Go database, same address and shape
-        assert go_import.migrate_from_go(store, second)["tables"]["episodes"]["imported"] == 1
+        assert go_import.migrate_from_go(store, second)["rows"]["episodes"] == 1
 
 
 BAD_ROWS = f"""
@@ -348,17 +368,17 @@ def test_go_bad_rows_are_skipped_with_a_report_or_stop_the_run(store, pg_admin_d
             go_import.migrate_from_go(store, dsn, stop=True)
         assert _sql(store, "SELECT count(*) FROM episodes")[0]["count"] == 0
         report = go_import.migrate_from_go(store, dsn)
-    assert report["tables"]["episodes"]["imported"] == 1
+    assert report["rows"]["episodes"] == 1
     assert any(p.startswith("episodes row Go id 12 column occurred_at") for p in report["problems"])
     assert any("episodes row Go id 13 column content" in p and "bytes" in p for p in report["problems"])
-    assert report["tables"]["facts"]["imported"] == 1  # another model's vector: computed again
-    assert report["tables"]["namespaces"]["skipped"]
+    assert report["rows"]["facts"] == 1  # another model's vector: computed again
+    assert report["skipped"]["namespaces"]
     assert max(len(r["slug"]) for r in _sql(store, "SELECT slug FROM namespaces")) <= 512
     # a Go namespace's description has the export's cap: refused and reported, its rows with it
     assert any(p.startswith("namespaces row Go id 3 column description") and "bytes" in p
                for p in report["problems"])
     assert _sql(store, "SELECT count(*) FROM namespaces WHERE slug = '/verbose'")[0]["count"] == 0
-    assert report["tables"]["episodes"]["skipped"]["its namespace was not imported"] == 1
+    assert report["skipped"]["episodes"]["its namespace was not imported"] == 1
 
 
 def test_go_sql_ascii_database_is_read(store, pg_admin_dsn):
@@ -366,7 +386,7 @@ def test_go_sql_ascii_database_is_read(store, pg_admin_dsn):
             "INSERT INTO episodes (id, namespace_id, content) VALUES (11, 1, E'caf\\xe9'), (12, 1, E'caf\\xc3\\xa9');")
     with go_database(pg_admin_dsn, rows, encoding="SQL_ASCII") as dsn:
         report = go_import.migrate_from_go(store, dsn)
-    assert report["tables"]["episodes"]["imported"] == 1
+    assert report["rows"]["episodes"] == 1
     assert any(p.startswith("episodes row Go id 11 column content: is not valid UTF-8") for p in report["problems"])
     assert _sql(store, "SELECT content FROM episodes ORDER BY id")[-1]["content"] == "café"
 
@@ -386,6 +406,9 @@ def test_go_rerun_links_new_rows_to_rows_of_an_earlier_run(store, pg_admin_dsn):
             conn.execute("INSERT INTO causal_links (id, namespace_id, cause_fact_id, effect_fact_id) "
                          "VALUES (81, 1, 21, 23), (82, 1, 22, 21)")
         again = go_import.migrate_from_go(store, dsn)
-    assert again["tables"]["fact_sources"]["imported"] == 1 and again["tables"]["causal_links"]["imported"] == 1
-    assert again["tables"]["goals.notes"]["imported"] == 1
+    # lineage: fact 21 <- episode 11 (not <- the secret episode 12) and causal link 81 <- facts 21, 23
+    assert again["rows"]["lineage"] == 3 and again["rows"]["causal_links"] == 1
+    assert any(p.startswith("lineage row Go id 21:12 column parent_id: points into another namespace")
+               for p in again["problems"])
+    assert again["rows"]["goal_notes"] == 1
     assert_confined(store)

@@ -97,18 +97,18 @@ def test_dry_run_then_real_run_then_nothing(store, go_dsn):
     assert one(store, "SELECT count(*) FROM imported_rows")["count"] == 0
 
     real = go_import.migrate_from_go(store, go_dsn)
-    tables = real["tables"]
-    assert {k: tables[k]["imported"] for k in ("episodes", "facts", "goals", "failures")} == {
+    rows, skipped = real["rows"], real["skipped"]
+    assert {k: rows[k] for k in ("episodes", "facts", "goals", "failures")} == {
         "episodes": 5, "facts": 4, "goals": 2, "failures": 1}
     assert real["imported"] == dry["imported"]  # the dry run said exactly what happened
-    assert tables["namespaces"]["skipped"] == {"slug '///' has no usable Stash path": 1}
-    assert tables["namespaces (renamed)"]["skipped"] == {
-        "'/team/alpha/' -> /team/alpha": 1, "'Weird Space!' -> /weird-space": 1}
-    assert tables["episodes"]["skipped"] == {"its namespace was not imported": 1}
-    assert tables["relationships"]["skipped"] == {"no source fact (a Stash relationship comes from one fact)": 1}
-    assert tables["facts lineage"]["skipped"] == {"the source episode was not imported": 1}  # dangling 999
-    assert tables["patterns lineage"]["skipped"] == {"the source fact was not imported": 1}  # dangling 12345
-    assert tables["embedding_cache"]["imported"] == 1
+    assert skipped["namespaces"] == {"slug '///' has no usable Stash path": 1}
+    assert skipped["namespaces (renamed)"] == {"'/team/alpha/' -> /team/alpha": 1, "'Weird Space!' -> /weird-space": 1}
+    assert skipped["episodes"] == {"its namespace was not imported": 1}
+    assert skipped["relationships"] == {"no source fact (a Stash relationship comes from one fact)": 1}
+    # the source ids that do not exist (episode 999, fact 12345) are lineage that points outside the import
+    assert real["problems"] == ["lineage row Go facts id 21 column parent_id: points outside the import",
+                                "lineage row Go patterns id 41 column parent_id: points outside the import"]
+    assert rows["embedding_cache"] == 1
     assert real["vectors"] == {"reused": 2, "recomputed": 7}
 
     # soft-deleted rows are kept as retired, with why
@@ -161,7 +161,8 @@ def test_dry_run_then_real_run_then_nothing(store, go_dsn):
 
     again = go_import.migrate_from_go(store, go_dsn)
     assert again["imported"] == 0
-    assert again["tables"]["episodes"]["already"] == 6 and again["tables"]["facts"]["already"] == 4
+    assert again["skipped"]["episodes"] == {"already imported by an earlier run": 6}
+    assert again["skipped"]["facts"] == {"already imported by an earlier run": 4}
     assert one(store, "SELECT count(*) FROM episodes")["count"] == 5
 
 
@@ -169,7 +170,7 @@ def test_cli_reports_json_and_refuses_a_non_go_database(run: Run, go_dsn, databa
     dry = run("migrate-from-go", "--from", go_dsn, "--dry-run")
     assert "dry run: nothing was written" in dry.output and "episodes" in dry.output
     summary = as_json(run("migrate-from-go", "--from", go_dsn, "--json"))
-    assert summary["imported"] > 0 and summary["tables"]["facts"]["imported"] == 4
+    assert summary["imported"] > 0 and summary["rows"]["facts"] == 4
     assert as_json(run("migrate-from-go", "--from", go_dsn, "--json"))["imported"] == 0
     refused = run("migrate-from-go", "--from", database_url, expect=2)
     assert "not a Go Stash database" in refused.output
@@ -194,7 +195,7 @@ def test_a_ledger_keyed_on_the_dsn_is_recognised_after_an_upgrade(store, pg_admi
         legacy = _legacy_key(dsn)
         _sql(store, "UPDATE imported_rows SET source = %s", legacy)  # as an earlier version recorded it
         again = go_import.migrate_from_go(store, dsn)
-        assert again["imported"] == 0, again["tables"]
+        assert again["imported"] == 0, again["rows"]
         assert again["ledger_adopted_from"] == legacy
         assert [r["source"] for r in _sql(store, "SELECT DISTINCT source FROM imported_rows")] == [first["source"]]
         name = conninfo_to_dict(dsn)["dbname"]
@@ -207,7 +208,7 @@ def test_a_ledger_keyed_on_the_dsn_is_recognised_after_an_upgrade(store, pg_admi
             conn.execute(LEDGER_ROWS.format(episode="goodbye"))
         _sql(store, "UPDATE imported_rows SET source = %s", legacy)
         other = go_import.migrate_from_go(store, dsn)
-        assert other["ledger_adopted_from"] is None and other["tables"]["episodes"]["imported"] == 1
+        assert other["ledger_adopted_from"] is None and other["rows"]["episodes"] == 1
         assert _sql(store, "SELECT count(*) FROM imported_rows WHERE source = %s", legacy)[0]["count"] == 3
     finally:
         with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:

@@ -9,10 +9,6 @@ SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
  WHERE a.attrelid = %(table)s::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
  ORDER BY a.attnum
 
--- interchange_rows_namespaces --
--- Every namespaces row of the tree (read through a server-side cursor).
-SELECT t.* FROM namespaces t WHERE t.id = ANY(%(ids)s) ORDER BY t.slug
-
 -- interchange_rows_contexts --
 -- Every contexts row of the tree (read through a server-side cursor).
 SELECT t.* FROM contexts t WHERE t.namespace_id = ANY(%(ids)s) ORDER BY (SELECT slug FROM namespaces n WHERE n.id = t.namespace_id)
@@ -22,5 +18,6 @@ SELECT t.* FROM contexts t WHERE t.namespace_id = ANY(%(ids)s) ORDER BY (SELECT 
 SELECT count(*) FROM {table} WHERE {scope} = ANY(%(ids)s)
 
 -- interchange_rows --
--- Every row of one table ({table}) of the tree, ordered by the catalog's order for it ({order}).
-SELECT * FROM {table} WHERE namespace_id = ANY(%(ids)s) ORDER BY {order}
+-- Every row of one table ({table}) of the tree ({scope}: namespace_id, or id for namespaces),
+-- ordered by the catalog's order for it ({order}).
+SELECT * FROM {table} WHERE {scope} = ANY(%(ids)s) ORDER BY {order}

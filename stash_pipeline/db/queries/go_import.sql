@@ -1,17 +1,19 @@
 -- migrate-from-go (interchange/go_import.py): reading a Go Stash database, and the ledger of
 -- what was imported from it. The go_* reads run on the Go database's connection.
 
--- go_count_estimate --
--- About how many rows a Go table holds (the planner's estimate: for progress only, no scan).
-SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass(%(table)s)
-
 -- go_table_exists --
--- Whether the Go database has this table (older Go versions lack some).
-SELECT to_regclass(%(table)s) IS NOT NULL AS exists
+-- Whether the Go database has this table (older Go versions lack some), and about how many
+-- rows it holds (the planner's estimate: for progress only, no scan).
+SELECT to_regclass(%(table)s) IS NOT NULL AS exists,
+       (SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass(%(table)s)) AS estimate
 
 -- go_rows --
 -- Every row of one Go table ({table}), all columns (they vary across Go versions), in key order ({key}).
 SELECT * FROM {table} ORDER BY {key}
+
+-- go_fact_sources --
+-- Every fact_sources edge in key order, with its fact's namespace (the lineage edge's).
+SELECT s.*, f.namespace_id FROM fact_sources s JOIN facts f ON f.id = s.fact_id ORDER BY s.fact_id, s.episode_id
 
 -- go_import_ledger --
 -- Every Go row already imported from this source (or skipped on purpose).

@@ -1,7 +1,6 @@
 -- Imports (stash_pipeline/interchange/writer.py): every chunk of rows goes in through the
--- generic set-based interchange_insert_set function (migration 0014), so these are the only
--- statements an import needs besides the namespace it creates and the ledger that makes
--- it idempotent.
+-- set-based interchange_insert_set function (migration 0014); the rest create namespaces,
+-- fill in self-references, find where a reference points, and record an export as imported.
 
 -- interchange_import_namespace --
 -- Create (or find) a namespace of an imported tree; existing ones keep their name.
@@ -30,9 +29,9 @@ UPDATE {table} t SET {column} = p.ref
   FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
  WHERE t.id = p.id AND p.ref IS NOT NULL AND t.{column} IS NULL
 
--- interchange_namespace_slugs --
--- The paths of some namespaces (where an imported reference points).
-SELECT id, slug FROM namespaces WHERE id = ANY(%(ids)s)
+-- interchange_namespace_slug --
+-- The path of a namespace (where an imported reference points).
+SELECT slug FROM namespaces WHERE id = %(id)s
 
 -- interchange_namespace_of --
 -- The namespace of a row ({table}: its table) a Go migration imported in an earlier run.
