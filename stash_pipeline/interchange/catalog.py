@@ -129,8 +129,8 @@ TABLES: tuple[Table, ...] = (
        plain="confidence method", text="rationale", lineage=True,
        refs={"cause_fact_id": _fact(), "effect_fact_id": _fact(), "effect_failure_id": Ref("failure")}),
     # the ends each held before a change, with its system time (migration 0016)
-    _t("fact_ends", "fact_end", "valid_until replaced_at", refs={"fact_id": _fact()}, has_id=False,
-       order="fact_id replaced_at"),
+    _t("fact_ends", "fact_end", "valid_until replaced_at", refs={"fact_id": _fact(), "superseded_by": _fact(True)},
+       has_id=False, order="fact_id replaced_at"),
     _t("relationship_ends", "relationship_end", "valid_until withdrawn_since replaced_at",
        refs={"relationship_id": Ref("relationship")}, has_id=False, order="relationship_id replaced_at"),
     _t("causal_link_ends", "causal_link_end", "valid_until withdrawn_since replaced_at",

@@ -30,6 +30,11 @@ UPDATE {table} t SET {column} = p.ref
   FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
  WHERE t.id = p.id AND p.ref IS NOT NULL AND t.{column} IS NULL
 
+-- interchange_importing --
+-- For the rest of this transaction the history triggers (migration 0016) keep no change:
+-- an import's own updates (interchange_defer) complete rows it wrote with their history.
+SELECT set_config('stash.importing', 'on', true)
+
 -- interchange_namespace_slugs --
 -- The paths of some namespaces (where an imported reference points).
 SELECT id, slug FROM namespaces WHERE id = ANY(%(ids)s)
