@@ -97,7 +97,10 @@ $$;
 -- path sets it, and this makes sure, so a read known at or after updated_at needs no history.)
 CREATE FUNCTION keep_fact_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF OLD.recorded_at < now() AND current_setting('stash.importing', true) IS DISTINCT FROM 'on' THEN
+    IF current_setting('stash.importing', true) = 'on' THEN
+        RETURN NEW;  -- an import completing a row it wrote, history and all
+    END IF;
+    IF OLD.recorded_at < now() THEN
         INSERT INTO fact_ends (fact_id, namespace_id, valid_until, superseded_by, replaced_at)
         VALUES (OLD.id, OLD.namespace_id, OLD.valid_until, OLD.superseded_by, now())
         ON CONFLICT DO NOTHING;
@@ -108,7 +111,10 @@ END $$;
 
 CREATE FUNCTION keep_relationship_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF OLD.recorded_at < now() AND current_setting('stash.importing', true) IS DISTINCT FROM 'on' THEN
+    IF current_setting('stash.importing', true) = 'on' THEN
+        RETURN NEW;  -- an import completing a row it wrote, history and all
+    END IF;
+    IF OLD.recorded_at < now() THEN
         INSERT INTO relationship_ends (relationship_id, namespace_id, valid_until, withdrawn_since, replaced_at)
         VALUES (OLD.id, OLD.namespace_id, OLD.valid_until, OLD.withdrawn_at, now())
         ON CONFLICT DO NOTHING;
@@ -118,7 +124,10 @@ END $$;
 
 CREATE FUNCTION keep_causal_link_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF OLD.recorded_at < now() AND current_setting('stash.importing', true) IS DISTINCT FROM 'on' THEN
+    IF current_setting('stash.importing', true) = 'on' THEN
+        RETURN NEW;  -- an import completing a row it wrote, history and all
+    END IF;
+    IF OLD.recorded_at < now() THEN
         INSERT INTO causal_link_ends (causal_link_id, namespace_id, valid_until, withdrawn_since, replaced_at)
         VALUES (OLD.id, OLD.namespace_id, OLD.valid_until, OLD.withdrawn_at, now())
         ON CONFLICT DO NOTHING;
