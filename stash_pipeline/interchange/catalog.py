@@ -123,8 +123,8 @@ TABLES: tuple[Table, ...] = (
           plain="confidence method", text="rationale", lineage=True,
           refs={"cause_fact_id": _FACT, "effect_fact_id": _FACT, "effect_failure_id": Ref("failure")}),
     # the ends each held before a change, with its system time (migration 0016)
-    Table("fact_ends", "fact_end", "valid_until replaced_at", refs={"fact_id": _FACT}, has_id=False,
-          order="fact_id replaced_at"),
+    Table("fact_ends", "fact_end", "valid_until replaced_at", refs={"fact_id": _FACT, "superseded_by": _SOME_FACT},
+          has_id=False, order="fact_id replaced_at"),
     Table("relationship_ends", "relationship_end", "valid_until withdrawn_since replaced_at",
           refs={"relationship_id": Ref("relationship")}, has_id=False, order="relationship_id replaced_at"),
     Table("causal_link_ends", "causal_link_end", "valid_until withdrawn_since replaced_at",

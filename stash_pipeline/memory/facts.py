@@ -12,9 +12,9 @@ Two time axes. Event time (``valid_from``, ``valid_until``): when the fact was t
 the world; a stage takes it from its evidence, a caller may state it. System time
 (``recorded_at``, ``retired_at``): when Stash learned the fact, and when it stopped being
 Stash's belief as recorded (superseded, expired or withdrawn). Superseding closes the old
-fact's event interval where the new one's begins; every earlier end is kept with the
-system time it changed (``fact_ends``, migration 0016), so a read "as known at" an
-earlier time sees the interval Stash believed then.
+fact's event interval where the new one's begins; every earlier end and replacement is
+kept with the system time it changed (``fact_ends``, migration 0016), so a read "as known
+at" an earlier time sees the interval and ``superseded_by`` Stash believed then.
 
 Reads take two times, both defaulting to now: ``as_of`` (event time, "what was true
 then") and ``known_at`` (system time, "according to what Stash knew then"). A fact is

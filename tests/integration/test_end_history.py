@@ -11,17 +11,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import psycopg
 import pytest
 from alembic import command
+from mcp import Client
 
 from stash_pipeline.config import load_settings
 from stash_pipeline.db.migrate import _config, migrate
 from stash_pipeline.interchange import export, readers
 from stash_pipeline.memory import facts, graph, namespaces
 from stash_pipeline.store import Store
+from stash_serve.mcp.server import build_server
 from tests.conftest import _with_db
 from tests.integration.consolidation.conftest import rows
+from tests.mcp.conftest import ok
 
 NS = "/ends"
 
@@ -105,9 +109,47 @@ def test_the_history_travels_with_an_export(store, tmp_path):
     export.export_tables(store, NS, tables)
     readers.import_export(store, tables, into="/copy2")
     assert _read(store, "/copy2", h["between"]) == expected
-    query = ("SELECT f.content, e.valid_until, e.replaced_at FROM fact_ends e JOIN facts f ON f.id = e.fact_id "
-             "JOIN namespaces n ON n.id = e.namespace_id WHERE n.slug = %(ns)s ORDER BY 1, 3")
+    # the same history, replacements included, and nothing more (an import's own updates are no change)
+    query = ("SELECT f.content, e.valid_until, r.content AS replacement, e.replaced_at FROM fact_ends e "
+             "JOIN facts f ON f.id = e.fact_id LEFT JOIN facts r ON r.id = e.superseded_by "
+             "JOIN namespaces n ON n.id = e.namespace_id WHERE n.slug = %(ns)s ORDER BY 1, 4")
     assert rows(store, query, ns="/copy") == rows(store, query, ns="/copy2") == rows(store, query, ns=NS)
+
+
+def test_a_replacement_reads_as_known_between_a_restore_and_the_next_supersession(store):
+    """Acme superseded by Globex (t1), Globex withdrawn so Acme is restored (t2), Acme
+    superseded by Initech (t3): known between t1 and t2, Acme was superseded by Globex and
+    ended in 2012; between t2 and t3 by nothing, open-ended. With 0013's rule (none before
+    the fact was last retired, else the current replacement) the first read said none."""
+    namespaces.create(store, NS)
+    acme = _works(store, "Acme", 2010)
+    globex = _works(store, "Globex", 2012, supersede=True)
+    after_t1 = _moment()
+    facts.withdraw(store, globex, "wrong")
+    after_t2 = _moment()
+    initech = _works(store, "Initech", 2014, supersede=True)
+    held = {known: (facts.get(store, acme, known_at=known).superseded_by, facts.get(store, acme, known_at=known).valid_until)
+            for known in (after_t1, after_t2)}
+    assert held == {after_t1: (globex, year(2012)), after_t2: (None, None)}
+    assert (facts.get(store, acme).superseded_by, facts.get(store, acme).valid_until) == (initech, year(2014))
+    in_2011 = datetime(2011, 7, 1, tzinfo=UTC)
+    [then] = facts.query(store, NS, as_of=in_2011, known_at=after_t1)
+    assert (then.id, then.superseded_by) == (acme, globex)
+    history = {f.id: f.superseded_by for f in facts.query(store, NS, include_history=True)}
+    assert history[acme] == initech
+
+    async def through_mcp() -> tuple[Any, Any, Any]:  # the tools, through the SDK's client
+        async with Client(build_server(store, auth=False)) as client:
+            got = await ok(client, "get_fact", {"id": acme, "known_at": after_t1.isoformat()})
+            listed = await ok(client, "query_facts", {"namespaces": NS, "as_of": in_2011.isoformat(),
+                                                      "known_at": after_t1.isoformat()})
+            now = await ok(client, "query_facts", {"namespaces": NS, "include_history": True})
+        return got, listed, now
+
+    got, listed, now = anyio.run(through_mcp)
+    assert got["superseded_by"] == globex and got["current"] is False
+    assert [(f["id"], f["superseded_by"]) for f in listed["items"]] == [(acme, globex)]
+    assert {f["id"]: f.get("superseded_by") for f in now["items"]}[acme] == initech
 
 
 @pytest.fixture

@@ -12,8 +12,9 @@ open contradiction with them: such a pair neither ends nor corrects each other (
 at once, the only way two values do).
 
 ``known_at`` is checked exactly at every system time after each operation: every earlier
-end of a fact is kept with the time it changed (``fact_ends``, migration 0016), so a read
-between two changes of one fact's end sees the end of that moment.
+end and replacement of a fact is kept with the time it changed (``fact_ends``, migration
+0016), so a read between two changes of one fact sees the end and ``superseded_by`` of
+that moment: ``get`` known at that time returns what a current read returned then.
 
 One database for the test, a fresh namespace per example; the example count stays modest
 (TIMELINE_PROPERTY_EXAMPLES raises it for a long local search) so the run fits well
@@ -99,7 +100,8 @@ def _run(store: Store, ops: list[tuple[Any, ...]]) -> str:
     statements: list[Statement] = []
     auto: dict[int, list[tuple[int, int]]] = {}  # new fact id -> its auto-resolved (contradiction, old fact)
     together: set[frozenset[int]] = set()  # pairs in an open contradiction: both may hold
-    history: list[tuple[datetime, list[Statement], frozenset[frozenset[int]]]] = []  # after each op
+    # after each op: the time, the statements, the open pairs, each fact's (end, replacement) as read then
+    history: list[tuple[datetime, list[Statement], frozenset[frozenset[int]], dict[int, tuple[Any, Any]]]] = []
     for op in ops:
         if op[0] in ("assert", "state"):
             _, value, start, length = op
@@ -125,8 +127,9 @@ def _run(store: Store, ops: list[tuple[Any, ...]]) -> str:
             else:
                 contradictions.resolve(store, next(c for c, old in auto[target.id] if old in kept), "keep_old")
             target.gone = True
+        held = {f.id: (f.valid_until, f.superseded_by) for f in facts.query(store, ns, include_history=True)}
         history.append((_clock(store), [Statement(s.id, s.value, s.start, s.stated_end, s.gone) for s in statements],
-                        frozenset(together)))
+                        frozenset(together), held))
 
     # as_of, known now: exactly the brute-force reading, one value at a time (unless a pair is open)
     for at in PROBES:
@@ -135,11 +138,15 @@ def _run(store: Store, ops: list[tuple[Any, ...]]) -> str:
         assert len({f.value for f in got}) <= 1 or together
 
     # known_at: the reading of the statements that had arrived by then
-    for known, then, pairs in history:
+    for known, then, pairs, held in history:
         for at in PROBES:
             got = facts.query(store, ns, as_of=at, known_at=known)
             assert {f.id for f in got} <= {s.id for s in then if not s.gone}
             assert {f.value for f in got} == brute_force(then, at, pairs), (ops, known, at, got)
+        # each fact's end and replacement as known then: what a current read said then
+        for fact_id, state in held.items():
+            fact = facts.get(store, fact_id, known_at=known)
+            assert (fact.valid_until, fact.superseded_by) == state, (ops, known, fact_id, fact)
     return ns
 
 
@@ -214,6 +221,14 @@ def test_rejecting_a_value_already_corrected_away_keeps_what_was_known(store):
     _run(store, [("assert", "Acme", 2010, None), ("assert", "Globex", 2012, None),
                  ("assert", "Acme", 2012, None), ("reject", 0)])
 
+
+
+def test_a_replacement_held_between_a_restore_and_the_next_supersession(store):
+    """Acme from 2010; Globex from 2012 supersedes it; Globex withdrawn restores it; Initech
+    from 2014 supersedes it: known before the withdrawal, Acme was superseded by Globex
+    (0013's rule said none: it was retired again later)."""
+    _run(store, [("assert", "Acme", 2010, None), ("assert", "Globex", 2012, None), ("withdraw", 1),
+                 ("assert", "Initech", 2014, None)])
 
 
 def test_an_end_changed_three_times_reads_as_known_between_the_second_and_third(store):

@@ -29,6 +29,11 @@ UPDATE {table} t SET {column} = p.ref
   FROM jsonb_to_recordset(%(pairs)s) AS p(id bigint, ref bigint)
  WHERE t.id = p.id AND p.ref IS NOT NULL AND t.{column} IS NULL
 
+-- interchange_importing --
+-- For the rest of this transaction the history triggers (migration 0016) keep no change:
+-- an import's own updates (interchange_defer) complete rows it wrote with their history.
+SELECT set_config('stash.importing', 'on', true)
+
 -- interchange_namespace_slug --
 -- The path of a namespace (where an imported reference points).
 SELECT slug FROM namespaces WHERE id = %(id)s

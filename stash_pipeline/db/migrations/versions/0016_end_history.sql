@@ -11,39 +11,45 @@
 --
 -- fact_ends, relationship_ends, causal_link_ends: one row per change, the state the row
 -- held *until* replaced_at (the system time of the change, the changing transaction's
--- now()): for a fact its end (valid_until), for a relationship or causal link its end and
--- its withdrawal (withdrawn_since: the withdrawn_at it had, null when live).
+-- now()): for a fact its end (valid_until) and its replacement (superseded_by: a restore
+-- clears it, a later supersession sets another), for a relationship or causal link its
+-- end and its withdrawal (withdrawn_since: the withdrawn_at it had, null when live).
 -- The state at known_at is then the one held until the first change after known_at, or
 -- the row's own columns when nothing changed after it. Several changes in one
 -- transaction are one change (the first state is kept: the primary key). A change made
 -- in the transaction that recorded the row is not kept: no read sees the row before then.
+-- Nor is one made by an import (the transaction-local setting stash.importing = on): it
+-- writes rows in their final state, some columns (a fact's replacement) only once every
+-- row is in, and brings their history along.
 --
 -- Written by triggers on every UPDATE of the columns (BEFORE, per row, only when a value
 -- changes), so no write path (the timeline, resolutions, decay, the lineage cascade,
 -- rebuilds, the graph stages, a repair by hand) can change an end without its history.
--- Imports insert rows in their final state and the history rows beside them (the
--- interchange catalog exports these tables).
+-- The interchange catalog exports these tables.
 --
--- Reads: fact_valid_until (and so fact_visible), relationship_visible and
--- causal_link_visible keep their signatures and stay inlinable (one CASE expression), and
--- relationship_live is new (a relationship's withdrawal alone, for the graph lists that
--- read its interval through its source fact); fact_superseded_by keeps 0013's rule.
+-- Reads: fact_valid_until (and so fact_visible), fact_superseded_by, relationship_visible
+-- and causal_link_visible keep their signatures and stay inlinable (one CASE expression),
+-- and relationship_live is new (a relationship's withdrawal alone, for the graph lists
+-- that read its interval through its source fact).
 -- Without known_at they are the current columns exactly as before, with no lookup. With
--- known_at, one index probe per row (fact_end_at, relationship_held_at,
+-- known_at, one index probe per row (fact_end_at, fact_replacement_at, relationship_held_at,
 -- causal_link_held_at: plain SQL, not inlined, reached only in that branch; COST 1 so
 -- that the planner's estimate of the default read, which sums every branch of a CASE,
 -- does not move), for a fact only when it was updated after known_at.
 --
 -- Backfill: rows retired before this version get the one change the old columns
--- describe (a fact: its end as first recorded until retired_at; a relationship: open-ended
--- until retired_at), so reads of old data answer as they did. The functions fall back to
--- that same old rule for a row without history (a row imported from a file written
--- before this version, or from Go Stash).
+-- describe (a fact: its end as first recorded, and no replacement, until retired_at; a
+-- relationship: open-ended until retired_at), so reads of old data answer as they did.
+-- The functions fall back to that same old rule for a row without history (a row imported
+-- from a file written before this version, or from Go Stash).
 
 CREATE TABLE fact_ends (
     fact_id      bigint NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
     namespace_id bigint NOT NULL REFERENCES namespaces(id) ON DELETE CASCADE,
     valid_until  timestamptz,
+    -- no foreign key: a purge clears the replacement of the facts it replaced (ON DELETE
+    -- SET NULL), a change kept here while the fact it names is being deleted
+    superseded_by bigint,
     replaced_at  timestamptz NOT NULL,
     PRIMARY KEY (fact_id, replaced_at)
 );
@@ -87,13 +93,16 @@ BEGIN
 END
 $$;
 
--- (A fact's updated_at is never earlier than its last change of end: every path sets it,
--- and this makes sure, so a read known at or after updated_at needs no history.)
+-- (A fact's updated_at is never earlier than its last change of end or replacement: every
+-- path sets it, and this makes sure, so a read known at or after updated_at needs no history.)
 CREATE FUNCTION keep_fact_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF current_setting('stash.importing', true) = 'on' THEN
+        RETURN NEW;  -- an import completing a row it wrote, history and all
+    END IF;
     IF OLD.recorded_at < now() THEN
-        INSERT INTO fact_ends (fact_id, namespace_id, valid_until, replaced_at)
-        VALUES (OLD.id, OLD.namespace_id, OLD.valid_until, now())
+        INSERT INTO fact_ends (fact_id, namespace_id, valid_until, superseded_by, replaced_at)
+        VALUES (OLD.id, OLD.namespace_id, OLD.valid_until, OLD.superseded_by, now())
         ON CONFLICT DO NOTHING;
     END IF;
     NEW.updated_at := GREATEST(NEW.updated_at, now());
@@ -102,6 +111,9 @@ END $$;
 
 CREATE FUNCTION keep_relationship_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF current_setting('stash.importing', true) = 'on' THEN
+        RETURN NEW;  -- an import completing a row it wrote, history and all
+    END IF;
     IF OLD.recorded_at < now() THEN
         INSERT INTO relationship_ends (relationship_id, namespace_id, valid_until, withdrawn_since, replaced_at)
         VALUES (OLD.id, OLD.namespace_id, OLD.valid_until, OLD.withdrawn_at, now())
@@ -112,6 +124,9 @@ END $$;
 
 CREATE FUNCTION keep_causal_link_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF current_setting('stash.importing', true) = 'on' THEN
+        RETURN NEW;  -- an import completing a row it wrote, history and all
+    END IF;
     IF OLD.recorded_at < now() THEN
         INSERT INTO causal_link_ends (causal_link_id, namespace_id, valid_until, withdrawn_since, replaced_at)
         VALUES (OLD.id, OLD.namespace_id, OLD.valid_until, OLD.withdrawn_at, now())
@@ -120,8 +135,9 @@ BEGIN
     RETURN NEW;
 END $$;
 
-CREATE TRIGGER facts_keep_end BEFORE UPDATE OF valid_until ON facts
-    FOR EACH ROW WHEN (OLD.valid_until IS DISTINCT FROM NEW.valid_until)
+CREATE TRIGGER facts_keep_end BEFORE UPDATE OF valid_until, superseded_by ON facts
+    FOR EACH ROW WHEN (OLD.valid_until IS DISTINCT FROM NEW.valid_until
+                       OR OLD.superseded_by IS DISTINCT FROM NEW.superseded_by)
     EXECUTE FUNCTION keep_fact_end();
 CREATE TRIGGER relationships_keep_end BEFORE UPDATE OF valid_until, withdrawn_at ON relationships
     FOR EACH ROW WHEN (OLD.valid_until IS DISTINCT FROM NEW.valid_until
@@ -132,8 +148,8 @@ CREATE TRIGGER causal_links_keep_end BEFORE UPDATE OF valid_until, withdrawn_at 
                        OR OLD.withdrawn_at IS DISTINCT FROM NEW.withdrawn_at)
     EXECUTE FUNCTION keep_causal_link_end();
 
-INSERT INTO fact_ends (fact_id, namespace_id, valid_until, replaced_at)
-SELECT id, namespace_id, recorded_valid_until, retired_at FROM facts
+INSERT INTO fact_ends (fact_id, namespace_id, valid_until, superseded_by, replaced_at)
+SELECT id, namespace_id, recorded_valid_until, NULL, retired_at FROM facts
  WHERE retired_at IS NOT NULL AND retired_at > recorded_at
    AND valid_until IS DISTINCT FROM recorded_valid_until;
 
@@ -148,6 +164,17 @@ RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE COST 1 AS $$
     SELECT CASE WHEN h.fact_id IS NULL THEN otherwise ELSE h.valid_until END
       FROM (SELECT 1) AS one
       LEFT JOIN LATERAL (SELECT e.fact_id, e.valid_until FROM fact_ends e
+                          WHERE e.fact_id = fact AND e.replaced_at > known
+                          ORDER BY e.replaced_at LIMIT 1) AS h ON true
+$$;
+
+-- The replacement a fact had at known_at: the one it had until its first change after
+-- known_at, else ``otherwise`` (the same lookup as fact_end_at).
+CREATE FUNCTION fact_replacement_at(fact bigint, known timestamptz, otherwise bigint)
+RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE COST 1 AS $$
+    SELECT CASE WHEN h.fact_id IS NULL THEN otherwise ELSE h.superseded_by END
+      FROM (SELECT 1) AS one
+      LEFT JOIN LATERAL (SELECT e.fact_id, e.superseded_by FROM fact_ends e
                           WHERE e.fact_id = fact AND e.replaced_at > known
                           ORDER BY e.replaced_at LIMIT 1) AS h ON true
 $$;
@@ -197,6 +224,23 @@ RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS $$
                                                       ELSE f.valid_until END)
                 -- not updated since known_at: no change of end since, no lookup (the same answer)
                 WHEN f.retired_at > known_at THEN f.recorded_valid_until ELSE f.valid_until END
+$$;
+
+-- A fact's replacement as known at known_at, the companion of fact_valid_until: without
+-- known_at 0013's rule (the current column); else the one held at known_at. With no
+-- change after known_at, the current one, unless the fact was retired since with another
+-- end than first recorded: only a row without history can be (older data, retired by its
+-- supersession), and it had none then (0013's rule).
+CREATE OR REPLACE FUNCTION fact_superseded_by(f facts, known_at timestamptz)
+RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN known_at IS NULL THEN CASE WHEN f.retired_at > now() THEN NULL ELSE f.superseded_by END
+                WHEN f.updated_at > known_at
+                THEN fact_replacement_at(f.id, known_at,
+                                         CASE WHEN f.retired_at > known_at
+                                                   AND f.valid_until IS DISTINCT FROM f.recorded_valid_until
+                                              THEN NULL ELSE f.superseded_by END)
+                WHEN f.retired_at > known_at AND f.valid_until IS DISTINCT FROM f.recorded_valid_until THEN NULL
+                ELSE f.superseded_by END
 $$;
 
 CREATE OR REPLACE FUNCTION relationship_visible(r relationships, as_of timestamptz, known_at timestamptz,
