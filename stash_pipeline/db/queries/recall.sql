@@ -402,12 +402,19 @@ ranked AS (
 ),
 -- the entity leg (memory/entity_recall.py): the entities the query's phrases name by an
 -- alias (MATERIALIZED: found by the (namespace_id, normalised) index, never by walking an
--- entity_id index in order for the LIMIT), with the aliases that matched
+-- entity_id index in order for the LIMIT), with the aliases that matched; written once for
+-- all namespaces and once for the scope, as the text leg's reads are: under the generic
+-- plan "all OR in scope" read the whole alias index (17 ms with 2,000 namespaces of 30
+-- aliases, against 0.03 ms for the scope's (namespace, alias) pairs)
 entity_matched AS MATERIALIZED (
     SELECT a.entity_id, a.alias
     FROM entity_aliases a
-    WHERE a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
-      AND (%(all_namespaces)s OR a.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+    WHERE %(all_namespaces)s AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
+    UNION ALL
+    SELECT a.entity_id, a.alias
+    FROM entity_aliases a
+    WHERE NOT %(all_namespaces)s AND a.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+      AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
 ),
 entity_named AS MATERIALIZED (
     SELECT m.entity_id, string_agg(m.alias, ' ' ORDER BY m.alias) AS aliases
