@@ -6,6 +6,13 @@ SELECT indexname, indexdef FROM pg_indexes
 WHERE schemaname = 'public' AND tablename = %(table)s
   AND (indexdef ILIKE '%%using hnsw%%' OR indexdef ILIKE '%%using gin%%')
 
+-- bench_rarest_df --
+-- Documents holding the query's rarest known lexeme in the scoped namespaces (0: none).
+SELECT COALESCE(min(df) FILTER (WHERE df > 0), 0) AS df FROM (
+    SELECT (SELECT COALESCE(sum(t.documents), 0) FROM recall_term_stats t
+            WHERE t.lexeme = l AND (%(all_namespaces)s OR t.namespace_id = ANY(%(namespace_ids)s))) AS df
+    FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l) x
+
 -- bench_reference_insert --
 -- The reference's write: one plain single-row INSERT of an episode with its vector.
 INSERT INTO episodes (namespace_id, content, embedding, embedding_model, occurred_at)

@@ -46,11 +46,20 @@ trip with and without the query's phrases (the leg is part of the statement).
 
 Recall steps (bench/recall_steps.py): each step's time and share, the path before one
 round trip (its statements kept in bench/queries.sql) vs the current one, in turn.
+
+Common-word questions (the rarest query word in more than ``text_scan_limit`` rows, where
+the text leg matches the two rarest words together) get their own rows.
+
+``--write-load N``: cached recall and its round trip again, every question twice, in
+blocks of ten alternating with and without six threads remembering new turns
+(``episodes.remember``, texts with cached vectors) into a namespace under the recalled one
+at N/s in all; the achieved rate is reported.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -62,6 +71,8 @@ from bench import common, recall_steps
 from bench.data import generate
 
 NAMESPACE = "/bench/recall"
+#: where --write-load writes: inside the recalled scope, outside the kept fill's count
+WRITES = "/bench/recall/writes"
 FACT_SHARE = 0.2
 
 
@@ -145,6 +156,14 @@ def recall_statement_params(store: Any, query: str, **options: Any) -> dict[str,
     finally:
         Database.pipelined = original  # type: ignore[method-assign]
     return captured
+
+
+def common_word(store: Any, params: dict[str, Any]) -> bool:
+    """Whether the query's rarest known word is in more than text_scan_limit rows (over all
+    namespaces: the benches that ask hold their rows in one)."""
+    with store.db.transaction() as tx:
+        values = params | {"all_namespaces": True, "namespace_ids": []}
+        return int(tx.conn.execute(common.sql("bench_rarest_df"), values).fetchone()["df"]) > params["text_scan_limit"]
 
 
 def hybrid_params(store: Any, query: str, vector: np.ndarray) -> dict[str, Any]:
@@ -266,6 +285,44 @@ def explain(store: Any, params: dict[str, Any]) -> tuple[list[str], list[str]]:
     return [next(iter(r.values())) for r in ours], [next(iter(r.values())) for r in base]
 
 
+def write_load_table(store: Any, questions: list[str], rate: float, block: int = 10) -> None:
+    """Cached recall and the recall round trip with and without writers at ``rate``/s, in alternate blocks."""
+    from bench.recall_service import Writer
+    from stash_pipeline.memory import namespaces, recall
+
+    base = [e["content"] for e in generate.load()["episodes"]]
+    texts = [f"{base[i % len(base)]} [written {i}]" for i in range(max(2_000, int(rate * 120)))]
+    common.prime_embedding_cache(store, texts, common.noisy_copies(common.dataset_vectors(base), len(texts),
+                                                                   np.random.default_rng(5)))
+    namespaces.create(store, WRITES)
+    turns = [{"namespace": WRITES, "content": t, "occurred_at": None} for t in texts]
+    params = [recall_statement_params(store, q) for q in questions]
+    timings: dict[str, list[float]] = {k: [] for k in ("cached off", "cached on", "sql off", "sql on")}
+    writer = Writer(store, turns, rate, threads=6)
+    began = time.strftime("%H:%M", time.gmtime())
+    with writer.running():
+        for i in range(2 * len(questions)):  # each question once with the writers, once without
+            k = i % len(questions)
+            state = "on" if (k // block + i // len(questions)) % 2 else "off"
+            writer.switch(state == "on")
+            if i % block == 0:
+                time.sleep(0.2)  # the writers reach their pace (or stop) before the block
+            timings[f"cached {state}"].append(
+                common.timed(lambda q=questions[k]: recall.recall(store, q, "/", limit=10))[0])
+            timings[f"sql {state}"].append(common.timed(lambda p=params[k]: recall_sql(store, p))[0])
+        writer.switch(False)
+    rows = [[f"{what} (p{p} ms)", common.percentile(timings[f"{key} off"], p),
+             common.percentile(timings[f"{key} on"], p),
+             common.ratio(common.percentile(timings[f"{key} on"], p), common.percentile(timings[f"{key} off"], p))]
+            for key, what in (("cached", "recall end to end, embedding cached"), ("sql", "the recall round trip"))
+            for p in (50, 95)]
+    common.print_table(
+        f"Recall under a write load: {writer.written:,} remembers at {writer.rate:.0f}/s achieved while on "
+        f"({rate:.0f}/s asked of 6 threads), {len(questions)} questions each way, blocks of {block} "
+        f"({began} UTC, load {' '.join(f'{v:.1f}' for v in os.getloadavg())})",
+        ["measure", "writers off", "writers on", "ratio"], rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10_000, help="memories (default 10000)")
@@ -273,6 +330,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keep", metavar="NAME", help="fill database NAME on STASH_DATABASE_URL's server once, keep it")
     parser.add_argument("--embedder", choices=("minilm", "minilm-onnx", "minilm-int8", "minilm-static"),
                         default="minilm", help="query embedder (default minilm; the fill keeps MiniLM vectors)")
+    parser.add_argument("--write-load", type=float, default=0.0, metavar="N",
+                        help="also recall with writers remembering N turns/s (e.g. 200)")
     args = parser.parse_args(argv)
     size = 100_000 if args.large else args.size
 
@@ -300,6 +359,7 @@ def main(argv: list[str] | None = None) -> None:
             e2e.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
             e2e_ref.append(common.timed(lambda q=q: vector_sql(store, raw.embed([q])[0]))[0])
         prepared = [hybrid_params(store, q, v) for q, v in zip(questions, vectors, strict=True)]
+        common_words = [common_word(store, p) for p in prepared]
         for q, v, params in zip(questions, vectors, prepared, strict=True):
             cached.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
             sql_ours.append(common.timed(lambda p=params: recall_sql(store, p, cpu_ours))[0])
@@ -314,6 +374,8 @@ def main(argv: list[str] | None = None) -> None:
         plan, base_plan = explain(store, prepared[probe])
         entity_leg_table(store, questions, entities)
         recall_steps.steps_table(store, questions, NAMESPACE)
+        if args.write_load:
+            write_load_table(store, questions, args.write_load)
         sizes = common.relation_sizes(store)
     resources = [["fill + index builds (s)" if builds else "no fill: the kept database was filled earlier (s)",
                   fill_seconds]]
@@ -348,6 +410,14 @@ def main(argv: list[str] | None = None) -> None:
             for p in ("p50", "p95"):
                 ours_cpu, ref_cpu = common.percentile(cpu, int(p[1:])), common.percentile(cpu_ref, int(p[1:]))
                 rows.append([f"{label} ({p} ms)", ours_cpu, ref_cpu, common.ratio(ours_cpu, ref_cpu)])
+    for group, wanted in (("common-word", True), ("rare-word", False)):
+        picked = [i for i, c in enumerate(common_words) if c == wanted]
+        for label, ours, ref in (("end to end, embedding cached", cached, cached_ref),
+                                 ("SQL alone", sql_ours, sql_ref), ("SQL alone, server CPU time", cpu_ours, cpu_ref)):
+            for p in (50, 95):
+                if picked and len(ours) == len(questions):
+                    a, b = (common.percentile([v[i] for i in picked], p) for v in (ours, ref))
+                    rows.append([f"{label}, {len(picked)} {group} questions (p{p} ms)", a, b, common.ratio(a, b)])
     rows.append(["MiniLM embedding of the query alone (p50 ms)", common.percentile(embed_ms, 50),
                  common.percentile(embed_ms, 50), "1.00x"])
     common.print_table(

@@ -71,10 +71,14 @@ def answer(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
              None if r.get("score") is None else round(float(r["score"]), 9)) for r in rows]
 
 
-def paired(store: Any, statements: dict[str, str], params_list: list[dict[str, Any]], title: str) -> list[list[Any]]:
-    """Each (statement, plan mode) per question, back to back, the order rotating; rows of the table."""
+def paired(store: Any, statements: dict[str, str], params_list: list[dict[str, Any]], title: str,
+           *, split: bool = False) -> list[list[Any]]:
+    """Each (statement, plan mode) per question, back to back, the order rotating; rows of the
+    table, with ``split`` also for the common-word questions (the rarest word in more than
+    text_scan_limit rows; one namespace holds them all) and the others apart."""
     keys = [(name, GENERIC) for name in statements] + [("current", CUSTOM)]
     cpu: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
+    common_word = [recall_latency.common_word(store, p) for p in params_list] if split else []
     same = 0
     with store.db.connection() as conn:
         for params in params_list[:10]:  # warm-up: caches and the prepared statements
@@ -88,8 +92,14 @@ def paired(store: Any, statements: dict[str, str], params_list: list[dict[str, A
                 cpu[(name, mode)].append(took)
             same += len({repr(answer(r)) for r in rows.values()}) == 1
     label = {GENERIC: "generic plan", CUSTOM: "custom plan (planning included)"}
-    return [[title, f"{name}, {label[mode]}", common.percentile(v, 50), common.percentile(v, 95),
+    rows = [[title, f"{name}, {label[mode]}", common.percentile(v, 50), common.percentile(v, 95),
              f"{same} of {len(params_list)}"] for (name, mode), v in cpu.items()]
+    for group, wanted in (("common-word", True), ("rare-word", False)) if split else ():
+        picked = [i for i, c in enumerate(common_word) if c == wanted]
+        rows += [[f"{title}, {len(picked)} {group} questions", f"{name}, {label[mode]}",
+                  common.percentile([v[i] for i in picked], 50), common.percentile([v[i] for i in picked], 95), ""]
+                 for (name, mode), v in cpu.items() if picked]
+    return rows
 
 
 def fill_namespaces(store: Any, count: int, per: int) -> None:
@@ -208,7 +218,8 @@ def main(argv: list[str] | None = None) -> None:
         for scope in (recall_latency.NAMESPACE, "/"):
             big = [statement_params(store, q, scope, hybrid=True, vector=v)
                    for q, v in zip(asked[:args.questions], vectors, strict=False)]
-            rows += paired(store, statements, big, f"{args.size:,} in one namespace, scope {scope}, hybrid")
+            rows += paired(store, statements, big, f"{args.size:,} in one namespace, scope {scope}, hybrid",
+                           split=True)
         for q in asked:  # every query's vector cached, as for a question asked before
             store.embedder.embed_one(q)
         first = first_recalls(store, asked, args.pools, 8)

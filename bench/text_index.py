@@ -207,7 +207,7 @@ def latency(size: int) -> None:
         for q, v in zip(questions, vectors, strict=True):
             p = recall_latency.hybrid_params(store, q, v)
             with store.db.transaction() as tx:
-                df = tx.conn.execute(SQL["text_index_rarest_df"], p).fetchone()["df"]
+                df = tx.conn.execute(common.sql("bench_rarest_df"), p).fetchone()["df"]
             params_list.append(p)
             groups.append("common-word" if df > p["text_scan_limit"] else "rare-word")
         base = sql.QUERIES["recall"]
@@ -257,7 +257,7 @@ def namespaces_case(count: int = 200, per: int = 500) -> None:
             p = p | {"paths": [f"/bench/ns{k % count:03d}"], "all_namespaces": False, "use_vector": False,
                      "embedding": None, "query": q}
             with store.db.transaction() as tx:
-                df = tx.conn.execute(SQL["text_index_rarest_df"], p).fetchone()["df"]
+                df = tx.conn.execute(common.sql("bench_rarest_df"), p).fetchone()["df"]
             params_list.append(p)
             groups.append("common-word" if df > p["text_scan_limit"] else "rare-word")
         base = sql.QUERIES["recall"]

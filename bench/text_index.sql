@@ -28,13 +28,6 @@ WHERE c.relname IN ('episodes_search_gin', 'facts_search_gin', 'recall_term_stat
                     'recall_term_stats_lexeme_idx', 'episodes_content_bm25', 'facts_content_bm25')
 ORDER BY c.relname
 
--- text_index_rarest_df --
--- Documents holding the query's rarest known lexeme in the scoped namespaces (0: none).
-SELECT COALESCE(min(df) FILTER (WHERE df > 0), 0) AS df FROM (
-    SELECT (SELECT COALESCE(sum(t.documents), 0) FROM recall_term_stats t
-            WHERE t.lexeme = l AND (%(all_namespaces)s OR t.namespace_id = ANY(%(namespace_ids)s))) AS df
-    FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l) x
-
 -- text_index_text_top --
 -- Replaces recall_hybrid's fact_text, episode_text and text_top CTEs: the best
 -- %(text_candidates)s facts and the best %(text_candidates)s episodes by the BM25 index

@@ -269,6 +269,7 @@ def recall_parameters(
         "candidates": max(config.min_candidates, config.candidate_factor * limit),
         "text_scan_limit": config.text_scan_limit,
         "text_candidates": config.text_candidates,
+        "text_pair_min": config.text_pair_min,
         "w_vector": config.w_vector,
         "k1": config.bm25_k1,
         "b": config.bm25_b,

@@ -29,6 +29,10 @@ class RecallConfig:
     #: full-text candidates: the query's rarest lexemes are matched while their summed
     #: document frequency stays within this many rows (per kind, newest first beyond it)
     text_scan_limit: int = 400
+    #: ... and when even the rarest lexeme is in more rows, the rows holding the two rarest
+    #: are matched; the rarest's newest matches are added only when fewer than this many
+    #: rows (per kind) hold both
+    text_pair_min: int = 20
     #: of those matches, the best this many by BM25 join the vector candidates
     text_candidates: int = 60
     #: HNSW beam width (hnsw.ef_search) for recall's vector candidates

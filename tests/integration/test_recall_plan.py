@@ -84,15 +84,16 @@ def whole_index_walks(text: str) -> list[str]:
     return walks
 
 
-def text_leg_namespace_ors(text: str) -> list[str]:
+def namespace_ors(text: str) -> list[str]:
     """The text leg's reads (facts and episodes by their word index, the term and length
-    statistics) that test the namespace as "all namespaces OR in scope": under a generic
-    plan such a test cannot use a namespace index, so a scoped recall fetches every row
-    matching a query word in any namespace and tests it."""
+    statistics) and the entity leg's alias lookup that test the namespace as "all
+    namespaces OR in scope": under a generic plan such a test cannot use a namespace index,
+    so a scoped recall fetches every row matching a query word (or every alias named by a
+    phrase) in any namespace and tests it."""
     found = []
     for node in re.split(r"\n(?=\s*->)", text):
         first = node.strip().splitlines()[0]
-        if (re.search(r"Bitmap Heap Scan on (facts|episodes)\b|on recall_(term|text)_stats\b", first)
+        if (re.search(r"Bitmap Heap Scan on (facts|episodes)\b|on recall_(term|text)_stats\b|on entity_aliases\b", first)
                 and re.search(r"\$\d+ OR \(namespace_id", node)):
             found.append(node.strip())
     return found
@@ -130,7 +131,7 @@ def test_recall_reads_facts_and_episodes_by_index_only(store):
         assert not [f for f in VISIBILITY if f in text], (name, text)  # inlined
         assert not whole_index_walks(text), (name, whole_index_walks(text), text)
     generic = plans["generic"]
-    assert not text_leg_namespace_ors(generic), text_leg_namespace_ors(generic)
+    assert not namespace_ors(generic), namespace_ors(generic)
     # the entity leg: aliases by their (namespace, normalised) index, each entity's newest
     # links and facts by the (entity, order) indexes
     for index in ("entity_aliases_namespace_id_normalised_key", "relationships_from_entity_id_idx",
@@ -209,3 +210,33 @@ def test_the_graph_and_entity_reads_inline_visibility_and_read_by_index(store):
             if scans:
                 problems.append((name, when, scans, text))
     assert not problems, problems
+
+
+def gin_rows_fetched(store: Any, params: dict[str, Any]) -> list[float]:
+    """Rows each run of the episodes' word index returned, as EXPLAIN (ANALYZE) counts them."""
+    with store.db.transaction() as tx:
+        tx.one("recall_search_params", ef_search=str(DEFAULT.ef_search))
+        rows = tx.conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + query("recall"), params).fetchall()
+    text = "\n".join(next(iter(r.values())) for r in rows)
+    return [float(n) for n in re.findall(r"Bitmap Index Scan on episodes_search_gin \(actual time=\S+ rows=([\d.]+)", text)]
+
+
+def test_a_common_rarest_word_fetches_only_the_rows_holding_the_two_rarest(store):
+    namespaces.create(store, "/plan/a")
+    items = ([{"content": f"the pottery market moved, notice {i}"} for i in range(25)]
+             + [{"content": f"my pottery class went well, week {i}"} for i in range(400)]
+             + [{"content": f"the market was busy, stall {i}"} for i in range(800)]
+             + [{"content": f"{TOPICS[i % len(TOPICS)]} note {i}"} for i in range(1500)])
+    for start in range(0, len(items), 500):
+        episodes.remember_batch(store, "/plan/a", items[start:start + 500])
+    with store.db.transaction() as tx:
+        tx.conn.execute("ANALYZE episodes")
+    config = DEFAULT.replace(text_scan_limit=100, text_pair_min=10)
+    params = recall_parameters(store, "When is the pottery market?", mode="text", config=config)
+    fetched = gin_rows_fetched(store, params)
+    # "pottery" (425 rows) is the rarest and in more than 100: only the 25 rows holding both
+    # words are fetched, never every match of "pottery"
+    assert fetched and sum(fetched) == 25, fetched
+    # too few rows hold both: the rarest word's matches are fetched too (the newest 100 kept)
+    fewer = recall_parameters(store, "When is the pottery market?", mode="text", config=config.replace(text_pair_min=30))
+    assert sum(gin_rows_fetched(store, fewer)) == 25 + 425

@@ -129,6 +129,40 @@ def test_old_evidence_is_found_when_common_words_fill_the_scan(store):
     assert hits[0].id == old  # the newest-first cap would have dropped it
 
 
+def pottery_and_market(store) -> int:
+    """An old turn holding "pottery" and "market", then 40 newer turns holding "pottery"
+    alone and 80 holding "market" alone: both words in more rows than a scan limit of 20."""
+    namespaces.create(store, NS)
+    old = episodes.remember(store, NS, "Melanie: the pottery market is on the last Friday")["id"]
+    episodes.remember_batch(store, NS, [{"content": f"Melanie: my pottery class went well, week {i}"}
+                                        for i in range(40)])
+    episodes.remember_batch(store, NS, [{"content": f"Melanie: the market was busy, stall {i}"}
+                                        for i in range(80)])
+    return old
+
+
+def test_the_two_rarest_words_together_find_old_evidence_when_both_are_common(store):
+    old = pottery_and_market(store)
+    config = DEFAULT.replace(text_scan_limit=20, neighbour_weight=0.0)
+    hits = recall.recall(store, "When is the pottery market?", NS, mode="text", config=config)
+    # the rarest word's newest 20 matches alone (the fallback before) hold only newer turns
+    assert hits[0].id == old
+    # the pair found one row (fewer than text_pair_min): the rarest's newest matches fill the rest
+    assert len(hits) == 10 and all("pottery" in h.content for h in hits)
+
+
+def test_enough_rows_holding_both_rarest_words_leave_the_rarest_alone_unfetched(store):
+    pottery_and_market(store)
+    episodes.remember_batch(store, NS, [{"content": f"Melanie: the pottery market moved, notice {i}"}
+                                        for i in range(12)])
+    config = DEFAULT.replace(text_scan_limit=20, text_pair_min=10, neighbour_weight=0.0)
+    hits = recall.recall(store, "When is the pottery market?", NS, mode="text", limit=20, config=config)
+    # 13 rows hold both words (at least text_pair_min): the text leg matched those alone,
+    # not the 40 turns holding "pottery" without "market"
+    assert len(hits) == 13
+    assert all("pottery" in h.content and "market" in h.content for h in hits)
+
+
 def test_relevance_floor_for_a_query_about_nothing(make_store):
     store = make_store(embedder="minilm", vector_dim=384)
     namespaces.create(store, NS)
