@@ -137,6 +137,26 @@ def test_recall_reads_facts_and_episodes_by_index_only(store):
     for index in ("entity_aliases_namespace_id_normalised_key", "relationships_from_entity_id_idx",
                   "relationships_to_entity_id_idx", "facts_entity_id_idx"):
         assert index in generic, (index, generic)
+    # over every namespace, aliases by their normalised form alone (0017): not the
+    # (namespace, normalised) index read whole for its second column
+    assert alias_reads(generic) == {"entity_aliases_normalised_idx", "entity_aliases_namespace_id_normalised_key"}, \
+        generic
+
+
+def alias_reads(text: str) -> set[str]:
+    """The indexes the plan reads entity_aliases by, each with a condition on its leading
+    column (an index whose leading column is untested is read whole)."""
+    reads = set()
+    for node in re.split(r"\n(?=\s*->)", text):
+        first = node.strip().splitlines()[0]
+        found = (re.search(r"Index (?:Only )?Scan using (\w+) on entity_aliases\b", first)
+                 or re.search(r"Bitmap Index Scan on (entity_aliases_\w+)", first))
+        if found:
+            lead = "normalised" if found.group(1) == "entity_aliases_normalised_idx" else "namespace_id"
+            cond = re.search(r"Index Cond: \((.*)", node)
+            assert cond and cond.group(1).lstrip("(").startswith(lead), node
+            reads.add(found.group(1))
+    return reads
 
 
 def test_the_facts_reads_inline_the_one_visibility_definition(store):

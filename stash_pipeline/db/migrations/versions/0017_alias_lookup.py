@@ -1,0 +1,24 @@
+"""Aliases by their normalised form alone, for recall over every namespace (see the .sql).
+
+Revision ID: 0017
+Revises: 0016
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import op
+
+revision = "0017"
+down_revision = "0016"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.execute(Path(__file__).with_suffix(".sql").read_text(encoding="utf-8"))
+
+
+def downgrade() -> None:
+    raise NotImplementedError("Stash does not downgrade; restore from a backup (stash export) instead")
