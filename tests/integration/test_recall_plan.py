@@ -132,15 +132,13 @@ def test_recall_reads_facts_and_episodes_by_index_only(store):
         assert not whole_index_walks(text), (name, whole_index_walks(text), text)
     generic = plans["generic"]
     assert not namespace_ors(generic), namespace_ors(generic)
-    # the entity leg: aliases by their (namespace, normalised) index, each entity's newest
-    # links and facts by the (entity, order) indexes
-    for index in ("entity_aliases_namespace_id_normalised_key", "relationships_from_entity_id_idx",
-                  "relationships_to_entity_id_idx", "facts_entity_id_idx"):
+    # the entity leg: each entity's newest links and facts by the (entity, order) indexes;
+    # aliases by an index whose leading column the read tests: the (namespace, normalised)
+    # one for a scope, or (over every namespace, and wherever the planner prefers it) the
+    # one on normalised alone (0017), never the first read whole for its second column
+    for index in ("relationships_from_entity_id_idx", "relationships_to_entity_id_idx", "facts_entity_id_idx"):
         assert index in generic, (index, generic)
-    # over every namespace, aliases by their normalised form alone (0017): not the
-    # (namespace, normalised) index read whole for its second column
-    assert alias_reads(generic) == {"entity_aliases_normalised_idx", "entity_aliases_namespace_id_normalised_key"}, \
-        generic
+    assert "entity_aliases_normalised_idx" in alias_reads(generic), generic
 
 
 def alias_reads(text: str) -> set[str]:
