@@ -14,7 +14,7 @@ import os
 import socket
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -98,6 +98,31 @@ def database_url(pg_admin_dsn: str, template_db: str) -> Iterator[str]:
     yield _with_db(pg_admin_dsn, name)
     with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def database_at(pg_admin_dsn: str) -> Iterator[Callable[[str], str]]:
+    """Factory: the DSN of a new database migrated only up to ``revision`` (a migration's
+    test writes rows as an older version did, then upgrades); dropped after the test."""
+    from alembic import command
+
+    from stash_pipeline.db.migrate import _config
+
+    made: list[str] = []
+
+    def at(revision: str) -> str:
+        name = f"stash_at{revision}_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        made.append(name)
+        dsn = _with_db(pg_admin_dsn, name)
+        command.upgrade(_config(dsn, 384), revision)
+        return dsn
+
+    yield at
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        for name in made:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -7,27 +7,24 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from alembic import command
 from click.testing import CliRunner
 from mcp import Client
 
 from stash_pipeline import errors
 from stash_pipeline.config import load_settings
 from stash_pipeline.consolidation import runner
-from stash_pipeline.db.migrate import _config, migrate
+from stash_pipeline.db.migrate import migrate
 from stash_pipeline.interchange import export, readers
 from stash_pipeline.memory import facts, graph, namespaces, recall
 from stash_pipeline.store import Store
 from stash_serve.cli import cli
 from stash_serve.mcp.server import build_server
-from tests.conftest import _with_db
 from tests.integration.consolidation.conftest import cstore, model, rows, seed, server  # noqa: F401 (fixtures)
 
 NS = "/time"
@@ -308,16 +305,9 @@ def test_cli_flags(store, database_url, tmp_path):
 
 
 @pytest.fixture
-def pre_bitemporal_dsn(pg_admin_dsn: str) -> Any:
+def pre_bitemporal_dsn(database_at: Any) -> str:
     """A database migrated only up to 0007, the revision before the two time axes."""
-    name = f"stash_pre8_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = _with_db(pg_admin_dsn, name)
-    command.upgrade(_config(dsn, 384), "0007")
-    yield dsn
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return str(database_at("0007"))
 
 
 def test_migration_backfills_event_time_from_lineage(pre_bitemporal_dsn: str, tmp_path: Path) -> None:

@@ -6,24 +6,20 @@ the one change their columns describe, so known_at reads of old data answer as b
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
-import psycopg
 import pytest
-from alembic import command
 from mcp import Client
 
 from stash_pipeline.config import load_settings
-from stash_pipeline.db.migrate import _config, migrate
+from stash_pipeline.db.migrate import migrate
 from stash_pipeline.interchange import export, readers
 from stash_pipeline.memory import facts, graph, namespaces
 from stash_pipeline.store import Store
 from stash_serve.mcp.server import build_server
-from tests.conftest import _with_db
 from tests.integration.consolidation.conftest import rows
 from tests.mcp.conftest import ok
 
@@ -153,15 +149,8 @@ def test_a_replacement_reads_as_known_between_a_restore_and_the_next_supersessio
 
 
 @pytest.fixture
-def at_0015(pg_admin_dsn: str) -> Any:
-    name = f"stash_pre16_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = _with_db(pg_admin_dsn, name)
-    command.upgrade(_config(dsn, 384), "0015")
-    yield dsn
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def at_0015(database_at: Any) -> str:
+    return str(database_at("0015"))
 
 
 def test_old_retired_rows_read_as_they_did(at_0015: str, tmp_path: Path) -> None:

@@ -2,33 +2,23 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
-from alembic import command
 from alembic.script import ScriptDirectory
 
 from stash_pipeline.config import load_settings
 from stash_pipeline.db.migrate import _config, migrate
-from tests.conftest import _with_db
 
 
 @pytest.fixture
-def before_entities(pg_admin_dsn: str) -> Iterator[str]:
+def before_entities(database_at: Any) -> str:
     """A database migrated up to the revision before the entities."""
-    name = f"stash_pre_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = _with_db(pg_admin_dsn, name)
     down = ScriptDirectory.from_config(_config("postgresql://x/y", 384)).get_revision("0009").down_revision
     assert isinstance(down, str)
-    command.upgrade(_config(dsn, 384), down)
-    yield dsn
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return str(database_at(down))
 
 
 def _fact(conn: psycopg.Connection, namespace_id: int, entity: str) -> int:

@@ -4,20 +4,17 @@ not explain, so the first recomputation of an old key changes nothing it should 
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from alembic import command
 
 from stash_pipeline.config import load_settings
-from stash_pipeline.db.migrate import _config, migrate
+from stash_pipeline.db.migrate import migrate
 from stash_pipeline.memory import facts
 from stash_pipeline.store import Store
-from tests.conftest import _with_db
 
 
 def year(n: int) -> datetime:
@@ -25,20 +22,14 @@ def year(n: int) -> datetime:
 
 
 @pytest.fixture
-def at_0013(pg_admin_dsn: str) -> Any:
-    name = f"stash_pre14_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = _with_db(pg_admin_dsn, name)
-    command.upgrade(_config(dsn, 384), "0014")
-    yield dsn
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def at_0014(database_at: Any) -> str:
+    """A database at 0014, the revision before the given ends."""
+    return str(database_at("0014"))
 
 
-def test_expired_and_rejected_facts_keep_their_ends_when_the_key_is_recomputed(at_0013: str, tmp_path: Path) -> None:
+def test_expired_and_rejected_facts_keep_their_ends_when_the_key_is_recomputed(at_0014: str, tmp_path: Path) -> None:
     vector = "array_fill(0.1, ARRAY[384])::vector"
-    with psycopg.connect(at_0013, autocommit=True) as conn:
+    with psycopg.connect(at_0014, autocommit=True) as conn:
         def one(sql: str, *params: Any) -> Any:
             return conn.execute(sql, params).fetchone()[0]
 
@@ -58,9 +49,9 @@ def test_expired_and_rejected_facts_keep_their_ends_when_the_key_is_recomputed(a
         initech = fact("Initech", 2016, 2018)
         hooli = fact("Hooli", 2019, 2019, by=globex)
 
-    settings = load_settings(database_url=at_0013, home=tmp_path, embedder="hash", vector_dim=384)
-    migrate(settings, at_0013)
-    with psycopg.connect(at_0013) as conn:
+    settings = load_settings(database_url=at_0014, home=tmp_path, embedder="hash", vector_dim=384)
+    migrate(settings, at_0014)
+    with psycopg.connect(at_0014) as conn:
         given = dict(conn.execute("SELECT id, given_valid_until FROM facts").fetchall())
     assert given == {globex: None, acme: year(2015), initech: None, hooli: year(2019)}
 

@@ -5,20 +5,17 @@ withdrawn facts are resolved."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from alembic import command
 
 from stash_pipeline.config import load_settings
-from stash_pipeline.db.migrate import _config, migrate
+from stash_pipeline.db.migrate import migrate
 from stash_pipeline.memory import facts
 from stash_pipeline.store import Store
-from tests.conftest import _with_db
 
 
 def year(n: int) -> datetime:
@@ -26,15 +23,8 @@ def year(n: int) -> datetime:
 
 
 @pytest.fixture
-def at_0010(pg_admin_dsn: str) -> Any:
-    name = f"stash_pre11_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = _with_db(pg_admin_dsn, name)
-    command.upgrade(_config(dsn, 384), "0010")
-    yield dsn
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def at_0010(database_at: Any) -> str:
+    return str(database_at("0010"))
 
 
 def test_migration_repairs_overlapping_history(at_0010: str, tmp_path: Path) -> None:

@@ -5,13 +5,11 @@ existed are repaired by the 0006 migration so reads work again."""
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from alembic import command
 from click.testing import CliRunner
 from mcp import Client
 
@@ -21,7 +19,6 @@ from stash_pipeline.db.migrate import _config, migrate
 from stash_pipeline.memory import episodes, recall, validate
 from stash_pipeline.store import Store
 from stash_serve.cli import cli
-from tests.conftest import _with_db
 from tests.mcp.conftest import fails, ok
 
 pytestmark = pytest.mark.anyio
@@ -99,16 +96,9 @@ def test_the_database_refuses_out_of_range_times(store: Store) -> None:
 
 
 @pytest.fixture
-def pre_bounds_dsn(pg_admin_dsn: str) -> Any:
+def pre_bounds_dsn(database_at: Any) -> str:
     """A database migrated only up to the revision before the timestamp bounds."""
-    name = f"stash_pre_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = _with_db(pg_admin_dsn, name)
-    command.upgrade(_config(dsn, 384), _previous_revision())
-    yield dsn
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return str(database_at(_previous_revision()))
 
 
 def _previous_revision() -> str:
