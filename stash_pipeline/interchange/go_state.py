@@ -83,6 +83,10 @@ class GoImport:
             if entry is not None and entry.has_id and row["source_id"].isdigit() and row["stash_id"] is not None:
                 self.writer.ids[entry.kind][int(row["source_id"])] = int(row["stash_id"])
 
+    def namespace_paths(self) -> dict[int, str | None]:
+        """The Stash path of each Go namespace imported so far, by Go id (earlier runs' too)."""
+        return {go_id: self.writer.path_of(new) for go_id, new in self.writer.ids["namespace"].items()}
+
     def rows(self, table: str, key: str) -> Any:
         """Chunks of a Go table's rows (nothing when the Go database predates the table)."""
         found = self.go.one("go_table_exists", table=table) or {}

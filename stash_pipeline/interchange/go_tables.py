@@ -26,12 +26,15 @@ _CACHE = Table("embedding_cache", "embedding_cache", plain="text_hash model endp
 
 
 def namespaces(run: GoImport, rows: list[Row]) -> None:
-    """Through the writer's namespace path: an export's path, name and description checks."""
+    """Through the writer's namespace path: an export's path, name and description checks.
+    A path another Go namespace holds, in this run or an earlier one, is refused: two Go
+    namespaces are never merged into one."""
+    taken = run.namespace_paths()
     for row in rows:
         target, why, record = mapping.slug(row.get("slug")), None, None
         if target is None:
             why = f"slug {row.get('slug')!r} has no usable Stash path"
-        elif target in run.writer.slugs.values():
+        elif any(path == target and go_id != row["id"] for go_id, path in taken.items()):
             why = f"slug {row.get('slug')!r} maps to {target}, already taken by another Go namespace"
         else:
             description = row.get("description") or ""
@@ -41,6 +44,8 @@ def namespaces(run: GoImport, rows: list[Row]) -> None:
                       "created_at": row.get("created_at"), "updated_at": row.get("updated_at")}
         # one at a time: a later row's path is checked against this one's
         written = run.put("namespaces", BY_NAME["namespaces"], [(str(row["id"]), record, why, [])])
+        if written:
+            taken[row["id"]] = target
         if written and target != row["slug"]:
             run.writer.skip("namespaces (renamed)", f"{row.get('slug')!r} -> {target}")
 

@@ -204,7 +204,8 @@ class Writer:
                 found = self.where[kind][new] = int(row["namespace_id"])
         return found
 
-    def _slug(self, namespace_id: int | None) -> str | None:
+    def path_of(self, namespace_id: int | None) -> str | None:
+        """A namespace's path (looked up once)."""
         if namespace_id is not None and namespace_id not in self.slugs:  # None: no such namespace
             self.slugs[namespace_id] = self.tx.scalar("interchange_namespace_slug", id=namespace_id)
         return None if namespace_id is None else self.slugs[namespace_id]
@@ -220,7 +221,7 @@ class Writer:
         ns = row.get("namespace_id")
         if ns is not None:
             ns = self.ids["namespace"].get(self._id(table, where, "namespace_id", ns))
-            if ns is None or self._slug(ns) is None:
+            if ns is None or self.path_of(ns) is None:
                 raise errors.BadRow(table.name, where, "namespace_id", "its namespace is not in the import")
             row["namespace_id"] = ns
         for column, ref in table.refs.items():
@@ -250,7 +251,7 @@ class Writer:
         target = self.namespace_of(kind, new)
         if target is None:
             return "points outside the import"
-        row_slug, target_slug = self._slug(ns), self._slug(target)
+        row_slug, target_slug = self.path_of(ns), self.path_of(target)
         if row_slug is None or target_slug is None or not _within(ref.scope, row_slug, target_slug):
             return f"points into another namespace (allowed: {ref.scope})"
         return None

@@ -213,3 +213,23 @@ def test_a_ledger_keyed_on_the_dsn_is_recognised_after_an_upgrade(store, pg_admi
     finally:
         with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_go_namespace_added_later_on_a_path_an_earlier_run_took_is_refused(store, go_dsn):
+    """A later run checks a new Go namespace's path against the paths earlier runs created,
+    as one run checks its namespaces against each other: '/Team/' (added after the first
+    run) maps to /team, which Go namespace 1 already holds, so it and its rows are refused,
+    not quietly merged into /team."""
+    go_import.migrate_from_go(store, go_dsn)
+    with psycopg.connect(go_dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO namespaces (id, slug, name) VALUES (5, '/Team/', 'Team again')")
+        conn.execute("INSERT INTO episodes (id, namespace_id, content, occurred_at) "
+                     "VALUES (17, 5, 'a note for the other team', '2025-01-07T10:00:00Z')")
+
+    again = go_import.migrate_from_go(store, go_dsn)
+    assert again["skipped"]["namespaces"] == {
+        "already imported by an earlier run": 4,  # the broken '///' is recorded too
+        "slug '/Team/' maps to /team, already taken by another Go namespace": 1}
+    assert again["skipped"]["episodes"] == {"already imported by an earlier run": 6,
+                                            "its namespace was not imported": 1}
+    assert one(store, "SELECT count(*) FROM episodes WHERE content = 'a note for the other team'")["count"] == 0
