@@ -1,0 +1,80 @@
+"""When each row's end last changed (migration 0018): a known_at read looks a row's history
+up only when the row's end changed after known_at, so changes the history does not hold
+(decay's aging of confidence, a reinforcement) cost an old read nothing, and the answer is
+the same as with the lookup."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from stash_pipeline.db.sql import query
+from stash_pipeline.memory import facts, namespaces
+from stash_pipeline.store import Store
+from tests.integration.consolidation.conftest import rows
+from tests.integration.test_end_history import NS, _changed_three_times, _moment, _works, year
+
+
+def _reads(store: Store, name: str, table: str, **params: Any) -> tuple[list[dict[str, Any]], int]:
+    """The rows of the named read and how often it read ``table`` (scans in its transaction)."""
+    ns = rows(store, "SELECT id FROM namespaces WHERE slug = %(ns)s", ns=NS)[0]["id"]
+    given = {"ns_ids": [ns], "namespace_ids": [ns], "all_namespaces": False, "entity": None, "relation_type": None,
+             "property": None, "origin": None, "since": None, "until": None, "as_of": None, "known_at": None,
+             "include_withdrawn": False, "include_history": False, "limit": 1000, "offset": 0} | params
+    with store.db.connection() as conn:
+        found = conn.execute(query(name), given).fetchall()
+        scans = conn.execute("SELECT seq_scan + idx_scan AS n FROM pg_stat_xact_user_tables WHERE relname = %s",
+                             (table,)).fetchone()
+        conn.rollback()
+    return found, int(scans["n"])
+
+
+def _run(store: Store, sql: str, **params: Any) -> None:
+    with store.db.connection() as conn:
+        conn.execute(sql, params or None)
+        conn.commit()
+
+
+def _decay_everything(store: Store) -> int:
+    """Age every current fact once, as the decay stage does a window after their last update."""
+    _run(store, "UPDATE facts SET updated_at = now() - interval '8 days'")
+    with store.db.transaction() as tx:
+        return tx.execute("decay_stale_facts", namespace_id=namespaces.resolve_id(tx, NS), factor=0.5,
+                          window="7 days")
+
+
+def test_decay_leaves_an_old_read_without_history_lookups(store):
+    namespaces.create(store, NS)
+    for n, company in enumerate(("Acme", "Globex", "Initech")):
+        facts.assert_fact(store, NS, f"Bob{n} works at {company}", entity=f"Bob{n}", property="works_at",
+                          value=company, valid_from=year(2010))
+    known = _moment()
+    assert _decay_everything(store) == 3
+    found, scans = _reads(store, "facts_query", "fact_ends", known_at=known)
+    assert sorted(f["value"] for f in found) == ["Acme", "Globex", "Initech"]
+    assert [f["confidence"] for f in found] == [0.5] * 3  # decay changed the fact, not its end
+    assert scans == 0  # was one lookup per fact and function: updated_at had moved
+
+
+def test_a_changed_end_is_still_read_from_the_history(store):
+    h = _changed_three_times(store)
+    _decay_everything(store)
+    at = datetime(2013, 7, 1, tzinfo=UTC)
+    found, scans = _reads(store, "facts_query", "fact_ends", known_at=h["between"], as_of=at)
+    assert [f["value"] for f in found] == ["Initech"] and scans > 0  # Acme's end changed since: looked up
+    changed = rows(store, "SELECT ends_changed_at AS at FROM facts WHERE id = %(id)s", id=h["acme"])
+    assert changed == rows(store, "SELECT max(replaced_at) AS at FROM fact_ends WHERE fact_id = %(id)s", id=h["acme"])
+    assert facts.get(store, h["acme"], known_at=h["between"]).valid_until == year(2012)
+
+
+def test_history_written_directly_moves_the_column(store):
+    """An import writes history rows itself (its trigger keeps none): the column follows them."""
+    namespaces.create(store, NS)
+    fact = _works(store, "Acme", 2010)
+    known = _moment()
+    assert rows(store, "SELECT ends_changed_at FROM facts WHERE id = %(id)s", id=fact) == [{"ends_changed_at": None}]
+    _run(store, "INSERT INTO fact_ends (fact_id, namespace_id, valid_until, replaced_at) "
+         "SELECT id, namespace_id, %(until)s, now() FROM facts WHERE id = %(id)s", id=fact, until=year(2011))
+    assert rows(store, "SELECT ends_changed_at > %(known)s AS moved FROM facts WHERE id = %(id)s",
+                id=fact, known=known) == [{"moved": True}]
+    assert facts.get(store, fact, known_at=known).valid_until == year(2011)  # the history's, as known then
