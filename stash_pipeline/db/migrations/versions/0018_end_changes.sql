@@ -1,34 +1,54 @@
 -- When a row's end last changed, so that a read "as known at" skips the history of a row
 -- unchanged since.
 --
--- A known_at read of a fact looks its history up (fact_ends, migration 0016) only when the
--- fact may have changed its end or replacement after known_at. Until this version that
--- test was updated_at, which moves on changes the history does not hold: decay's aging of
--- a stale fact's confidence (every fact, once per window), a reinforcement, a recheck
--- flag, a withdrawal. On a store a few windows old nearly every fact had moved, so an old
--- known_at read probed the history of nearly every fact for nothing.
+-- A known_at read looks a row's history up (fact_ends, relationship_ends,
+-- causal_link_ends: migration 0016), one index probe through a function call per row.
+-- For a fact it did so when the fact was updated after known_at, a test that passes on
+-- changes the history does not hold: decay's aging of a stale fact's confidence (every
+-- fact, once per window), a reinforcement, a recheck flag. On a store a few windows old
+-- nearly every fact had moved, so an old known_at read probed the history of nearly every
+-- fact for nothing. A relationship or causal link had no such test at all: every row
+-- was probed, whatever known_at.
 --
--- ends_changed_at (facts): the system time of the fact's latest kept change of end or
--- replacement, the replaced_at of its newest fact_ends row; null when it has none. Set by
--- the history trigger itself when it keeps a change, and, for history rows written
--- directly (an import brings them along, a repair by hand), by a trigger on the history
--- table, so it never falls behind the history it summarises. It is derived: an export
--- leaves it out and an import recomputes it from the history it writes.
+-- ends_changed_at (facts, relationships, causal_links): the system time of the row's
+-- latest kept change of end (a fact's end or replacement, a relationship's or causal
+-- link's end or withdrawal), the replaced_at of its newest history row; null when it has
+-- none. Set by the history trigger itself when it keeps a change, and, for history rows
+-- written directly (an import brings them along, a repair by hand), by a trigger on the
+-- history table, so it never falls behind the history it summarises. It is derived: an
+-- export leaves it out and an import recomputes it from the history it writes. A row
+-- whose end did not change after known_at reads its current columns, the answer the
+-- lookup gives when it finds nothing.
 --
--- updated_at keeps its meaning (the row's latest change of any column, decay's clock:
--- a fact decays once per window without an update) and its guarantee (never earlier than
--- a change of end: keep_fact_end).
+-- A fact's updated_at keeps its meaning (the row's latest change of any column, decay's
+-- clock: a fact decays once per window without an update) and its guarantee (never
+-- earlier than a change of end: keep_fact_end).
 
+-- the same bounds as every other timestamp (0006)
 ALTER TABLE facts ADD COLUMN ends_changed_at timestamptz,
     ADD CONSTRAINT facts_ends_changed_at_in_range
         CHECK (ends_changed_at >= '1000-01-01 00:00:00+00'::timestamptz
                AND ends_changed_at < '9000-01-01 00:00:00+00'::timestamptz);
+ALTER TABLE relationships ADD COLUMN ends_changed_at timestamptz,
+    ADD CONSTRAINT relationships_ends_changed_at_in_range
+        CHECK (ends_changed_at >= '1000-01-01 00:00:00+00'::timestamptz
+               AND ends_changed_at < '9000-01-01 00:00:00+00'::timestamptz);
+ALTER TABLE causal_links ADD COLUMN ends_changed_at timestamptz,
+    ADD CONSTRAINT causal_links_ends_changed_at_in_range
+        CHECK (ends_changed_at >= '1000-01-01 00:00:00+00'::timestamptz
+               AND ends_changed_at < '9000-01-01 00:00:00+00'::timestamptz);
 
--- A row's history kept so far (the backfill of 0016 included); plain updates of a column no
+-- The history kept so far (the backfill of 0016 included): plain updates of a column no
 -- history trigger watches.
 UPDATE facts f SET ends_changed_at = h.last
   FROM (SELECT fact_id, max(replaced_at) AS last FROM fact_ends GROUP BY fact_id) AS h
  WHERE f.id = h.fact_id;
+UPDATE relationships r SET ends_changed_at = h.last
+  FROM (SELECT relationship_id, max(replaced_at) AS last FROM relationship_ends GROUP BY relationship_id) AS h
+ WHERE r.id = h.relationship_id;
+UPDATE causal_links c SET ends_changed_at = h.last
+  FROM (SELECT causal_link_id, max(replaced_at) AS last FROM causal_link_ends GROUP BY causal_link_id) AS h
+ WHERE c.id = h.causal_link_id;
 
 CREATE OR REPLACE FUNCTION keep_fact_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -62,8 +82,64 @@ END $$;
 CREATE TRIGGER fact_ends_note AFTER INSERT ON fact_ends
     REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION note_fact_ends();
 
--- fact_valid_until and fact_superseded_by of 0016, the history read only for a fact whose
--- end or replacement changed after known_at (was: updated after known_at).
+CREATE OR REPLACE FUNCTION keep_relationship_end() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('stash.importing', true) = 'on' THEN
+        RETURN NEW;  -- an import completing a row it wrote, history and all
+    END IF;
+    IF OLD.recorded_at < now() THEN
+        INSERT INTO relationship_ends (relationship_id, namespace_id, valid_until, withdrawn_since, replaced_at)
+        VALUES (OLD.id, OLD.namespace_id, OLD.valid_until, OLD.withdrawn_at, now())
+        ON CONFLICT DO NOTHING;
+        NEW.ends_changed_at := now();
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE FUNCTION keep_causal_link_end() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('stash.importing', true) = 'on' THEN
+        RETURN NEW;  -- an import completing a row it wrote, history and all
+    END IF;
+    IF OLD.recorded_at < now() THEN
+        INSERT INTO causal_link_ends (causal_link_id, namespace_id, valid_until, withdrawn_since, replaced_at)
+        VALUES (OLD.id, OLD.namespace_id, OLD.valid_until, OLD.withdrawn_at, now())
+        ON CONFLICT DO NOTHING;
+        NEW.ends_changed_at := now();
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE FUNCTION note_relationship_ends() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF pg_trigger_depth() > 1 THEN
+        RETURN NULL;  -- kept by keep_relationship_end, which sets the column itself
+    END IF;
+    UPDATE relationships r SET ends_changed_at = a.last
+      FROM (SELECT relationship_id, max(replaced_at) AS last FROM added GROUP BY relationship_id) AS a
+     WHERE r.id = a.relationship_id AND (r.ends_changed_at IS NULL OR r.ends_changed_at < a.last);
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION note_causal_link_ends() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF pg_trigger_depth() > 1 THEN
+        RETURN NULL;  -- kept by keep_causal_link_end, which sets the column itself
+    END IF;
+    UPDATE causal_links c SET ends_changed_at = a.last
+      FROM (SELECT causal_link_id, max(replaced_at) AS last FROM added GROUP BY causal_link_id) AS a
+     WHERE c.id = a.causal_link_id AND (c.ends_changed_at IS NULL OR c.ends_changed_at < a.last);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER relationship_ends_note AFTER INSERT ON relationship_ends
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION note_relationship_ends();
+CREATE TRIGGER causal_link_ends_note AFTER INSERT ON causal_link_ends
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION note_causal_link_ends();
+
+-- The reads of 0016, the same signatures and answers, the history read only for a row
+-- whose end changed after known_at (a fact's was: updated after known_at; a relationship's
+-- or causal link's: always). Each stays one inlinable expression.
 CREATE OR REPLACE FUNCTION fact_valid_until(f facts, known_at timestamptz)
 RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN known_at IS NULL THEN f.valid_until
@@ -84,4 +160,49 @@ RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $$
                                               THEN NULL ELSE f.superseded_by END)
                 WHEN f.retired_at > known_at AND f.valid_until IS DISTINCT FROM f.recorded_valid_until THEN NULL
                 ELSE f.superseded_by END
+$$;
+
+CREATE OR REPLACE FUNCTION relationship_visible(r relationships, as_of timestamptz, known_at timestamptz,
+                                                include_history boolean)
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT (include_history AND as_of IS NULL AND known_at IS NULL)
+        OR (r.recorded_at <= COALESCE(known_at, now())
+            AND r.valid_from <= COALESCE(as_of, now())
+            AND CASE WHEN known_at IS NULL
+                     THEN (r.withdrawn_at IS NULL OR r.withdrawn_at > now())
+                          AND COALESCE(r.valid_until, 'infinity') > COALESCE(as_of, now())
+                     WHEN r.ends_changed_at > known_at
+                     THEN relationship_held_at(r.id, COALESCE(as_of, now()), known_at,
+                                               CASE WHEN r.retired_at > known_at THEN NULL ELSE r.valid_until END,
+                                               r.withdrawn_at)
+                     -- no change since known_at: what relationship_held_at falls back to
+                     ELSE (r.withdrawn_at IS NULL OR r.withdrawn_at > known_at)
+                          AND COALESCE(CASE WHEN r.retired_at > known_at THEN NULL ELSE r.valid_until END,
+                                       'infinity') > COALESCE(as_of, now()) END)
+$$;
+
+CREATE OR REPLACE FUNCTION causal_link_visible(c causal_links, as_of timestamptz, known_at timestamptz,
+                                               include_history boolean)
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT (include_history AND as_of IS NULL AND known_at IS NULL)
+        OR (c.recorded_at <= COALESCE(known_at, now())
+            AND c.valid_from <= COALESCE(as_of, now())
+            AND CASE WHEN known_at IS NULL
+                     THEN (c.withdrawn_at IS NULL OR c.withdrawn_at > now())
+                          AND COALESCE(c.valid_until, 'infinity') > COALESCE(as_of, now())
+                     WHEN c.ends_changed_at > known_at
+                     THEN causal_link_held_at(c.id, COALESCE(as_of, now()), known_at,
+                                              CASE WHEN c.retired_at > known_at THEN NULL ELSE c.valid_until END,
+                                              c.withdrawn_at)
+                     ELSE (c.withdrawn_at IS NULL OR c.withdrawn_at > known_at)
+                          AND COALESCE(CASE WHEN c.retired_at > known_at THEN NULL ELSE c.valid_until END,
+                                       'infinity') > COALESCE(as_of, now()) END)
+$$;
+
+CREATE OR REPLACE FUNCTION relationship_live(r relationships, known_at timestamptz)
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN known_at IS NULL THEN r.withdrawn_at IS NULL OR r.withdrawn_at > now()
+                WHEN r.ends_changed_at > known_at
+                THEN relationship_held_at(r.id, '-infinity', known_at, NULL, r.withdrawn_at)
+                ELSE r.withdrawn_at IS NULL OR r.withdrawn_at > known_at END
 $$;
