@@ -6,13 +6,18 @@ the same as with the lookup."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from stash_pipeline.config import load_settings
+from stash_pipeline.db.migrate import migrate
 from stash_pipeline.db.sql import query
-from stash_pipeline.memory import facts, namespaces
+from stash_pipeline.memory import facts, graph, namespaces
 from stash_pipeline.store import Store
 from tests.integration.consolidation.conftest import rows
-from tests.integration.test_end_history import NS, _changed_three_times, _moment, _works, year
+from tests.integration.test_end_history import NS, _changed_three_times, _moment, _read, _works, year
 
 
 def _reads(store: Store, name: str, table: str, **params: Any) -> tuple[list[dict[str, Any]], int]:
@@ -109,3 +114,38 @@ def test_links_unchanged_since_known_at_are_read_without_their_history(store):
     visible = ("SELECT id FROM relationships r WHERE relationship_visible(r, NULL, %(known)s, false) ORDER BY id")
     assert [r["id"] for r in rows(store, visible, known=before)] == rels
     assert [r["id"] for r in rows(store, visible, known=after)] == rels[1:]
+
+
+@pytest.fixture
+def at_0017(database_at: Any) -> str:
+    return str(database_at("0017"))
+
+
+def test_a_0017_database_reads_the_same_after_the_upgrade(at_0017: str, tmp_path: Path) -> None:
+    settings = load_settings(database_url=at_0017, home=tmp_path, embedder="hash", vector_dim=384)
+    with Store.open(settings) as store:
+        h = _changed_three_times(store)
+        globex = next(f.id for f in facts.query(store, NS) if f.value == "Globex")
+        with store.db.transaction() as tx:
+            link = int(tx.scalar("stage_causal_insert", namespace_id=namespaces.resolve_id(tx, NS), cause_id=h["acme"],
+                                 effect_id=globex, confidence=0.8, rationale="because"))
+        linked = _moment()
+        _run(store, "UPDATE causal_links SET withdrawn_at = now() WHERE id = %(id)s", id=link)
+        times = [h["between"], linked, _moment(), None]
+
+        def read() -> list[Any]:
+            return [(_read(store, NS, known) if known else None,
+                     [c.id for c in graph.list_causal_links(store, NS, known_at=known or datetime.now(UTC))])
+                    for known in times]
+
+        old = read()
+    assert [links for _, links in old] == [[], [link], [], []]
+    migrate(settings, at_0017)
+    with Store.open(settings) as store:
+        assert read() == old
+        for table, key in (("facts", "fact_id"), ("relationships", "relationship_id"), ("causal_links", "causal_link_id")):
+            history = table.removesuffix("s") + "_ends"
+            changed = rows(store, f"SELECT id, ends_changed_at FROM {table} WHERE ends_changed_at IS NOT NULL ORDER BY id")
+            last = rows(store, f"SELECT {key} AS id, max(replaced_at) AS ends_changed_at FROM {history} "
+                        f"GROUP BY {key} ORDER BY {key}")
+            assert changed == last and changed, table
