@@ -132,6 +132,13 @@ def test_a_0017_database_reads_the_same_after_the_upgrade(at_0017: str, tmp_path
         linked = _moment()
         _run(store, "UPDATE causal_links SET withdrawn_at = now() WHERE id = %(id)s", id=link)
         times = [h["between"], linked, _moment(), None]
+        # a replacement purged before 0018 left its id in the history (cleared by the upgrade;
+        # this version's purge clears it itself)
+        namespaces.create(store, "/other")
+        hooli, umbrella = _works(store, "Hooli", 2010, ns="/other"), _works(store, "Umbrella", 2012, ns="/other", supersede=True)
+        _run(store, "DELETE FROM facts WHERE id = %(id)s", id=umbrella)  # the row as a purge left it before 0018
+        dangling = "SELECT fact_id FROM fact_ends e WHERE NOT EXISTS (SELECT 1 FROM facts f WHERE f.id = e.superseded_by)"
+        assert rows(store, dangling + " AND superseded_by IS NOT NULL") == [{"fact_id": hooli}]
 
         def read() -> list[Any]:
             return [(_read(store, NS, known) if known else None,
@@ -143,6 +150,7 @@ def test_a_0017_database_reads_the_same_after_the_upgrade(at_0017: str, tmp_path
     migrate(settings, at_0017)
     with Store.open(settings) as store:
         assert read() == old
+        assert rows(store, dangling + " AND superseded_by IS NOT NULL") == []
         for table, key in (("facts", "fact_id"), ("relationships", "relationship_id"), ("causal_links", "causal_link_id")):
             history = table.removesuffix("s") + "_ends"
             changed = rows(store, f"SELECT id, ends_changed_at FROM {table} WHERE ends_changed_at IS NOT NULL ORDER BY id")

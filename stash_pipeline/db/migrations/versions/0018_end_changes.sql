@@ -20,6 +20,10 @@
 -- whose end did not change after known_at reads its current columns, the answer the
 -- lookup gives when it finds nothing.
 --
+-- A purged fact is gone from the history too (fact_purge_from_history): the ends other
+-- facts held name it as their replacement no more. Those an earlier purge left are cleared
+-- here, and an index finds them for the next.
+--
 -- A fact's updated_at keeps its meaning (the row's latest change of any column, decay's
 -- clock: a fact decays once per window without an update) and its guarantee (never
 -- earlier than a change of end: keep_fact_end).
@@ -206,3 +210,10 @@ RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
                 THEN relationship_held_at(r.id, '-infinity', known_at, NULL, r.withdrawn_at)
                 ELSE r.withdrawn_at IS NULL OR r.withdrawn_at > known_at END
 $$;
+
+-- The ends that name a fact as their replacement, for a purge to clear (fact_purge_from_history:
+-- fact_ends.superseded_by has no foreign key, see 0016); few rows have one. Those naming a
+-- fact purged before this version are cleared now.
+CREATE INDEX fact_ends_superseded_by_idx ON fact_ends (superseded_by) WHERE superseded_by IS NOT NULL;
+UPDATE fact_ends e SET superseded_by = NULL
+ WHERE e.superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM facts f WHERE f.id = e.superseded_by);
