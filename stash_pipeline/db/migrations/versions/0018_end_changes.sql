@@ -20,6 +20,11 @@
 -- whose end did not change after known_at reads its current columns, the answer the
 -- lookup gives when it finds nothing.
 --
+-- The lookups behind the reads are one per history table: fact_held_at returns the fact's
+-- history row (0016 had fact_end_at and fact_replacement_at, the same probe for one column
+-- each), and the rule of a relationship's or causal link's state is written once
+-- (end_holds, inlined). The reads without known_at plan and cost exactly as before.
+--
 -- A purged fact is gone from the history too (fact_purge_from_history): the ends other
 -- facts held name it as their replacement no more. Those an earlier purge left are cleared
 -- here, and an index finds them for the next.
@@ -143,13 +148,63 @@ CREATE TRIGGER causal_link_ends_note AFTER INSERT ON causal_link_ends
 
 -- The reads of 0016, the same signatures and answers, the history read only for a row
 -- whose end changed after known_at (a fact's was: updated after known_at; a relationship's
--- or causal link's: always). Each stays one inlinable expression.
+-- or causal link's: always). Each stays one inlinable expression, and the lookups behind
+-- them are one per history table (0016 had two for facts, one per column, and wrote the
+-- rule of a relationship's or causal link's state twice in each of its two lookups).
+
+-- Whether an end and withdrawal (as held at ``known``) let a row hold at event time
+-- ``event_at``: not withdrawn by then, not ended by event_at. Inlined where it is called.
+CREATE FUNCTION end_holds(until timestamptz, withdrawn timestamptz, event_at timestamptz, known timestamptz)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT (withdrawn IS NULL OR withdrawn > known) AND COALESCE(until, 'infinity') > event_at
+$$;
+
+-- The end and replacement a fact held at known_at: its history row of its first change
+-- after known_at, else ``until_now`` and ``by_now`` (the caller's current ones, or the old
+-- rule for a row without history). Plain SQL, not inlined, reached only with known_at;
+-- COST 1 so that the planner's estimate of the default read, which sums every branch of a
+-- CASE, does not move. A caller takes the one column it needs.
+CREATE FUNCTION fact_held_at(fact bigint, known timestamptz, until_now timestamptz, by_now bigint)
+RETURNS fact_ends LANGUAGE sql STABLE PARALLEL SAFE COST 1 AS $$
+    SELECT fact, h.namespace_id, CASE WHEN h.fact_id IS NULL THEN until_now ELSE h.valid_until END,
+           CASE WHEN h.fact_id IS NULL THEN by_now ELSE h.superseded_by END, h.replaced_at
+      FROM (SELECT 1) AS one
+      LEFT JOIN LATERAL (SELECT e.* FROM fact_ends e
+                          WHERE e.fact_id = fact AND e.replaced_at > known
+                          ORDER BY e.replaced_at LIMIT 1) AS h ON true
+$$;
+
+-- Whether a relationship (a causal link) held at event time ``event_at`` as known at
+-- ``known``: its end and withdrawal as they were until its first change after ``known``,
+-- else the given ones (same signatures as 0016; one lookup each, the rule in end_holds).
+CREATE OR REPLACE FUNCTION relationship_held_at(relationship bigint, event_at timestamptz, known timestamptz,
+                                                until_now timestamptz, withdrawn_now timestamptz)
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE COST 1 AS $$
+    SELECT CASE WHEN h.relationship_id IS NULL THEN end_holds(until_now, withdrawn_now, event_at, known)
+                ELSE end_holds(h.valid_until, h.withdrawn_since, event_at, known) END
+      FROM (SELECT 1) AS one
+      LEFT JOIN LATERAL (SELECT e.relationship_id, e.valid_until, e.withdrawn_since FROM relationship_ends e
+                          WHERE e.relationship_id = relationship AND e.replaced_at > known
+                          ORDER BY e.replaced_at LIMIT 1) AS h ON true
+$$;
+
+CREATE OR REPLACE FUNCTION causal_link_held_at(link bigint, event_at timestamptz, known timestamptz,
+                                               until_now timestamptz, withdrawn_now timestamptz)
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE COST 1 AS $$
+    SELECT CASE WHEN h.causal_link_id IS NULL THEN end_holds(until_now, withdrawn_now, event_at, known)
+                ELSE end_holds(h.valid_until, h.withdrawn_since, event_at, known) END
+      FROM (SELECT 1) AS one
+      LEFT JOIN LATERAL (SELECT e.causal_link_id, e.valid_until, e.withdrawn_since FROM causal_link_ends e
+                          WHERE e.causal_link_id = link AND e.replaced_at > known
+                          ORDER BY e.replaced_at LIMIT 1) AS h ON true
+$$;
+
 CREATE OR REPLACE FUNCTION fact_valid_until(f facts, known_at timestamptz)
 RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN known_at IS NULL THEN f.valid_until
                 WHEN f.ends_changed_at > known_at
-                THEN fact_end_at(f.id, known_at, CASE WHEN f.retired_at > known_at THEN f.recorded_valid_until
-                                                      ELSE f.valid_until END)
+                THEN (fact_held_at(f.id, known_at, CASE WHEN f.retired_at > known_at THEN f.recorded_valid_until
+                                                        ELSE f.valid_until END, NULL)).valid_until
                 -- no change of end since known_at: no lookup (the same answer)
                 WHEN f.retired_at > known_at THEN f.recorded_valid_until ELSE f.valid_until END
 $$;
@@ -158,13 +213,16 @@ CREATE OR REPLACE FUNCTION fact_superseded_by(f facts, known_at timestamptz)
 RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN known_at IS NULL THEN CASE WHEN f.retired_at > now() THEN NULL ELSE f.superseded_by END
                 WHEN f.ends_changed_at > known_at
-                THEN fact_replacement_at(f.id, known_at,
-                                         CASE WHEN f.retired_at > known_at
-                                                   AND f.valid_until IS DISTINCT FROM f.recorded_valid_until
-                                              THEN NULL ELSE f.superseded_by END)
+                THEN (fact_held_at(f.id, known_at, NULL,
+                                   CASE WHEN f.retired_at > known_at
+                                             AND f.valid_until IS DISTINCT FROM f.recorded_valid_until
+                                        THEN NULL ELSE f.superseded_by END)).superseded_by
                 WHEN f.retired_at > known_at AND f.valid_until IS DISTINCT FROM f.recorded_valid_until THEN NULL
                 ELSE f.superseded_by END
 $$;
+
+DROP FUNCTION fact_end_at(bigint, timestamptz, timestamptz);
+DROP FUNCTION fact_replacement_at(bigint, timestamptz, bigint);
 
 CREATE OR REPLACE FUNCTION relationship_visible(r relationships, as_of timestamptz, known_at timestamptz,
                                                 include_history boolean)
@@ -180,9 +238,8 @@ RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
                                                CASE WHEN r.retired_at > known_at THEN NULL ELSE r.valid_until END,
                                                r.withdrawn_at)
                      -- no change since known_at: what relationship_held_at falls back to
-                     ELSE (r.withdrawn_at IS NULL OR r.withdrawn_at > known_at)
-                          AND COALESCE(CASE WHEN r.retired_at > known_at THEN NULL ELSE r.valid_until END,
-                                       'infinity') > COALESCE(as_of, now()) END)
+                     ELSE end_holds(CASE WHEN r.retired_at > known_at THEN NULL ELSE r.valid_until END,
+                                    r.withdrawn_at, COALESCE(as_of, now()), known_at) END)
 $$;
 
 CREATE OR REPLACE FUNCTION causal_link_visible(c causal_links, as_of timestamptz, known_at timestamptz,
@@ -198,9 +255,8 @@ RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
                      THEN causal_link_held_at(c.id, COALESCE(as_of, now()), known_at,
                                               CASE WHEN c.retired_at > known_at THEN NULL ELSE c.valid_until END,
                                               c.withdrawn_at)
-                     ELSE (c.withdrawn_at IS NULL OR c.withdrawn_at > known_at)
-                          AND COALESCE(CASE WHEN c.retired_at > known_at THEN NULL ELSE c.valid_until END,
-                                       'infinity') > COALESCE(as_of, now()) END)
+                     ELSE end_holds(CASE WHEN c.retired_at > known_at THEN NULL ELSE c.valid_until END,
+                                    c.withdrawn_at, COALESCE(as_of, now()), known_at) END)
 $$;
 
 CREATE OR REPLACE FUNCTION relationship_live(r relationships, known_at timestamptz)
