@@ -5,6 +5,7 @@ the same as with the lookup."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from stash_pipeline.config import load_settings
 from stash_pipeline.db.migrate import migrate
 from stash_pipeline.db.sql import query
+from stash_pipeline.interchange import export, readers
 from stash_pipeline.memory import facts, graph, namespaces
 from stash_pipeline.store import Store
 from tests.integration.consolidation.conftest import rows
@@ -157,3 +159,23 @@ def test_a_0017_database_reads_the_same_after_the_upgrade(at_0017: str, tmp_path
             last = rows(store, f"SELECT {key} AS id, max(replaced_at) AS ends_changed_at FROM {history} "
                         f"GROUP BY {key} ORDER BY {key}")
             assert changed == last and changed, table
+
+
+def test_an_import_recomputes_the_column_whatever_the_file_says(store, tmp_path):
+    """The column is derived: an export leaves it out, and one a file carries anyway (written
+    by hand) is ignored; the import sets it from the history it writes."""
+    h = _changed_three_times(store)
+    tree = tmp_path / "tree.jsonl"
+    export.export_tree(store, NS, tree)
+    lines = [json.loads(line) for line in tree.read_text().splitlines()]
+    assert not any("ends_changed_at" in line.get("row", {}) for line in lines)
+    for line in lines:
+        if line.get("type") in ("fact", "relationship"):
+            line["row"]["ends_changed_at"] = "1999-01-01T00:00:00+00:00"
+    tree.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    report = readers.import_export(store, tree, into="/copy")
+    assert report["problems"] == []
+    changed = "SELECT t.ends_changed_at FROM {} t JOIN namespaces n ON n.id = t.namespace_id WHERE n.slug = %(ns)s ORDER BY t.id"
+    for table in ("facts", "relationships"):
+        assert rows(store, changed.format(table), ns="/copy") == rows(store, changed.format(table), ns=NS), table
+    assert _read(store, "/copy", h["between"]) == _read(store, NS, h["between"])
