@@ -89,8 +89,10 @@ class Table:
 
 _CREATED = "created_at"
 _STAMPS = "created_at updated_at"
-#: columns the database computes (the full-text index input), never exported
-DERIVED = {"episodes": {"search"}, "facts": {"search"}}
+#: columns the database computes, never exported: the full-text index input, and when a
+#: row's end last changed (migration 0018: an import recomputes it from the history it writes)
+DERIVED = {"episodes": {"search"}, "facts": {"search", "ends_changed_at"}, "relationships": {"ends_changed_at"},
+           "causal_links": {"ends_changed_at"}}
 
 
 _FACT, _SOME_FACT, _ENTITY = Ref("fact"), Ref("fact", nullable=True), Ref("entity", nullable=True)

@@ -160,10 +160,13 @@ class Writer:
 
     # -- rows ---------------------------------------------------------------------------
     def _validate(self, table: Table, where: str, row: Row) -> None:
-        kinds, known = table.kinds, table.columns
+        kinds, known, derived = table.kinds, table.columns, catalog.DERIVED.get(table.name, set())
         for column in list(row):
             value = row[column]
             kind = kinds.get(column)
+            if column in derived:
+                del row[column]  # the database computes it (an export leaves it out)
+                continue
             try:
                 if kind == "name" and value in (None, ""):
                     del row[column]  # the column's default, as the live path gives a missing kind

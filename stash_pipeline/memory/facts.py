@@ -390,7 +390,8 @@ def withdraw(store: Store, fact_id: int, reason: str, namespaces: Any = None) ->
 
 
 def purge(store: Store, fact_id: int, namespaces: Any = None) -> dict[str, Any]:
-    """Erase a fact: the row, its lineage, its cached embedding; dependents are withdrawn."""
+    """Erase a fact: the row, its lineage, its cached embedding, its id in other facts' end
+    history (as their replacement); dependents are withdrawn."""
     with store.db.transaction() as tx:
         row = _load(tx, fact_id, namespaces)
         ident = int(row["id"])
@@ -398,6 +399,7 @@ def purge(store: Store, fact_id: int, namespaces: Any = None) -> dict[str, Any]:
         # relationships, causal links and contradictions on this fact go with it (FK cascade)
         dependents = [(r["kind"], int(r["id"])) for r in tx.all("fact_dependents_for_purge", id=ident)]
         tx.execute("fact_hard_delete", id=ident)
+        tx.execute("fact_purge_from_history", id=ident)  # no foreign key does it (see the query)
         lineage.delete_nodes(tx, [("fact", ident), *dependents])
         store.embedder.forget_texts(tx, [row["content"]])
     return {"fact_id": ident, "namespace": row["namespace"], "purged": True, "cascade": cascade}

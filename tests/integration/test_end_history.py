@@ -185,3 +185,25 @@ def test_old_retired_rows_read_as_they_did(at_0015: str, tmp_path: Path) -> None
         globex = next(f.id for f in facts.query(store, "/old") if f.value == "Globex")
         facts.withdraw(store, globex, "wrong")
         assert read()[:2] == old[:2]
+
+
+def test_a_purged_replacement_is_gone_from_the_history(store, tmp_path):
+    """Acme superseded by Globex, Globex purged: as known before the purge Acme ended when
+    it did, replaced by nothing (not by the id of a row that no longer exists), and an
+    export carries no such id (its import reported it as a dropped reference)."""
+    namespaces.create(store, NS)
+    acme = _works(store, "Acme", 2010)
+    globex = _works(store, "Globex", 2012, supersede=True)
+    known = _moment()
+    assert (facts.get(store, acme, known_at=known).superseded_by, facts.get(store, acme).superseded_by) == (globex, globex)
+    facts.purge(store, globex)
+    assert rows(store, "SELECT count(*) AS n FROM fact_ends WHERE superseded_by = %(id)s", id=globex) == [{"n": 0}]
+    then = facts.get(store, acme, known_at=known)
+    assert (then.superseded_by, then.valid_until) == (None, year(2012))  # its end as it was, kept
+    assert (facts.get(store, acme).superseded_by, facts.get(store, acme).valid_until) == (None, None)
+    tree = tmp_path / "tree.jsonl"
+    export.export_tree(store, NS, tree)
+    report = readers.import_export(store, tree, into="/copy")
+    assert (report["problems"], report["skipped"]) == ([], {})
+    [copied] = [f.id for f in facts.query(store, "/copy")]
+    assert facts.get(store, copied, known_at=known).valid_until == year(2012)

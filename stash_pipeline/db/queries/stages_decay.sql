@@ -1,7 +1,9 @@
 -- Decay stage: confidence decay of stale current facts, then expiry.
 
 -- decay_stale_facts --
--- Current facts not updated within the window lose confidence (x factor); refreshes updated_at.
+-- Current facts not updated within the window lose confidence (x factor); refreshes updated_at
+-- (the row changed, and it is decay's clock: once per window). No end changes, so a known_at
+-- read still skips these facts' history (ends_changed_at, migration 0018).
 UPDATE facts
    SET confidence = confidence * %(factor)s, updated_at = now()
  WHERE namespace_id = %(namespace_id)s
