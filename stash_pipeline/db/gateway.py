@@ -27,6 +27,7 @@ import psycopg
 import psycopg._queries
 import psycopg.errors
 from pgvector.psycopg import register_vector
+from psycopg.adapt import Dumper
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -88,12 +89,35 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+class NullVector:
+    """A NULL parameter typed as ``vector`` (``NULL_VECTOR``).
+
+    psycopg sends None untyped and a vector typed, and keys its prepared statements by
+    the parameters' types: a statement run with and without a vector would be prepared,
+    and planned by the server, twice per connection. Sent as ``NULL_VECTOR``, "no vector"
+    has the vector's type and the two share one prepared statement.
+    """
+
+    __slots__ = ()
+
+
+NULL_VECTOR = NullVector()
+
+
+class _NullVectorDumper(Dumper):
+    def dump(self, obj: NullVector) -> None:
+        return None  # NULL, with the dumper's oid (the database's vector type)
+
+
 def _configure(conn: psycopg.Connection) -> None:
     # The vector type only exists after the first migration; before that, skip.
     try:
         register_vector(conn)
     except psycopg.ProgrammingError:
         pass
+    else:
+        oid = conn.adapters.types["vector"].oid
+        conn.adapters.register_dumper(NullVector, type("NullVectorDumper", (_NullVectorDumper,), {"oid": oid}))
     conn.commit()
 
 
