@@ -5,7 +5,7 @@ backend fills its catalog caches, and the statement is planned anew on each run 
 is prepared. For the recall statement that is about 40 ms of server CPU for the first
 recall on a connection and 20 ms for the next four, against 8 ms once prepared (100,000
 memories). ``prepare_on_connect`` has the pool run the recall statements, prepared, as
-it opens each connection, so a request never pays for it: about 28 ms of server CPU per
+it opens each connection, so a request never pays for it: about 30 ms of server CPU per
 connection (100,000 memories), most of it the catalog caches' fill and the one generic
 plan of the recall statement.
 """
