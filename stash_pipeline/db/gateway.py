@@ -24,7 +24,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-import psycopg._queries
 import psycopg.errors
 from pgvector.psycopg import register_vector
 from psycopg.adapt import Dumper
@@ -45,9 +44,20 @@ Statements = Sequence[tuple[str, Mapping[str, Any]]]
 # caches the split only for queries up to 4 KB with at most 50 parameters (its guard
 # against ORM-made SQL, each text used once). Ours are the fixed set of named queries; the
 # recall statement is 22 KB with about 50 parameters, and splitting it anew cost 1 ms of
-# client CPU per recall. Cached, each named query is split once per process.
-psycopg._queries.MAX_CACHED_STATEMENT_LENGTH = max(psycopg._queries.MAX_CACHED_STATEMENT_LENGTH, 64 * 1024)
-psycopg._queries.MAX_CACHED_STATEMENT_PARAMS = max(psycopg._queries.MAX_CACHED_STATEMENT_PARAMS, 200)
+# client CPU per recall. Cached, each named query is split once per process. (These are
+# psycopg's module constants, pinned with it in pyproject.toml; should a release drop them
+# this does nothing, and test_round_trips' cache test fails.)
+def _cache_named_queries() -> None:
+    try:
+        from psycopg import _queries
+    except ImportError:  # pragma: no cover - another psycopg layout
+        return
+    for name, at_least in (("MAX_CACHED_STATEMENT_LENGTH", 64 * 1024), ("MAX_CACHED_STATEMENT_PARAMS", 200)):
+        if isinstance(getattr(_queries, name, None), int):
+            setattr(_queries, name, max(getattr(_queries, name), at_least))
+
+
+_cache_named_queries()
 
 
 @contextlib.contextmanager
