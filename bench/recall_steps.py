@@ -12,7 +12,12 @@ so the scope lookup is real), query by query in turn, on the same data and conne
   Python.
 * **after** — what ``recall.recall_results`` does now: one pipelined round trip
   (``recall_search_params`` + ``recall_check`` + ``recall``: the cached query vector,
-  scope, entity leg, hybrid, fusion, neighbours), and shaping once.
+  scope, entity leg, hybrid, fusion, neighbours), grouping (``recall_grouping.group``:
+  the ``limit + overfetch`` candidates folded into ``limit`` results) and shaping once.
+
+"Same results" compares the two answers' ids in order with grouping off (the path before
+had no grouping, and the grouped answer folds sources into facts); the count with grouping
+on is given beside it.
 
 Every query was seen before, so its vector is in the embedding cache: before, the
 embedder's own lookup (a transaction of its own); after, a primary-key probe inside the
@@ -26,7 +31,7 @@ from typing import Any
 from bench import common
 
 BEFORE_STEPS = ("scope", "embedding", "entity names", "entity facts", "settings + hybrid", "neighbours", "shaping")
-AFTER_STEPS = ("one round trip", "shaping")
+AFTER_STEPS = ("one round trip", "grouping", "shaping")
 
 
 def _fuse(rows: list[dict[str, Any]], entity_rows: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
@@ -95,23 +100,30 @@ def before(store: Any, query: str, namespace: str, *, limit: int = 10, context: 
     return ms, answer
 
 
-def after(store: Any, query: str, namespace: str, *, limit: int = 10, context: int = 1) -> tuple[dict[str, float], Any]:
+def after(store: Any, query: str, namespace: str, *, limit: int = 10, context: int = 1,
+          config: Any = None) -> tuple[dict[str, float], Any]:
     """The current path's steps (ms each) and its answer, as ``recall.recall_results`` runs them."""
     from stash_pipeline.embedding.cache import text_hash
-    from stash_pipeline.memory import recall
+    from stash_pipeline.memory import recall, recall_grouping
     from stash_pipeline.memory.recall_config import DEFAULT
 
+    config = config or DEFAULT
     ms: dict[str, float] = {}
     embedder = store.embedder
     params = recall.recall_parameters(query, [namespace], None, limit=limit, as_of=None, known_at=None,
                                       include_history=False, use_vector=True, use_text=True, context=context,
-                                      config=DEFAULT) | {
+                                      config=config) | {
         "text_hash": text_hash(query), "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
-    ms["one round trip"], (needs_vector, rows) = common.timed(lambda: recall.round_trip(store, params, DEFAULT))
+    ms["one round trip"], (needs_vector, rows) = common.timed(lambda: recall.round_trip(store, params, config))
     assert not needs_vector, "the bench's queries are in the embedding cache"
-    ms["shaping"], answer = common.timed(lambda: recall.shape_results(
-        [(recall.to_hit(r), r["context"] or []) for r in rows], budget=None, score_parts=False))
+    ms["grouping"], ranked = common.timed(lambda: recall_grouping.group(
+        [(recall.to_hit(r), r["context"] or []) for r in rows], limit, recall_grouping.source_rows(rows), config))
+    ms["shaping"], answer = common.timed(lambda: recall.shape_results(ranked, budget=None, score_parts=False))
     return ms, answer
+
+
+def _ids(answer: dict[str, Any]) -> list[tuple[str, int]]:
+    return [(r["kind"], r["id"]) for r in answer["results"]]
 
 
 def _in_transaction(store: Any, fn: Any) -> Any:
@@ -123,17 +135,21 @@ def steps_table(store: Any, questions: list[str], namespace: str) -> dict[str, d
     """Both paths on every question, in turn; prints each step's p50, p95 and share of the mean total."""
     old: dict[str, list[float]] = {s: [] for s in (*BEFORE_STEPS, "total")}
     new: dict[str, list[float]] = {s: [] for s in (*AFTER_STEPS, "total")}
-    same = 0
+    from stash_pipeline.memory.recall_config import VARIANTS
+
+    same = same_grouped = 0
     for q in questions:
+        answers = []
         for steps, path in ((old, before), (new, after)):
             ms, answer = path(store, q, namespace)
+            answers.append(answer)
             for name, value in ms.items():
                 steps[name].append(value)
             steps["total"].append(sum(ms.values()))
-            if path is before:
-                first = answer
-            elif [r["id"] for r in answer["results"]] == [r["id"] for r in first["results"]]:
-                same += 1
+        ungrouped = after(store, q, namespace, config=VARIANTS["no_grouping"])[1]  # (untimed)
+        first, grouped = answers
+        same += _ids(ungrouped) == _ids(first)
+        same_grouped += _ids(grouped) == _ids(first)
     rows = []
     for label, steps in (("before", old), ("after", new)):
         total = sum(steps["total"])
@@ -142,6 +158,7 @@ def steps_table(store: Any, questions: list[str], namespace: str) -> dict[str, d
             rows.append([label, name, s["p50"], s["p95"], f"{100 * sum(values) / total:.0f}%"])
     common.print_table(
         f"Recall steps, recall_results over {namespace!r} (limit 10, context 1, embedding cached), "
-        f"{len(questions)} queries, both paths in turn; same results on {same} of {len(questions)}",
+        f"{len(questions)} queries, both paths in turn; same results on {same} of {len(questions)} with grouping off "
+        f"({same_grouped} with it)",
         ["path", "step", "p50 ms", "p95 ms", "share of time"], rows)
     return {"before": common.summarize(old["total"]), "after": common.summarize(new["total"])}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import select
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import psycopg.errors
 from pgvector.psycopg import register_vector
+from psycopg.adapt import Dumper
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -37,6 +39,25 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Statements = Sequence[tuple[str, Mapping[str, Any]]]
+
+# psycopg splits a query's %(name)s placeholders out of its text on every execute, and
+# caches the split only for queries up to 4 KB with at most 50 parameters (its guard
+# against ORM-made SQL, each text used once). Ours are the fixed set of named queries; the
+# recall statement is 22 KB with about 50 parameters, and splitting it anew cost 1 ms of
+# client CPU per recall. Cached, each named query is split once per process. (These are
+# psycopg's module constants, pinned with it in pyproject.toml; should a release drop them
+# this does nothing, and test_round_trips' cache test fails.)
+def _cache_named_queries() -> None:
+    try:
+        from psycopg import _queries
+    except ImportError:  # pragma: no cover - another psycopg layout
+        return
+    for name, at_least in (("MAX_CACHED_STATEMENT_LENGTH", 64 * 1024), ("MAX_CACHED_STATEMENT_PARAMS", 200)):
+        if isinstance(getattr(_queries, name, None), int):
+            setattr(_queries, name, max(getattr(_queries, name), at_least))
+
+
+_cache_named_queries()
 
 
 @contextlib.contextmanager
@@ -78,13 +99,54 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+class NullVector:
+    """A NULL parameter typed as ``vector`` (``NULL_VECTOR``).
+
+    psycopg sends None untyped and a vector typed, and keys its prepared statements by
+    the parameters' types: a statement run with and without a vector would be prepared,
+    and planned by the server, twice per connection. Sent as ``NULL_VECTOR``, "no vector"
+    has the vector's type and the two share one prepared statement.
+    """
+
+    __slots__ = ()
+
+
+NULL_VECTOR = NullVector()
+
+
+class _NullVectorDumper(Dumper):
+    def dump(self, obj: NullVector) -> None:
+        return None  # NULL, with the dumper's oid (the database's vector type)
+
+
 def _configure(conn: psycopg.Connection) -> None:
     # The vector type only exists after the first migration; before that, skip.
     try:
         register_vector(conn)
     except psycopg.ProgrammingError:
         pass
+    else:
+        oid = conn.adapters.types["vector"].oid
+        conn.adapters.register_dumper(NullVector, type("NullVectorDumper", (_NullVectorDumper,), {"oid": oid}))
     conn.commit()
+
+
+def _quiet(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection is open with nothing from the server waiting on its socket.
+
+    A server closing a connection (restart, ``pg_terminate_backend``, idle timeouts, a
+    killed backend) sends its reason and closes the socket, so the socket of a dead
+    connection is readable; a live idle connection's is not. Checking that costs no round
+    trip. Anything readable (also a notice or a TLS record) sends the connection to the
+    probe, which tells dead from alive.
+    """
+    if conn.closed:
+        return False
+    if not hasattr(select, "poll"):  # (Windows) select() takes any socket there
+        return not select.select([conn.fileno()], [], [conn.fileno()], 0)[0]
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+    return not poller.poll(0)
 
 
 def _pipeline(conn: psycopg.Connection[dict[str, Any]], statements: Statements,
@@ -205,13 +267,16 @@ class Database:
         pool's own ``check=`` option would discard them one by one with a growing sleep
         between each (1 s, 2 s, 4 s …), so callers time out although the server is back.
         Instead: probe the connection (one empty round trip); if it is dead, sweep all
-        idle connections at once (``pool.check()``) and take a fresh one.
+        idle connections at once (``pool.check()``) and take a fresh one. Only a
+        connection the server wrote to while it sat idle is probed (``_quiet``): the
+        probe was a second wait for the server on every call.
         """
         self._ensure_open()
         with translate_errors():
             conn = self._pool.getconn()
             try:
-                ConnectionPool.check_connection(conn)
+                if not _quiet(conn):
+                    ConnectionPool.check_connection(conn)
             except psycopg.OperationalError:
                 self._pool.putconn(conn)  # broken: the pool discards it
                 self._pool.check()

@@ -55,11 +55,13 @@ def query_phrases(text: str, config: RecallConfig = DEFAULT) -> list[str]:
     >>> query_phrases("What does Alice Chen's project use?")[:6]
     ['what', 'does', 'alice', 'chen', 'project', 'use']
     """
-    words = _WORD.findall(_POSSESSIVE.sub("", text))
+    # each word normalised once: a phrase's form is its words' forms joined by spaces (a
+    # word holds no parenthesis, and normalising maps character by character)
+    words = [normalise(word) for word in _WORD.findall(_POSSESSIVE.sub("", text))]
     seen: dict[str, None] = {}
     for size in range(1, config.max_alias_words + 1):
         for start in range(len(words) - size + 1):
-            phrase = normalise(" ".join(words[start : start + size]))
+            phrase = " ".join(word for word in words[start : start + size] if word)
             if phrase:
                 seen.setdefault(phrase, None)
     return list(seen)[: config.max_phrases]

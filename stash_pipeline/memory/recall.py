@@ -70,6 +70,7 @@ from datetime import datetime
 from typing import Any
 
 from stash_pipeline import errors
+from stash_pipeline.db.gateway import NULL_VECTOR
 from stash_pipeline.embedding.cache import text_hash
 from stash_pipeline.memory import entity_recall, recall_grouping, validate
 from stash_pipeline.memory.recall_config import DEFAULT, RecallConfig
@@ -223,7 +224,14 @@ def round_trip(
 
 
 def statements(params: dict[str, Any], config: RecallConfig) -> list[tuple[str, dict[str, Any]]]:
-    """The recall statements with their parameters, in the order they are pipelined."""
+    """The recall statements with their parameters, in the order they are pipelined.
+
+    No vector is sent as a NULL typed as one (``NULL_VECTOR``): a query seen before and a
+    new one (its vector given) then use the same prepared statements, planned once per
+    connection.
+    """
+    if params.get("embedding") is None:
+        params = params | {"embedding": NULL_VECTOR}
     return [("recall_search_params", {"ef_search": str(config.ef_search)}),
             ("recall_check", params),
             ("recall", params)]

@@ -117,10 +117,11 @@ def shape_results(
         item = compact(hit, score_parts=score_parts)
         if hit.kind == "episode" and around:
             item["context"] = around
-        # exactly the characters this item adds to the serialised answer (and a comma)
-        added = len(_wire(item)) + (1 if results else 0)
-        if budget is not None and _tokens_of(characters + added) > budget:
-            break
-        characters += added
+        if budget is not None:  # (no budget: nothing to count, the surface serialises once)
+            # exactly the characters this item adds to the serialised answer (and a comma)
+            added = len(_wire(item)) + (1 if results else 0)
+            if _tokens_of(characters + added) > budget:
+                break
+            characters += added
         results.append(item)
     return {"results": results}

@@ -1,9 +1,9 @@
 """How often ``remember`` and ``recall`` wait for the server, observed in libpq's protocol trace.
 
 Every wait for the server ends a client message batch with ``Sync`` (extended protocol)
-or is a simple ``Query``; counting those frontend messages counts round trips. The
-pool's liveness probe on checkout is not traced: it happens before the connection is
-handed over.
+or is a simple ``Query``; counting those frontend messages counts round trips. A live
+idle connection is handed out without a probe (``test_gateway_checkout``); the probe of
+one the server wrote to would not be traced (it happens before the handover).
 """
 
 from __future__ import annotations
@@ -148,3 +148,19 @@ def test_recall_of_a_query_seen_before_is_one_checkout_and_one_round_trip(store,
     assert out == first
     assert any("context" in r for r in out["results"])  # the neighbours came with it
     assert any("entity" in r["score_parts"] for r in out["results"] if r["kind"] == "fact")  # the leg ran
+
+
+def test_the_recall_statement_is_split_into_its_parameters_once_per_process(store):
+    """psycopg re-splits a long query's %(name)s placeholders on every execute unless told
+    to cache it (db/gateway.py): the 22 KB recall statement is read from the cache like the
+    two short statements pipelined with it."""
+    from psycopg import _queries
+
+    namespaces.create(store, "/projects/x")
+    episodes.remember(store, "/projects/x", "we deploy on Fridays")
+    recall.recall(store, "when do we deploy", "/projects/x")  # the model embeds the query once
+    recall.recall(store, "when do we deploy", "/projects/x")
+    before = _queries._query2pg.cache_info()
+    recall.recall(store, "when do we deploy", "/projects/x")
+    after = _queries._query2pg.cache_info()
+    assert (after.hits - before.hits, after.misses - before.misses) == (3, 0)
