@@ -258,3 +258,36 @@ def test_a_common_rarest_word_fetches_only_the_rows_holding_the_two_rarest(store
     # too few rows hold both: the rarest word's matches are fetched too (the newest 100 kept)
     fewer = recall_parameters(store, "When is the pottery market?", mode="text", config=config.replace(text_pair_min=30))
     assert sum(gin_rows_fetched(store, fewer)) == 25 + 425
+
+
+def lineage_reads(text: str) -> list[str]:
+    """The plan's reads of lineage that test no row's id: a read of every fact's lineage
+    (a hashed subplan or a join read whole) on every recall."""
+    whole = []
+    for node in re.split(r"\n(?=\s*->)", text):
+        lines = node.strip().splitlines()
+        if re.search(r"Scan (using \w+ )?on lineage\b", lines[0]):
+            conds = " ".join(line for line in lines if "Index Cond" in line or "Recheck Cond" in line)
+            if not re.search(r"(parent|child)_id = ", conds):
+                whole.append(node.strip())
+    return whole
+
+
+def test_the_stale_check_and_the_sources_read_lineage_per_candidate(store):
+    namespaces.create(store, "/plan/a")
+    items = [{"content": f"{TOPICS[i % len(TOPICS)]} note {i}: step {i % 37} of item {i}"} for i in range(1500)]
+    for start in range(0, len(items), 500):
+        episodes.remember_batch(store, "/plan/a", items[start:start + 500])
+    with store.db.transaction() as tx:
+        turns = [next(iter(r.values())) for r in tx.conn.execute("SELECT id FROM episodes ORDER BY id").fetchall()]
+    for i in range(300):
+        facts.assert_fact(store, "/plan/a", f"{TOPICS[i % len(TOPICS)]} owner {i} is person {i % 13}",
+                          source_episode_ids=turns[4 * i:4 * i + 2])
+    with store.db.transaction() as tx:
+        for table in ("episodes", "facts", "lineage"):
+            tx.conn.execute(f"ANALYZE {table}")
+    # the generic plan recall runs (thousands of candidates estimated) and a custom one
+    for name, text in (("generic", plan(store, None)),
+                       ("values", plan(store, recall_parameters(store, "what was the deploy step")))):
+        assert "lineage" in text, (name, text)
+        assert not lineage_reads(text), (name, lineage_reads(text), text)
