@@ -132,6 +132,8 @@ def test_recall_reads_facts_and_episodes_by_index_only(store):
         assert not whole_index_walks(text), (name, whole_index_walks(text), text)
     generic = plans["generic"]
     assert not namespace_ors(generic), namespace_ors(generic)
+    for name, text in plans.items():  # the turns either side of a hit: by namespace, then id
+        assert not walks_by_id(text), (name, walks_by_id(text), text)
     # the entity leg: each entity's newest links and facts by the (entity, order) indexes;
     # aliases by an index whose leading column the read tests: the (namespace, normalised)
     # one for a scope, or (over every namespace, and wherever the planner prefers it) the
@@ -139,6 +141,15 @@ def test_recall_reads_facts_and_episodes_by_index_only(store):
     for index in ("relationships_from_entity_id_idx", "relationships_to_entity_id_idx", "facts_entity_id_idx"):
         assert index in generic, (index, generic)
     assert "entity_aliases_normalised_idx" in alias_reads(generic), generic
+
+
+def walks_by_id(text: str) -> list[str]:
+    """Reads of the turns before or after an episode by the primary key, the namespace a
+    filter: the first or last turn of a small namespace walks every older or newer row of
+    the others (the (namespace_id, id) index reads the namespace's turns alone)."""
+    return [node.strip() for node in re.split(r"\n(?=\s*->)", text)
+            if re.search(r"Index (Only )?Scan( Backward)? using episodes_pkey on episodes", node.strip().splitlines()[0])
+            and re.search(r"Index Cond: \(id [<>] ", node)]
 
 
 def alias_reads(text: str) -> set[str]:

@@ -334,17 +334,22 @@ fused AS (
 pool AS (
     SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s
 ),
+-- (the turns either side by the (namespace_id, id) index: the row comparison is a
+-- condition only that index can take; by the primary key, the one the generic plan chose,
+-- the first or last turn of a small namespace walked every newer or older row of the others)
 neighbours AS (
     SELECT n.id, max(p.score) AS score
     FROM pool p
     CROSS JOIN LATERAL (
         (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
-         WHERE e.namespace_id = p.namespace_id AND e.id < p.id AND e.deleted_at IS NULL
-         ORDER BY e.id DESC LIMIT %(context_window)s)
+         WHERE e.namespace_id = p.namespace_id AND (e.namespace_id, e.id) < (p.namespace_id, p.id)
+           AND e.deleted_at IS NULL
+         ORDER BY e.namespace_id DESC, e.id DESC LIMIT %(context_window)s)
         UNION ALL
         (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
-         WHERE e.namespace_id = p.namespace_id AND e.id > p.id AND e.deleted_at IS NULL
-         ORDER BY e.id LIMIT %(context_window)s)
+         WHERE e.namespace_id = p.namespace_id AND (e.namespace_id, e.id) > (p.namespace_id, p.id)
+           AND e.deleted_at IS NULL
+         ORDER BY e.namespace_id, e.id LIMIT %(context_window)s)
     ) n
     WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
       -- a shared occurred_at marks a session only when it was given: episodes written
@@ -588,12 +593,14 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
            SELECT jsonb_build_object('id', c.id, 'content', c.content)
            FROM (
                (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
-                WHERE x.namespace_id = e.namespace_id AND x.id < e.id AND x.deleted_at IS NULL
-                ORDER BY x.id DESC LIMIT %(context)s)
+                WHERE x.namespace_id = e.namespace_id AND (x.namespace_id, x.id) < (e.namespace_id, e.id)
+                  AND x.deleted_at IS NULL
+                ORDER BY x.namespace_id DESC, x.id DESC LIMIT %(context)s)
                UNION ALL
                (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
-                WHERE x.namespace_id = e.namespace_id AND x.id > e.id AND x.deleted_at IS NULL
-                ORDER BY x.id LIMIT %(context)s)
+                WHERE x.namespace_id = e.namespace_id AND (x.namespace_id, x.id) > (e.namespace_id, e.id)
+                  AND x.deleted_at IS NULL
+                ORDER BY x.namespace_id, x.id LIMIT %(context)s)
            ) c
            WHERE ((c.occurred_at = e.occurred_at AND c.occurred_at <> c.created_at)
                   OR c.metadata ->> 'session' = e.metadata ->> 'session'
