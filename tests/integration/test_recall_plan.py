@@ -146,10 +146,15 @@ def test_recall_reads_facts_and_episodes_by_index_only(store):
 def walks_by_id(text: str) -> list[str]:
     """Reads of the turns before or after an episode by the primary key, the namespace a
     filter: the first or last turn of a small namespace walks every older or newer row of
-    the others (the (namespace_id, id) index reads the namespace's turns alone)."""
+    the others (the (namespace_id, id) index reads the namespace's turns alone); and reads
+    of that index with the namespace equal as well as the row comparison, which start at the
+    namespace's end and walk to the hit, or that test the row comparison as a filter (a
+    read of another index, sorted: every turn of the namespace)."""
     return [node.strip() for node in re.split(r"\n(?=\s*->)", text)
-            if re.search(r"Index (Only )?Scan( Backward)? using episodes_pkey on episodes", node.strip().splitlines()[0])
-            and re.search(r"Index Cond: \(id [<>] ", node)]
+            if (re.search(r"Index (Only )?Scan( Backward)? using episodes_pkey on episodes", node.strip().splitlines()[0])
+                and re.search(r"Index Cond: \(id [<>] ", node))
+            or re.search(r"Index Cond: .*\(namespace_id = .*ROW\(namespace_id, id\)|Index Cond: .*ROW\(namespace_id, id\).*\(namespace_id = ", node)
+            or re.search(r"Filter: .*ROW\(namespace_id, id\)", node)]
 
 
 def alias_reads(text: str) -> set[str]:

@@ -10,11 +10,14 @@
 -- off, a plan that needs no sort for the nearest rows wins; the sorts every plan needs
 -- (text matches, the final order) are still made, and the entity leg's ordered reads have
 -- (entity, order) indexes (0011), so no plan walks a whole index to avoid a sort.
+-- Incremental sorts off too: they are not sorts to enable_sort, and with them the context
+-- reads below took every turn of the namespace by another index and sorted it.
 SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
        set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
        set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
        set_config('enable_seqscan', 'off', true) AS enable_seqscan,
-       set_config('enable_sort', 'off', true) AS enable_sort
+       set_config('enable_sort', 'off', true) AS enable_sort,
+       set_config('enable_incremental_sort', 'off', true) AS enable_incremental_sort
 
 -- recall_check --
 -- Pipelined with recall_search_params and the recall statement (one round trip, one
@@ -334,20 +337,24 @@ fused AS (
 pool AS (
     SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s
 ),
--- (the turns either side by the (namespace_id, id) index: the row comparison is a
--- condition only that index can take; by the primary key, the one the generic plan chose,
--- the first or last turn of a small namespace walked every newer or older row of the others)
+-- (the turns either side, read by the (namespace_id, id) index from the hit's entry:
+-- "namespace_id >= hit's AND (namespace_id, id) < hit's" is "same namespace, older",
+-- written so that only that index can take it and the row comparison places the scan. By
+-- the primary key (the generic plan's choice for "namespace_id = AND id <") the first or
+-- last turn of a small namespace walked every older or newer row of the others; with the
+-- equality the index scan started at the namespace's end and walked to the hit; needs
+-- enable_incremental_sort off, recall_search_params)
 neighbours AS (
     SELECT n.id, max(p.score) AS score
     FROM pool p
     CROSS JOIN LATERAL (
         (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
-         WHERE e.namespace_id = p.namespace_id AND (e.namespace_id, e.id) < (p.namespace_id, p.id)
+         WHERE e.namespace_id >= p.namespace_id AND (e.namespace_id, e.id) < (p.namespace_id, p.id)
            AND e.deleted_at IS NULL
          ORDER BY e.namespace_id DESC, e.id DESC LIMIT %(context_window)s)
         UNION ALL
         (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
-         WHERE e.namespace_id = p.namespace_id AND (e.namespace_id, e.id) > (p.namespace_id, p.id)
+         WHERE e.namespace_id <= p.namespace_id AND (e.namespace_id, e.id) > (p.namespace_id, p.id)
            AND e.deleted_at IS NULL
          ORDER BY e.namespace_id, e.id LIMIT %(context_window)s)
     ) n
@@ -593,12 +600,12 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
            SELECT jsonb_build_object('id', c.id, 'content', c.content)
            FROM (
                (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
-                WHERE x.namespace_id = e.namespace_id AND (x.namespace_id, x.id) < (e.namespace_id, e.id)
+                WHERE x.namespace_id >= e.namespace_id AND (x.namespace_id, x.id) < (e.namespace_id, e.id)
                   AND x.deleted_at IS NULL
                 ORDER BY x.namespace_id DESC, x.id DESC LIMIT %(context)s)
                UNION ALL
                (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
-                WHERE x.namespace_id = e.namespace_id AND (x.namespace_id, x.id) > (e.namespace_id, e.id)
+                WHERE x.namespace_id <= e.namespace_id AND (x.namespace_id, x.id) > (e.namespace_id, e.id)
                   AND x.deleted_at IS NULL
                 ORDER BY x.namespace_id, x.id LIMIT %(context)s)
            ) c
