@@ -38,6 +38,8 @@ from bench import common, recall_latency
 from bench.data import generate
 
 GENERIC, CUSTOM = "force_generic_plan", "force_custom_plan"
+#: a statement's own settings when they are not the current recall_search_params (an older tree's)
+SETTINGS: dict[str, str] = {}
 
 
 def load_average() -> str:
@@ -50,12 +52,14 @@ def text_leg(statement: str) -> str:
             + "\nSELECT array_agg(kind || id ORDER BY kind, id) AS ids FROM text_top")
 
 
-def run(conn: Any, statement: str, params: dict[str, Any], mode: str) -> tuple[float, list[dict[str, Any]]]:
-    """(server CPU ms, rows) of one prepared run under recall's settings and ``mode``."""
+def run(conn: Any, statement: str, params: dict[str, Any], mode: str,
+        settings: str | None = None) -> tuple[float, list[dict[str, Any]]]:
+    """(server CPU ms, rows) of one prepared run under recall's settings (``settings``, an
+    older tree's, else the current ``recall_search_params``) and ``mode``."""
     from stash_pipeline.db.sql import query
     from stash_pipeline.memory.recall_config import DEFAULT
 
-    conn.execute(query("recall_search_params"), {"ef_search": str(DEFAULT.ef_search)})
+    conn.execute(settings or query("recall_search_params"), {"ef_search": str(DEFAULT.ef_search)})
     conn.execute("SELECT set_config('plan_cache_mode', %s, true)", (mode,))
     before = common.server_cpu_ms(conn)
     rows = conn.execute(statement, params, prepare=True).fetchall()
@@ -83,12 +87,12 @@ def paired(store: Any, statements: dict[str, str], params_list: list[dict[str, A
     with store.db.connection() as conn:
         for params in params_list[:10]:  # warm-up: caches and the prepared statements
             for name, mode in keys:
-                run(conn, statements[name], params, mode)
+                run(conn, statements[name], params, mode, SETTINGS.get(name))
         for i, params in enumerate(params_list):
             rows = {}
             # each in every place in turn: the first run of a question finds colder caches
             for name, mode in keys[i % len(keys):] + keys[:i % len(keys)]:
-                took, rows[(name, mode)] = run(conn, statements[name], params, mode)
+                took, rows[(name, mode)] = run(conn, statements[name], params, mode, SETTINGS.get(name))
                 cpu[(name, mode)].append(took)
             same += len({repr(answer(r)) for r in rows.values()}) == 1
     label = {GENERIC: "generic plan", CUSTOM: "custom plan (planning included)"}
@@ -199,7 +203,9 @@ def main(argv: list[str] | None = None) -> None:
     statements = {"current": current}
     if args.baseline_src:
         older = (args.baseline_src / "stash_pipeline" / "db" / "queries" / "recall.sql").read_text(encoding="utf-8")
-        statements["baseline"] = sql.parse(older, "baseline recall.sql")["recall"]
+        baseline = sql.parse(older, "baseline recall.sql")
+        statements["baseline"] = baseline["recall"]
+        SETTINGS["baseline"] = baseline["recall_search_params"]  # as the older tree ran it
     legs = {name: text_leg(s) for name, s in statements.items()}
     questions = [q["query"] for q in generate.load()["questions"]]
     rows: list[list[Any]] = []

@@ -132,6 +132,8 @@ def test_recall_reads_facts_and_episodes_by_index_only(store):
         assert not whole_index_walks(text), (name, whole_index_walks(text), text)
     generic = plans["generic"]
     assert not namespace_ors(generic), namespace_ors(generic)
+    for name, text in plans.items():  # the turns either side of a hit: by namespace, then id
+        assert not walks_by_id(text), (name, walks_by_id(text), text)
     # the entity leg: each entity's newest links and facts by the (entity, order) indexes;
     # aliases by an index whose leading column the read tests: the (namespace, normalised)
     # one for a scope, or (over every namespace, and wherever the planner prefers it) the
@@ -139,6 +141,20 @@ def test_recall_reads_facts_and_episodes_by_index_only(store):
     for index in ("relationships_from_entity_id_idx", "relationships_to_entity_id_idx", "facts_entity_id_idx"):
         assert index in generic, (index, generic)
     assert "entity_aliases_normalised_idx" in alias_reads(generic), generic
+
+
+def walks_by_id(text: str) -> list[str]:
+    """Reads of the turns before or after an episode by the primary key, the namespace a
+    filter: the first or last turn of a small namespace walks every older or newer row of
+    the others (the (namespace_id, id) index reads the namespace's turns alone); and reads
+    of that index with the namespace equal as well as the row comparison, which start at the
+    namespace's end and walk to the hit, or that test the row comparison as a filter (a
+    read of another index, sorted: every turn of the namespace)."""
+    return [node.strip() for node in re.split(r"\n(?=\s*->)", text)
+            if (re.search(r"Index (Only )?Scan( Backward)? using episodes_pkey on episodes", node.strip().splitlines()[0])
+                and re.search(r"Index Cond: \(id [<>] ", node))
+            or re.search(r"Index Cond: .*\(namespace_id = .*ROW\(namespace_id, id\)|Index Cond: .*ROW\(namespace_id, id\).*\(namespace_id = ", node)
+            or re.search(r"Filter: .*ROW\(namespace_id, id\)", node)]
 
 
 def alias_reads(text: str) -> set[str]:
@@ -258,3 +274,36 @@ def test_a_common_rarest_word_fetches_only_the_rows_holding_the_two_rarest(store
     # too few rows hold both: the rarest word's matches are fetched too (the newest 100 kept)
     fewer = recall_parameters(store, "When is the pottery market?", mode="text", config=config.replace(text_pair_min=30))
     assert sum(gin_rows_fetched(store, fewer)) == 25 + 425
+
+
+def lineage_reads(text: str) -> list[str]:
+    """The plan's reads of lineage that test no row's id: a read of every fact's lineage
+    (a hashed subplan or a join read whole) on every recall."""
+    whole = []
+    for node in re.split(r"\n(?=\s*->)", text):
+        lines = node.strip().splitlines()
+        if re.search(r"Scan (using \w+ )?on lineage\b", lines[0]):
+            conds = " ".join(line for line in lines if "Index Cond" in line or "Recheck Cond" in line)
+            if not re.search(r"(parent|child)_id = ", conds):
+                whole.append(node.strip())
+    return whole
+
+
+def test_the_stale_check_and_the_sources_read_lineage_per_candidate(store):
+    namespaces.create(store, "/plan/a")
+    items = [{"content": f"{TOPICS[i % len(TOPICS)]} note {i}: step {i % 37} of item {i}"} for i in range(1500)]
+    for start in range(0, len(items), 500):
+        episodes.remember_batch(store, "/plan/a", items[start:start + 500])
+    with store.db.transaction() as tx:
+        turns = [next(iter(r.values())) for r in tx.conn.execute("SELECT id FROM episodes ORDER BY id").fetchall()]
+    for i in range(300):
+        facts.assert_fact(store, "/plan/a", f"{TOPICS[i % len(TOPICS)]} owner {i} is person {i % 13}",
+                          source_episode_ids=turns[4 * i:4 * i + 2])
+    with store.db.transaction() as tx:
+        for table in ("episodes", "facts", "lineage"):
+            tx.conn.execute(f"ANALYZE {table}")
+    # the generic plan recall runs (thousands of candidates estimated) and a custom one
+    for name, text in (("generic", plan(store, None)),
+                       ("values", plan(store, recall_parameters(store, "what was the deploy step")))):
+        assert "lineage" in text, (name, text)
+        assert not lineage_reads(text), (name, lineage_reads(text), text)

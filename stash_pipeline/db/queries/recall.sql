@@ -10,11 +10,14 @@
 -- off, a plan that needs no sort for the nearest rows wins; the sorts every plan needs
 -- (text matches, the final order) are still made, and the entity leg's ordered reads have
 -- (entity, order) indexes (0011), so no plan walks a whole index to avoid a sort.
+-- Incremental sorts off too: they are not sorts to enable_sort, and with them the context
+-- reads below took every turn of the namespace by another index and sorted it.
 SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
        set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
        set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
        set_config('enable_seqscan', 'off', true) AS enable_seqscan,
-       set_config('enable_sort', 'off', true) AS enable_sort
+       set_config('enable_sort', 'off', true) AS enable_sort,
+       set_config('enable_incremental_sort', 'off', true) AS enable_incremental_sort
 
 -- recall_check --
 -- Pipelined with recall_search_params and the recall statement (one round trip, one
@@ -294,16 +297,36 @@ judged AS MATERIALIZED (
                       + (1 - %(w_vector)s) * LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1)
                  WHEN %(use_vector)s THEN GREATEST(s.cosine, 0)
                  ELSE LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1) END)
-           * CASE WHEN s.kind = 'episode' AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
-                       AND NOT %(include_history)s
-                       AND EXISTS (SELECT 1 FROM lineage l
-                                   WHERE l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact')
-                       AND NOT EXISTS (
-                           SELECT 1 FROM lineage l JOIN facts f ON f.id = l.child_id
-                           WHERE l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact'
-                             AND fact_visible(f, NULL, NULL, false))
-                  THEN %(stale_factor)s::float8 ELSE 1 END AS score
-    FROM scored s, tq
+           * CASE WHEN stale.derived > 0 AND stale.current = 0 THEN %(stale_factor)s::float8 ELSE 1 END AS score,
+           copy.restates
+    FROM scored s
+    CROSS JOIN tq
+    -- the episode's derived facts, and how many are current: one read of the lineage's
+    -- parent index per episode candidate. Not EXISTS / NOT EXISTS: under the generic plan
+    -- (thousands of candidates estimated) those became hashed subplans that read every
+    -- fact's lineage and every fact on each recall (38 ms of server CPU at 20,000 facts
+    -- with two sources each); an aggregate per row cannot be hashed
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS derived,
+               count(*) FILTER (WHERE f.id IS NOT NULL AND fact_visible(f, NULL, NULL, false)) AS current
+        FROM lineage l LEFT JOIN facts f ON f.id = l.child_id
+        WHERE s.kind = 'episode' AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+          AND NOT %(include_history)s
+          AND l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact'
+    ) stale
+    -- restates: a fact whose embedding is at least copy_similarity (cosine) like one of its
+    -- source episodes' says what that episode says in its words: it takes no fact weight
+    -- (ranked; the weight is for facts that restate turns in plain words; a copy lifted by
+    -- it outranks episodes that match the query better, with no evidence of its own to
+    -- show for it). One read of the lineage's primary key per fact candidate, its vector
+    -- the one scored holds (an aggregate per row: an EXISTS may become a hashed subplan
+    -- reading every fact's lineage)
+    CROSS JOIN LATERAL (
+        SELECT count(*) > 0 AS restates
+        FROM lineage l JOIN episodes e ON e.id = l.parent_id
+        WHERE s.kind = 'fact' AND l.child_kind = 'fact' AND l.child_id = s.id AND l.parent_kind = 'episode'
+          AND 1 - (s.embedding <=> e.embedding) >= %(copy_similarity)s
+    ) copy
 ),
 -- supersession by recency: the best score among each episode's newer near-duplicates
 -- (same namespace, later occurred_at, cosine >= supersede_similarity, matching every
@@ -311,7 +334,7 @@ judged AS MATERIALIZED (
 -- (a demotion only lowers a score, so one ranked below them cannot reach the results);
 -- that bounds the pairs compared.
 fused AS (
-    SELECT j.kind, j.id, j.namespace_id, j.occurred_at, j.metadata, j.cosine, j.bm25, j.coverage,
+    SELECT j.kind, j.id, j.namespace_id, j.occurred_at, j.metadata, j.cosine, j.bm25, j.coverage, j.restates,
            CASE WHEN newer.score IS NULL THEN j.score
                 ELSE GREATEST(%(superseded_factor)s::float8 * j.score,
                               LEAST(j.score, %(supersede_margin)s::float8 * newer.score)) END AS score
@@ -328,17 +351,26 @@ fused AS (
 pool AS (
     SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s
 ),
+-- (the turns either side, read by the (namespace_id, id) index from the hit's entry:
+-- "namespace_id >= hit's AND (namespace_id, id) < hit's" is "same namespace, older",
+-- written so that only that index can take it and the row comparison places the scan. By
+-- the primary key (the generic plan's choice for "namespace_id = AND id <") the first or
+-- last turn of a small namespace walked every older or newer row of the others; with the
+-- equality the index scan started at the namespace's end and walked to the hit; needs
+-- enable_incremental_sort off, recall_search_params)
 neighbours AS (
     SELECT n.id, max(p.score) AS score
     FROM pool p
     CROSS JOIN LATERAL (
         (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
-         WHERE e.namespace_id = p.namespace_id AND e.id < p.id AND e.deleted_at IS NULL
-         ORDER BY e.id DESC LIMIT %(context_window)s)
+         WHERE e.namespace_id >= p.namespace_id AND (e.namespace_id, e.id) < (p.namespace_id, p.id)
+           AND e.deleted_at IS NULL
+         ORDER BY e.namespace_id DESC, e.id DESC LIMIT %(context_window)s)
         UNION ALL
         (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
-         WHERE e.namespace_id = p.namespace_id AND e.id > p.id AND e.deleted_at IS NULL
-         ORDER BY e.id LIMIT %(context_window)s)
+         WHERE e.namespace_id <= p.namespace_id AND (e.namespace_id, e.id) > (p.namespace_id, p.id)
+           AND e.deleted_at IS NULL
+         ORDER BY e.namespace_id, e.id LIMIT %(context_window)s)
     ) n
     WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
       -- a shared occurred_at marks a session only when it was given: episodes written
@@ -363,36 +395,24 @@ extra AS MATERIALIZED (
       AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
 ),
 own AS (
-    SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score FROM fused f
+    SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score, f.restates FROM fused f
     UNION ALL
     -- (neighbours exist in hybrid mode only, so this is the hybrid formula)
     SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0),
            %(w_vector)s * GREATEST(x.cosine, 0)
-           + (1 - %(w_vector)s) * LEAST(COALESCE(x.bm25 / NULLIF(tq.full_match, 0), 0), 1)
+           + (1 - %(w_vector)s) * LEAST(COALESCE(x.bm25 / NULLIF(tq.full_match, 0), 0), 1),
+           false
     FROM extra x, tq
 ),
--- restates: a fact whose embedding is at least copy_similarity (cosine) like one of its
--- source episodes' says what that episode says in its words: it takes no fact weight (the
--- weight is for facts that restate turns in plain words; a copy lifted by it outranks
--- episodes that match the query better, with no evidence of its own to show for it). Nor
--- does a fact below weight_min_cosine to the query (matched on a stray word) unless the
--- entity leg reaches it (below: the query names its subject).
--- (one join over the candidate facts' lineage, MATERIALIZED: a subquery per row cost the
--- statement half its time again under the generic plan)
-copies AS MATERIALIZED (
-    SELECT DISTINCT o.id
-    FROM own o
-    JOIN lineage l ON l.child_kind = 'fact' AND l.child_id = o.id AND l.parent_kind = 'episode'
-    JOIN facts f ON f.id = o.id
-    JOIN episodes e ON e.id = l.parent_id
-    WHERE o.kind = 'fact' AND 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s
-),
+-- a fact that restates its source (judged) takes no fact weight; nor does a fact below
+-- weight_min_cosine to the query (matched on a stray word) unless the entity leg reaches it
+-- (below: the query names its subject)
 ranked AS (
     SELECT x.* FROM (
         SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
                %(neighbour_weight)s::float8 * nb.score AS context_score,
                o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score,
-               o.kind = 'fact' AND o.id IN (SELECT id FROM copies) AS restates
+               o.restates
         FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id
     ) x
     ORDER BY x.score * CASE WHEN x.kind = 'fact' AND NOT x.restates AND COALESCE(x.cosine, 1) >= %(weight_min_cosine)s
@@ -480,7 +500,9 @@ entity_facts AS MATERIALIZED (
     FROM entity_reached r
     GROUP BY r.id
 ),
-entity_scored AS (
+-- (MATERIALIZED: each score once per fact; inlined, entity_ranked computed the BM25 and
+-- the missing words' subqueries three times each)
+entity_scored AS MATERIALIZED (
     SELECT r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine,
            COALESCE((
                SELECT sum(w.idf * tf.n * (%(k1)s + 1)
@@ -506,7 +528,7 @@ entity_ranked AS (
     ORDER BY score DESC, c.id DESC
     LIMIT %(max_facts)s
 ),
--- the leg's facts that restate a source (as copies above)
+-- the leg's facts that restate a source (as restates above)
 entity_copies AS MATERIALIZED (
     SELECT DISTINCT x.id
     FROM entity_ranked x
@@ -582,12 +604,14 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
            SELECT jsonb_build_object('id', c.id, 'content', c.content)
            FROM (
                (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
-                WHERE x.namespace_id = e.namespace_id AND x.id < e.id AND x.deleted_at IS NULL
-                ORDER BY x.id DESC LIMIT %(context)s)
+                WHERE x.namespace_id >= e.namespace_id AND (x.namespace_id, x.id) < (e.namespace_id, e.id)
+                  AND x.deleted_at IS NULL
+                ORDER BY x.namespace_id DESC, x.id DESC LIMIT %(context)s)
                UNION ALL
                (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
-                WHERE x.namespace_id = e.namespace_id AND x.id > e.id AND x.deleted_at IS NULL
-                ORDER BY x.id LIMIT %(context)s)
+                WHERE x.namespace_id <= e.namespace_id AND (x.namespace_id, x.id) > (e.namespace_id, e.id)
+                  AND x.deleted_at IS NULL
+                ORDER BY x.namespace_id, x.id LIMIT %(context)s)
            ) c
            WHERE ((c.occurred_at = e.occurred_at AND c.occurred_at <> c.created_at)
                   OR c.metadata ->> 'session' = e.metadata ->> 'session'
