@@ -49,7 +49,8 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
 -- Scope: the namespaces %(paths)s name and their descendants (resolve_namespace_tree's
 -- rule), unless %(all_namespaces)s.
 --
--- Candidates: HNSW cosine over facts and over episodes (%(candidates)s each), and
+-- Candidates: HNSW cosine over facts and over episodes (%(candidates)s each; exact in a
+-- scope of at most %(exact_scan_limit)s live memories), and
 -- full-text matches of the query's RAREST lexemes: lexemes are taken in ascending
 -- document frequency while their summed frequency fits %(text_scan_limit)s, so the rows
 -- matched are bounded by construction (latency stays flat as the store grows) and no
@@ -164,21 +165,49 @@ tq AS (
            (SELECT sum(w.idf) FROM weights w) AS full_match,
            ARRAY(SELECT w.lexeme FROM weights w) AS lexemes
 ),
+-- a scope of at most %(exact_scan_limit)s live memories is ranked exactly: each of its rows
+-- is compared with the query, read by the namespace index. The HNSW walk filters by
+-- namespace as it goes, so in a large store it passes mostly other namespaces' rows before
+-- it has enough of a small one's (an 80-turn namespace beside 100,000: about 400 ms).
+-- A one-time test, as the text leg's: only one of each vector read's two branches runs.
+exact AS MATERIALIZED (
+    SELECT NOT %(all_namespaces)s
+           AND COALESCE((SELECT sum(s.documents) FROM recall_text_stats s
+                         WHERE s.namespace_id = ANY((SELECT ids FROM scope)::bigint[])), 0)
+               <= %(exact_scan_limit)s AS small
+),
 fact_vec AS (
-    SELECT f.id FROM facts f
-    WHERE %(use_vector)s AND (SELECT ready FROM query_vector)
-      AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
-      AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-    ORDER BY f.embedding <=> (SELECT v FROM query_vector)
-    LIMIT %(candidates)s
+    (SELECT f.id FROM facts f
+     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND NOT (SELECT small FROM exact)
+       AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY f.embedding <=> (SELECT v FROM query_vector)
+     LIMIT %(candidates)s)
+    UNION ALL
+    -- ("+ 0": an order no index gives, so the scope's rows are read and sorted)
+    (SELECT f.id FROM facts f
+     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND (SELECT small FROM exact)
+       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY (f.embedding <=> (SELECT v FROM query_vector)) + 0
+     LIMIT %(candidates)s)
 ),
 episode_vec AS (
-    SELECT e.id FROM episodes e
-    WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
-      AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
-      AND episode_visible(e, %(as_of)s, %(known_at)s)
-    ORDER BY e.embedding <=> (SELECT v FROM query_vector)
-    LIMIT %(candidates)s
+    (SELECT e.id FROM episodes e
+     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND NOT (SELECT small FROM exact)
+       AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
+       AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY e.embedding <=> (SELECT v FROM query_vector)
+     LIMIT %(candidates)s)
+    UNION ALL
+    (SELECT e.id FROM episodes e
+     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND (SELECT small FROM exact)
+       AND e.embedding IS NOT NULL
+       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY (e.embedding <=> (SELECT v FROM query_vector)) + 0
+     LIMIT %(candidates)s)
 ),
 -- (scoped: the word index's matches ANDed with the namespace index's rows in scope)
 -- the rows holding both rarest lexemes (none unless tq.q_pair is set)
