@@ -46,7 +46,8 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
 -- Scope: the namespaces %(paths)s name and their descendants (resolve_namespace_tree's
 -- rule), unless %(all_namespaces)s.
 --
--- Candidates: HNSW cosine over facts and over episodes (%(candidates)s each), and
+-- Candidates: HNSW cosine over facts and over episodes (%(candidates)s each, read in the
+-- half-precision embedding_key order of their indexes: 0018; every score is full precision), and
 -- full-text matches of the query's RAREST lexemes: lexemes are taken in ascending
 -- document frequency while their summed frequency fits %(text_scan_limit)s, so the rows
 -- matched are bounded by construction (latency stays flat as the store grows) and no
@@ -166,7 +167,7 @@ fact_vec AS (
     WHERE %(use_vector)s AND (SELECT ready FROM query_vector)
       AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-    ORDER BY f.embedding <=> (SELECT v FROM query_vector)
+    ORDER BY embedding_key(f.embedding) <=> embedding_key((SELECT v FROM query_vector))  -- the half-precision index (0018)
     LIMIT %(candidates)s
 ),
 episode_vec AS (
@@ -174,7 +175,7 @@ episode_vec AS (
     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
       AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
       AND episode_visible(e, %(as_of)s, %(known_at)s)
-    ORDER BY e.embedding <=> (SELECT v FROM query_vector)
+    ORDER BY embedding_key(e.embedding) <=> embedding_key((SELECT v FROM query_vector))
     LIMIT %(candidates)s
 ),
 -- (scoped: the word index's matches ANDed with the namespace index's rows in scope)
@@ -601,12 +602,13 @@ ORDER BY r.place
 
 -- recall_facts_first_facts --
 -- The reference's recall, step 1 (benchmark baseline): nearest non-withdrawn facts by raw
--- cosine, with no validity filter (the reference ignored valid_until).
+-- cosine, with no validity filter (the reference ignored valid_until); read by the
+-- half-precision key's index (0018), as recall's candidates are.
 SELECT 'fact'::text AS kind, f.id, n.slug AS namespace, f.content, f.confidence, f.valid_from,
        f.valid_until, f.created_at, 1 - (f.embedding <=> %(embedding)s::vector) AS similarity
 FROM facts f JOIN namespaces n ON n.id = f.namespace_id
 WHERE f.withdrawn_at IS NULL AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
-ORDER BY f.embedding <=> %(embedding)s::vector
+ORDER BY embedding_key(f.embedding) <=> embedding_key(%(embedding)s::vector)
 LIMIT %(limit)s
 
 -- recall_facts_first_episodes --
@@ -616,5 +618,5 @@ SELECT 'episode'::text AS kind, e.id, n.slug AS namespace, e.content, e.metadata
 FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
 WHERE e.deleted_at IS NULL AND e.embedding IS NOT NULL
   AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
-ORDER BY e.embedding <=> %(embedding)s::vector
+ORDER BY embedding_key(e.embedding) <=> embedding_key(%(embedding)s::vector)
 LIMIT %(limit)s
