@@ -162,8 +162,10 @@ tq AS (
            (SELECT sum(w.idf) FROM weights w) AS full_match,
            ARRAY(SELECT w.lexeme FROM weights w) AS lexemes
 ),
+-- the vector candidates carry the columns scoring needs: the HNSW scan has their rows in
+-- hand, so candidates fetches again only the text matches the vector reads did not find
 fact_vec AS (
-    SELECT f.id FROM facts f
+    SELECT f.id, f.namespace_id, f.search, f.embedding FROM facts f
     WHERE %(use_vector)s AND (SELECT ready FROM query_vector)
       AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
@@ -171,7 +173,7 @@ fact_vec AS (
     LIMIT %(candidates)s
 ),
 episode_vec AS (
-    SELECT e.id FROM episodes e
+    SELECT e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata FROM episodes e
     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
       AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
       AND episode_visible(e, %(as_of)s, %(known_at)s)
@@ -265,14 +267,20 @@ text_top AS (
     LIMIT %(text_candidates)s
 ),
 candidates AS (
-    SELECT 'fact'::text AS kind, f.id, f.namespace_id, f.search, f.embedding,
+    SELECT 'fact'::text AS kind, v.id, v.namespace_id, v.search, v.embedding,
            NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
+    FROM fact_vec v
+    UNION ALL
+    SELECT 'fact'::text, f.id, f.namespace_id, f.search, f.embedding, NULL, NULL
     FROM facts f
-    WHERE f.id IN (SELECT id FROM fact_vec UNION SELECT id FROM text_top WHERE kind = 'fact')
+    WHERE f.id IN (SELECT id FROM text_top WHERE kind = 'fact') AND f.id NOT IN (SELECT id FROM fact_vec)
+    UNION ALL
+    SELECT 'episode'::text, v.id, v.namespace_id, v.search, v.embedding, v.occurred_at, v.metadata
+    FROM episode_vec v
     UNION ALL
     SELECT 'episode'::text, e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
     FROM episodes e
-    WHERE e.id IN (SELECT id FROM episode_vec UNION SELECT id FROM text_top WHERE kind = 'episode')
+    WHERE e.id IN (SELECT id FROM text_top WHERE kind = 'episode') AND e.id NOT IN (SELECT id FROM episode_vec)
 ),
 -- MATERIALIZED: every score is computed once per candidate, however often it is used
 scored AS MATERIALIZED (
