@@ -266,19 +266,27 @@ text_top AS (
                     + %(k1)s * (1 - %(b)s + %(b)s * m.doc_length / co.average_length))) DESC, m.id DESC
     LIMIT %(text_candidates)s
 ),
+-- each candidate's tsvector and vector detoasted here, once: a value stored out of line or
+-- compressed stays a pointer in the materialised CTEs below and would be fetched and
+-- expanded again at every use (the cosine, BM25, the supersession and copy comparisons).
+-- setweight(.., 'D') is the identity on these columns (to_tsvector weighs every lexeme D)
+-- and vector(.., -1, true) is pgvector's dimension check with none to make: both return
+-- the value expanded.
 candidates AS (
-    SELECT 'fact'::text AS kind, v.id, v.namespace_id, v.search, v.embedding,
-           NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
+    SELECT 'fact'::text AS kind, v.id, v.namespace_id, setweight(v.search, 'D') AS search,
+           vector(v.embedding, -1, true) AS embedding, NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
     FROM fact_vec v
     UNION ALL
-    SELECT 'fact'::text, f.id, f.namespace_id, f.search, f.embedding, NULL, NULL
+    SELECT 'fact'::text, f.id, f.namespace_id, setweight(f.search, 'D'), vector(f.embedding, -1, true), NULL, NULL
     FROM facts f
     WHERE f.id IN (SELECT id FROM text_top WHERE kind = 'fact') AND f.id NOT IN (SELECT id FROM fact_vec)
     UNION ALL
-    SELECT 'episode'::text, v.id, v.namespace_id, v.search, v.embedding, v.occurred_at, v.metadata
+    SELECT 'episode'::text, v.id, v.namespace_id, setweight(v.search, 'D'), vector(v.embedding, -1, true),
+           v.occurred_at, v.metadata
     FROM episode_vec v
     UNION ALL
-    SELECT 'episode'::text, e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
+    SELECT 'episode'::text, e.id, e.namespace_id, setweight(e.search, 'D'), vector(e.embedding, -1, true),
+           e.occurred_at, e.metadata
     FROM episodes e
     WHERE e.id IN (SELECT id FROM text_top WHERE kind = 'episode') AND e.id NOT IN (SELECT id FROM episode_vec)
 ),
