@@ -124,7 +124,7 @@ def test_recall_reads_facts_and_episodes_by_index_only(store):
     assert queries["known_at, an entity named"]["phrases"]  # the entity leg is planned with values too
     plans = {name: plan(store, params) for name, params in queries.items()} | {"generic": plan(store, None)}
     for name, text in plans.items():
-        assert "facts_embedding_hnsw" in text and "episodes_embedding_hnsw" in text, (name, text)
+        assert "facts_embedding_key_hnsw" in text and "episodes_embedding_key_hnsw" in text, (name, text)
         assert "_search_gin" in text, (name, text)
         scans = re.findall(r"Seq Scan on (\w+)", text)
         assert not {"facts", "episodes", "relationships", "entity_aliases", "lineage"} & set(scans), (name, scans, text)
