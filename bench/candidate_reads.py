@@ -15,7 +15,7 @@ vectors: a measure of change, not of quality; bench.retrieval_quality is that).
 
 Variants: ``baseline`` is an older tree's statement (``--baseline-src``); ``full`` the
 shipped statement reading the HNSW graphs of the full-precision vectors (as before
-migration 0018; those indexes are built when missing and dropped afterwards unless
+migration 0019; those indexes are built when missing and dropped afterwards unless
 ``--keep-full``); ``shipped`` as shipped; then the shipped statement with a narrower beam
 or fewer candidates.
 """
@@ -43,7 +43,7 @@ _FULL_INDEXES = {
 
 
 def full_precision(statement: str) -> str:
-    """The recall statement ordering its HNSW reads by the full-precision vector (before 0018)."""
+    """The recall statement ordering its HNSW reads by the full-precision vector (before 0019)."""
     out = statement
     for alias in ("f", "e"):
         key = f"embedding_key({alias}.embedding) <=> embedding_key((SELECT v FROM query_vector))"

@@ -1,6 +1,6 @@
 -- Bench-only SQL (loaded by bench/common.py with the library's parser).
 -- Every HNSW read, the earlier recall statements' too, orders by embedding_key (the only
--- vector indexes since migration 0018 are on it): they differ from today's in their ranking.
+-- vector indexes since migration 0019 are on it): they differ from today's in their ranking.
 
 -- bench_search_indexes --
 -- The HNSW and GIN indexes of one table, dropped and re-created around a bulk fill.

@@ -1,4 +1,4 @@
-"""Migration 0018: the HNSW reads' half-precision key takes the vector columns' own dimension.
+"""Migration 0019: the HNSW reads' half-precision key takes the vector columns' own dimension.
 
 A store re-embedded to another model (``stash reembed``) has vector columns of that
 model's size, whatever STASH_VECTOR_DIM says; the key and its indexes must follow the
@@ -15,7 +15,7 @@ from stash_pipeline.db.migrate import _config
 
 
 def test_the_key_follows_the_columns_dimension_and_replaces_the_full_precision_indexes(database_at):
-    dsn = database_at("0017")
+    dsn = database_at("0018")
     with psycopg.connect(dsn, autocommit=True) as conn:
         # as reembed leaves a store moved to an 8-dimensional model
         conn.execute("DROP INDEX episodes_embedding_hnsw")
@@ -30,7 +30,7 @@ def test_the_key_follows_the_columns_dimension_and_replaces_the_full_precision_i
             "SELECT %s, 'turn ' || g, ARRAY[g, 1, 2, 3, 4, 5, 6, 7]::real[]::vector, 'm' "
             "FROM generate_series(1, 50) g", (namespace,))
 
-    command.upgrade(_config(dsn, 384), "0018")  # the configured dimension is not the columns'
+    command.upgrade(_config(dsn, 384), "0019")  # the configured dimension is not the columns'
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         register_vector(conn)

@@ -96,7 +96,7 @@ UPDATE facts SET embedding = %(embedding)s, embedding_model = %(model)s WHERE id
 
 -- reembed_drop_indexes --
 -- Drop the HNSW indexes before the vector columns change type (the half-precision ones
--- of 0018 name the old dimension; the full-precision ones of older schemas too).
+-- of 0019 name the old dimension; the full-precision ones of older schemas too).
 DROP INDEX IF EXISTS episodes_embedding_key_hnsw;
 DROP INDEX IF EXISTS facts_embedding_key_hnsw;
 DROP INDEX IF EXISTS episodes_embedding_hnsw;
@@ -106,7 +106,7 @@ DROP INDEX IF EXISTS entities_embedding_hnsw
 -- reembed_alter_dims --
 -- Retype every vector column to {dim} dimensions; old vectors are unusable, so NULL.
 -- DDL takes no bind parameters: {dim} is a psycopg sql.Literal of a checked int.
--- embedding_key, the HNSW reads' half-precision key (0018), takes the new dimension too.
+-- embedding_key, the HNSW reads' half-precision key (0019), takes the new dimension too.
 CREATE OR REPLACE FUNCTION embedding_key(v vector) RETURNS halfvec
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN v::halfvec({dim});
@@ -120,7 +120,7 @@ ALTER TABLE embedding_cache ALTER COLUMN embedding TYPE vector({dim}) USING NULL
 
 -- reembed_restore_constraints --
 -- Every row has a vector again: restore NOT NULL on facts and rebuild the HNSW indexes
--- (names and keys as in 0018 and 0009). episodes.embedding stays nullable: an episode may
+-- (names and keys as in 0019 and 0009). episodes.embedding stays nullable: an episode may
 -- wait for its vector (0010_pending_embeddings); an entity's vector is nullable too.
 -- {dim}: the columns' dimension (a psycopg sql.Literal), as embedding_key's.
 ALTER TABLE facts ALTER COLUMN embedding SET NOT NULL;

@@ -34,7 +34,7 @@ WHERE e.id = %(id)s
 -- episode_nearest --
 -- The non-deleted episode nearest to a vector within the given namespaces (forget); an
 -- episode still waiting for its vector has no distance yet and is not considered. Read by
--- the half-precision key's index (0018); the similarity is full precision.
+-- the half-precision key's index (0019); the similarity is full precision.
 SELECT e.id, n.slug AS namespace, e.content, 1 - (e.embedding <=> %(embedding)s) AS similarity
 FROM (
     SELECT id, namespace_id, content, embedding

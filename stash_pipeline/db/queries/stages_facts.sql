@@ -59,7 +59,7 @@ SELECT id, content FROM about
 
 -- stage_facts_nearest_current --
 -- The current fact nearest to a vector in one namespace, with its cosine similarity (read
--- by the half-precision key's index, 0018; the similarity is full precision).
+-- by the half-precision key's index, 0019; the similarity is full precision).
 SELECT id, confidence, 1 - (embedding <=> %(embedding)s) AS similarity
   FROM facts
  WHERE namespace_id = %(namespace_id)s

@@ -1,7 +1,7 @@
 """Half-precision HNSW indexes for the nearest-vector reads (see the .sql).
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0019
+Revises: 0018
 
 The key's dimension is the vector column's own (its type modifier), not the configured
 one: a store re-embedded to another dimension (stash reembed) has columns of that size.
@@ -14,8 +14,8 @@ from pathlib import Path
 from alembic import op
 from sqlalchemy import text
 
-revision = "0018"
-down_revision = "0017"
+revision = "0019"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
