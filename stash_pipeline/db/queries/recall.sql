@@ -50,7 +50,7 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
 -- rule), unless %(all_namespaces)s.
 --
 -- Candidates: HNSW cosine over facts and over episodes (%(candidates)s each, read in the
--- half-precision embedding_key order of their indexes: 0018; every score is full
+-- half-precision embedding_key order of their indexes: 0019; every score is full
 -- precision; exact, by full-precision cosine, in a scope of at most %(exact_scan_limit)s
 -- live memories), and
 -- full-text matches of the query's RAREST lexemes: lexemes are taken in ascending
@@ -185,7 +185,7 @@ fact_vec AS (
      WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND NOT (SELECT small FROM exact)
        AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
        AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY embedding_key(f.embedding) <=> embedding_key((SELECT v FROM query_vector))  -- the half-precision index (0018)
+     ORDER BY embedding_key(f.embedding) <=> embedding_key((SELECT v FROM query_vector))  -- the half-precision index (0019)
      LIMIT %(candidates)s)
     UNION ALL
     -- ("+ 0": an order no index gives, so the scope's rows are read and sorted)
@@ -673,7 +673,7 @@ ORDER BY r.place
 -- recall_facts_first_facts --
 -- The reference's recall, step 1 (benchmark baseline): nearest non-withdrawn facts by raw
 -- cosine, with no validity filter (the reference ignored valid_until); read by the
--- half-precision key's index (0018), as recall's candidates are.
+-- half-precision key's index (0019), as recall's candidates are.
 SELECT 'fact'::text AS kind, f.id, n.slug AS namespace, f.content, f.confidence, f.valid_from,
        f.valid_until, f.created_at, 1 - (f.embedding <=> %(embedding)s::vector) AS similarity
 FROM facts f JOIN namespaces n ON n.id = f.namespace_id
