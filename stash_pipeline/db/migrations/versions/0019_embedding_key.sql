@@ -1,8 +1,9 @@
 -- The nearest-vector reads of facts and episodes (recall's candidates, forget's nearest
 -- episode, the fact stage's nearest current fact) walk an HNSW graph of half-precision
 -- copies of the embeddings: half the graph's size (at 1M memories the full-precision
--- graphs were 2 GB against 256 MB of shared_buffers) and a cheaper distance, for a
--- ranking that agrees with full precision on labelled retrieval (bench/README.md).
+-- graphs were 2 GB against 256 MB of shared_buffers) and cheaper inserts, for a ranking
+-- that agrees with full precision on labelled retrieval (bench/README.md). Where the
+-- graphs fit in memory a read costs slightly more (the half floats are widened).
 -- Scores stay full precision: only the ORDER BY of the index scan uses the key.
 --
 -- embedding_key(v) is that key. The indexes are on the cast itself, since HNSW needs the
