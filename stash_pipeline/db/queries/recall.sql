@@ -12,12 +12,16 @@
 -- (entity, order) indexes (0011), so no plan walks a whole index to avoid a sort.
 -- Incremental sorts off too: they are not sorts to enable_sort, and with them the context
 -- reads below took every turn of the namespace by another index and sorted it.
+-- No parallel workers: a recall reads a few hundred rows, and starting workers costs more
+-- than that (the exact read of a small scope, planned as a parallel sort, started them on
+-- every recall although its one-time test then skipped it: about 8 ms).
 SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
        set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
        set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
        set_config('enable_seqscan', 'off', true) AS enable_seqscan,
        set_config('enable_sort', 'off', true) AS enable_sort,
-       set_config('enable_incremental_sort', 'off', true) AS enable_incremental_sort
+       set_config('enable_incremental_sort', 'off', true) AS enable_incremental_sort,
+       set_config('max_parallel_workers_per_gather', '0', true) AS max_parallel_workers_per_gather
 
 -- recall_check --
 -- Pipelined with recall_search_params and the recall statement (one round trip, one
