@@ -1,4 +1,6 @@
 -- Bench-only SQL (loaded by bench/common.py with the library's parser).
+-- Every HNSW read, the earlier recall statements' too, orders by embedding_key (the only
+-- vector indexes since migration 0019 are on it): they differ from today's in their ranking.
 
 -- bench_search_indexes --
 -- The HNSW and GIN indexes of one table, dropped and re-created around a bulk fill.
@@ -33,13 +35,13 @@ WITH f AS (
     SELECT 'fact'::text AS kind, id, embedding <=> %(embedding)s::vector AS distance
     FROM facts
     WHERE withdrawn_at IS NULL AND valid_from <= now() AND (valid_until IS NULL OR valid_until > now())
-    ORDER BY embedding <=> %(embedding)s::vector
+    ORDER BY embedding_key(embedding) <=> embedding_key(%(embedding)s::vector)
     LIMIT %(limit)s
 ), e AS (
     SELECT 'episode'::text AS kind, id, embedding <=> %(embedding)s::vector AS distance
     FROM episodes
     WHERE deleted_at IS NULL
-    ORDER BY embedding <=> %(embedding)s::vector
+    ORDER BY embedding_key(embedding) <=> embedding_key(%(embedding)s::vector)
     LIMIT %(limit)s
 )
 SELECT kind, id, 1 - distance AS similarity
@@ -108,7 +110,7 @@ fact_vec AS (
            OR (f.created_at <= %(as_of)s::timestamptz AND f.valid_from <= %(as_of)s::timestamptz
                AND (f.valid_until IS NULL OR f.valid_until > %(as_of)s::timestamptz)
                AND (f.withdrawn_at IS NULL OR f.withdrawn_at > %(as_of)s::timestamptz)))
-    ORDER BY f.embedding <=> %(embedding)s::vector
+    ORDER BY embedding_key(f.embedding) <=> embedding_key(%(embedding)s::vector)
     LIMIT %(candidates)s
 ),
 episode_vec AS (
@@ -119,7 +121,7 @@ episode_vec AS (
       AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
                 ELSE e.created_at <= %(as_of)s::timestamptz
                      AND (e.deleted_at IS NULL OR e.deleted_at > %(as_of)s::timestamptz) END)
-    ORDER BY e.embedding <=> %(embedding)s::vector
+    ORDER BY embedding_key(e.embedding) <=> embedding_key(%(embedding)s::vector)
     LIMIT %(candidates)s
 ),
 vec AS (
@@ -346,7 +348,7 @@ fact_vec AS (
            OR (f.created_at <= %(as_of)s::timestamptz AND f.valid_from <= %(as_of)s::timestamptz
                AND (f.valid_until IS NULL OR f.valid_until > %(as_of)s::timestamptz)
                AND (f.withdrawn_at IS NULL OR f.withdrawn_at > %(as_of)s::timestamptz)))
-    ORDER BY f.embedding <=> %(embedding)s::vector
+    ORDER BY embedding_key(f.embedding) <=> embedding_key(%(embedding)s::vector)
     LIMIT %(candidates)s
 ),
 episode_vec AS (
@@ -356,7 +358,7 @@ episode_vec AS (
       AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN e.deleted_at IS NULL
                 ELSE e.created_at <= %(as_of)s::timestamptz
                      AND (e.deleted_at IS NULL OR e.deleted_at > %(as_of)s::timestamptz) END)
-    ORDER BY e.embedding <=> %(embedding)s::vector
+    ORDER BY embedding_key(e.embedding) <=> embedding_key(%(embedding)s::vector)
     LIMIT %(candidates)s
 ),
 fact_text AS (
@@ -851,7 +853,7 @@ fact_vec AS (
                                  THEN f.recorded_valid_until ELSE f.valid_until END, 'infinity')
                    > COALESCE(%(as_of)s::timestamptz, now())))
       -- end of fact validity
-    ORDER BY f.embedding <=> %(embedding)s::vector
+    ORDER BY embedding_key(f.embedding) <=> embedding_key(%(embedding)s::vector)
     LIMIT %(candidates)s
 ),
 episode_vec AS (
@@ -863,7 +865,7 @@ episode_vec AS (
                 ELSE e.created_at <= COALESCE(%(known_at)s::timestamptz, now())
                      AND (e.deleted_at IS NULL OR e.deleted_at > COALESCE(%(known_at)s::timestamptz, now()))
                      AND e.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()) END)
-    ORDER BY e.embedding <=> %(embedding)s::vector
+    ORDER BY embedding_key(e.embedding) <=> embedding_key(%(embedding)s::vector)
     LIMIT %(candidates)s
 ),
 fact_text AS (
@@ -1071,7 +1073,7 @@ ORDER BY h.id, n.id
 -- The floor for "the ten nearest memories": one HNSW top-10 over the episodes, default
 -- settings, no filter, no scoring (bench/recall_service.py).
 SELECT id, content FROM episodes
-ORDER BY embedding <=> %(embedding)s::vector
+ORDER BY embedding_key(embedding) <=> embedding_key(%(embedding)s::vector)
 LIMIT 10
 
 -- bench_lineage_fill --

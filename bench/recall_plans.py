@@ -16,7 +16,8 @@ question (the statements back to back, order rotating, after a warm-up):
    the generic plan (as recall runs it) and the planner's custom plan for the same
    values (planning included); with ``--baseline-src`` (``git archive REV | tar -x -C
    DIR``) the older tree's ``recall`` statement under the generic plan too, and whether
-   both return the same rows.
+   both return the same rows. **Small beside big**: namespaces of ``--beside`` episodes
+   next to the big one, hybrid, each question scoped to one of them.
 2. **First recalls on a fresh pool** of one connection (the big namespace, every query's
    vector cached), three ways in turn: unprepared (psycopg prepares a statement after five
    runs, each planned anew), prepared at first use (``Database.pipelined(prepare=True)``,
@@ -135,6 +136,31 @@ def fill_namespaces(store: Any, count: int, per: int) -> None:
         conn.commit()
 
 
+def fill_beside(store: Any, size: int) -> str:
+    """A namespace of ``size`` episodes beside the big one (its texts and vector geometry),
+    written by plain INSERTs through the live indexes; its path."""
+    from stash_pipeline.memory import namespaces
+
+    slug = f"/bench/beside{size}"
+    namespaces.create(store, slug)
+    with store.db.transaction() as tx:
+        namespace_id = namespaces.resolve_id(tx, slug)
+    data = generate.load()
+    texts = [e["content"] for e in data["episodes"]]
+    vectors = common.noisy_copies(common.dataset_vectors(texts), size, np.random.default_rng(size))
+    model = store.settings.embedding_model_name
+    with store.db.connection() as conn:
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO episodes (namespace_id, content, embedding, embedding_model) "
+                            "VALUES (%s, %s, %s, %s)",
+                            [(namespace_id, f"{texts[i % len(texts)]} [beside {i}]", vectors[i], model)
+                             for i in range(size)])
+        conn.commit()
+        conn.execute("ANALYZE episodes")
+        conn.commit()
+    return slug
+
+
 def statement_params(store: Any, question: str, scope: str, *, hybrid: bool,
                      vector: np.ndarray | None = None) -> dict[str, Any]:
     params = recall_latency.recall_statement_params(store, question)
@@ -192,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per", type=int, default=500, help="episodes per small namespace")
     parser.add_argument("--questions", type=int, default=120, help="questions per case")
     parser.add_argument("--pools", type=int, default=8, help="fresh pools per way (first recalls)")
+    parser.add_argument("--beside", default="80,500,2000", help="sizes of small namespaces beside the big one "
+                        "(hybrid recalls scoped to each)")
     parser.add_argument("--baseline-src", type=Path, help="an older tree: its recall statement too")
     parser.add_argument("--keep", metavar="NAME", help="fill the big namespace in database NAME on "
                         "STASH_DATABASE_URL's server once, keep it (1M)")
@@ -226,6 +254,11 @@ def main(argv: list[str] | None = None) -> None:
                    for q, v in zip(asked[:args.questions], vectors, strict=False)]
             rows += paired(store, statements, big, f"{args.size:,} in one namespace, scope {scope}, hybrid",
                            split=True)
+        for size in (int(n) for n in args.beside.split(",") if n):
+            slug = fill_beside(store, size)
+            beside = [statement_params(store, q, slug, hybrid=True, vector=v)
+                      for q, v in zip(asked[:args.questions], vectors, strict=False)]
+            rows += paired(store, statements, beside, f"{size:,} beside {args.size:,}, scoped to them, hybrid")
         for q in asked:  # every query's vector cached, as for a question asked before
             store.embedder.embed_one(q)
         first = first_recalls(store, asked, args.pools, 8)

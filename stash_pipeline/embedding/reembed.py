@@ -139,7 +139,7 @@ def _run(
             "writers and run `stash reembed` again (it resumes)"
         )
     if _schema_needs_repair(store):
-        _ddl(store, "reembed_restore_constraints")
+        _ddl(store, "reembed_restore_constraints", dim=embedder.dim)
 
     with db.transaction() as tx:
         tx.execute("embedding_lock_set", key=LOCK_MODEL_KEY, value=embedder.name)

@@ -278,6 +278,7 @@ def recall_parameters(
         "text_scan_limit": config.text_scan_limit,
         "text_candidates": config.text_candidates,
         "text_pair_min": config.text_pair_min,
+        "exact_scan_limit": config.exact_scan_limit,
         "w_vector": config.w_vector,
         "k1": config.bm25_k1,
         "b": config.bm25_b,

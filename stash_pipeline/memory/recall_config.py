@@ -37,6 +37,10 @@ class RecallConfig:
     text_candidates: int = 60
     #: HNSW beam width (hnsw.ef_search) for recall's vector candidates
     ef_search: int = 100
+    #: a recall scoped to namespaces holding at most this many live memories compares the
+    #: query with each of them instead of walking the HNSW graph: an exact answer, and in a
+    #: large store the graph walk would pass mostly other namespaces' rows to find these
+    exact_scan_limit: int = 2000
     #: hybrid mode: an episode within context_window turns of one of the best context_pool
     #: episodes (same namespace, same session) gains neighbour_weight times that hit's
     #: score: in a conversation the turn that answers often follows the one naming the subject

@@ -40,7 +40,7 @@ def _rss_mb() -> float:
 
 def fill(dsn: str, episodes: int) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("DROP INDEX IF EXISTS episodes_embedding_hnsw")
+        conn.execute("DROP INDEX IF EXISTS episodes_embedding_key_hnsw")
         conn.execute("DROP INDEX IF EXISTS episodes_search_gin")
         conn.execute("INSERT INTO namespaces (slug) VALUES ('/bench') ON CONFLICT DO NOTHING")
         conn.execute(

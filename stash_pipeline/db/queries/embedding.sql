@@ -95,7 +95,10 @@ UPDATE episodes SET embedding = %(embedding)s, embedding_model = %(model)s WHERE
 UPDATE facts SET embedding = %(embedding)s, embedding_model = %(model)s WHERE id = %(id)s
 
 -- reembed_drop_indexes --
--- Drop the HNSW indexes before the vector columns change type.
+-- Drop the HNSW indexes before the vector columns change type (the half-precision ones
+-- of 0019 name the old dimension; the full-precision ones of older schemas too).
+DROP INDEX IF EXISTS episodes_embedding_key_hnsw;
+DROP INDEX IF EXISTS facts_embedding_key_hnsw;
 DROP INDEX IF EXISTS episodes_embedding_hnsw;
 DROP INDEX IF EXISTS facts_embedding_hnsw;
 DROP INDEX IF EXISTS entities_embedding_hnsw
@@ -103,6 +106,10 @@ DROP INDEX IF EXISTS entities_embedding_hnsw
 -- reembed_alter_dims --
 -- Retype every vector column to {dim} dimensions; old vectors are unusable, so NULL.
 -- DDL takes no bind parameters: {dim} is a psycopg sql.Literal of a checked int.
+-- embedding_key, the HNSW reads' half-precision key (0019), takes the new dimension too.
+CREATE OR REPLACE FUNCTION embedding_key(v vector) RETURNS halfvec
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN v::halfvec({dim});
 ALTER TABLE episodes ALTER COLUMN embedding DROP NOT NULL;
 ALTER TABLE episodes ALTER COLUMN embedding TYPE vector({dim}) USING NULL;
 ALTER TABLE facts ALTER COLUMN embedding DROP NOT NULL;
@@ -113,11 +120,14 @@ ALTER TABLE embedding_cache ALTER COLUMN embedding TYPE vector({dim}) USING NULL
 
 -- reembed_restore_constraints --
 -- Every row has a vector again: restore NOT NULL on facts and rebuild the HNSW indexes
--- (names as in 0001 and 0009). episodes.embedding stays nullable: an episode may wait for
--- its vector (0010_pending_embeddings); an entity's vector is nullable too.
+-- (names and keys as in 0019 and 0009). episodes.embedding stays nullable: an episode may
+-- wait for its vector (0010_pending_embeddings); an entity's vector is nullable too.
+-- {dim}: the columns' dimension (a psycopg sql.Literal), as embedding_key's.
 ALTER TABLE facts ALTER COLUMN embedding SET NOT NULL;
-CREATE INDEX IF NOT EXISTS episodes_embedding_hnsw ON episodes USING hnsw (embedding vector_cosine_ops);
-CREATE INDEX IF NOT EXISTS facts_embedding_hnsw ON facts USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX IF NOT EXISTS episodes_embedding_key_hnsw ON episodes
+    USING hnsw ((embedding::halfvec({dim})) halfvec_cosine_ops);
+CREATE INDEX IF NOT EXISTS facts_embedding_key_hnsw ON facts
+    USING hnsw ((embedding::halfvec({dim})) halfvec_cosine_ops);
 CREATE INDEX IF NOT EXISTS entities_embedding_hnsw ON entities USING hnsw (embedding vector_cosine_ops)
 
 -- reembed_schema_state --
@@ -125,8 +135,8 @@ CREATE INDEX IF NOT EXISTS entities_embedding_hnsw ON entities USING hnsw (embed
 SELECT
     (SELECT attnotnull FROM pg_attribute
       WHERE attrelid = 'facts'::regclass AND attname = 'embedding') AS facts_not_null,
-    to_regclass('episodes_embedding_hnsw') IS NOT NULL AS episodes_index,
-    to_regclass('facts_embedding_hnsw') IS NOT NULL AS facts_index,
+    to_regclass('episodes_embedding_key_hnsw') IS NOT NULL AS episodes_index,
+    to_regclass('facts_embedding_key_hnsw') IS NOT NULL AS facts_index,
     to_regclass('entities_embedding_hnsw') IS NOT NULL AS entities_index
 
 -- embedding_cache_insert_many --

@@ -33,14 +33,15 @@ WHERE e.id = %(id)s
 
 -- episode_nearest --
 -- The non-deleted episode nearest to a vector within the given namespaces (forget); an
--- episode still waiting for its vector has no distance yet and is not considered.
+-- episode still waiting for its vector has no distance yet and is not considered. Read by
+-- the half-precision key's index (0019); the similarity is full precision.
 SELECT e.id, n.slug AS namespace, e.content, 1 - (e.embedding <=> %(embedding)s) AS similarity
 FROM (
     SELECT id, namespace_id, content, embedding
     FROM episodes
     WHERE deleted_at IS NULL AND embedding IS NOT NULL
       AND (%(all_namespaces)s OR namespace_id = ANY(%(namespace_ids)s))
-    ORDER BY embedding <=> %(embedding)s
+    ORDER BY embedding_key(embedding) <=> embedding_key(%(embedding)s::vector)
     LIMIT 1
 ) e JOIN namespaces n ON n.id = e.namespace_id
 

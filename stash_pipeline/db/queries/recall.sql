@@ -12,12 +12,16 @@
 -- (entity, order) indexes (0011), so no plan walks a whole index to avoid a sort.
 -- Incremental sorts off too: they are not sorts to enable_sort, and with them the context
 -- reads below took every turn of the namespace by another index and sorted it.
+-- No parallel workers: a recall reads a few hundred rows, and starting workers costs more
+-- than that (the exact read of a small scope, planned as a parallel sort, started them on
+-- every recall although its one-time test then skipped it: about 8 ms).
 SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
        set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
        set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
        set_config('enable_seqscan', 'off', true) AS enable_seqscan,
        set_config('enable_sort', 'off', true) AS enable_sort,
-       set_config('enable_incremental_sort', 'off', true) AS enable_incremental_sort
+       set_config('enable_incremental_sort', 'off', true) AS enable_incremental_sort,
+       set_config('max_parallel_workers_per_gather', '0', true) AS max_parallel_workers_per_gather
 
 -- recall_check --
 -- Pipelined with recall_search_params and the recall statement (one round trip, one
@@ -49,7 +53,10 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
 -- Scope: the namespaces %(paths)s name and their descendants (resolve_namespace_tree's
 -- rule), unless %(all_namespaces)s.
 --
--- Candidates: HNSW cosine over facts and over episodes (%(candidates)s each), and
+-- Candidates: HNSW cosine over facts and over episodes (%(candidates)s each, read in the
+-- half-precision embedding_key order of their indexes: 0019; every score is full
+-- precision; exact, by full-precision cosine, in a scope of at most %(exact_scan_limit)s
+-- live memories), and
 -- full-text matches of the query's RAREST lexemes: lexemes are taken in ascending
 -- document frequency while their summed frequency fits %(text_scan_limit)s, so the rows
 -- matched are bounded by construction (latency stays flat as the store grows) and no
@@ -164,21 +171,51 @@ tq AS (
            (SELECT sum(w.idf) FROM weights w) AS full_match,
            ARRAY(SELECT w.lexeme FROM weights w) AS lexemes
 ),
+-- a scope of at most %(exact_scan_limit)s live memories is ranked exactly: each of its rows
+-- is compared with the query, read by the namespace index. The HNSW walk filters by
+-- namespace as it goes, so in a large store it passes mostly other namespaces' rows before
+-- it has enough of a small one's (an 80-turn namespace beside 100,000: about 400 ms).
+-- A one-time test, as the text leg's: only one of each vector read's two branches runs.
+exact AS MATERIALIZED (
+    SELECT NOT %(all_namespaces)s
+           AND COALESCE((SELECT sum(s.documents) FROM recall_text_stats s
+                         WHERE s.namespace_id = ANY((SELECT ids FROM scope)::bigint[])), 0)
+               <= %(exact_scan_limit)s AS small
+),
+-- the vector candidates carry the columns scoring needs: the HNSW scan has their rows in
+-- hand, so candidates fetches again only the text matches the vector reads did not find
 fact_vec AS (
-    SELECT f.id FROM facts f
-    WHERE %(use_vector)s AND (SELECT ready FROM query_vector)
-      AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
-      AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-    ORDER BY f.embedding <=> (SELECT v FROM query_vector)
-    LIMIT %(candidates)s
+    (SELECT f.id, f.namespace_id, f.search, f.embedding FROM facts f
+     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND NOT (SELECT small FROM exact)
+       AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY embedding_key(f.embedding) <=> embedding_key((SELECT v FROM query_vector))  -- the half-precision index (0019)
+     LIMIT %(candidates)s)
+    UNION ALL
+    -- ("+ 0": an order no index gives, so the scope's rows are read and sorted)
+    (SELECT f.id, f.namespace_id, f.search, f.embedding FROM facts f
+     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND (SELECT small FROM exact)
+       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY (f.embedding <=> (SELECT v FROM query_vector)) + 0
+     LIMIT %(candidates)s)
 ),
 episode_vec AS (
-    SELECT e.id FROM episodes e
-    WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
-      AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
-      AND episode_visible(e, %(as_of)s, %(known_at)s)
-    ORDER BY e.embedding <=> (SELECT v FROM query_vector)
-    LIMIT %(candidates)s
+    (SELECT e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata FROM episodes e
+     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND NOT (SELECT small FROM exact)
+       AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
+       AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY embedding_key(e.embedding) <=> embedding_key((SELECT v FROM query_vector))
+     LIMIT %(candidates)s)
+    UNION ALL
+    (SELECT e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata FROM episodes e
+     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND (SELECT small FROM exact)
+       AND e.embedding IS NOT NULL
+       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY (e.embedding <=> (SELECT v FROM query_vector)) + 0
+     LIMIT %(candidates)s)
 ),
 -- (scoped: the word index's matches ANDed with the namespace index's rows in scope)
 -- the rows holding both rarest lexemes (none unless tq.q_pair is set)
@@ -266,15 +303,29 @@ text_top AS (
                     + %(k1)s * (1 - %(b)s + %(b)s * m.doc_length / co.average_length))) DESC, m.id DESC
     LIMIT %(text_candidates)s
 ),
+-- each candidate's tsvector and vector detoasted here, once: a value stored out of line or
+-- compressed stays a pointer in the materialised CTEs below and would be fetched and
+-- expanded again at every use (the cosine, BM25, the supersession and copy comparisons).
+-- setweight(.., 'D') is the identity on these columns (to_tsvector weighs every lexeme D)
+-- and vector(.., -1, true) is pgvector's dimension check with none to make: both return
+-- the value expanded.
 candidates AS (
-    SELECT 'fact'::text AS kind, f.id, f.namespace_id, f.search, f.embedding,
-           NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
-    FROM facts f
-    WHERE f.id IN (SELECT id FROM fact_vec UNION SELECT id FROM text_top WHERE kind = 'fact')
+    SELECT 'fact'::text AS kind, v.id, v.namespace_id, setweight(v.search, 'D') AS search,
+           vector(v.embedding, -1, true) AS embedding, NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
+    FROM fact_vec v
     UNION ALL
-    SELECT 'episode'::text, e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
+    SELECT 'fact'::text, f.id, f.namespace_id, setweight(f.search, 'D'), vector(f.embedding, -1, true), NULL, NULL
+    FROM facts f
+    WHERE f.id IN (SELECT id FROM text_top WHERE kind = 'fact') AND f.id NOT IN (SELECT id FROM fact_vec)
+    UNION ALL
+    SELECT 'episode'::text, v.id, v.namespace_id, setweight(v.search, 'D'), vector(v.embedding, -1, true),
+           v.occurred_at, v.metadata
+    FROM episode_vec v
+    UNION ALL
+    SELECT 'episode'::text, e.id, e.namespace_id, setweight(e.search, 'D'), vector(e.embedding, -1, true),
+           e.occurred_at, e.metadata
     FROM episodes e
-    WHERE e.id IN (SELECT id FROM episode_vec UNION SELECT id FROM text_top WHERE kind = 'episode')
+    WHERE e.id IN (SELECT id FROM text_top WHERE kind = 'episode') AND e.id NOT IN (SELECT id FROM episode_vec)
 ),
 -- MATERIALIZED: every score is computed once per candidate, however often it is used
 scored AS MATERIALIZED (
@@ -625,12 +676,13 @@ ORDER BY r.place
 
 -- recall_facts_first_facts --
 -- The reference's recall, step 1 (benchmark baseline): nearest non-withdrawn facts by raw
--- cosine, with no validity filter (the reference ignored valid_until).
+-- cosine, with no validity filter (the reference ignored valid_until); read by the
+-- half-precision key's index (0019), as recall's candidates are.
 SELECT 'fact'::text AS kind, f.id, n.slug AS namespace, f.content, f.confidence, f.valid_from,
        f.valid_until, f.created_at, 1 - (f.embedding <=> %(embedding)s::vector) AS similarity
 FROM facts f JOIN namespaces n ON n.id = f.namespace_id
 WHERE f.withdrawn_at IS NULL AND (%(all_namespaces)s OR f.namespace_id = ANY(%(namespace_ids)s))
-ORDER BY f.embedding <=> %(embedding)s::vector
+ORDER BY embedding_key(f.embedding) <=> embedding_key(%(embedding)s::vector)
 LIMIT %(limit)s
 
 -- recall_facts_first_episodes --
@@ -640,5 +692,5 @@ SELECT 'episode'::text AS kind, e.id, n.slug AS namespace, e.content, e.metadata
 FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
 WHERE e.deleted_at IS NULL AND e.embedding IS NOT NULL
   AND (%(all_namespaces)s OR e.namespace_id = ANY(%(namespace_ids)s))
-ORDER BY e.embedding <=> %(embedding)s::vector
+ORDER BY embedding_key(e.embedding) <=> embedding_key(%(embedding)s::vector)
 LIMIT %(limit)s

@@ -58,12 +58,13 @@ SELECT id, content FROM about
  LIMIT %(limit)s
 
 -- stage_facts_nearest_current --
--- The current fact nearest to a vector in one namespace, with its cosine similarity.
+-- The current fact nearest to a vector in one namespace, with its cosine similarity (read
+-- by the half-precision key's index, 0019; the similarity is full precision).
 SELECT id, confidence, 1 - (embedding <=> %(embedding)s) AS similarity
   FROM facts
  WHERE namespace_id = %(namespace_id)s
    AND withdrawn_at IS NULL AND valid_from <= now() AND (valid_until IS NULL OR valid_until > now())
- ORDER BY embedding <=> %(embedding)s
+ ORDER BY embedding_key(embedding) <=> embedding_key(%(embedding)s::vector)
  LIMIT 1
 
 -- stage_facts_reinforce --
