@@ -86,6 +86,21 @@ def test_history_written_directly_moves_the_column(store):
     assert rows(store, "SELECT ends_changed_at > %(known)s AS moved FROM facts WHERE id = %(id)s",
                 id=fact, known=known) == [{"moved": True}]
     assert facts.get(store, fact, known_at=known).valid_until == year(2011)  # the history's, as known then
+    # the same for relationships and causal links (one trigger function, the table its argument)
+    other = _works(store, "Globex", 2011)
+    with store.db.transaction() as tx:
+        ns = namespaces.resolve_id(tx, NS)
+        rel = int(tx.scalar("stage_relationship_insert", namespace_id=ns, from_entity="alice",
+                            relation_type="works_at", to_entity="acme", confidence=0.9, fact_id=fact))
+        link = int(tx.scalar("stage_causal_insert", namespace_id=ns, cause_id=fact, effect_id=other,
+                             confidence=0.8, rationale="because"))
+    known = _moment()
+    for table, history, column, id_ in (("relationships", "relationship_ends", "relationship_id", rel),
+                                        ("causal_links", "causal_link_ends", "causal_link_id", link)):
+        _run(store, f"INSERT INTO {history} ({column}, namespace_id, valid_until, replaced_at) "
+             f"SELECT id, namespace_id, %(until)s, now() FROM {table} WHERE id = %(id)s", id=id_, until=year(2011))
+        assert rows(store, f"SELECT ends_changed_at > %(known)s AS moved FROM {table} WHERE id = %(id)s",
+                    id=id_, known=known) == [{"moved": True}], table
 
 
 def test_links_unchanged_since_known_at_are_read_without_their_history(store):

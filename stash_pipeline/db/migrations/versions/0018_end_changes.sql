@@ -76,22 +76,30 @@ BEGIN
     RETURN NEW;
 END $$;
 
--- History rows written by a statement of their own (not by the trigger above, whose insert
--- runs one trigger level down and sets the column on the row it is updating): their rows'
--- ends_changed_at moves up to the newest of them.
-CREATE FUNCTION note_fact_ends() RETURNS trigger LANGUAGE plpgsql AS $$
+-- History rows written by a statement of their own (not by the keep_*_end triggers, whose
+-- insert runs one trigger level down and sets the column on the row they are updating):
+-- their rows' ends_changed_at moves up to the newest of them. One function for the three
+-- history tables: TG_ARGV names the table the history is of and its id column here (these
+-- inserts are rare, an import's or a hand's, so the statement is built per call).
+CREATE FUNCTION note_ends() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF pg_trigger_depth() > 1 THEN
-        RETURN NULL;  -- kept by keep_fact_end, which sets the column itself
+        RETURN NULL;  -- kept by the keep_*_end trigger, which sets the column itself
     END IF;
-    UPDATE facts f SET ends_changed_at = a.last
-      FROM (SELECT fact_id, max(replaced_at) AS last FROM added GROUP BY fact_id) AS a
-     WHERE f.id = a.fact_id AND (f.ends_changed_at IS NULL OR f.ends_changed_at < a.last);
+    EXECUTE format(
+        'UPDATE %1$I t SET ends_changed_at = a.last
+           FROM (SELECT %2$I AS id, max(replaced_at) AS last FROM added GROUP BY %2$I) AS a
+          WHERE t.id = a.id AND (t.ends_changed_at IS NULL OR t.ends_changed_at < a.last)',
+        TG_ARGV[0], TG_ARGV[1]);
     RETURN NULL;
 END $$;
 
 CREATE TRIGGER fact_ends_note AFTER INSERT ON fact_ends
-    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION note_fact_ends();
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION note_ends('facts', 'fact_id');
+CREATE TRIGGER relationship_ends_note AFTER INSERT ON relationship_ends
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION note_ends('relationships', 'relationship_id');
+CREATE TRIGGER causal_link_ends_note AFTER INSERT ON causal_link_ends
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION note_ends('causal_links', 'causal_link_id');
 
 CREATE OR REPLACE FUNCTION keep_relationship_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -121,32 +129,6 @@ BEGIN
     RETURN NEW;
 END $$;
 
-CREATE FUNCTION note_relationship_ends() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF pg_trigger_depth() > 1 THEN
-        RETURN NULL;  -- kept by keep_relationship_end, which sets the column itself
-    END IF;
-    UPDATE relationships r SET ends_changed_at = a.last
-      FROM (SELECT relationship_id, max(replaced_at) AS last FROM added GROUP BY relationship_id) AS a
-     WHERE r.id = a.relationship_id AND (r.ends_changed_at IS NULL OR r.ends_changed_at < a.last);
-    RETURN NULL;
-END $$;
-
-CREATE FUNCTION note_causal_link_ends() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF pg_trigger_depth() > 1 THEN
-        RETURN NULL;  -- kept by keep_causal_link_end, which sets the column itself
-    END IF;
-    UPDATE causal_links c SET ends_changed_at = a.last
-      FROM (SELECT causal_link_id, max(replaced_at) AS last FROM added GROUP BY causal_link_id) AS a
-     WHERE c.id = a.causal_link_id AND (c.ends_changed_at IS NULL OR c.ends_changed_at < a.last);
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER relationship_ends_note AFTER INSERT ON relationship_ends
-    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION note_relationship_ends();
-CREATE TRIGGER causal_link_ends_note AFTER INSERT ON causal_link_ends
-    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION note_causal_link_ends();
 
 -- The reads of 0016, the same signatures and answers, the history read only for a row
 -- whose end changed after known_at (a fact's was: updated after known_at; a relationship's
