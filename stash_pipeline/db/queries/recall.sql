@@ -175,7 +175,10 @@ tq AS (
 -- is compared with the query, read by the namespace index. The HNSW walk filters by
 -- namespace as it goes, so in a large store it passes mostly other namespaces' rows before
 -- it has enough of a small one's (an 80-turn namespace beside 100,000: about 400 ms).
--- A one-time test, as the text leg's: only one of each vector read's two branches runs.
+-- The text leg's reads in such a scope test each of its rows for the query's words too (the
+-- word index would fetch a word's matches in every namespace: rare in a small scope, a
+-- word may be common beside it). A one-time test, as the text leg's: only one branch of
+-- each read runs.
 exact AS MATERIALIZED (
     SELECT NOT %(all_namespaces)s
            AND COALESCE((SELECT sum(s.documents) FROM recall_text_stats s
@@ -217,7 +220,10 @@ episode_vec AS (
      ORDER BY (e.embedding <=> (SELECT v FROM query_vector)) + 0
      LIMIT %(candidates)s)
 ),
--- (scoped: the word index's matches ANDed with the namespace index's rows in scope)
+-- (scoped: the word index's matches ANDed with the namespace index's rows in scope; in a
+-- small scope (exact, above) the scope's rows by the namespace index, each tested for the
+-- words: "IS TRUE" keeps the word index out, which would fetch the words' matches in every
+-- namespace, and a word rare in a small scope may be common beside it)
 -- the rows holding both rarest lexemes (none unless tq.q_pair is set)
 fact_pair AS (
     (SELECT f.id, f.search FROM facts f, tq
@@ -227,7 +233,14 @@ fact_pair AS (
      LIMIT %(text_scan_limit)s)  -- and testing each row for the words reads thousands of rows
     UNION ALL
     (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND f.search @@ tq.q_pair
+     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND f.search @@ tq.q_pair
+       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY f.id + 0 DESC
+     LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT f.id, f.search FROM facts f, tq
+     WHERE %(use_text)s AND (SELECT small FROM exact) AND (f.search @@ tq.q_pair) IS TRUE
        AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
        AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
      ORDER BY f.id + 0 DESC
@@ -246,7 +259,15 @@ fact_text AS (
      LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND f.search @@ tq.q_rare
+     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND f.search @@ tq.q_rare
+       AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s AND f.id NOT IN (SELECT id FROM fact_pair)
+       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY f.id + 0 DESC
+     LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT f.id, f.search FROM facts f, tq
+     WHERE %(use_text)s AND (SELECT small FROM exact) AND (f.search @@ tq.q_rare) IS TRUE
        AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s AND f.id NOT IN (SELECT id FROM fact_pair)
        AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
        AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
@@ -262,7 +283,14 @@ episode_pair AS (
      LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND e.search @@ tq.q_pair
+     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND e.search @@ tq.q_pair
+       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY e.id + 0 DESC
+     LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT e.id, e.search FROM episodes e, tq
+     WHERE %(use_text)s AND (SELECT small FROM exact) AND (e.search @@ tq.q_pair) IS TRUE
        AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
        AND episode_visible(e, %(as_of)s, %(known_at)s)
      ORDER BY e.id + 0 DESC
@@ -279,7 +307,15 @@ episode_text AS (
      LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND e.search @@ tq.q_rare
+     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND e.search @@ tq.q_rare
+       AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s AND e.id NOT IN (SELECT id FROM episode_pair)
+       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY e.id + 0 DESC
+     LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT e.id, e.search FROM episodes e, tq
+     WHERE %(use_text)s AND (SELECT small FROM exact) AND (e.search @@ tq.q_rare) IS TRUE
        AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s AND e.id NOT IN (SELECT id FROM episode_pair)
        AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
        AND episode_visible(e, %(as_of)s, %(known_at)s)
