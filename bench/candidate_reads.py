@@ -71,25 +71,8 @@ VARIANTS: dict[str, tuple[Callable[[str], str], dict[str, Any], int | None]] = {
 
 def round_trip(store: Any, statement: str, params: dict[str, Any], ef_search: int,
                cpu: list[float]) -> list[dict[str, Any]]:
-    """recall_latency.recall_sql with another statement text and beam."""
-    from stash_pipeline.db.sql import query
-
-    with store.db.connection() as conn:
-        before = common.server_cpu_ms(conn)
-        conn.autocommit = True
-        try:
-            cursors = [conn.cursor() for _ in range(3)]
-            with conn.pipeline():
-                cursors[0].execute(query("recall_search_params"), {"ef_search": str(ef_search)}, prepare=True)
-                cursors[1].execute(query("recall_check"), params, prepare=True)
-                cursors[2].execute(statement, params, prepare=True)
-            rows = cursors[2].fetchall()
-        finally:
-            conn.autocommit = False
-        after = common.server_cpu_ms(conn)
-    if before is not None and after is not None:
-        cpu.append(after - before)
-    return rows
+    """The recall round trip with another statement text and beam."""
+    return recall_latency.recall_sql(store, params, cpu, statement=statement, ef_search=ef_search)
 
 
 @contextlib.contextmanager

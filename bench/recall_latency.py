@@ -200,9 +200,11 @@ def entity_leg_table(store: Any, questions: list[str], entities: int) -> None:
          ["difference (the leg inside the statement)", c["p50"] - d["p50"], c["p95"] - d["p95"]]])
 
 
-def recall_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = None) -> list[dict[str, Any]]:
-    """The recall round trip (its three statements pipelined) as recall runs it; ``cpu``
-    receives the server CPU time it took (ms)."""
+def recall_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = None, *,
+               statement: str | None = None, ef_search: int | None = None) -> list[dict[str, Any]]:
+    """The recall round trip (its three statements pipelined) as recall runs it (or with
+    another recall ``statement`` text and beam); ``cpu`` receives the server CPU time it
+    took (ms)."""
     from stash_pipeline.db.sql import query
     from stash_pipeline.memory.recall_config import DEFAULT
 
@@ -214,9 +216,10 @@ def recall_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = Non
             cursors = [conn.cursor() for _ in range(3)]
             with conn.pipeline():
                 # prepared at once, as recall does
-                cursors[0].execute(query("recall_search_params"), {"ef_search": str(DEFAULT.ef_search)}, prepare=True)
+                cursors[0].execute(query("recall_search_params"), {"ef_search": str(ef_search or DEFAULT.ef_search)},
+                                   prepare=True)
                 cursors[1].execute(query("recall_check"), params, prepare=True)
-                cursors[2].execute(query("recall"), params, prepare=True)
+                cursors[2].execute(statement or query("recall"), params, prepare=True)
             rows = cursors[2].fetchall()
         finally:
             conn.autocommit = False
