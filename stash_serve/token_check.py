@@ -38,10 +38,15 @@ from psycopg_pool import AsyncConnectionPool
 from stash_pipeline import auth, errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.db.gateway import translate_errors
+from stash_pipeline.db.sql import query
 from stash_pipeline.store import Store
 
 #: connections for token checks: each holds one for a single round trip
 POOL_SIZE = 4
+
+
+async def _configure(conn: psycopg.AsyncConnection) -> None:
+    await conn.execute(query("session_settings"))  # the settings of every Stash connection
 
 
 class TokenCheck:
@@ -60,6 +65,7 @@ class TokenCheck:
             max_size=POOL_SIZE,
             timeout=self.store.settings.db_timeout_s,
             kwargs={"autocommit": True, "row_factory": dict_row},
+            configure=_configure,
             open=False,
             name="stash-auth",
         )

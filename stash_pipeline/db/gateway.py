@@ -120,6 +120,7 @@ class _NullVectorDumper(Dumper):
 
 
 def _configure(conn: psycopg.Connection) -> None:
+    conn.execute(query("session_settings"))
     # The vector type only exists after the first migration; before that, skip.
     try:
         register_vector(conn)
