@@ -16,6 +16,7 @@
     ├── RateLimited                  too many of one action in a window; retry later
     ├── ConfigurationError           settings invalid, embedder lock mismatch, …
     │   ├── EmbeddingModelMismatch   stored vectors come from another model/dimension
+    │   ├── UnsupportedServer        PostgreSQL or pgvector too old (``db/server.py``)
     │   └── ReasonerNotConfigured    a model stage ran without STASH_REASONER_MODEL
     ├── DatabaseUnavailable          cannot reach PostgreSQL (transient)
     ├── StageBusy                    another runner holds the (namespace, stage) lock
@@ -183,6 +184,12 @@ class EmbeddingModelMismatch(ConfigurationError):
     """Stored embeddings were made with another model or dimension; run `stash reembed`."""
 
     code = "embedding_model_mismatch"
+
+
+class UnsupportedServer(ConfigurationError):
+    """The PostgreSQL server or its pgvector is older than Stash supports."""
+
+    code = "unsupported_server"
 
 
 class ReasonerNotConfigured(ConfigurationError):

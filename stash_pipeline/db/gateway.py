@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 Statements = Sequence[tuple[str, Mapping[str, Any]]]
 
+#: what each statement prepared on a new connection may take (``prepare_on_connect``):
+#: a request waiting for that connection waits at most this long per statement for it
+PREPARE_BUDGET_MS = 2000
+
 # psycopg splits a query's %(name)s placeholders out of its text on every execute, and
 # caches the split only for queries up to 4 KB with at most 50 parameters (its guard
 # against ORM-made SQL, each text used once). Ours are the fixed set of named queries; the
@@ -346,15 +350,19 @@ class Database:
         requests to the moment the pool opens the connection. psycopg reuses a prepared
         statement for the same SQL and the same parameter types, so ``statements`` carry
         parameters of the types the requests send. A failure (a database not migrated
-        yet) leaves the connection unprepared: its first request prepares instead.
+        yet, a statement over ``PREPARE_BUDGET_MS``) leaves the connection unprepared: its
+        first request prepares instead.
         """
         self._on_connect.append(tuple(statements))
 
     def _configure(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
         _configure(conn)
+        budget = ("prepare_budget", {"ms": str(PREPARE_BUDGET_MS)})
         for statements in self._on_connect:
             try:
-                _pipeline(conn, statements, True)
+                _pipeline(conn, [budget, *statements], True)
+            except psycopg.errors.QueryCanceled:
+                log.warning("statements not prepared at connect: over the %d ms budget", PREPARE_BUDGET_MS)
             except psycopg.Error as exc:
                 log.debug("statements not prepared at connect: %s", _first_line(exc))
 

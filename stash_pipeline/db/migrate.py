@@ -26,6 +26,7 @@ from sqlalchemy import create_engine
 from stash_pipeline.config import Settings
 from stash_pipeline.db.dsn import database_dsn
 from stash_pipeline.db.gateway import translate_errors
+from stash_pipeline.db.server import check as check_server
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -112,6 +113,7 @@ def migrate(settings: Settings, dsn: str | None = None) -> tuple[str | None, str
     from alembic import command
 
     dsn = dsn or database_dsn(settings)
+    check_server(dsn)  # refuses a PostgreSQL or pgvector too old, before any change
     before = current_revision(dsn)
     with translate_errors():
         command.upgrade(_config(dsn, settings.vector_dim), "head")

@@ -98,15 +98,18 @@ def doctor_checks() -> list[Check]:
             where = f"embedded server on 127.0.0.1:{status.port}"
         else:
             where = "STASH_DATABASE_URL"
+        from stash_pipeline.db.server import check
+
         candidate = Store.open(settings, pool_max=2, timeout=5.0)
         try:
-            with candidate.db.transaction() as tx:
-                version = tx.scalar("cli_server_version")
+            versions = check(candidate.db.dsn)  # a server Stash does not support fails here, saying why
+            candidate.db.ping()
         except BaseException:
             candidate.close()  # the pool would keep retrying in the background otherwise
             raise
         opened["store"] = candidate
-        return f"reachable ({where}, PostgreSQL {version})"
+        vector = versions.vector_installed or f"{versions.vector_available} (not installed yet)"
+        return f"reachable ({where}, PostgreSQL {versions.version}, pgvector {vector})"
 
     checks.append(_run_check("database", database))
     store = opened.get("store")

@@ -5,7 +5,3 @@ SELECT to_regclass('stash_schema_version') IS NOT NULL AS present
 -- cli_schema_revision --
 -- The schema revision recorded by Alembic, for the CLI's cheap "migrations current?" check.
 SELECT version_num FROM stash_schema_version LIMIT 1
-
--- cli_server_version --
--- PostgreSQL's version, shown by `stash doctor`.
-SELECT current_setting('server_version') AS version

@@ -5,3 +5,17 @@
 -- and no Stash statement runs long enough to win it back. Set per session (not per role
 -- or database): it needs no privilege and changes nothing for the server's other clients.
 SELECT set_config('jit', 'off', false) AS jit
+
+-- server_versions --
+-- The server's PostgreSQL version and pgvector's: the version installed in this database
+-- (NULL before the first migration) and the one the server can install.
+SELECT current_setting('server_version_num')::int AS version_num,
+       current_setting('server_version') AS version,
+       (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS vector_installed,
+       (SELECT default_version FROM pg_available_extensions WHERE name = 'vector') AS vector_available
+
+-- prepare_budget --
+-- Pipelined before the statements a new connection prepares: each may take at most
+-- %(ms)s milliseconds (this transaction only), so a slow prepare delays the request
+-- waiting for that connection by a bounded time and leaves it unprepared instead.
+SELECT set_config('statement_timeout', %(ms)s, true) AS statement_timeout
