@@ -4,7 +4,8 @@ Routes
     /mcp        MCP streamable HTTP (current clients)
     /sse        MCP over SSE, with POSTs to /messages/ (older clients)
     /healthz    200 when the process is up and PostgreSQL answers a ping, else 503
-    /readyz     200 when PostgreSQL answers and the schema is at the latest migration, else 503
+    /readyz     200 once the process can serve a recall (``warmup``), PostgreSQL answers and
+                the schema is at the latest migration, else 503 with the reason
     /metrics    Prometheus text: tool calls by tool and outcome, errors by code, latency
 
 Authentication: with ``auth`` on, every request except /healthz, /readyz and /metrics must carry
@@ -59,6 +60,7 @@ from stash_serve.limits import SlidingWindow
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, VERIFICATION_SCOPE_KEY
 from stash_serve.metrics import AUTH_FAILURES, METRICS
 from stash_serve.token_check import SeenTokens, TokenCheck, Verification
+from stash_serve.warmup import Warmup
 
 log = logging.getLogger("stash.http")
 
@@ -329,7 +331,7 @@ async def _send_json(send: Send, status: int, body: dict[str, Any], headers: lis
     await send({"type": "http.response.body", "body": data})
 
 
-def _health_routes(store: Store) -> list[BaseRoute]:
+def _health_routes(store: Store, warmup: Warmup | None) -> list[BaseRoute]:
     async def database_answers() -> bool:
         # a fresh connection, not the pool (which may be busy, or wait its whole timeout for
         # a database that is down), and an answer within HEALTH_BUDGET_S whatever happens
@@ -361,6 +363,9 @@ def _health_routes(store: Store) -> list[BaseRoute]:
         return {"ready": True, "schema": current}
 
     async def readyz(request: Request) -> Response:
+        if warmup is not None and not warmup.ready.is_set():
+            return JSONResponse({"ready": False, "reason": f"starting: waiting for {warmup.waiting_on}"},
+                                status_code=503)
         if not await database_answers():
             return JSONResponse({"ready": False, "reason": "database unreachable"}, status_code=503)
         state = await anyio.to_thread.run_sync(_readiness)
@@ -376,8 +381,12 @@ def _health_routes(store: Store) -> list[BaseRoute]:
     ]
 
 
-def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0.0.1") -> ASGIApp:
-    """The ASGI app: MCP (streamable HTTP + SSE), health, readiness and metrics, behind bearer auth."""
+def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0.0.1",
+              warmup: Warmup | None = None) -> ASGIApp:
+    """The ASGI app: MCP (streamable HTTP + SSE), health, readiness and metrics, behind bearer auth.
+
+    With ``warmup``, /readyz answers ready only once it has passed (a recall can be served).
+    """
     # Stateless: no per-session state lives in this process (tools keep none), so any
     # replica behind a load balancer can answer any request (docs/deploy.md). SSE is
     # session-bound by design: route it with sticky sessions.
@@ -391,7 +400,7 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
         host=host, stateless_http=True, json_response=True, transport_security=security
     )
     sse = server.sse_app(host=host, transport_security=security)
-    routes = [*_health_routes(store), *streamable.routes, *sse.routes]
+    routes = [*_health_routes(store, warmup), *streamable.routes, *sse.routes]
 
     tokens = TokenCheck(store)
 

@@ -7,6 +7,7 @@ way the process also runs the pending-vector worker (``stash_pipeline.embedding.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -19,11 +20,13 @@ import anyio
 
 from stash_pipeline import errors
 from stash_pipeline.config import Settings
+from stash_pipeline.db.server import check as check_server
 from stash_pipeline.embedding.pending import start_worker
 from stash_pipeline.memory.recall_prepare import prepare_on_connect
 from stash_pipeline.store import Store
 from stash_serve.http import build_app, is_loopback
 from stash_serve.mcp.server import build_server
+from stash_serve.warmup import Warmup
 
 log = logging.getLogger("stash.mcp")
 
@@ -128,6 +131,9 @@ def run(
     store = Store.open(settings)
     # each pooled connection prepares the recall statements as it opens, not on a request
     prepare_on_connect(store)
+    with contextlib.suppress(errors.DatabaseUnavailable):  # a server still starting: the warm-up waits
+        check_server(store.db.dsn)  # an unsupported one: refuse to start, saying why
+    warmup = Warmup(store).start()
     # embeds episodes committed before their vector (this process's and any other's)
     worker = start_worker(store)
     try:
@@ -151,7 +157,7 @@ def run(
             from stash_serve.http_edge import uvicorn_options
 
             server = build_server(store, auth=not no_auth)
-            app = build_app(store, server, auth=not no_auth, host=host)
+            app = build_app(store, server, auth=not no_auth, host=host, warmup=warmup)
             # the address is news, not a problem; serving without authentication is one
             log.log(
                 logging.WARNING if no_auth else logging.INFO,
@@ -178,6 +184,7 @@ def run(
                 signal.signal(signum, lambda *_: None)
             uvicorn.Server(config).run()
     finally:
+        warmup.stop()
         worker.stop()
         store.close()
 

@@ -95,6 +95,32 @@ def wait_for_port(host: str, port: int, timeout: float, keep_waiting: Callable[[
     return False
 
 
+def _url_host(host: str) -> str:
+    """How this process reaches a server bound to ``host`` (a wildcard: over loopback)."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def wait_for_ready(url: str, timeout: float, keep_waiting: Callable[[], bool] = lambda: True) -> bool:
+    """True once ``url`` (a /readyz) answers 200; False after timeout or as soon as keep_waiting() is false."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and keep_waiting():
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.2)
+    return False
+
+
 def dagster_home(settings: Settings) -> Path:
     """DAGSTER_HOME under STASH_HOME, holding the packaged dagster.yaml (refreshed on change)."""
     home = settings.home / "dagster"
@@ -239,7 +265,8 @@ def run_up(
         def all_alive() -> bool:
             return not stopping["flag"] and all(c.alive() for c in children)
 
-        ready_mcp = wait_for_port(mcp_host, mcp_port, 60, all_alive)
+        # ready, not only listening: /readyz passes once a recall can be served (stash_serve.warmup)
+        ready_mcp = wait_for_ready(f"http://{_url_host(mcp_host)}:{mcp_port}/readyz", 60, all_alive)
         ready_ui = wait_for_port("127.0.0.1", dagster_port, 120, all_alive) if with_dagster else True
         if with_dagster and ready_ui:
             # `consolidate` (MCP and CLI) finds Dagster here and submits runs to it

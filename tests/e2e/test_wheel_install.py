@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 
 from tests.conftest import free_port
-from tests.e2e.up_process import process_tree, stop_and_check_tree_gone, wait_port
+from tests.e2e.up_process import process_tree, stop_and_check_tree_gone, wait_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "stash_pipeline", "stash_serve")
@@ -123,6 +123,7 @@ def _check_wheel(work: Path, tmp_path: Path) -> None:
         wait_port(ui_port, 120, proc, log)
         tree = process_tree(proc)
         assert _get_json(f"http://127.0.0.1:{mcp_port}/healthz")
+        wait_ready(mcp_port, 60, proc, log)
         for _ in range(2):  # a probe's repeated calls must not fill the log
             assert _get_json(f"http://127.0.0.1:{mcp_port}/readyz")["ready"] is True
         info = _get_json(f"http://127.0.0.1:{ui_port}/server_info")

@@ -25,6 +25,25 @@ def wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes], log: Pat
     pytest.fail(f"port {port} not open after {timeout}s:\n{log.read_text()[-3000:]}")
 
 
+def wait_ready(port: int, timeout: float, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Wait until the MCP server on 127.0.0.1:port answers /readyz 200 (it can serve a recall)."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"stash up exited early ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"/readyz on port {port} not ready after {timeout}s:\n{log.read_text()[-3000:]}")
+
+
 def process_tree(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
     root = psutil.Process(proc.pid)
     return [root, *root.children(recursive=True)]

@@ -123,3 +123,42 @@ async def test_replicas_share_no_session_state(store: Store) -> None:
     with store.db.connection() as conn:
         rows = conn.execute("SELECT content FROM episodes").fetchall()
     assert [r["content"] for r in rows] == ["replica-agnostic write"]
+
+
+async def _get_app(app: Any, path: str) -> httpx2.Response:
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        return await http.get(path)
+
+
+async def test_ready_only_once_the_warmup_passed(empty_store: Store) -> None:
+    """Ready means a recall can be served: the schema, a prepared connection, the model."""
+    import anyio
+
+    from stash_pipeline.db.migrate import migrate
+    from stash_pipeline.memory.recall_prepare import prepare_on_connect
+    from stash_serve.warmup import Warmup
+
+    prepare_on_connect(empty_store)
+    warmup = Warmup(empty_store).start()
+    try:
+        app = build_app(empty_store, build_server(empty_store, auth=True), auth=True, warmup=warmup)
+        with anyio.fail_after(10):
+            while warmup.waiting_on != "migrations":
+                await anyio.sleep(0.05)
+        waiting = await _get_app(app, "/readyz")
+        assert waiting.status_code == 503
+        assert waiting.json() == {"ready": False, "reason": "starting: waiting for migrations"}
+        migrate(empty_store.settings, empty_store.db.dsn)
+        with anyio.fail_after(10):
+            while not warmup.ready.is_set():
+                await anyio.sleep(0.05)
+        ready = await _get_app(app, "/readyz")
+        assert ready.status_code == 200 and ready.json()["ready"] is True
+        assert empty_store._embedder is not None  # the model is loaded before the first call
+        with empty_store.db.connection() as conn:  # and the pool's connection has recall prepared
+            prepared = conn.execute("SELECT count(*) AS n FROM pg_prepared_statements"
+                                    " WHERE position('query_vector AS MATERIALIZED' in statement) > 0").fetchone()
+            conn.commit()
+        assert prepared["n"] == 1
+    finally:
+        warmup.stop()
