@@ -33,6 +33,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from stash_pipeline import errors
 from stash_pipeline.embedding.cache import text_hash
 
 if TYPE_CHECKING:
@@ -163,7 +164,9 @@ class PendingVectorWorker:
                     if count == 0:
                         break
                     self.embedded += count
-            except Exception:  # the database or the embedder is down: try again at the next sweep
+            except errors.DatabaseUnavailable as exc:  # starting or restarting: a line, not a traceback
+                log.warning("embedding waiting episodes: %s; retrying in %.1f s", exc.message, self.interval_s)
+            except Exception:  # the embedder is down, or worse: try again at the next sweep
                 log.exception("embedding waiting episodes failed; retrying in %.1f s", self.interval_s)
             woken = store.vectors_pending.wait(self.interval_s)
             # cleared before the next drain: a write after this point sets it again
