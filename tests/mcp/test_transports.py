@@ -41,6 +41,9 @@ def _env(settings: Any, tmp_path: Path) -> dict[str, str]:
         "STASH_HOME": str(tmp_path / "home"),
         "STASH_ENV_FILE": "/nonexistent/.env",
         "STASH_LOG_LEVEL": "warning",
+        # vectors before the commit: "auto" defers them when the forward pass is slow (a
+        # loaded machine), and the worker's later write would show in the tests' snapshots
+        "STASH_EMBED_ON_WRITE": "sync",
     }
 
 
@@ -165,7 +168,7 @@ def _serve_http(settings: Any, tmp_path: Path, *extra: str) -> Iterator[str]:
             if process.poll() is not None:
                 raise AssertionError(f"server exited: {(tmp_path / f'http-{port}.log').read_text()}")
             try:
-                if httpx2.get(base + "/healthz", timeout=1).status_code == 200:
+                if httpx2.get(base + "/readyz", timeout=1).status_code == 200:  # ready: recalls can be served
                     break
             except httpx2.HTTPError:
                 pass
