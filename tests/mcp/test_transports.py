@@ -151,7 +151,8 @@ def test_stdio_server_exits_cleanly_on_signal(settings: Any, tmp_path: Path, sig
 
 
 @contextlib.contextmanager
-def _serve_http(settings: Any, tmp_path: Path, *extra: str) -> Iterator[str]:
+def _serve_http(settings: Any, tmp_path: Path, *extra: str, until: str = "/readyz") -> Iterator[str]:
+    """A `stash serve mcp --transport http` process, yielded once ``until`` answers 200."""
     port = free_port()
     log = (tmp_path / f"http-{port}.log").open("w")
     process = subprocess.Popen(
@@ -168,7 +169,7 @@ def _serve_http(settings: Any, tmp_path: Path, *extra: str) -> Iterator[str]:
             if process.poll() is not None:
                 raise AssertionError(f"server exited: {(tmp_path / f'http-{port}.log').read_text()}")
             try:
-                if httpx2.get(base + "/readyz", timeout=1).status_code == 200:  # ready: recalls can be served
+                if httpx2.get(base + until, timeout=1).status_code == 200:
                     break
             except httpx2.HTTPError:
                 pass
@@ -419,3 +420,26 @@ def test_no_auth_refuses_non_loopback_hosts(settings: Any) -> None:
         run(settings, transport="http", host="0.0.0.0", no_auth=True)
     with pytest.raises(errors.ConfigurationError, match="transport"):
         run(settings, transport="carrier-pigeon")
+
+
+async def test_calls_in_the_first_seconds_after_a_start_succeed(
+    settings: Any, store: Any, scoped: dict[str, Any], tmp_path: Path
+) -> None:
+    """Sixteen agents calling as soon as the process answers at all (before /readyz passes)
+    are all served: none waits out the pool for a connection still being prepared."""
+    import anyio
+
+    episodes.remember(store, "/projects/x", "The deploy uses blue-green on Fridays")
+    results: list[dict[str, Any]] = []
+
+    async def agent(i: int, base: str) -> None:
+        async with _session(base, scoped["rw"]) as session:
+            found = await session.call_tool("recall", {"query": f"how do we deploy ({i})", "namespaces": "/projects/x"})
+            results.append(_structured(found))
+
+    with _serve_http(settings, tmp_path, until="/healthz") as base:
+        async with anyio.create_task_group() as group:
+            for i in range(16):
+                group.start_soon(agent, i, base)
+    assert len(results) == 16
+    assert all(r["results"][0]["content"] == "The deploy uses blue-green on Fridays" for r in results)
