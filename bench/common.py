@@ -62,8 +62,12 @@ def _with_db(dsn: str, dbname: str) -> str:
 
 
 @contextlib.contextmanager
-def fresh_store(embedder: str = "minilm", *, keep: str | None = None, **overrides: Any) -> Iterator[Any]:
+def fresh_store(embedder: str = "minilm", *, keep: str | None = None, server_url: str | None = None,
+                **overrides: Any) -> Iterator[Any]:
     """A Store on a new migrated database (dropped / server stopped on exit).
+
+    The server is ``server_url`` when given ("" for an embedded one whatever the
+    environment says), else ``STASH_DATABASE_URL``'s, else an embedded one.
 
     ``keep`` names a database on ``STASH_DATABASE_URL``'s server that is created when
     missing, migrated, and kept afterwards: a 1M fill (an hour on 2 cores) is then paid
@@ -79,7 +83,7 @@ def fresh_store(embedder: str = "minilm", *, keep: str | None = None, **override
 
     home = Path(tempfile.mkdtemp(prefix="stash-bench-"))
     server: EmbeddedServer | None = None
-    external = os.environ.get("STASH_DATABASE_URL")
+    external = os.environ.get("STASH_DATABASE_URL") if server_url is None else server_url
     try:
         if external:
             admin = _with_db(external, "postgres")
