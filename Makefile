@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: up test test-slow install lint bench clean
+.PHONY: up test test-slow install lint bench clean smoke-compose
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test-slow: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check stash_pipeline stash_serve tests bench
+
+# docker compose end to end (needs Docker; not part of `make test`): docker/smoke.sh
+smoke-compose:
+	bash docker/smoke.sh
 
 clean:
 	rm -rf $(VENV)

@@ -74,6 +74,9 @@ class ScriptedOpenAI:
     #: HTTP status for every /embeddings request (non-200 = scripted error, e.g. 503)
     embeddings_status: int = 200
     requests: list[dict[str, Any]] = field(default_factory=list)
+    #: where to listen: loopback on a free port by default (docker/smoke runs it on a
+    #: compose network: ("0.0.0.0", 8000))
+    bind: tuple[str, int] = ("127.0.0.1", 0)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -125,7 +128,7 @@ class ScriptedOpenAI:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(self.bind, Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

@@ -6,6 +6,7 @@ YAML-structure check the deployment issue allows instead of `docker compose conf
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tomllib
@@ -51,7 +52,9 @@ def test_compose_entrypoints_exist(compose):
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     dagster_bins = {"dagster", "dagster-webserver", "dagster-daemon"}
     for name, service in compose["services"].items():
-        if service.get("image", "").startswith("stash"):
+        # `${STASH_IMAGE:-stash:latest}`: the image name a variable may override (docker/smoke.sh)
+        image = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", service.get("image", ""))
+        if image.startswith("stash"):
             entry = (service.get("entrypoint") or ["stash"])[0]
             assert entry in scripts or entry in dagster_bins, (name, entry)
     # the user-code server loads this module: it must import
@@ -118,3 +121,39 @@ def test_dockerfile_runs_as_non_root_without_build_tools():
     assert "USER stash" in final_stage
     assert "apt-get install" not in final_stage and "gcc" not in final_stage
     assert "--no-deps" not in text  # one `pip install .` brings the model files too
+
+
+def test_compose_services_wait_for_serving_not_started(compose):
+    """Healthy means serving: the webserver and daemon wait for user-code's gRPC health
+    and for Dagster's tables (else DagsterUserCodeUnreachableError / a create race at start)."""
+    services = compose["services"]
+    for name in services:
+        if name not in ("migrate", "dagster-migrate", "ollama"):
+            assert services[name].get("healthcheck", {}).get("test"), name
+    assert "grpc" in " ".join(services["user-code"]["healthcheck"]["test"])
+    assert "/readyz" in " ".join(services["mcp"]["healthcheck"]["test"])
+    assert services["dagster-migrate"]["command"] == ["instance", "migrate"]
+    for name in ("dagster-webserver", "dagster-daemon"):
+        deps = services[name]["depends_on"]
+        assert deps["user-code"]["condition"] == "service_healthy", name
+        assert deps["dagster-migrate"]["condition"] == "service_completed_successfully", name
+
+
+def test_compose_compute_logs_are_writable_and_kept(compose):
+    """Run workers (in user-code), the webserver and the daemon share $DAGSTER_HOME/storage
+    on a volume; the image makes that directory the stash user's."""
+    for name in ("user-code", "dagster-webserver", "dagster-daemon"):
+        assert "dagster_storage:/opt/stash/docker/storage" in compose["services"][name]["volumes"], name
+    assert "dagster_storage" in compose["volumes"]
+    text = (ROOT / "docker" / "Dockerfile").read_text()
+    assert "chown stash:stash /opt/stash/docker/storage" in text
+
+
+def test_compose_defaults_are_the_products():
+    from stash_pipeline.config import Settings
+
+    text = COMPOSE.read_text()
+    default = Settings.model_fields["embedder"].default
+    assert f"STASH_EMBEDDER: ${{STASH_EMBEDDER:-{default}}}" in text
+    assert f"STASH_EMBEDDER={default}" in (ROOT / ".env.example").read_text()
+    assert "image: pgvector/pgvector:pg17" in text
