@@ -1,7 +1,7 @@
 """The PostgreSQL servers Stash supports, checked before it migrates or serves.
 
-    PostgreSQL   17, 18      tested (a server suite on 17, the embedded server on 18);
-                             a newer major is used with a warning, an older one refused
+    PostgreSQL   15 to 18    tested on 15, 17 (a server) and 18 (the embedded one); a
+                             newer major is used with a warning, an older one refused
     pgvector     >= 0.8.0    half-precision HNSW indexes (0.7) and iterative index
                              scans (0.8, ``hnsw.iterative_scan``), which recall uses
 
@@ -23,7 +23,7 @@ from stash_pipeline.db.sql import query
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_MAJORS = (17, 18)
+SUPPORTED_MAJORS = (15, 16, 17, 18)
 MIN_PGVECTOR = (0, 8, 0)
 
 

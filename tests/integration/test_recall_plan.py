@@ -42,7 +42,7 @@ def recall_parameters(store: Any, text: str, **options: Any) -> dict[str, Any]:
 
 
 def with_numbered_parameters(sql: str) -> str:
-    """``%(name)s`` placeholders as ``$1, $2 ...`` (what EXPLAIN (GENERIC_PLAN) takes)."""
+    """``%(name)s`` placeholders as ``$1, $2 ...`` (what PREPARE takes)."""
     order: list[str] = []
 
     def number(match: re.Match[str]) -> str:
@@ -62,10 +62,18 @@ def plan(store: Any, params: dict[str, Any] | None, name: str = "recall", *, set
         if settings:
             tx.one("recall_search_params", ef_search=str(DEFAULT.ef_search))
         if params is None:
-            rows = tx.conn.execute(f"EXPLAIN (GENERIC_PLAN, {options}) " + with_numbered_parameters(query(name)))
+            # the generic plan as a prepared statement gets it (EXPLAIN (GENERIC_PLAN) would
+            # say the same, but PostgreSQL 15 has no such option)
+            numbered = with_numbered_parameters(query(name))
+            count = max((int(n) for n in re.findall(r"\$(\d+)", numbered)), default=0)
+            tx.conn.execute("PREPARE plan_test AS " + numbered)
+            tx.conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            nulls = f"({', '.join(['NULL'] * count)})" if count else ""
+            rows = tx.conn.execute(f"EXPLAIN ({options}) EXECUTE plan_test{nulls}").fetchall()
+            tx.conn.execute("DEALLOCATE plan_test")
         else:
-            rows = tx.conn.execute(f"EXPLAIN ({options}) " + query(name), params)
-        return "\n".join(next(iter(r.values())) for r in rows.fetchall())
+            rows = tx.conn.execute(f"EXPLAIN ({options}) " + query(name), params).fetchall()
+        return "\n".join(next(iter(r.values())) for r in rows)
 
 
 VISIBILITY = ("fact_visible", "fact_valid_until", "episode_visible", "relationship_visible")

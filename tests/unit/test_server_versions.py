@@ -1,4 +1,4 @@
-"""The supported servers: PostgreSQL 17–18 with pgvector >= 0.8, refused with a reason otherwise."""
+"""The supported servers: PostgreSQL 15–18 with pgvector >= 0.8, refused with a reason otherwise."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ def versions(num: int, installed: str | None = "0.8.0", available: str | None = 
                           vector_available=available)
 
 
-@pytest.mark.parametrize("num", [170002, 180001])
+@pytest.mark.parametrize("num", [150020, 160004, 170002, 180001])
 def test_tested_majors_with_pgvector_08_pass(num):
     assert versions(num).problems() == [] and versions(num).warnings() == []
     assert versions(num, installed=None).problems() == []  # before the first migration
 
 
 def test_an_older_major_is_refused():
-    (problem,) = versions(160004).problems()
-    assert "PostgreSQL 16.2 is not supported" in problem and "17–18" in problem
+    (problem,) = versions(140011).problems()
+    assert "PostgreSQL 14.2 is not supported" in problem and "15–18" in problem
 
 
 def test_a_newer_major_is_used_with_a_warning():
