@@ -1,0 +1,75 @@
+"""Reads and writes by id stay inside the token's trees, even between a parent and its child.
+
+A token for ``/a/b`` (the child) must learn nothing about ``/a`` (its parent) that the
+parent's records alone hold: not through an entity's lists, a goal or failure attached
+by id, a fact's lineage, the report of a cascade, nor recall's scores and context. The
+records are written by an admin token for ``/``; each test then calls as the child (or,
+for a link written in ``/``, as a token for ``/a``). Issue 37, holes 1 and 4 to 7.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from stash_pipeline import auth
+from stash_pipeline.memory import namespaces
+from tests.mcp.asgi import served, session
+
+pytestmark = pytest.mark.anyio
+
+
+async def _call(client: Any, tool: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    result = await client.call_tool(tool, arguments)
+    return bool(result.is_error), json.loads(result.content[0].text)
+
+
+async def _ok(client: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    failed, body = await _call(client, tool, arguments)
+    assert not failed, f"{tool}: {body}"
+    return body
+
+
+def _tokens(store: Any) -> tuple[str, str, str]:
+    """(admin of /, writer of /a, writer of /a/b), with /a, /a/b and /b made."""
+    for slug in ("/a", "/a/b", "/b"):
+        namespaces.create(store, slug)
+    admin = auth.create_token(store, ["/"], ["read", "write", "admin"], "admin")["token"]
+    parent = auth.create_token(store, ["/a"], ["read", "write"], "parent")["token"]
+    child = auth.create_token(store, ["/a/b"], ["read", "write"], "child")["token"]
+    return admin, parent, child
+
+
+async def _fact(client: Any, namespace: str, content: str, **more: Any) -> int:
+    made = await _ok(client, "assert_fact", {"namespace": namespace, "content": content, **more})
+    return int(made["fact"]["id"])
+
+
+async def test_get_entity_lists_no_causal_link_outside_the_trees(store: Any) -> None:
+    """Hole 1: an entity's causal links are those inside the caller's trees."""
+    admin, parent, child = _tokens(store)
+    async with served(store) as app:
+        async with session(app, admin) as client:
+            # an /a/b entity whose fact is the cause of an /a link to an /a fact
+            cause = await _fact(client, "/a/b", "Alice reviews releases", entity="Alice", property="role",
+                                value="reviewer")
+            effect = await _fact(client, "/a", "Releases ship late", entity="releases", property="pace",
+                                 value="late")
+            link = await _ok(client, "create_causal_link", {
+                "namespace": "/a", "cause_id": cause, "effect_id": effect, "rationale": "parent-only reasoning"})
+            # an /a entity whose fact causes a /b fact, by a link written in /
+            own = await _fact(client, "/a", "Bob owns the build", entity="Bob", property="owns", value="build")
+            foreign = await _fact(client, "/b", "The /b build is red", entity="build", property="state", value="red")
+            await _ok(client, "create_causal_link", {"namespace": "/", "cause_id": own, "effect_id": foreign})
+            seen = await _ok(client, "get_entity", {"name": "Alice"})
+            assert [c["id"] for c in seen["causal_links"]] == [link["id"]]  # the admin sees it
+        async with session(app, child) as client:
+            body = await _ok(client, "get_entity", {"name": "Alice"})
+            assert body["causal_links"] == [], body
+            text = json.dumps(body)
+            assert "parent-only reasoning" not in text and f'"effect_fact_id": {effect}' not in text
+        async with session(app, parent) as client:
+            body = await _ok(client, "get_entity", {"name": "Bob"})
+            assert body["causal_links"] == [], body  # the / link and its /b id stay out
