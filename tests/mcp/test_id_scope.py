@@ -73,3 +73,33 @@ async def test_get_entity_lists_no_causal_link_outside_the_trees(store: Any) -> 
         async with session(app, parent) as client:
             body = await _ok(client, "get_entity", {"name": "Bob"})
             assert body["causal_links"] == [], body  # the / link and its /b id stay out
+
+
+async def test_a_goal_outside_the_trees_is_no_parent_and_no_goal_of_a_failure(store: Any) -> None:
+    """Hole 4: an /a goal is record_not_found to the /a/b token whatever the call."""
+    admin, _, child = _tokens(store)
+    async with served(store) as app:
+        async with session(app, admin) as client:
+            active = (await _ok(client, "create_goal", {"namespace": "/a", "content": "Ship the parent plan"}))["id"]
+            done = (await _ok(client, "create_goal", {"namespace": "/a", "content": "Finished parent work"}))["id"]
+            step = (await _ok(client, "create_goal", {"namespace": "/a", "content": "Its one step",
+                                                      "parent_id": active}))["id"]
+            await _ok(client, "complete_goal", {"id": done})
+        async with session(app, child) as client:
+            for goal in (active, done):
+                failed, body = await _call(client, "show_goal", {"id": goal})
+                assert failed and body["error"] == "record_not_found", body
+                for tool, arguments in (
+                    ("create_goal", {"namespace": "/a/b", "content": "A child step", "parent_id": goal}),
+                    ("create_failure", {"namespace": "/a/b", "content": "It broke", "reason": "no canary",
+                                        "lesson": "canary first", "goal_id": goal}),
+                ):
+                    failed, body = await _call(client, tool, arguments)
+                    assert failed and body["error"] == "record_not_found", (tool, body)
+                    assert "completed" not in body["message"], body  # the status stays unknown
+            assert (await _ok(client, "list_goals", {}))["items"] == []
+            assert (await _ok(client, "list_failures", {}))["items"] == []
+        async with session(app, admin) as client:
+            # no child of /a/b holds the /a goal open: its last step completes it
+            finished = await _ok(client, "complete_goal", {"id": step})
+            assert finished["auto_completed"] == [active], finished
