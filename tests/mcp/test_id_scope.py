@@ -10,8 +10,10 @@ for a link written in ``/``, as a token for ``/a``). Issue 37, holes 1 and 4 to 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import pytest
 
 from stash_pipeline import auth
@@ -103,3 +105,29 @@ async def test_a_goal_outside_the_trees_is_no_parent_and_no_goal_of_a_failure(st
             # no child of /a/b holds the /a goal open: its last step completes it
             finished = await _ok(client, "complete_goal", {"id": step})
             assert finished["auto_completed"] == [active], finished
+
+
+async def test_recall_known_at_gives_no_context_turn_stored_after_it(store: Any) -> None:
+    """Hole 5: a turn stored after known_at (or occurring after as_of) is no context either."""
+    admin, _, _ = _tokens(store)
+    session_meta = {"session": "s-1"}
+    async with served(store) as app, session(app, admin) as client:
+        first = (await _ok(client, "remember", {"namespace": "/a/b", "metadata": session_meta,
+                                                "content": "The nightly export times out at midnight",
+                                                "occurred_at": "2024-01-01T10:00:00+00:00"}))["id"]
+        await anyio.sleep(0.05)
+        between = datetime.now(UTC).isoformat()
+        await anyio.sleep(0.05)
+        later = (await _ok(client, "remember", {"namespace": "/a/b", "metadata": session_meta,
+                                                "content": "Raised the statement timeout; fixed",
+                                                "occurred_at": "2024-06-01T10:00:00+00:00"}))["id"]
+        # one result, so the later turn can only come back as its context
+        asked = {"query": "nightly export times out", "namespaces": "/a/b", "limit": 1}
+        now = await _ok(client, "recall", asked)
+        hit = next(r for r in now["results"] if r["id"] == first)
+        assert later in [c["id"] for c in hit.get("context", [])], now  # today the later turn is context
+        for when in ({"known_at": between}, {"as_of": "2024-03-01T00:00:00+00:00"}):
+            then = await _ok(client, "recall", {**asked, **when})
+            assert later not in [r["id"] for r in then["results"]], (when, then)
+            hit = next(r for r in then["results"] if r["id"] == first)
+            assert later not in [c["id"] for c in hit.get("context", [])], (when, then)

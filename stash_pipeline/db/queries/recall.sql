@@ -685,8 +685,13 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
        e.metadata, e.occurred_at,
        -- the result's context: up to %(context)s turns on each side of an episode hit, in
        -- its namespace and session (the same given occurred_at, or the same
-       -- metadata.session or metadata.thread), not forgotten; those that are results or
-       -- a fact result's sources are left out after grouping (memory/recall_grouping.py)
+       -- metadata.session or metadata.thread), not forgotten, and with as_of or known_at
+       -- stored by known_at and occurred by as_of (episode_visible's rule: a turn no
+       -- result could be then is no context either). The window is read as without the
+       -- times (the partial (namespace_id, id) index, at most %(context)s rows a side) and
+       -- the turns not visible then dropped from it: a filter inside the LIMIT would walk
+       -- every later turn of the namespace. Those that are results or a fact result's
+       -- sources are left out after grouping (memory/recall_grouping.py)
        CASE WHEN r.kind = 'episode' AND %(context)s > 0 THEN ARRAY(
            SELECT jsonb_build_object('id', c.id, 'content', c.content)
            FROM (
@@ -703,6 +708,9 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
            WHERE ((c.occurred_at = e.occurred_at AND c.occurred_at <> c.created_at)
                   OR c.metadata ->> 'session' = e.metadata ->> 'session'
                   OR c.metadata ->> 'thread' = e.metadata ->> 'thread')
+             AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+                  OR c.created_at <= COALESCE(%(known_at)s::timestamptz, now())
+                     AND c.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()))
            ORDER BY c.id) END AS context
 FROM top r
 LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id
