@@ -131,3 +131,35 @@ async def test_recall_known_at_gives_no_context_turn_stored_after_it(store: Any)
             assert later not in [r["id"] for r in then["results"]], (when, then)
             hit = next(r for r in then["results"] if r["id"] == first)
             assert later not in [c["id"] for c in hit.get("context", [])], (when, then)
+
+
+async def test_lineage_and_cascades_hand_out_no_id_outside_the_trees(store: Any) -> None:
+    """Hole 6: get_fact's lineage, withdraw_fact's and purge_episode's cascade reports name
+    only records in the caller's trees; the cascade itself still runs across the boundary."""
+    admin, _, child = _tokens(store)
+    async with served(store) as app:
+        async with session(app, admin) as client:
+            turn = (await _ok(client, "remember", {"namespace": "/a/b", "content": "Deploys happen on Fridays"}))["id"]
+            derived = await _fact(client, "/a", "Deploys are on Fridays", source_episode_ids=[turn])
+            mine = await _fact(client, "/a/b", "Carol runs the deploys", entity="Carol", property="runs",
+                               value="deploys")
+            theirs = await _fact(client, "/a", "Deploys page the parent on-call")
+            link = (await _ok(client, "create_causal_link", {"namespace": "/a", "cause_id": mine,
+                                                             "effect_id": theirs}))["id"]
+            lineage = await _ok(client, "get_fact", {"id": mine, "include_lineage": True})
+            assert {"kind": "causal_link", "id": link} in lineage["children"], lineage  # the admin sees it
+        async with session(app, child) as client:
+            lineage = await _ok(client, "get_fact", {"id": mine, "include_lineage": True})
+            assert lineage["children"] == [] and lineage["parents"] == [], lineage
+            withdrawn = await _ok(client, "withdraw_fact", {"id": mine, "reason": "Carol left"})
+            assert withdrawn["cascade"]["withdrawn"].get("causal_link", 0) == 0, withdrawn
+            assert withdrawn["cascade"]["withdrawn_fact_ids"] == [], withdrawn
+            purged = await _ok(client, "purge_episode", {"id": turn})
+            assert purged["cascade"]["withdrawn_fact_ids"] == [], purged
+            assert purged["cascade"]["withdrawn"].get("fact", 0) == 0, purged
+            assert str(derived) not in json.dumps(purged["cascade"]), purged
+        async with session(app, admin) as client:
+            # the cascade ran: no fact survives as current on a purged source, no link on a withdrawn cause
+            assert (await _ok(client, "get_fact", {"id": derived}))["withdrawn_at"] is not None
+            links = await _ok(client, "list_causal_links", {"namespaces": "/a", "include_withdrawn": True})
+            assert [c["withdrawn_at"] is not None for c in links["items"] if c["id"] == link] == [True], links
