@@ -163,3 +163,20 @@ async def test_lineage_and_cascades_hand_out_no_id_outside_the_trees(store: Any)
             assert (await _ok(client, "get_fact", {"id": derived}))["withdrawn_at"] is not None
             links = await _ok(client, "list_causal_links", {"namespaces": "/a", "include_withdrawn": True})
             assert [c["withdrawn_at"] is not None for c in links["items"] if c["id"] == link] == [True], links
+
+
+async def test_a_parent_withdrawal_does_not_demote_a_child_episode_in_its_recall(store: Any) -> None:
+    """Hole 7: stale demotion counts only the facts the recall can see."""
+    admin, _, child = _tokens(store)
+    query = {"query": "when do deploys happen", "namespaces": "/a/b"}
+    async with served(store) as app:
+        async with session(app, admin) as client:
+            turn = (await _ok(client, "remember", {"namespace": "/a/b", "content": "Deploys happen on Fridays"}))["id"]
+            derived = await _fact(client, "/a", "Deploys are on Fridays", source_episode_ids=[turn])
+        async with session(app, child) as client:
+            before = next(r["score"] for r in (await _ok(client, "recall", query))["results"] if r["id"] == turn)
+        async with session(app, admin) as client:
+            await _ok(client, "withdraw_fact", {"id": derived, "reason": "the parent moved deploys"})
+        async with session(app, child) as client:
+            after = next(r["score"] for r in (await _ok(client, "recall", query))["results"] if r["id"] == turn)
+    assert after == pytest.approx(before, rel=0.01), (before, after)

@@ -79,8 +79,10 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
 -- (cosine alone in vector mode, coverage alone in text mode).
 -- An episode still waiting for its vector (embedding NULL) is no vector candidate; found
 -- by text, its NULL cosine counts as 0 (GREATEST ignores NULL): it ranks by text alone.
--- Stale episodes: an episode whose derived facts are all retired (superseded, expired or
--- withdrawn) has its score multiplied by stale_factor, so its correction outranks it.
+-- Stale episodes: an episode whose derived facts in scope are all retired (superseded,
+-- expired or withdrawn) has its score multiplied by stale_factor, so its correction
+-- outranks it (facts outside the scope, e.g. a parent namespace's citing a child's turn,
+-- count for nothing: their withdrawal is not the reader's to see).
 -- Supersession by recency (when supersede): an episode candidate with a newer episode
 -- candidate in its namespace (later occurred_at, cosine between the two embeddings >=
 -- supersede_similarity, matching every query lexeme the older one matches) scores
@@ -400,6 +402,9 @@ judged AS MATERIALIZED (
         WHERE s.kind = 'episode' AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
           AND NOT %(include_history)s
           AND l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact'
+          -- only facts in scope count: a withdrawal elsewhere (a parent namespace's fact
+          -- citing this episode) must not show in this recall's scores
+          AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
     ) stale
     -- restates: a fact whose embedding is at least copy_similarity (cosine) like one of its
     -- source episodes' says what that episode says in its words: it takes no fact weight
