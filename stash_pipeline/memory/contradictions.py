@@ -123,7 +123,8 @@ def resolve(
             reason = note or f"contradiction {contradiction_id} resolved: neither fact holds"
             tx.all("contradiction_withdraw_facts", ids=[old_id, new_id], reason=reason)
             withdrawn = lineage.withdraw_cascade(
-                tx, [("fact", old_id), ("fact", new_id)], reason, settings=store.settings
+                tx, [("fact", old_id), ("fact", new_id)], reason, settings=store.settings,
+                scope=scope_ids(tx, namespaces),
             )
             withdrawn["withdrawn_fact_ids"] = sorted({old_id, new_id, *withdrawn["withdrawn_fact_ids"]})
         # the key's timeline recomputed: a rejected fact gives back the time it took, a kept

@@ -176,11 +176,16 @@ def get_entity(
     times = {"as_of": validate.timestamp(as_of, "as_of"), "known_at": validate.timestamp(known_at, "known_at")}
     with store.db.transaction() as tx:
         wanted = _entity_id(tx, entity_id, name, namespaces)
-        row = _live(tx, wanted, scope_ids(tx, namespaces))
+        scope = scope_ids(tx, namespaces)
+        row = _live(tx, wanted, scope)
         eid = int(row["id"])
+        # every section is read within the caller's namespaces (in its query): the entity's
+        # facts may be causes of a parent namespace's links, ends of its relationships
+        where = {"all_namespaces": scope is None, "ns_ids": sorted(scope or ())}
         # one row past the page tells whether the section goes on
         sections = {
-            key: tx.all(query, id=eid, limit=limit + 1, offset=offset, **times) for key, query in SECTIONS.items()
+            key: tx.all(query, id=eid, limit=limit + 1, offset=offset, **times, **where)
+            for key, query in SECTIONS.items()
         }
         more = any(len(rows) > limit for rows in sections.values())
         page = {key: rows[:limit] for key, rows in sections.items()}
@@ -289,7 +294,8 @@ def split_entity(
         )
         if source["merged_into"] is not None:
             raise errors.InvalidTransition(f"entity {entity_id} is merged into entity {source['merged_into']}")
-        known = {a["normalised"]: a["alias"] for a in tx.all("entity_aliases_of", id=entity_id, limit=None, offset=0)}
+        known = {a["normalised"]: a["alias"] for a in tx.all("entity_aliases_of", id=entity_id, limit=None, offset=0,
+                                                                    all_namespaces=True, ns_ids=[])}
         unknown = [k for k in keys if k not in known]
         if unknown:
             raise errors.InvalidInput(f"entity {entity_id} has no alias {', '.join(unknown)}; its aliases: "

@@ -288,7 +288,10 @@ def forget(
         # reports exactly what forgetting would withdraw
         with tx.conn.transaction() as savepoint:
             if tx.execute("episode_soft_delete", id=match["id"], reason=reason):
-                cascade = lineage.withdraw_cascade(tx, [("episode", int(match["id"]))], reason, settings=store.settings)
+                cascade = lineage.withdraw_cascade(
+                    tx, [("episode", int(match["id"]))], reason, settings=store.settings,
+                    scope=None if all_ns else set(ids),
+                )
                 applied = not preview
             if preview:
                 raise psycopg.Rollback(savepoint)
@@ -309,7 +312,9 @@ def purge(store: Store, episode_id: int, namespaces: Any = None) -> dict[str, An
         row = _load(tx, episode_id, namespaces, include_deleted=True)
         ident = int(row["id"])
         reason = f"source episode {ident} purged"
-        cascade = lineage.withdraw_cascade(tx, [("episode", ident)], reason, settings=store.settings)
+        cascade = lineage.withdraw_cascade(
+            tx, [("episode", ident)], reason, settings=store.settings, scope=scope_ids(tx, namespaces)
+        )
         tx.execute("episode_hard_delete", id=ident)
         lineage.delete_nodes(tx, [("episode", ident)])
         store.embedder.forget_texts(tx, [row["content"]])

@@ -370,8 +370,9 @@ def get_with_lineage(
     known = validate.timestamp(known_at, "known_at")
     with store.db.transaction() as tx:
         row = _load(tx, fact_id, namespaces, when, known)
-        parents = lineage.parents_of(tx, "fact", int(row["id"]))
-        children = lineage.children_of(tx, "fact", int(row["id"]))
+        scope = scope_ids(tx, namespaces)  # only ids inside the caller's trees are handed out
+        parents = lineage.parents_of(tx, "fact", int(row["id"]), scope)
+        children = lineage.children_of(tx, "fact", int(row["id"]), scope)
     return {"fact": Fact.from_row(row), "parents": parents, "children": children}
 
 
@@ -384,7 +385,8 @@ def withdraw(store: Store, fact_id: int, reason: str, namespaces: Any = None) ->
         if not tx.execute("fact_withdraw", id=ident, reason=why):
             raise errors.InvalidTransition(f"fact {ident} is already withdrawn")
         cascade = lineage.withdraw_cascade(
-            tx, [("fact", ident)], f"source fact {ident} withdrawn: {why[:200]}", settings=store.settings
+            tx, [("fact", ident)], f"source fact {ident} withdrawn: {why[:200]}", settings=store.settings,
+            scope=scope_ids(tx, namespaces),
         )
     return {"fact_id": ident, "withdrawn": True, "cascade": cascade}
 
@@ -395,7 +397,10 @@ def purge(store: Store, fact_id: int, namespaces: Any = None) -> dict[str, Any]:
     with store.db.transaction() as tx:
         row = _load(tx, fact_id, namespaces)
         ident = int(row["id"])
-        cascade = lineage.withdraw_cascade(tx, [("fact", ident)], f"source fact {ident} purged", settings=store.settings)
+        cascade = lineage.withdraw_cascade(
+            tx, [("fact", ident)], f"source fact {ident} purged", settings=store.settings,
+            scope=scope_ids(tx, namespaces),
+        )
         # relationships, causal links and contradictions on this fact go with it (FK cascade)
         dependents = [(r["kind"], int(r["id"])) for r in tx.all("fact_dependents_for_purge", id=ident)]
         tx.execute("fact_hard_delete", id=ident)

@@ -17,7 +17,7 @@ from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import get as get_namespace
 from stash_pipeline.memory.paging import Page
-from stash_pipeline.memory.scope import found_in_scope, on_one_line, scope_ids
+from stash_pipeline.memory.scope import found_in_scope, in_scope, on_one_line, scope_ids
 from stash_pipeline.models import Failure
 from stash_pipeline.store import Store
 
@@ -30,8 +30,10 @@ def create(
     lesson: str,
     *,
     goal_id: Any = None,
+    namespaces: Any = None,
 ) -> Failure:
-    """Record a failure in one exact namespace."""
+    """Record a failure in one exact namespace; its goal, when given, inside ``namespaces``
+    (the caller's trees; None: anywhere), else not found."""
     content = validate.content(store.settings, content)
     reason = validate.content(store.settings, reason, "reason")
     lesson = validate.content(store.settings, lesson, "lesson")
@@ -40,7 +42,12 @@ def create(
         target = get_namespace(tx, namespace)
         if goal is not None:
             row = tx.one("goal_get", id=goal)
-            if row is None or row["deleted_at"] is not None or not on_one_line(row["namespace"], target["slug"]):
+            if (
+                row is None
+                or row["deleted_at"] is not None
+                or not in_scope(scope_ids(tx, namespaces), row["namespace_id"])
+                or not on_one_line(row["namespace"], target["slug"])
+            ):
                 raise errors.RecordNotFound(
                     f"goal {goal} not found in namespace {target['slug']!r}, its ancestors or descendants"
                 )

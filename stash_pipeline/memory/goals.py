@@ -88,10 +88,13 @@ def create(
     *,
     parent_id: Any = None,
     priority: Any = 0,
+    namespaces: Any = None,
 ) -> Goal:
     """Create an active goal in one exact namespace, optionally under an active parent.
 
-    The parent must be in the same namespace or an ancestor namespace (module docstring).
+    The parent must be in the same namespace or an ancestor namespace (module docstring),
+    and inside ``namespaces`` (the caller's trees; None: anywhere): a parent outside them
+    is not found, whatever its status, as ``show`` would answer.
     """
     content = validate.content(store.settings, content)
     priority = _priority(priority)
@@ -101,7 +104,12 @@ def create(
         if parent is not None:
             tx.one("goal_lock", id=parent)  # a concurrent delete/complete of the parent waits for us
             prow = tx.one("goal_get", id=parent)
-            if prow is None or prow["deleted_at"] is not None or not on_one_line(prow["namespace"], target["slug"]):
+            if (
+                prow is None
+                or prow["deleted_at"] is not None
+                or not in_scope(scope_ids(tx, namespaces), prow["namespace_id"])
+                or not on_one_line(prow["namespace"], target["slug"])
+            ):
                 raise errors.RecordNotFound(
                     f"parent goal {parent} not found in namespace {target['slug']!r} or its ancestors"
                 )

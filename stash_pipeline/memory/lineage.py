@@ -60,18 +60,28 @@ def add(
     return len(pairs)
 
 
-def parents_of(tx: Session, kind: str, id: int) -> list[dict[str, Any]]:
-    """The parents of one row as [{"kind", "id"}]."""
-    return tx.all("lineage_parents_of", kind=_check_kind(kind), id=int(id))
+def _where(scope: set[int] | None) -> dict[str, Any]:
+    """The SQL parameters of a namespace scope (``scope.scope_ids``: None is every namespace)."""
+    return {"all_namespaces": scope is None, "ns_ids": sorted(scope or ())}
 
 
-def children_of(tx: Session, kind: str, id: int) -> list[dict[str, Any]]:
-    """The rows derived from one row as [{"kind", "id"}]."""
-    return tx.all("lineage_children_of", kind=_check_kind(kind), id=int(id))
+def parents_of(tx: Session, kind: str, id: int, scope: set[int] | None = None) -> list[dict[str, Any]]:
+    """The parents of one row as [{"kind", "id"}]: those in ``scope`` (namespace ids; None: all)."""
+    return tx.all("lineage_parents_of", kind=_check_kind(kind), id=int(id), **_where(scope))
+
+
+def children_of(tx: Session, kind: str, id: int, scope: set[int] | None = None) -> list[dict[str, Any]]:
+    """The rows derived from one row as [{"kind", "id"}]: those in ``scope`` (None: all)."""
+    return tx.all("lineage_children_of", kind=_check_kind(kind), id=int(id), **_where(scope))
 
 
 def withdraw_cascade(
-    tx: Session, roots: list[tuple[str, int]], reason: str, *, settings: Any = None
+    tx: Session,
+    roots: list[tuple[str, int]],
+    reason: str,
+    *,
+    settings: Any = None,
+    scope: set[int] | None = None,
 ) -> dict[str, Any]:
     """Withdraw what was derived only from ``roots`` (already removed/withdrawn), to a fixpoint.
 
@@ -81,12 +91,24 @@ def withdraw_cascade(
     Roots are treated as dead even if their row still exists, so purge may run this
     before its DELETE. Returns ``{"withdrawn_fact_ids", "recheck_fact_ids",
     "withdrawn": {kind: count}}``.
+
+    The cascade crosses namespace boundaries (a parent namespace's fact derived only from
+    a child's purged turn must not stay current), but the report names and counts only
+    the rows in ``scope`` (the caller's namespace ids; None: all): rows outside the
+    caller's trees are changed without a word about them (docs/mcp.md, "Access").
     """
     root_pairs = [(_check_kind(k), int(i)) for k, i in roots]
     root_kinds = [k for k, _ in root_pairs]
     root_ids = [i for _, i in root_pairs]
     withdrawn: dict[str, list[int]] = {kind: [] for kind in WITHDRAWABLE}
     recheck: set[int] = set()
+    hidden: set[tuple[str, int]] = set()  # changed, outside the caller's scope: not reported
+
+    def changed(kind: str, rows: list[dict[str, Any]]) -> list[int]:
+        if scope is not None:
+            hidden.update((kind, int(r["id"])) for r in rows if int(r["namespace_id"]) not in scope)
+        return _ids(rows)
+
     frontier = root_pairs
     rounds = 0
     while frontier:
@@ -109,16 +131,20 @@ def withdraw_cascade(
             else:
                 dead[row["kind"]].append(int(row["id"]))
 
-        new_facts = _ids(tx.all("lineage_withdraw_facts", ids=dead["fact"], reason=reason)) if dead["fact"] else []
+        new_facts = (
+            changed("fact", tx.all("lineage_withdraw_facts", ids=dead["fact"], reason=reason)) if dead["fact"] else []
+        )
         if survivors:
-            recheck.update(_ids(tx.all("lineage_mark_recheck", ids=survivors)))
+            recheck.update(changed("fact", tx.all("lineage_mark_recheck", ids=survivors)))
         # relationships and causal links also die with their source/cause/effect fact,
         # whether or not a lineage edge names it
         gone_facts = [i for k, i in frontier if k == "fact"] + new_facts
-        new_rels = _ids(tx.all("lineage_withdraw_relationships", ids=dead["relationship"], fact_ids=gone_facts))
-        new_links = _ids(tx.all("lineage_withdraw_causal_links", ids=dead["causal_link"], fact_ids=gone_facts))
+        new_rels = changed("relationship", tx.all("lineage_withdraw_relationships", ids=dead["relationship"],
+                                                  fact_ids=gone_facts))
+        new_links = changed("causal_link", tx.all("lineage_withdraw_causal_links", ids=dead["causal_link"],
+                                                  fact_ids=gone_facts))
         new_patterns = (
-            _ids(tx.all("lineage_withdraw_patterns", ids=dead["pattern"])) if dead["pattern"] else []
+            changed("pattern", tx.all("lineage_withdraw_patterns", ids=dead["pattern"])) if dead["pattern"] else []
         )
         withdrawn["fact"] += new_facts
         withdrawn["relationship"] += new_rels
@@ -133,10 +159,14 @@ def withdraw_cascade(
     withdrawn_facts = sorted(withdrawn["fact"])
     # the facts gone give back the event time they took on their keys' timelines
     timeline.gone(tx, settings, [i for k, i in root_pairs if k == "fact"] + withdrawn_facts)
+
+    def shown(kind: str, ids: Iterable[int]) -> list[int]:
+        return sorted(i for i in ids if (kind, i) not in hidden)
+
     return {
-        "withdrawn_fact_ids": withdrawn_facts,
-        "recheck_fact_ids": sorted(recheck - set(withdrawn_facts)),
-        "withdrawn": {kind: len(ids) for kind, ids in withdrawn.items()},
+        "withdrawn_fact_ids": shown("fact", withdrawn_facts),
+        "recheck_fact_ids": shown("fact", recheck - set(withdrawn_facts)),
+        "withdrawn": {kind: len(shown(kind, ids)) for kind, ids in withdrawn.items()},
     }
 
 

@@ -19,7 +19,9 @@ checks too, as the guard of callers that are not surfaces (stages, import).
 ``right``), ``trees_or_by_id`` (the ``namespaces`` trees when given, else by id),
 ``scope`` (the caller's whole ``Scope``, for a call whose answer depends on who asks:
 ``init`` answers a token without /self, ``create_namespace`` counts a token's creations
-against its hourly allowance, ``consolidate`` starts its work on the caller's runs) or ``none``.
+against its hourly allowance, ``consolidate`` starts its work on the caller's runs,
+``create_goal`` / ``create_failure`` write to one namespace and look their ``parent_id`` /
+``goal_id`` up within the caller's trees) or ``none``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from stash_pipeline.models import Failure
-from stash_pipeline.operations.base import Arguments, CliView, Operation
+from stash_pipeline.operations.base import Arguments, CliView, Operation, Scope
 from stash_pipeline.operations.fields import Limit, Namespace, Namespaces, Offset, RecordId
 from stash_pipeline.operations.results import Deleted
 
@@ -55,10 +55,14 @@ class CreateFailure(Arguments):
     namespace: Namespace = "/"
 
 
-def _create(store: Any, a: CreateFailure, namespace: str) -> Failure:
+def _create(store: Any, a: CreateFailure, scope: Scope) -> Failure:
     from stash_pipeline.memory import failures
 
-    return failures.create(store, namespace, a.content, a.reason, a.lesson, goal_id=a.goal_id)
+    # a write to one namespace; its goal_id is looked up within the caller's trees
+    namespace = scope.write(a.namespace)
+    return failures.create(
+        store, namespace, a.content, a.reason, a.lesson, goal_id=a.goal_id, namespaces=scope.by_id("write")
+    )
 
 
 CREATE_FAILURE = Operation(
@@ -67,7 +71,7 @@ CREATE_FAILURE = Operation(
     arguments=CreateFailure,
     call=_create,
     right="write",
-    reach="namespace",
+    reach="scope",
     effect="write",
     result=Failure,
     cli=CliView(

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from stash_pipeline.models import Goal
-from stash_pipeline.operations.base import Arguments, CliView, Operation
+from stash_pipeline.operations.base import Arguments, CliView, Operation, Scope
 from stash_pipeline.operations.fields import Limit, Namespace, Namespaces, Offset, RecordId
 from stash_pipeline.operations.results import GoalDeletion, GoalFinish
 
@@ -63,10 +63,14 @@ class CreateGoal(Arguments):
     namespace: Namespace = "/"
 
 
-def _create(store: Any, a: CreateGoal, namespace: str) -> Goal:
+def _create(store: Any, a: CreateGoal, scope: Scope) -> Goal:
     from stash_pipeline.memory import goals
 
-    return goals.create(store, namespace, a.content, parent_id=a.parent_id, priority=a.priority)
+    # a write to one namespace; its parent_id is looked up within the caller's trees
+    namespace = scope.write(a.namespace)
+    return goals.create(
+        store, namespace, a.content, parent_id=a.parent_id, priority=a.priority, namespaces=scope.by_id("write")
+    )
 
 
 CREATE_GOAL = Operation(
@@ -75,7 +79,7 @@ CREATE_GOAL = Operation(
     arguments=CreateGoal,
     call=_create,
     right="write",
-    reach="namespace",
+    reach="scope",
     effect="write",
     result=Goal,
     cli=CliView(

@@ -230,15 +230,16 @@ def test_the_graph_and_entity_reads_inline_visibility_and_read_by_index(store):
     times = {"as_of": {"as_of": now, "known_at": None}, "known_at": {"as_of": None, "known_at": now},
              "both": {"as_of": now, "known_at": now}}
     page = {"limit": 20, "offset": 0}
+    scoped = {"all_namespaces": False, "ns_ids": [ids["ns"]]}  # get_entity reads within a token's trees
     reads = {
         "graph_query_relationships": {"ns_ids": [ids["ns"]], "entity": "service-7", "relation_type": None,
                                       "include_withdrawn": False, **page},
         "graph_list_causal_links": {"ns_ids": [ids["ns"]], "include_withdrawn": False, **page},
         "graph_trace_forward": {"fact_id": ids["fact_id"], "ns_ids": [ids["ns"]], "max_depth": 3},
         "graph_trace_backward": {"fact_id": ids["fact_id"], "ns_ids": [ids["ns"]], "max_depth": 3},
-        "entity_facts": {"id": ids["entity_id"], **page},
-        "entity_relationships": {"id": ids["entity_id"], **page},
-        "entity_causal_links": {"id": ids["entity_id"], **page},
+        "entity_facts": {"id": ids["entity_id"], **scoped, **page},
+        "entity_relationships": {"id": ids["entity_id"], **scoped, **page},
+        "entity_causal_links": {"id": ids["entity_id"], **scoped, **page},
     }
     problems = []
     for name, params in reads.items():

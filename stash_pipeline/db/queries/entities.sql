@@ -80,12 +80,16 @@ SELECT a.entity_id, n.slug AS namespace
 
 -- entity_aliases_of --
 -- The aliases of one entity, first recorded first (a page of them).
-SELECT alias, normalised, created_at FROM entity_aliases WHERE entity_id = %(id)s ORDER BY created_at, normalised
+SELECT alias, normalised, created_at FROM entity_aliases
+ WHERE entity_id = %(id)s AND (%(all_namespaces)s OR namespace_id = ANY(%(ns_ids)s::bigint[]))
+ ORDER BY created_at, normalised
  LIMIT %(limit)s OFFSET %(offset)s
 
 -- entity_merged_from --
 -- Entities merged into one entity (a page of them).
-SELECT id, name FROM entities WHERE merged_into = %(id)s ORDER BY id LIMIT %(limit)s OFFSET %(offset)s
+SELECT id, name FROM entities
+ WHERE merged_into = %(id)s AND (%(all_namespaces)s OR namespace_id = ANY(%(ns_ids)s::bigint[]))
+ ORDER BY id LIMIT %(limit)s OFFSET %(offset)s
 
 -- entity_facts --
 -- Every fact of one entity that was not withdrawn (current and superseded), by valid_from.
@@ -93,12 +97,15 @@ SELECT id, name FROM entities WHERE merged_into = %(id)s ORDER BY id LIMIT %(lim
 -- not withdrawn by then, each with the interval end and replacement Stash believed then
 -- (fact_valid_until, fact_superseded_by: query_facts' rule); current = visible at as_of
 -- as known at known_at (fact_visible, migrations 0012 and 0013).
+-- Every get_entity section reads only rows in the caller's namespaces (ns_ids; all when
+-- all_namespaces): the entity's own tree may hold a parent's or a sibling's rows about it.
 SELECT f.id, f.content, f.entity, f.property, f.value, f.confidence, f.origin, f.valid_from,
        fact_valid_until(f, %(known_at)s::timestamptz) AS valid_until,
        fact_superseded_by(f, %(known_at)s::timestamptz) AS superseded_by, f.created_at,
        fact_visible(f, %(as_of)s::timestamptz, %(known_at)s::timestamptz, false) AS current
   FROM facts f
  WHERE f.entity_id = %(id)s
+   AND (%(all_namespaces)s OR f.namespace_id = ANY(%(ns_ids)s::bigint[]))
    AND f.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
    AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
  ORDER BY f.valid_from, f.id
@@ -108,11 +115,17 @@ SELECT f.id, f.content, f.entity, f.property, f.value, f.confidence, f.origin, f
 -- Live relationships with the entity at either end. With as_of or known_at: those
 -- graph_query_relationships returns for the same times (recorded by known_at, not
 -- withdrawn by then: relationship_live, source fact visible at as_of as known at
--- known_at: fact_visible).
+-- known_at: fact_visible). In the caller's namespaces: the relationship, its source fact
+-- and the entities at both ends.
 SELECT r.id, r.from_entity, r.from_entity_id, r.relation_type, r.to_entity, r.to_entity_id, r.confidence,
        r.source_fact_id, r.created_at
   FROM relationships r JOIN facts f ON f.id = r.source_fact_id
  WHERE (r.from_entity_id = %(id)s OR r.to_entity_id = %(id)s)
+   AND (%(all_namespaces)s
+        OR r.namespace_id = ANY(%(ns_ids)s::bigint[]) AND f.namespace_id = ANY(%(ns_ids)s::bigint[])
+           AND NOT EXISTS (SELECT 1 FROM entities o
+                            WHERE o.id IN (r.from_entity_id, r.to_entity_id)
+                              AND NOT o.namespace_id = ANY(%(ns_ids)s::bigint[])))
    AND relationship_live(r, %(known_at)s::timestamptz)
    AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
         OR r.recorded_at <= COALESCE(%(known_at)s::timestamptz, now())
@@ -125,10 +138,13 @@ SELECT r.id, r.from_entity, r.from_entity_id, r.relation_type, r.to_entity, r.to
 -- as_of or known_at: those graph_list_causal_links returns for the same times
 -- (causal_link_visible, migration 0013). The links are found from the entity's facts,
 -- one index lookup per end (a UNION: an OR of the two ends would read every link).
+-- In the caller's namespaces: the link and both its ends (a link in /a from an /a/b fact
+-- to an /a fact is no link of the /a/b entity for an /a/b token).
 WITH own AS (
     SELECT f.id FROM facts f
      WHERE f.entity_id = %(id)s
        AND (f.withdrawn_at IS NULL OR f.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
+       AND (%(all_namespaces)s OR f.namespace_id = ANY(%(ns_ids)s::bigint[]))
 )
 SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidence, c.method, c.rationale,
        c.created_at
@@ -137,6 +153,12 @@ SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidenc
                 UNION
                 SELECT l.id FROM own JOIN causal_links l ON l.effect_fact_id = own.id WHERE l.deleted_at IS NULL)
    AND c.deleted_at IS NULL
+   AND (%(all_namespaces)s
+        OR c.namespace_id = ANY(%(ns_ids)s::bigint[])
+           AND NOT EXISTS (SELECT 1 FROM facts x WHERE x.id IN (c.cause_fact_id, c.effect_fact_id)
+                                                  AND NOT x.namespace_id = ANY(%(ns_ids)s::bigint[]))
+           AND NOT EXISTS (SELECT 1 FROM failures x WHERE x.id = c.effect_failure_id
+                                                      AND NOT x.namespace_id = ANY(%(ns_ids)s::bigint[])))
    AND (c.withdrawn_at IS NULL OR c.withdrawn_at > COALESCE(%(known_at)s::timestamptz, now()))
    AND causal_link_visible(c, %(as_of)s::timestamptz, %(known_at)s::timestamptz, true)
  ORDER BY c.id
@@ -146,7 +168,8 @@ SELECT c.id, c.cause_fact_id, c.effect_fact_id, c.effect_failure_id, c.confidenc
 -- The merges and splits an entity took part in, oldest first (a page of them).
 SELECT id, action, entity_id, other_entity_id, moved, reason, created_at
   FROM entity_corrections
- WHERE entity_id = %(id)s OR other_entity_id = %(id)s
+ WHERE (entity_id = %(id)s OR other_entity_id = %(id)s)
+   AND (%(all_namespaces)s OR namespace_id = ANY(%(ns_ids)s::bigint[]))
  ORDER BY id
  LIMIT %(limit)s OFFSET %(offset)s
 

@@ -6,18 +6,49 @@ FROM unnest(%(parent_kinds)s::text[], %(parent_ids)s::bigint[]) AS p(kind, id)
 ON CONFLICT DO NOTHING
 
 -- lineage_parents_of --
--- The parents of one row, oldest edge first.
-SELECT parent_kind AS kind, parent_id AS id
-FROM lineage
-WHERE child_kind = %(kind)s AND child_id = %(id)s
-ORDER BY parent_kind, parent_id
+-- The parents of one row, oldest edge first: those in the namespaces ns_ids (every one when
+-- all_namespaces), each parent's namespace read from its own row (a row gone, or of a kind
+-- not listed, is in none: a scoped caller is not told of it).
+SELECT l.parent_kind AS kind, l.parent_id AS id
+FROM lineage l
+WHERE l.child_kind = %(kind)s AND l.child_id = %(id)s
+  AND (%(all_namespaces)s OR (CASE l.parent_kind
+           WHEN 'episode' THEN (SELECT x.namespace_id FROM episodes x WHERE x.id = l.parent_id)
+           WHEN 'failure' THEN (SELECT x.namespace_id FROM failures x WHERE x.id = l.parent_id)
+           WHEN 'entity' THEN (SELECT x.namespace_id FROM entities x WHERE x.id = l.parent_id)
+           WHEN 'entity_correction' THEN (SELECT x.namespace_id FROM entity_corrections x WHERE x.id = l.parent_id)
+           WHEN 'fact' THEN (SELECT x.namespace_id FROM facts x WHERE x.id = l.parent_id)
+           WHEN 'relationship' THEN (SELECT x.namespace_id FROM relationships x WHERE x.id = l.parent_id)
+           WHEN 'causal_link' THEN (SELECT x.namespace_id FROM causal_links x WHERE x.id = l.parent_id)
+           WHEN 'pattern' THEN (SELECT x.namespace_id FROM patterns x WHERE x.id = l.parent_id)
+           WHEN 'contradiction' THEN (SELECT x.namespace_id FROM contradictions x WHERE x.id = l.parent_id)
+           WHEN 'hypothesis' THEN (SELECT x.namespace_id FROM hypotheses x WHERE x.id = l.parent_id)
+           WHEN 'hypothesis_evidence' THEN (SELECT x.namespace_id FROM hypothesis_evidence x WHERE x.id = l.parent_id)
+           WHEN 'goal_note' THEN (SELECT x.namespace_id FROM goal_notes x WHERE x.id = l.parent_id)
+       END) = ANY(%(ns_ids)s::bigint[]))
+ORDER BY l.parent_kind, l.parent_id
 
 -- lineage_children_of --
--- The rows derived from one row.
-SELECT child_kind AS kind, child_id AS id
-FROM lineage
-WHERE parent_kind = %(kind)s AND parent_id = %(id)s
-ORDER BY child_kind, child_id
+-- The rows derived from one row: those in the namespaces ns_ids (every one when
+-- all_namespaces), each child's namespace read from its own row, as lineage_parents_of.
+SELECT l.child_kind AS kind, l.child_id AS id
+FROM lineage l
+WHERE l.parent_kind = %(kind)s AND l.parent_id = %(id)s
+  AND (%(all_namespaces)s OR (CASE l.child_kind
+           WHEN 'episode' THEN (SELECT x.namespace_id FROM episodes x WHERE x.id = l.child_id)
+           WHEN 'failure' THEN (SELECT x.namespace_id FROM failures x WHERE x.id = l.child_id)
+           WHEN 'entity' THEN (SELECT x.namespace_id FROM entities x WHERE x.id = l.child_id)
+           WHEN 'entity_correction' THEN (SELECT x.namespace_id FROM entity_corrections x WHERE x.id = l.child_id)
+           WHEN 'fact' THEN (SELECT x.namespace_id FROM facts x WHERE x.id = l.child_id)
+           WHEN 'relationship' THEN (SELECT x.namespace_id FROM relationships x WHERE x.id = l.child_id)
+           WHEN 'causal_link' THEN (SELECT x.namespace_id FROM causal_links x WHERE x.id = l.child_id)
+           WHEN 'pattern' THEN (SELECT x.namespace_id FROM patterns x WHERE x.id = l.child_id)
+           WHEN 'contradiction' THEN (SELECT x.namespace_id FROM contradictions x WHERE x.id = l.child_id)
+           WHEN 'hypothesis' THEN (SELECT x.namespace_id FROM hypotheses x WHERE x.id = l.child_id)
+           WHEN 'hypothesis_evidence' THEN (SELECT x.namespace_id FROM hypothesis_evidence x WHERE x.id = l.child_id)
+           WHEN 'goal_note' THEN (SELECT x.namespace_id FROM goal_notes x WHERE x.id = l.child_id)
+       END) = ANY(%(ns_ids)s::bigint[]))
+ORDER BY l.child_kind, l.child_id
 
 -- lineage_cascade_children --
 -- One withdrawal round: the not-yet-withdrawn derived rows with a parent in the frontier,
@@ -71,14 +102,14 @@ UPDATE facts
    SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at = now(),
        retired_at = COALESCE(retired_at, now())
  WHERE id = ANY(%(ids)s) AND withdrawn_at IS NULL
-RETURNING id
+RETURNING id, namespace_id
 
 -- lineage_mark_recheck --
 -- Flag current facts that lost some (not all) of their sources.
 UPDATE facts
    SET needs_recheck = true, updated_at = now()
  WHERE id = ANY(%(ids)s) AND withdrawn_at IS NULL AND NOT needs_recheck
-RETURNING id
+RETURNING id, namespace_id
 
 -- lineage_withdraw_relationships --
 -- Withdraw relationships named by lineage or whose source fact is gone/withdrawn.
@@ -86,7 +117,7 @@ UPDATE relationships
    SET withdrawn_at = now(), retired_at = COALESCE(retired_at, now())
  WHERE withdrawn_at IS NULL
    AND (id = ANY(%(ids)s) OR source_fact_id = ANY(%(fact_ids)s))
-RETURNING id
+RETURNING id, namespace_id
 
 -- lineage_withdraw_causal_links --
 -- Withdraw causal links named by lineage or whose cause/effect fact is gone/withdrawn.
@@ -94,14 +125,14 @@ UPDATE causal_links
    SET withdrawn_at = now(), retired_at = COALESCE(retired_at, now())
  WHERE withdrawn_at IS NULL AND deleted_at IS NULL
    AND (id = ANY(%(ids)s) OR cause_fact_id = ANY(%(fact_ids)s) OR effect_fact_id = ANY(%(fact_ids)s))
-RETURNING id
+RETURNING id, namespace_id
 
 -- lineage_withdraw_patterns --
 -- Withdraw patterns whose every source is gone.
 UPDATE patterns
    SET withdrawn_at = now(), updated_at = now()
  WHERE id = ANY(%(ids)s) AND withdrawn_at IS NULL
-RETURNING id
+RETURNING id, namespace_id
 
 -- lineage_delete_nodes --
 -- Remove every edge touching hard-deleted rows (purge), as child or as parent.

@@ -79,8 +79,10 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
 -- (cosine alone in vector mode, coverage alone in text mode).
 -- An episode still waiting for its vector (embedding NULL) is no vector candidate; found
 -- by text, its NULL cosine counts as 0 (GREATEST ignores NULL): it ranks by text alone.
--- Stale episodes: an episode whose derived facts are all retired (superseded, expired or
--- withdrawn) has its score multiplied by stale_factor, so its correction outranks it.
+-- Stale episodes: an episode whose derived facts in scope are all retired (superseded,
+-- expired or withdrawn) has its score multiplied by stale_factor, so its correction
+-- outranks it (facts outside the scope, e.g. a parent namespace's citing a child's turn,
+-- count for nothing: their withdrawal is not the reader's to see).
 -- Supersession by recency (when supersede): an episode candidate with a newer episode
 -- candidate in its namespace (later occurred_at, cosine between the two embeddings >=
 -- supersede_similarity, matching every query lexeme the older one matches) scores
@@ -400,6 +402,9 @@ judged AS MATERIALIZED (
         WHERE s.kind = 'episode' AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
           AND NOT %(include_history)s
           AND l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact'
+          -- only facts in scope count: a withdrawal elsewhere (a parent namespace's fact
+          -- citing this episode) must not show in this recall's scores
+          AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
     ) stale
     -- restates: a fact whose embedding is at least copy_similarity (cosine) like one of its
     -- source episodes' says what that episode says in its words: it takes no fact weight
@@ -685,8 +690,13 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
        e.metadata, e.occurred_at,
        -- the result's context: up to %(context)s turns on each side of an episode hit, in
        -- its namespace and session (the same given occurred_at, or the same
-       -- metadata.session or metadata.thread), not forgotten; those that are results or
-       -- a fact result's sources are left out after grouping (memory/recall_grouping.py)
+       -- metadata.session or metadata.thread), not forgotten, and with as_of or known_at
+       -- stored by known_at and occurred by as_of (episode_visible's rule: a turn no
+       -- result could be then is no context either). The window is read as without the
+       -- times (the partial (namespace_id, id) index, at most %(context)s rows a side) and
+       -- the turns not visible then dropped from it: a filter inside the LIMIT would walk
+       -- every later turn of the namespace. Those that are results or a fact result's
+       -- sources are left out after grouping (memory/recall_grouping.py)
        CASE WHEN r.kind = 'episode' AND %(context)s > 0 THEN ARRAY(
            SELECT jsonb_build_object('id', c.id, 'content', c.content)
            FROM (
@@ -703,6 +713,9 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
            WHERE ((c.occurred_at = e.occurred_at AND c.occurred_at <> c.created_at)
                   OR c.metadata ->> 'session' = e.metadata ->> 'session'
                   OR c.metadata ->> 'thread' = e.metadata ->> 'thread')
+             AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+                  OR c.created_at <= COALESCE(%(known_at)s::timestamptz, now())
+                     AND c.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()))
            ORDER BY c.id) END AS context
 FROM top r
 LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id
