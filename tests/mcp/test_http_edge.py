@@ -138,3 +138,51 @@ def test_proxy_trust_comes_from_the_setting_only(tmp_path: Path) -> None:
     assert default["proxy_headers"] is False  # uvicorn's own default believes 127.0.0.1
     behind = uvicorn_options(load_settings(home=tmp_path, embedder="hash", trusted_proxies="10.0.0.5, 10.1.0.0/16"))
     assert behind["proxy_headers"] is True and behind["forwarded_allow_ips"] == "10.0.0.5,10.1.0.0/16"
+
+
+def _tool_call(name: str, arguments: dict[str, Any], call_id: int = 2) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
+                       "params": {"name": name, "arguments": arguments}}).encode()
+
+
+def _post(token: str, body: bytes, *, extra_headers: str = "") -> bytes:
+    return (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+            f"Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+            f"{extra_headers}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+
+def test_the_head_cap_counts_the_head_only_however_the_bytes_arrive(edge: str, store: Any) -> None:
+    """Issue 37, hole 3: a 94 KB remember_batch sent with its head in one write (as
+    http.client always does) was answered 431 by the 8 KiB head cap: the body's bytes were
+    counted as head bytes. Now the head alone is counted, in one write or split anywhere,
+    even inside the blank line that ends the head; a head over the cap is still 431."""
+    from stash_pipeline.memory import namespaces
+
+    namespaces.create(store, "/p")
+    token = auth.create_token(store, ["/p"], ["read", "write"])["token"]
+    items = [{"content": f"turn {i}: " + "w" * 900} for i in range(100)]
+    body = _tool_call("remember_batch", {"namespace": "/p", "items": items})
+    request = _post(token, body)
+    assert len(body) > 90_000 and request.index(b"\r\n\r\n") < 8192
+    blank = request.index(b"\r\n\r\n")
+    splits = [
+        [request],  # one write
+        [request[: blank + 3], request[blank + 3:]],  # the blank line split: "\r\n\r" | "\n..."
+        [request[: blank + 4 + 10], request[blank + 4 + 10:]],  # head and a little body, then the rest
+    ]
+    for parts in splits:
+        sock = _connect(edge)
+        for part in parts:
+            sock.sendall(part)
+            time.sleep(0.05)
+        answer = _answer(sock)
+        sock.close()
+        assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+        result = json.loads(answer.split(b"\r\n\r\n", 1)[1])["result"]
+        assert not result.get("isError"), result
+    # a head over the cap, sent with a body in the same write, is still refused
+    sock = _connect(edge)
+    sock.sendall(_post(token, body, extra_headers=f"X-Pad: {'p' * 9000}\r\n"))
+    answer = _answer(sock)
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:300]
