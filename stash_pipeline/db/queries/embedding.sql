@@ -16,8 +16,13 @@ ON CONFLICT DO NOTHING
 SET LOCAL synchronous_commit TO off
 
 -- embedding_cache_forget --
--- Erase the cache entries of some texts for every model and endpoint (purge).
-DELETE FROM embedding_cache WHERE text_hash = ANY(%(hashes)s)
+-- Erase the cache entries of some texts for every model and endpoint (purge), and
+-- recall's scoped entries of them (embedding/cache.py query_key: the text's hash followed
+-- by more hex digits, so every key from h up to h || 'g' starts with h): a range of the
+-- primary key per text.
+DELETE FROM embedding_cache c
+USING unnest(%(hashes)s::text[]) AS h(hash)
+WHERE c.text_hash >= h.hash AND c.text_hash < h.hash || 'g'
 
 -- embedding_lock_init --
 -- Record a lock value unless one is already stored (the first writer wins).
