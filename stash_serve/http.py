@@ -471,9 +471,9 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
                 await running.enter_async_context(tokens.running())
             yield
 
-    app: ASGIApp = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RefuseOtherScopes)])
-    # inside the token check: a client without a valid token cannot make the server read a body
-    app = BodyLimit(app, body_cap)
+    # the body cap inside the token check: a client without a valid token cannot make the server read a body
+    app: ASGIApp = Starlette(routes=routes, lifespan=lifespan,
+                             middleware=[Middleware(RefuseOtherScopes), Middleware(BodyLimit, max_bytes=body_cap)])
     if auth:
         app = BearerAuthMiddleware(app, store, tokens)
     return app
