@@ -12,7 +12,11 @@ attacker would). Reported: the median, quartiles and the median of the pairwise
 differences, in milliseconds. A third column, "asked again in /a", recalls texts ``/a``
 itself asked before: what the cache still saves a tenant.
 
-Usage: ``.venv/bin/python -m bench.cache_timing [--guesses 200] [--embedder minilm-int8]``
+``--writes`` also times the write path, which still reads the shared cache (left open):
+``assert_fact`` in ``/a`` of a text stored in ``/b`` against one never stored, and
+``remember`` with the service's deferred vectors (STASH_EMBED_ON_WRITE=async).
+
+Usage: ``.venv/bin/python -m bench.cache_timing [--guesses 200] [--embedder minilm-int8] [--writes]``
 """
 
 from __future__ import annotations
@@ -39,9 +43,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--guesses", type=int, default=200)
     parser.add_argument("--embedder", default="minilm-int8")
+    parser.add_argument("--writes", action="store_true", help="also time assert_fact and deferred remember")
     args = parser.parse_args()
 
-    from stash_pipeline.memory import episodes, namespaces, recall
+    from stash_pipeline.memory import episodes, facts, namespaces, recall
 
     words = ["north", "cellar", "garden", "harbour", "tower", "office", "vault", "gate"]
     def text(kind: str, i: int) -> str:
@@ -81,6 +86,32 @@ def main() -> None:
         print(f"  never stored      : {_quartiles(nowhere)}")
         print(f"  asked again in /a : {_quartiles(again)}")
         print(f"  pairwise (stored - never): median {statistics.median(diffs):+.2f}, "
+              f"ratio of medians {statistics.median(elsewhere) / statistics.median(nowhere):.2f}")
+        if args.writes:
+            _writes(store, args.guesses, text, facts, episodes)
+
+
+def _writes(store, guesses: int, text, facts, episodes) -> None:  # type: ignore[no-untyped-def]
+    """assert_fact and deferred remember in /a: a text stored in /b only against one never stored."""
+    stored = [text("badge", i) for i in range(2 * guesses)]
+    for start in range(0, len(stored), 100):
+        episodes.remember_batch(store, "/b", [{"content": t} for t in stored[start:start + 100]])
+    calls = {
+        "assert_fact": lambda t: facts.assert_fact(store, "/a", t),
+        "remember (deferred vector)": lambda t: episodes.remember(store, "/a", t),
+    }
+    store.defer_vectors = True  # as the service runs remember with a slow model
+    for offset, (name, call) in enumerate(calls.items()):
+        elsewhere: list[float] = []
+        nowhere: list[float] = []
+        for i in range(guesses):
+            pair = [("s", stored[offset * guesses + i]), ("n", text(f"pin{offset}", i))]
+            if i % 2:
+                pair.reverse()
+            for kind, value in pair:
+                took = _ms(lambda v=value, c=call: c(v))
+                (elsewhere if kind == "s" else nowhere).append(took)
+        print(f"  {name} in /a: stored in /b only {_quartiles(elsewhere)}, never stored {_quartiles(nowhere)}, "
               f"ratio of medians {statistics.median(elsewhere) / statistics.median(nowhere):.2f}")
 
 
