@@ -187,6 +187,16 @@ def test_the_head_cap_counts_the_head_only_however_the_bytes_arrive(edge: str, s
     answer = _answer(sock)
     sock.close()
     assert answer.startswith(b"HTTP/1.1 431 "), answer[:300]
+    # nor does a blank line first hide a big head sent after it in the same write
+    sock = _connect(edge)
+    try:
+        sock.sendall(b"\r\n\r\nPOST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"p" * 200_000)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    answer = _answer(sock)
+    sock.close()
+    assert answer.startswith((b"HTTP/1.1 431 ", b"HTTP/1.1 400 ")), answer[:300]
+    _healthy(edge)
 
 
 def test_the_body_cap_is_a_setting_that_fits_a_batch_and_answers_in_json(edge: str, store: Any) -> None:
