@@ -248,7 +248,11 @@ def dataset_vectors(texts: Sequence[str], model: str | None = None) -> np.ndarra
 
 
 def prime_embedding_cache(store: Any, texts: Sequence[str], vectors: np.ndarray) -> None:
-    """Put known vectors into the store's embedding cache, so embedding them is a cache hit."""
+    """Put known vectors into the store's embedding cache, so embedding them is a cache hit.
+
+    Recall caches a query's vector per scope (``embedding.cache.query_key``): a recall of a
+    primed text still runs the model once per scope it is asked in.
+    """
     from stash_pipeline.embedding.cache import text_hash
 
     embedder = store.embedder

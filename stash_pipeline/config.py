@@ -145,6 +145,11 @@ class Settings(BaseSettings):
     http_max_header_bytes: int = Field(
         65_536, ge=4096, le=16 * 1_048_576, description="largest HTTP request head (line + headers); larger: 431"
     )
+    http_max_body_bytes: int = Field(
+        32 * 1_048_576, ge=65_536, le=1024 * 1_048_576,
+        description="largest HTTP request body; larger: 413 request_too_large. The default fits a remember_batch "
+        "of 1000 items at the default content and metadata limits (about 26 MB of plain JSON)",
+    )
     http_header_timeout_s: float = Field(
         10.0, gt=0, le=3600, description="seconds a client may take to send a request's head before it is cut off"
     )

@@ -135,6 +135,63 @@ class RefuseOtherScopes:
             await send({"type": "websocket.close", "code": 1008})
 
 
+class BodyLimit:
+    """Refuse a request body over STASH_HTTP_MAX_BODY_BYTES with 413 and Stash's JSON error.
+
+    The MCP SDK has a cap of its own (4 MiB unless told otherwise), undocumented here and
+    answered in plain text: a remember_batch within every item limit got it. This layer
+    answers first, by the declared Content-Length before reading anything, else as the
+    streamed body passes the cap; the SDK is given the same cap, so it never answers a
+    body this layer let through. A body within the cap is read here and handed on whole.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        declared = next((v for k, v in scope.get("headers", []) if k == b"content-length"), None)
+        if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away: the app sees it
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        first: Message | None = (
+            {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            if message["type"] == "http.request" else message
+        )
+
+        async def replay() -> Message:
+            nonlocal first
+            if first is not None:
+                message, first = first, None
+                return message
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        await _send_json(send, 413, {
+            "error": "request_too_large",
+            "message": f"the request body is larger than {self.max_bytes} bytes (STASH_HTTP_MAX_BODY_BYTES); "
+                       "send fewer items per call",
+        }, [(b"connection", b"close")])
+
+
 class BearerAuthMiddleware:
     """Reject MCP requests without a valid bearer token (401); attach the token to the scope.
 
@@ -396,10 +453,13 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
     # milliseconds a call. No tool sends notifications or requests while it runs, the one
     # thing only a stream could carry.
     security = transport_security(host)
+    # the SDK's own body cap is set to ours, which BodyLimit (below) answers first, in JSON
+    body_cap = store.settings.http_max_body_bytes
     streamable = server.streamable_http_app(
-        host=host, stateless_http=True, json_response=True, transport_security=security
+        host=host, stateless_http=True, json_response=True, transport_security=security,
+        max_request_body_size=body_cap,
     )
-    sse = server.sse_app(host=host, transport_security=security)
+    sse = server.sse_app(host=host, transport_security=security, max_request_body_size=body_cap)
     routes = [*_health_routes(store, warmup), *streamable.routes, *sse.routes]
 
     tokens = TokenCheck(store)
@@ -411,7 +471,9 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
                 await running.enter_async_context(tokens.running())
             yield
 
-    app: ASGIApp = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RefuseOtherScopes)])
+    # the body cap inside the token check: a client without a valid token cannot make the server read a body
+    app: ASGIApp = Starlette(routes=routes, lifespan=lifespan,
+                             middleware=[Middleware(RefuseOtherScopes), Middleware(BodyLimit, max_bytes=body_cap)])
     if auth:
         app = BearerAuthMiddleware(app, store, tokens)
     return app

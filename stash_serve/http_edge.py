@@ -7,7 +7,9 @@ slow clients held connections open indefinitely, while /healthz waited behind th
 socket, before any parsing or application code runs:
 
 * a request head (request line + headers) larger than STASH_HTTP_MAX_HEADER_BYTES is
-  answered ``431 Request Header Fields Too Large`` and the connection closed;
+  answered ``431 Request Header Fields Too Large`` and the connection closed. Only the
+  head's bytes count, up to the blank line that ends it, however they arrive: a body sent
+  in the same write as its head (``http.client`` always does that) is no head;
 * a head not complete within STASH_HTTP_HEADER_TIMEOUT_S of its first byte (or of the
   connection opening) is answered ``408 Request Timeout`` and the connection closed;
 * a body paused for more than STASH_HTTP_BODY_TIMEOUT_S is cut off (the application
@@ -23,12 +25,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from stash_pipeline.config import Settings
+
+#: the end of a request head, as h11 finds it (``h11._receivebuffer``: a bare LF is accepted)
+HEAD_END = re.compile(rb"\n\r?\n")
+#: bytes of a chunk's end that may begin a HEAD_END completed by the next chunk
+HEAD_END_OVERLAP = 2
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -42,6 +50,7 @@ class GuardedH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_bytes = 0
+        self._head_tail = b""  # the last bytes of the head so far (a blank line split across writes)
         self._read_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -56,7 +65,7 @@ class GuardedH11Protocol(H11Protocol):
         if self.conn.their_state is h11.IDLE:  # still reading a request's head
             if self._head_bytes == 0 and self._read_timer is None:
                 self._arm(self.header_timeout_s, 408)
-            self._head_bytes += len(data)
+            self._head_bytes += self._head_part(data)
             if self._head_bytes > self.max_header_bytes:
                 self._refuse(431, "Request Header Fields Too Large", "the request head is larger than "
                              f"{self.max_header_bytes} bytes (STASH_HTTP_MAX_HEADER_BYTES)")
@@ -66,15 +75,27 @@ class GuardedH11Protocol(H11Protocol):
             return
         state = self.conn.their_state
         if state is h11.SEND_BODY:
-            self._head_bytes = 0
+            self._head_bytes, self._head_tail = 0, b""
             self._arm(self.body_timeout_s, None)  # the client is sending a body: each chunk re-arms
         elif state is not h11.IDLE:
-            self._head_bytes = 0
+            self._head_bytes, self._head_tail = 0, b""
             self._disarm()
+
+    def _head_part(self, data: bytes) -> int:
+        """How many of ``data``'s bytes belong to the request head: all of them until the
+        blank line that ends it, none after (the body, sent in the same write)."""
+        window = self._head_tail + data
+        end = HEAD_END.search(window)
+        if end is None:
+            self._head_tail = window[-HEAD_END_OVERLAP:]
+            return len(data)
+        self._head_tail = b""
+        return max(end.end() - (len(window) - len(data)), 0)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._head_bytes = 0  # the next request's head is counted afresh, timed from its first byte
+        # the next request's head is counted afresh, timed from its first byte
+        self._head_bytes, self._head_tail = 0, b""
         self._disarm()
 
     def _arm(self, delay: float, status: int | None) -> None:

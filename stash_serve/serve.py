@@ -26,6 +26,7 @@ from stash_pipeline.memory.recall_prepare import prepare_on_connect
 from stash_pipeline.store import Store
 from stash_serve.http import build_app, is_loopback
 from stash_serve.mcp.server import build_server
+from stash_serve.stdio import run_stdio
 from stash_serve.warmup import Warmup
 
 log = logging.getLogger("stash.mcp")
@@ -150,7 +151,9 @@ def run(
 
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, _stop)
-            anyio.run(server.run_stdio_async)
+            # the SDK's stdio transport, answering an undecodable line with a parse error
+            # where the SDK answers nothing (stash_serve/stdio.py)
+            anyio.run(run_stdio, server)
         else:
             import uvicorn  # only HTTP needs it
 

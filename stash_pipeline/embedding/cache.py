@@ -12,7 +12,14 @@
   the two ways out; so does a vector column whose declared dimension differs from the
   embedder's. The endpoint is recorded for audit but not locked: the same model name
   served from a moved host gives the same vectors.
-* ``forget_texts(tx, texts)`` erases a text's cache entries for every model (purge).
+* ``forget_texts(tx, texts)`` erases a text's cache entries for every model (purge),
+  recall's scoped entries of it too.
+* Recall's query vectors are cached under ``query_key(text, paths)``: the text's hash
+  followed by a hash of the namespaces asked, so a recall reuses only a vector the same
+  scope asked for before. With the plain text hash, any tenant's recall of a text that
+  another tenant had stored or asked skipped the model and answered in half the time:
+  one call per guess told whether anyone held "vault code 7741" (issue 37). A query's
+  first recall in a scope now always waits for the model, stored anywhere or not.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,6 +49,14 @@ LOCK_ENDPOINT_KEY = "embedding_endpoint"
 def text_hash(text: str) -> str:
     """The cache key of a text: hex SHA-256 of its UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def query_key(text: str, paths: Iterable[str]) -> str:
+    """The cache key of a recall query asked over the namespaces ``paths`` (see above):
+    ``text_hash(text)`` followed by the hex SHA-256 of the sorted paths. Hex throughout,
+    so ``forget_texts`` finds every scope's entry of a text by the text hash's prefix."""
+    scope = hashlib.sha256("\n".join(sorted(set(paths))).encode("utf-8")).hexdigest()
+    return text_hash(text) + scope
 
 
 def as_array(value: Any) -> np.ndarray:
@@ -201,8 +217,23 @@ class CachedEmbedder:
         """The unit vector of one text."""
         return self.embed([text])[0]
 
+    def embed_query(self, text: str, paths: Iterable[str]) -> np.ndarray:
+        """The unit vector of a query asked over the namespaces ``paths``, cached under
+        ``query_key``: never another scope's vector, so the time of the answer says
+        nothing about what other tenants stored or asked."""
+        if not isinstance(text, str):
+            raise errors.InvalidInput("only strings can be embedded")
+        self.ensure_lock()
+        key = query_key(text, paths)
+        found = self._lookup([key])
+        if key not in found:
+            found = self.compute({key: text})
+            self._store(found)
+        return found[key]
+
     def forget_texts(self, tx: Session, texts: list[str]) -> int:
-        """Delete the cache entries of ``texts`` for every model, inside the caller's transaction."""
+        """Delete the cache entries of ``texts`` for every model, and recall's entries of them
+        for every scope (``query_key``), inside the caller's transaction."""
         if not texts:
             return 0
         return tx.execute("embedding_cache_forget", hashes=sorted({text_hash(t) for t in texts}))

@@ -269,7 +269,8 @@ def forget(
     limit = store.settings.forget_threshold if threshold is None else validate.probability(threshold, "threshold")
     with store.db.transaction() as tx:
         all_ns, ids = read_scope(tx, namespaces)
-    vector = store.embedder.embed_one(text)
+    # a query: its vector is cached per scope, as recall's (embedding/cache.py query_key)
+    vector = store.embedder.embed_query(text, validate.slugs(namespaces))
     with store.db.transaction() as tx:
         tx.one("recall_search_params", ef_search="100")
         match = tx.one("episode_nearest", embedding=vector, all_namespaces=all_ns, namespace_ids=ids)

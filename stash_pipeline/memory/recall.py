@@ -71,7 +71,7 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import NULL_VECTOR
-from stash_pipeline.embedding.cache import text_hash
+from stash_pipeline.embedding.cache import query_key
 from stash_pipeline.memory import entity_recall, recall_grouping, validate
 from stash_pipeline.memory.recall_config import DEFAULT, RecallConfig
 from stash_pipeline.memory.recall_shape import (
@@ -192,7 +192,7 @@ def _search(
     params = recall_parameters(text, paths, None, limit=limit, as_of=when, known_at=known,
                                include_history=bool(include_history), use_vector=use_vector, use_text=use_text,
                                context=context, config=config) | {
-        "text_hash": text_hash(text), "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
+        "text_hash": query_key(text, paths), "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
     needs_vector, rows = round_trip(store, params, config)
     if needs_vector:  # a query never seen before: the model embeds it, then the search runs
         params["embedding"] = embedder.compute({params["text_hash"]: text})[params["text_hash"]]

@@ -170,3 +170,49 @@ def test_endpoint_change_is_recorded_not_refused(store: Store) -> None:
     assert read_lock(store.db)["embedding_endpoint"] == "http://elsewhere/v1"
     # Cache key includes the endpoint: the moved endpoint computed its own vector.
     assert len(cache_rows(store.db)) == 2
+
+
+def test_a_query_reuses_no_vector_another_scope_stored_or_asked(store: Store) -> None:
+    """Issue 37, hole 2: the cache was shared by every namespace, so an /a recall of a text
+    stored (or asked) in /b skipped the model and answered in half the time: one call per
+    guess told whether anyone held the text. A query's vector is now reused only where the
+    same scope asked it before (bench/cache_timing.py measures the times)."""
+    from stash_pipeline.memory import episodes, namespaces, recall
+
+    namespaces.create(store, "/a")
+    namespaces.create(store, "/b")
+    model = store.embedder.inner
+    embed = model.embed
+    calls: list[list[str]] = []
+    model.embed = lambda texts: calls.append(list(texts)) or embed(texts)  # type: ignore[method-assign]
+
+    def model_calls(fn: Any) -> list[list[str]]:
+        calls.clear()
+        fn()
+        return list(calls)
+
+    secret = "vault code 7741"
+    assert model_calls(lambda: episodes.remember(store, "/b", secret)) == [[secret]]
+    # stored in /b: /a's recall still waits for the model, as for a text never stored
+    assert model_calls(lambda: recall.recall(store, secret, "/a")) == [[secret]]
+    assert model_calls(lambda: recall.recall(store, "never stored anywhere", "/a")) == [["never stored anywhere"]]
+    # what /a asked before is cached for /a
+    assert model_calls(lambda: recall.recall(store, secret, "/a")) == []
+    # asked in /b only: not reused in /a, nor in a wider scope
+    assert model_calls(lambda: recall.recall(store, "who asked this", "/b")) == [["who asked this"]]
+    assert model_calls(lambda: recall.recall(store, "who asked this", "/a")) == [["who asked this"]]
+    assert model_calls(lambda: recall.recall(store, "who asked this", ["/a", "/b"])) == [["who asked this"]]
+    # forget's query (its preview is a read) follows the same rule, sharing recall's entries
+    episodes.remember(store, "/b", "alarm code 1234")
+    assert model_calls(lambda: episodes.forget(store, "alarm code 1234", "/a", preview=True)) == [["alarm code 1234"]]
+    assert model_calls(lambda: episodes.forget(store, "alarm code 1234", "/a", preview=True)) == []
+    assert model_calls(lambda: episodes.forget(store, secret, "/a", preview=True)) == []  # /a asked it
+    # a purge forgets every scope's entry of the text, not only the plain one
+    from stash_pipeline.embedding.cache import query_key
+
+    keys = [text_hash(secret), query_key(secret, ["/a"])]
+    assert {r["text_hash"] for r in cache_rows(store.db)} >= set(keys)
+    with store.db.transaction() as tx:
+        store.embedder.forget_texts(tx, [secret])
+    assert not [r for r in cache_rows(store.db) if r["text_hash"].startswith(text_hash(secret))]
+    assert any(r["text_hash"].startswith(text_hash("who asked this")) for r in cache_rows(store.db))

@@ -27,6 +27,7 @@ def edge(settings: Any, store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("STASH_HTTP_MAX_HEADER_BYTES", "8192")
     monkeypatch.setenv("STASH_HTTP_HEADER_TIMEOUT_S", "1")
     monkeypatch.setenv("STASH_HTTP_BODY_TIMEOUT_S", "1")
+    monkeypatch.setenv("STASH_HTTP_MAX_BODY_BYTES", "8000000")
     monkeypatch.setenv("STASH_AUTH_FAILURES_PER_MINUTE", "5")
     monkeypatch.setenv("STASH_LOG_LEVEL", "info")
     with _serve_http(settings, tmp_path) as base:
@@ -138,3 +139,126 @@ def test_proxy_trust_comes_from_the_setting_only(tmp_path: Path) -> None:
     assert default["proxy_headers"] is False  # uvicorn's own default believes 127.0.0.1
     behind = uvicorn_options(load_settings(home=tmp_path, embedder="hash", trusted_proxies="10.0.0.5, 10.1.0.0/16"))
     assert behind["proxy_headers"] is True and behind["forwarded_allow_ips"] == "10.0.0.5,10.1.0.0/16"
+
+
+def _tool_call(name: str, arguments: dict[str, Any], call_id: int = 2) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
+                       "params": {"name": name, "arguments": arguments}}).encode()
+
+
+def _post(token: str, body: bytes, *, extra_headers: str = "") -> bytes:
+    return (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+            f"Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+            f"{extra_headers}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+
+def test_the_head_cap_counts_the_head_only_however_the_bytes_arrive(edge: str, store: Any) -> None:
+    """Issue 37, hole 3: a 94 KB remember_batch sent with its head in one write (as
+    http.client always does) was answered 431 by the 8 KiB head cap: the body's bytes were
+    counted as head bytes. Now the head alone is counted, in one write or split anywhere,
+    even inside the blank line that ends the head; a head over the cap is still 431."""
+    from stash_pipeline.memory import namespaces
+
+    namespaces.create(store, "/p")
+    token = auth.create_token(store, ["/p"], ["read", "write"])["token"]
+    items = [{"content": f"turn {i}: " + "w" * 900} for i in range(100)]
+    body = _tool_call("remember_batch", {"namespace": "/p", "items": items})
+    request = _post(token, body)
+    assert len(body) > 90_000 and request.index(b"\r\n\r\n") < 8192
+    blank = request.index(b"\r\n\r\n")
+    splits = [
+        [request],  # one write
+        [request[: blank + 3], request[blank + 3:]],  # the blank line split: "\r\n\r" | "\n..."
+        [request[: blank + 4 + 10], request[blank + 4 + 10:]],  # head and a little body, then the rest
+    ]
+    for parts in splits:
+        sock = _connect(edge)
+        for part in parts:
+            sock.sendall(part)
+            time.sleep(0.05)
+        answer = _answer(sock)
+        sock.close()
+        assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+        result = json.loads(answer.split(b"\r\n\r\n", 1)[1])["result"]
+        assert not result.get("isError"), result
+    # a head over the cap, sent with a body in the same write, is still refused
+    sock = _connect(edge)
+    sock.sendall(_post(token, body, extra_headers=f"X-Pad: {'p' * 9000}\r\n"))
+    answer = _answer(sock)
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:300]
+    # nor does a blank line first hide a big head sent after it in the same write
+    sock = _connect(edge)
+    try:
+        sock.sendall(b"\r\n\r\nPOST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"p" * 200_000)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    answer = _answer(sock)
+    sock.close()
+    assert answer.startswith((b"HTTP/1.1 431 ", b"HTTP/1.1 400 ")), answer[:300]
+    _healthy(edge)
+
+
+def test_the_body_cap_is_a_setting_that_fits_a_batch_and_answers_in_json(edge: str, store: Any) -> None:
+    """Issue 37, hole 8: a remember_batch within every documented limit (600 x 9 KB) got
+    the SDK's undocumented 4 MiB cap as a plain-text "413 Request body too large". The cap
+    is STASH_HTTP_MAX_BODY_BYTES (8 MB in this fixture), a declared or a streamed body over
+    it gets 413 with Stash's JSON error shape, and the default fits a full batch."""
+    from stash_pipeline.memory import namespaces
+
+    namespaces.create(store, "/p")
+    token = auth.create_token(store, ["/p"], ["read", "write"])["token"]
+    items = [{"content": f"turn {i}: " + "w" * 9_000} for i in range(600)]
+    body = _tool_call("remember_batch", {"namespace": "/p", "items": items})
+    assert 4 * 1_048_576 < len(body) < 8_000_000
+    sock = _connect(edge)
+    sock.settimeout(60)
+    sock.sendall(_post(token, body))
+    answer = _answer(sock)
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+    result = json.loads(answer.split(b"\r\n\r\n", 1)[1])["result"]
+    assert not result.get("isError"), str(result)[:300]
+    with store.db.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM episodes").fetchone()["n"] == 600
+
+    def refused(answer: bytes) -> dict[str, Any]:
+        head, _, payload = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 413 "), answer[:300]
+        assert b"content-type: application/json" in head.lower()
+        return json.loads(payload)
+
+    # declared too large: refused before a byte of the body is read
+    sock = _connect(edge)
+    sock.sendall(_post(token, b"")[: -len(b"Content-Length: 0\r\nConnection: close\r\n\r\n")]
+                 + b"Content-Length: 9000000\r\nConnection: close\r\n\r\n{")
+    error = refused(_answer(sock))
+    sock.close()
+    assert error["error"] == "request_too_large" and "STASH_HTTP_MAX_BODY_BYTES" in error["message"], error
+    # streamed (chunked, no length): refused once it passes the cap
+    sock = _connect(edge)
+    sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+                  "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+                  "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode())
+    chunk = b"x" * 1_000_000
+    try:
+        for _ in range(9):
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    error = refused(_answer(sock))
+    sock.close()
+    assert error["error"] == "request_too_large", error
+    _healthy(edge)
+
+
+def test_the_default_body_cap_fits_a_full_batch_at_the_item_limits(tmp_path: Path) -> None:
+    """The documented limits and the transport's agree: remember_batch's MAX_BATCH items at
+    the default content and metadata limits, as plain JSON, fit the default body cap."""
+    from stash_pipeline.memory.episodes import MAX_BATCH
+
+    settings = load_settings(home=tmp_path, embedder="hash")
+    item = {"content": "c" * settings.max_content_bytes, "metadata": {"m": "m" * (settings.max_metadata_bytes - 8)}}
+    assert len(json.dumps(item["metadata"], separators=(",", ":"))) <= settings.max_metadata_bytes
+    batch = _tool_call("remember_batch", {"namespace": "/p", "items": [item] * MAX_BATCH})
+    assert len(batch) <= settings.http_max_body_bytes

@@ -147,6 +147,59 @@ def test_stdio_server_exits_cleanly_on_signal(settings: Any, tmp_path: Path, sig
             process.wait()
 
 
+def _read_line(stream: Any, timeout: float = 15) -> dict[str, Any]:
+    """The next JSON line on ``stream``, or fail after ``timeout`` seconds of silence."""
+    import select
+
+    ready, _, _ = select.select([stream], [], [], timeout)
+    assert ready, f"no answer within {timeout:g} s"
+    line = stream.readline()
+    assert line, "the server closed stdout"
+    return json.loads(line)
+
+
+def test_stdio_answers_a_request_it_cannot_decode_with_a_parse_error(settings: Any, tmp_path: Path) -> None:
+    """Issue 37, hole 9: over stdio a request holding a lone surrogate got no answer (the
+    client waited forever; over HTTP the same input gets -32700). Now a line the transport
+    cannot decode gets a JSON-RPC error with id null, and the server goes on serving."""
+    process = subprocess.Popen(
+        [_stash(), "serve", "mcp", "--transport", "stdio"],
+        env={**os.environ, **_env(settings, tmp_path)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+        process.stdin.flush()
+        assert _read_line(process.stdout)["id"] == 1
+        lines = [
+            # a lone surrogate, escaped: JSON text, but no string Python's JSON reader accepts
+            b'{"jsonrpc":"2.0","id":7,"method":"tools/call",'
+            b'"params":{"name":"recall","arguments":{"query":"\\ud800"}}}',
+            b"not json at all",
+            b'{"jsonrpc":"2.0","id":8,"method":',  # cut off
+        ]
+        for line in lines:
+            process.stdin.write(line + b"\n")
+            process.stdin.flush()
+            answer = _read_line(process.stdout)
+            assert answer["jsonrpc"] == "2.0" and answer["id"] is None, answer
+            assert answer["error"]["code"] == -32700, answer
+        process.stdin.write(b'{"jsonrpc":"2.0","id":9,"method":"ping"}\n')  # still serving
+        process.stdin.flush()
+        assert _read_line(process.stdout) == {"jsonrpc": "2.0", "id": 9, "result": {}}
+        process.stdin.close()
+        assert process.wait(timeout=15) == 0
+        assert b"Traceback" not in process.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 # --- HTTP ----------------------------------------------------------------------------------
 
 

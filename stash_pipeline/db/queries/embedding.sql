@@ -16,8 +16,16 @@ ON CONFLICT DO NOTHING
 SET LOCAL synchronous_commit TO off
 
 -- embedding_cache_forget --
--- Erase the cache entries of some texts for every model and endpoint (purge).
-DELETE FROM embedding_cache WHERE text_hash = ANY(%(hashes)s)
+-- Erase the cache entries of some texts for every model and endpoint (purge), and
+-- recall's scoped entries of them (embedding/cache.py query_key: the text's hash followed
+-- by more hex digits, so every key from h up to h || 'g' starts with h): a range of the
+-- primary key per text ("OFFSET 0" keeps the range a lookup per text: flattened into a
+-- join, the planner read the whole table for it).
+DELETE FROM embedding_cache c
+USING unnest(%(hashes)s::text[]) AS h(hash)
+CROSS JOIN LATERAL (SELECT e.ctid AS row FROM embedding_cache e
+                    WHERE e.text_hash >= h.hash AND e.text_hash < h.hash || 'g' OFFSET 0) x
+WHERE c.ctid = x.row
 
 -- embedding_lock_init --
 -- Record a lock value unless one is already stored (the first writer wins).
