@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: up test test-slow install lint bench clean smoke-compose
+.PHONY: up test test-slow test-server install lint bench clean smoke-compose
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,13 @@ test: $(STAMP)
 # also the tests marked slow: the reliability suites' full trial counts and `dagster dev`
 test-slow: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q --run-slow
+
+# the integration, MCP and reliability tests against a PostgreSQL server, not the embedded
+# one: a throwaway docker container of $$STASH_TEST_PG_IMAGE (default pgvector/pgvector:pg17)
+# on a free loopback port, removed afterwards; or the server at $$STASH_TEST_DATABASE_URL
+# (a superuser DSN) when set. See tests/server.sh and docs/deploy.md.
+test-server: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" PYTHON=$(BIN)/python tests/server.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check stash_pipeline stash_serve tests bench

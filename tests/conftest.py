@@ -22,6 +22,8 @@ import pytest
 
 # Settings come from the environment; keep the developer's STASH_* out of the tests.
 _ADMIN_DSN = os.environ.get("STASH_TEST_DATABASE_URL") or os.environ.get("STASH_DATABASE_URL")
+#: the container of that server when tests/server.sh started one (the restart tests restart it)
+_PG_CONTAINER = os.environ.get("STASH_TEST_PG_CONTAINER")
 for _key in [k for k in os.environ if k.startswith("STASH_")]:
     del os.environ[_key]
 os.environ["STASH_ENV_FILE"] = "/nonexistent/.env"

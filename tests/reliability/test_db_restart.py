@@ -2,7 +2,12 @@
 
 The session's test server is shared by every test, so this module starts its OWN
 embedded PostgreSQL (``EmbeddedServer``, temp STASH_HOME, free port), migrates it and
-restarts it with ``pg_ctl`` (``stop()`` = fast shutdown, then ``start()``) while
+restarts it with ``pg_ctl`` (``stop()`` = fast shutdown, then ``start()``). In the server
+suite (``tests/server.sh``, which names its container in ``STASH_TEST_PG_CONTAINER``) it
+restarts that container instead (``docker stop``: the image's stop signal, SIGINT, is a
+fast shutdown; then ``docker start``), between the other tests, which hold nothing open on
+it; against a server only given by ``STASH_TEST_DATABASE_URL`` it keeps its own embedded
+one (another's server is not this suite's to restart). The restart lands while
 
 (a) a consolidation run is in flight (model calls slowed so the restart lands inside
     the run): the run fails with ``DatabaseUnavailable``; re-running until caught up
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import tempfile
 import threading
 import time
@@ -40,7 +46,7 @@ from stash_pipeline.db.migrate import migrate
 from stash_pipeline.memory import namespaces as ns_ops
 from stash_pipeline.stages import STAGE_NAMES
 from stash_pipeline.store import Store
-from tests.conftest import _with_db, free_port
+from tests.conftest import _ADMIN_DSN, _PG_CONTAINER, _with_db, free_port
 from tests.mcp.test_transports import _serve_http, _session
 from tests.reliability.conftest import (
     FIGURES,
@@ -64,9 +70,48 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+class ContainerServer:
+    """The server suite's PostgreSQL container, with ``EmbeddedServer``'s stop/start/url."""
+
+    def __init__(self, container: str, admin_dsn: str) -> None:
+        self.container, self.admin_dsn = container, admin_dsn
+
+    def url(self, database: str) -> str:
+        return _with_db(self.admin_dsn, database)
+
+    def _accepting(self) -> bool:
+        try:
+            with psycopg.connect(self.url("postgres"), connect_timeout=2):
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    def stop(self) -> bool:
+        """Fast shutdown (the container's stop signal); False when it was not running."""
+        state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", self.container],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        subprocess.run(["docker", "stop", "--time", "60", self.container], capture_output=True, check=True)
+        return state == "true"
+
+    def start(self, timeout: float = 60.0) -> Any:
+        subprocess.run(["docker", "start", self.container], capture_output=True, check=True)
+        deadline = time.monotonic() + timeout
+        while not self._accepting():
+            assert time.monotonic() < deadline, f"{self.container} did not accept connections in {timeout} s"
+            time.sleep(0.1)
+        return type("Status", (), {"running": True})()
+
+
+Restartable = EmbeddedServer | ContainerServer
+
+
 @pytest.fixture(scope="module")
-def own_pg() -> Iterator[EmbeddedServer]:
-    """A private embedded PostgreSQL this module may stop and start."""
+def own_pg() -> Iterator[Restartable]:
+    """A PostgreSQL this module may stop and start: the server suite's container, or a
+    private embedded one."""
+    if _PG_CONTAINER and _ADMIN_DSN:
+        yield ContainerServer(_PG_CONTAINER, _ADMIN_DSN)
+        return
     home = Path(tempfile.mkdtemp(prefix="stash-restart-"))
     pg = EmbeddedServer(load_settings(home=home, db_port=free_port(), embedder="hash"))
     pg.start()
@@ -77,7 +122,7 @@ def own_pg() -> Iterator[EmbeddedServer]:
 
 
 @pytest.fixture
-def own_dsn(own_pg: EmbeddedServer) -> Iterator[str]:
+def own_dsn(own_pg: Restartable) -> Iterator[str]:
     """A fresh migrated database on the private server."""
     own_pg.start()  # a previous test may have left it stopped on failure
     name = f"stash_r_{random.randrange(16**8):08x}"
@@ -92,7 +137,7 @@ def own_dsn(own_pg: EmbeddedServer) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _restart(pg: EmbeddedServer, down_s: float) -> None:
+def _restart(pg: Restartable, down_s: float) -> None:
     assert pg.stop() is True
     time.sleep(down_s)
     assert pg.start().running
@@ -100,7 +145,7 @@ def _restart(pg: EmbeddedServer, down_s: float) -> None:
 
 @pytest.mark.parametrize("trial", trials(1, 3))
 def test_restart_during_consolidation_run(
-    own_pg: EmbeddedServer, own_dsn: str, tmp_path: Path, trial: int
+    own_pg: Restartable, own_dsn: str, tmp_path: Path, trial: int
 ) -> None:
     reset_mode_cache()
     model = SlowModel(timeout_s=1.5)
@@ -167,7 +212,7 @@ class _Settings:
 
 @pytest.mark.parametrize("trial", trials(1, 3))
 async def test_restart_during_mcp_http_writes(
-    own_pg: EmbeddedServer, own_dsn: str, tmp_path: Path, trial: int
+    own_pg: Restartable, own_dsn: str, tmp_path: Path, trial: int
 ) -> None:
     store = Store.open(
         load_settings(database_url=own_dsn, home=tmp_path / "home", embedder="hash"),
@@ -257,7 +302,7 @@ async def test_restart_during_mcp_http_writes(
     fig["mcp batches all-or-nothing"] += len(attempted_batches)
 
 
-def test_first_calls_after_a_restart_succeed(own_pg: EmbeddedServer, own_dsn: str, tmp_path: Path) -> None:
+def test_first_calls_after_a_restart_succeed(own_pg: Restartable, own_dsn: str, tmp_path: Path) -> None:
     """The first calls after the database came back must succeed (no per-connection failures)."""
     store = Store.open(
         load_settings(database_url=own_dsn, home=tmp_path / "home", embedder="hash"),
