@@ -16,10 +16,8 @@
   recall's scoped entries of it too.
 * Recall's query vectors are cached under ``query_key(text, paths)``: the text's hash
   followed by a hash of the namespaces asked, so a recall reuses only a vector the same
-  scope asked for before. With the plain text hash, any tenant's recall of a text that
-  another tenant had stored or asked skipped the model and answered in half the time:
-  one call per guess told whether anyone held "vault code 7741" (issue 37). A query's
-  first recall in a scope now always waits for the model, stored anywhere or not.
+  scope asked for before, and its answer time never tells whether another tenant stored
+  or asked that text. A query's first recall in a scope waits for the model.
 """
 
 from __future__ import annotations
