@@ -103,7 +103,7 @@ def before(store: Any, query: str, namespace: str, *, limit: int = 10, context: 
 def after(store: Any, query: str, namespace: str, *, limit: int = 10, context: int = 1,
           config: Any = None) -> tuple[dict[str, float], Any]:
     """The current path's steps (ms each) and its answer, as ``recall.recall_results`` runs them."""
-    from stash_pipeline.embedding.cache import text_hash
+    from stash_pipeline.embedding.cache import query_key
     from stash_pipeline.memory import recall, recall_grouping
     from stash_pipeline.memory.recall_config import DEFAULT
 
@@ -113,7 +113,7 @@ def after(store: Any, query: str, namespace: str, *, limit: int = 10, context: i
     params = recall.recall_parameters(query, [namespace], None, limit=limit, as_of=None, known_at=None,
                                       include_history=False, use_vector=True, use_text=True, context=context,
                                       config=config) | {
-        "text_hash": text_hash(query), "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
+        "text_hash": query_key(query, [namespace]), "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
     ms["one round trip"], (needs_vector, rows) = common.timed(lambda: recall.round_trip(store, params, config))
     assert not needs_vector, "the bench's queries are in the embedding cache"
     ms["grouping"], ranked = common.timed(lambda: recall_grouping.group(
