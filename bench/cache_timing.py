@@ -1,6 +1,6 @@
 """Timing probe: does a tenant's recall answer faster for a text another tenant stored?
 
-Issue 37, hole 2. The embedding cache is shared by every namespace: before the fix, a
+With one embedding cache shared by every namespace (before recall keyed it by scope), a
 recall in ``/a`` of a text stored in ``/b`` found the text's vector cached (no model
 call) and answered in about half the time of a text never stored, one call per guess.
 

@@ -173,7 +173,7 @@ def test_endpoint_change_is_recorded_not_refused(store: Store) -> None:
 
 
 def test_a_query_reuses_no_vector_another_scope_stored_or_asked(store: Store) -> None:
-    """Issue 37, hole 2: the cache was shared by every namespace, so an /a recall of a text
+    """With one cache shared by every namespace, an /a recall of a text
     stored (or asked) in /b skipped the model and answered in half the time: one call per
     guess told whether anyone held the text. A query's vector is now reused only where the
     same scope asked it before (bench/cache_timing.py measures the times)."""

@@ -153,7 +153,7 @@ def _post(token: str, body: bytes, *, extra_headers: str = "") -> bytes:
 
 
 def test_the_head_cap_counts_the_head_only_however_the_bytes_arrive(edge: str, store: Any) -> None:
-    """Issue 37, hole 3: a 94 KB remember_batch sent with its head in one write (as
+    """A 94 KB remember_batch sent with its head in one write (as
     http.client always does) was answered 431 by the 8 KiB head cap: the body's bytes were
     counted as head bytes. Now the head alone is counted, in one write or split anywhere,
     even inside the blank line that ends the head; a head over the cap is still 431."""
@@ -200,7 +200,7 @@ def test_the_head_cap_counts_the_head_only_however_the_bytes_arrive(edge: str, s
 
 
 def test_the_body_cap_is_a_setting_that_fits_a_batch_and_answers_in_json(edge: str, store: Any) -> None:
-    """Issue 37, hole 8: a remember_batch within every documented limit (600 x 9 KB) got
+    """A remember_batch within every documented limit (600 x 9 KB) got
     the SDK's undocumented 4 MiB cap as a plain-text "413 Request body too large". The cap
     is STASH_HTTP_MAX_BODY_BYTES (8 MB in this fixture), a declared or a streamed body over
     it gets 413 with Stash's JSON error shape, and the default fits a full batch."""

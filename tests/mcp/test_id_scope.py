@@ -4,7 +4,7 @@ A token for ``/a/b`` (the child) must learn nothing about ``/a`` (its parent) th
 parent's records alone hold: not through an entity's lists, a goal or failure attached
 by id, a fact's lineage, the report of a cascade, nor recall's scores and context. The
 records are written by an admin token for ``/``; each test then calls as the child (or,
-for a link written in ``/``, as a token for ``/a``). Issue 37, holes 1 and 4 to 7.
+for a link written in ``/``, as a token for ``/a``).
 """
 
 from __future__ import annotations

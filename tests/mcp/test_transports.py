@@ -119,9 +119,9 @@ async def test_stdio_session_protocol_end_to_end(settings: Any, tmp_path: Path) 
             assert bad["error"] == "empty_content"
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_stdio_server_exits_cleanly_on_signal(settings: Any, tmp_path: Path, signum: int) -> None:
-    process = subprocess.Popen(
+def _stdio_server(settings: Any, tmp_path: Path) -> subprocess.Popen[bytes]:
+    """`stash serve mcp --transport stdio`, its three streams piped."""
+    return subprocess.Popen(
         [_stash(), "serve", "mcp", "--transport", "stdio"],
         env={**os.environ, **_env(settings, tmp_path)},
         stdin=subprocess.PIPE,
@@ -129,6 +129,11 @@ def test_stdio_server_exits_cleanly_on_signal(settings: Any, tmp_path: Path, sig
         stderr=subprocess.PIPE,
         cwd=str(Path(__file__).resolve().parents[2]),
     )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_stdio_server_exits_cleanly_on_signal(settings: Any, tmp_path: Path, signum: int) -> None:
+    process = _stdio_server(settings, tmp_path)
     try:
         # one request/answer round trip proves the server is up and serving before the signal
         assert process.stdin is not None and process.stdout is not None
@@ -159,17 +164,9 @@ def _read_line(stream: Any, timeout: float = 15) -> dict[str, Any]:
 
 
 def test_stdio_answers_a_request_it_cannot_decode_with_a_parse_error(settings: Any, tmp_path: Path) -> None:
-    """Issue 37, hole 9: over stdio a request holding a lone surrogate got no answer (the
-    client waited forever; over HTTP the same input gets -32700). Now a line the transport
-    cannot decode gets a JSON-RPC error with id null, and the server goes on serving."""
-    process = subprocess.Popen(
-        [_stash(), "serve", "mcp", "--transport", "stdio"],
-        env={**os.environ, **_env(settings, tmp_path)},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=str(Path(__file__).resolve().parents[2]),
-    )
+    """A line the stdio transport cannot decode (a lone surrogate, no JSON, a cut-off line)
+    gets a JSON-RPC error with id null, as over HTTP, and the server goes on serving."""
+    process = _stdio_server(settings, tmp_path)
     try:
         assert process.stdin is not None and process.stdout is not None
         process.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
