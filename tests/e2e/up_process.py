@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -10,38 +9,28 @@ from pathlib import Path
 import psutil
 import pytest
 
+from stash_serve.up import wait_for_port, wait_for_ready
+
+
+def _waited(found: bool, what: str, timeout: float, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Fail with the log's tail unless ``found``: `stash up` died first, or ``what`` timed out."""
+    if found:
+        return
+    if proc.poll() is not None:
+        pytest.fail(f"stash up exited early ({proc.returncode}):\n{log.read_text()[-3000:]}")
+    pytest.fail(f"{what} after {timeout}s:\n{log.read_text()[-3000:]}")
+
 
 def wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes], log: Path) -> None:
-    """Wait until 127.0.0.1:port accepts connections; fail with the log's tail if `stash up` dies first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"stash up exited early ({proc.returncode}):\n{log.read_text()[-3000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.5)
-    pytest.fail(f"port {port} not open after {timeout}s:\n{log.read_text()[-3000:]}")
+    """Wait until 127.0.0.1:port accepts connections (``stash up``'s own wait)."""
+    found = wait_for_port("127.0.0.1", port, timeout, lambda: proc.poll() is None)
+    _waited(found, f"port {port} not open", timeout, proc, log)
 
 
 def wait_ready(port: int, timeout: float, proc: subprocess.Popen[bytes], log: Path) -> None:
     """Wait until the MCP server on 127.0.0.1:port answers /readyz 200 (it can serve a recall)."""
-    import urllib.error
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"stash up exited early ({proc.returncode}):\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (OSError, urllib.error.URLError):
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"/readyz on port {port} not ready after {timeout}s:\n{log.read_text()[-3000:]}")
+    found = wait_for_ready(f"http://127.0.0.1:{port}/readyz", timeout, lambda: proc.poll() is None)
+    _waited(found, f"/readyz on port {port} not ready", timeout, proc, log)
 
 
 def process_tree(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
