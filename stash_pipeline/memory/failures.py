@@ -17,7 +17,7 @@ from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import get as get_namespace
 from stash_pipeline.memory.paging import Page
-from stash_pipeline.memory.scope import found_in_scope, in_scope, on_one_line, scope_ids
+from stash_pipeline.memory.scope import found_in_scope, in_scope, on_one_line, scope_ids, visible
 from stash_pipeline.models import Failure
 from stash_pipeline.store import Store
 
@@ -40,12 +40,13 @@ def create(
     goal = None if goal_id is None else validate.record_id(goal_id, "goal_id")
     with store.db.transaction() as tx:
         target = get_namespace(tx, namespace)
+        scope = scope_ids(tx, namespaces)
         if goal is not None:
-            row = tx.one("goal_get", id=goal)
+            row = tx.one("goal_get", id=goal, **visible(scope))
             if (
                 row is None
                 or row["deleted_at"] is not None
-                or not in_scope(scope_ids(tx, namespaces), row["namespace_id"])
+                or not in_scope(scope, row["namespace_id"])
                 or not on_one_line(row["namespace"], target["slug"])
             ):
                 raise errors.RecordNotFound(
@@ -55,7 +56,7 @@ def create(
             "failure_insert", namespace_id=target["id"], goal_id=goal, content=content, reason=reason, lesson=lesson
         )
         assert row is not None
-        created = tx.one("failure_get", id=row["id"])
+        created = tx.one("failure_get", id=row["id"], **visible(scope))
     return Failure.from_row(created)
 
 
@@ -66,11 +67,13 @@ def list_(
     goal_id: Any = None,
     limit: Any = None,
     offset: Any = None,
+    refs_within: Any = None,
 ) -> list[Failure]:
-    """Non-deleted failures in the namespace trees, newest first; optionally of one goal."""
+    """Non-deleted failures in the namespace trees, newest first; optionally of one goal.
+    A goal outside ``refs_within`` (the caller's trees; None: anywhere) is not shown."""
     page = Page.of(limit, offset)
     goal = None if goal_id is None else validate.record_id(goal_id, "goal_id")
-    return page.in_trees(store, "failure_list", Failure, namespaces, goal_id=goal)
+    return page.in_trees(store, "failure_list", Failure, namespaces, refs_within=refs_within, goal_id=goal)
 
 
 def show(store: Store, failure_id: Any, namespaces: Any = None) -> Failure:
@@ -91,4 +94,4 @@ def delete(store: Store, failure_id: Any, namespaces: Any = None) -> dict[str, A
 
 
 def _load(tx: Session, failure_id: int, scope: set[int] | None) -> dict[str, Any]:
-    return found_in_scope(tx.one("failure_get", id=failure_id), scope, f"failure {failure_id}")
+    return found_in_scope(tx.one("failure_get", id=failure_id, **visible(scope)), scope, f"failure {failure_id}")

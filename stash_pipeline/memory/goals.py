@@ -32,7 +32,14 @@ from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import lineage, validate
 from stash_pipeline.memory.namespaces import get as get_namespace
 from stash_pipeline.memory.paging import Page
-from stash_pipeline.memory.scope import found_in_scope, in_scope, is_ancestor_or_self, on_one_line, scope_ids
+from stash_pipeline.memory.scope import (
+    found_in_scope,
+    in_scope,
+    is_ancestor_or_self,
+    on_one_line,
+    scope_ids,
+    visible,
+)
 from stash_pipeline.models import Goal, GoalNote
 from stash_pipeline.store import Store
 
@@ -54,10 +61,12 @@ def list_(
     top_level_only: bool = False,
     limit: Any = None,
     offset: Any = None,
+    refs_within: Any = None,
 ) -> list[Goal]:
     """Non-deleted goals in the namespace trees, highest priority first, then oldest.
 
-    Default: every goal of any status (sub-goals included).
+    Default: every goal of any status (sub-goals included). A parent outside
+    ``refs_within`` (the caller's trees; None: anywhere) is not shown.
     """
     page = Page.of(limit, offset)
     if status is not None:
@@ -66,7 +75,14 @@ def list_(
     if parent is not None and top_level_only:
         raise errors.InvalidInput("parent_id and top_level_only exclude each other")
     return page.in_trees(
-        store, "goal_list", Goal, namespaces, status=status, parent_id=parent, top_level_only=bool(top_level_only)
+        store,
+        "goal_list",
+        Goal,
+        namespaces,
+        refs_within=refs_within,
+        status=status,
+        parent_id=parent,
+        top_level_only=bool(top_level_only),
     )
 
 
@@ -101,13 +117,14 @@ def create(
     parent = None if parent_id is None else validate.record_id(parent_id, "parent_id")
     with store.db.transaction() as tx:
         target = get_namespace(tx, namespace)
+        scope = scope_ids(tx, namespaces)
         if parent is not None:
             tx.one("goal_lock", id=parent)  # a concurrent delete/complete of the parent waits for us
-            prow = tx.one("goal_get", id=parent)
+            prow = tx.one("goal_get", id=parent, **visible(scope))
             if (
                 prow is None
                 or prow["deleted_at"] is not None
-                or not in_scope(scope_ids(tx, namespaces), prow["namespace_id"])
+                or not in_scope(scope, prow["namespace_id"])
                 or not on_one_line(prow["namespace"], target["slug"])
             ):
                 raise errors.RecordNotFound(
@@ -124,7 +141,7 @@ def create(
                 )
         row = tx.one("goal_insert", namespace_id=target["id"], parent_id=parent, content=content, priority=priority)
         assert row is not None
-        created = tx.one("goal_get", id=row["id"])
+        created = tx.one("goal_get", id=row["id"], **visible(scope))
     return Goal.from_row(created)
 
 
@@ -145,12 +162,13 @@ def update(
     if content is None and priority is None and note is None:
         raise errors.InvalidInput("nothing to update: give content, priority or note")
     with store.db.transaction() as tx:
-        row = load(tx, goal_id, scope_ids(tx, namespaces), lock=True)
+        scope = scope_ids(tx, namespaces)
+        row = load(tx, goal_id, scope, lock=True)
         if content is not None or priority is not None:
             tx.execute("goal_update", id=goal_id, content=content, priority=priority)
         if note is not None:
             add_note(tx, goal_id=goal_id, namespace_id=row["namespace_id"], author="caller", kind="note", content=note)
-        return _full(tx, tx.one("goal_get", id=goal_id))
+        return _full(tx, tx.one("goal_get", id=goal_id, **visible(scope)))
 
 
 def complete(store: Store, goal_id: Any, *, note: str | None = None, namespaces: Any = None) -> dict[str, Any]:
@@ -185,7 +203,7 @@ def load(tx: Session, goal_id: int, scope: set[int] | None = None, *, lock: bool
     """A live goal row in scope, optionally locked; RecordNotFound otherwise."""
     if lock:
         tx.one("goal_lock", id=goal_id)
-    return found_in_scope(tx.one("goal_get", id=goal_id), scope, f"goal {goal_id}")
+    return found_in_scope(tx.one("goal_get", id=goal_id, **visible(scope)), scope, f"goal {goal_id}")
 
 
 def add_note(
@@ -266,7 +284,7 @@ def _finish(store: Store, goal_id: Any, to: str, note: str | None, namespaces: A
         if note is not None:
             add_note(tx, goal_id=goal_id, namespace_id=row["namespace_id"], author="caller", kind=to, content=note)
         auto = auto_complete_ancestors(tx, row["parent_id"], scope)
-        goal = _full(tx, tx.one("goal_get", id=goal_id))
+        goal = _full(tx, tx.one("goal_get", id=goal_id, **visible(scope)))
     return {"goal": goal, "auto_completed": auto}
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from stash_pipeline.memory import validate
-from stash_pipeline.memory.scope import read_ids
+from stash_pipeline.memory.scope import read_ids, scope_ids, visible
 from stash_pipeline.models import Record
 from stash_pipeline.store import Store
 
@@ -34,11 +34,25 @@ class Page:
         return cls(valid_limit, valid_offset)
 
     def in_trees(
-        self, store: Store, query_name: str, model: type[RecordType], namespaces: Any, **filters: Any
+        self,
+        store: Store,
+        query_name: str,
+        model: type[RecordType],
+        namespaces: Any,
+        *,
+        refs_within: Any = None,
+        **filters: Any,
     ) -> list[RecordType]:
-        """One page of ``query_name`` over the namespace trees, as ``model`` records."""
+        """One page of ``query_name`` over the namespace trees, as ``model`` records;
+        ``refs_within`` (the caller's trees, None: anywhere) bounds the ids a row may show
+        of other records, for queries that take ``scope.visible`` parameters."""
         with store.db.transaction() as tx:
             rows = tx.all(
-                query_name, ns_ids=read_ids(tx, namespaces), limit=self.limit, offset=self.offset, **filters
+                query_name,
+                ns_ids=read_ids(tx, namespaces),
+                limit=self.limit,
+                offset=self.offset,
+                **visible(scope_ids(tx, refs_within)),
+                **filters,
             )
         return [model.from_row(row) for row in rows]

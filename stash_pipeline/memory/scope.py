@@ -31,6 +31,12 @@ def scope_ids(tx: Session, namespaces: Any) -> set[int] | None:
     return out
 
 
+def visible(scope: set[int] | None) -> dict[str, Any]:
+    """The ``all_visible`` / ``visible_ids`` parameters of a query that shows a reference
+    (a parent goal, a failure's goal) only when it points inside the caller's scope."""
+    return {"all_visible": scope is None, "visible_ids": sorted(scope or ())}
+
+
 def read_scope(tx: Session, namespaces: Any) -> tuple[bool, list[int]]:
     """(all_namespaces, ids) for a read over trees; unknown paths raise NamespaceNotFound."""
     selected = validate.slugs(namespaces)

@@ -21,7 +21,8 @@ checks too, as the guard of callers that are not surfaces (stages, import).
 ``init`` answers a token without /self, ``create_namespace`` counts a token's creations
 against its hourly allowance, ``consolidate`` starts its work on the caller's runs,
 ``create_goal`` / ``create_failure`` write to one namespace and look their ``parent_id`` /
-``goal_id`` up within the caller's trees) or ``none``.
+``goal_id`` up within the caller's trees, ``list_goals`` / ``list_failures`` show those ids
+only within them) or ``none``.
 """
 
 from __future__ import annotations

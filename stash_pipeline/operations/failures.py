@@ -23,10 +23,14 @@ class ListFailures(Arguments):
     offset: Offset = 0
 
 
-def _list(store: Any, a: ListFailures, namespaces: list[str]) -> list[Failure]:
+def _list(store: Any, a: ListFailures, scope: Scope) -> list[Failure]:
     from stash_pipeline.memory import failures
 
-    return failures.list_(store, namespaces, goal_id=a.goal_id, limit=a.limit, offset=a.offset)
+    # the listed trees, and a goal shown only inside the caller's own trees
+    return failures.list_(
+        store, scope.read(a.namespaces), goal_id=a.goal_id, limit=a.limit, offset=a.offset,
+        refs_within=scope.by_id("read"),
+    )
 
 
 LIST_FAILURES = Operation(
@@ -35,7 +39,7 @@ LIST_FAILURES = Operation(
     arguments=ListFailures,
     call=_list,
     right="read",
-    reach="trees",
+    reach="scope",
     effect="read",
     result=Failure,
     paged=True,

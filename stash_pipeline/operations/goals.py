@@ -28,12 +28,13 @@ class ListGoals(Arguments):
     offset: Offset = 0
 
 
-def _list(store: Any, a: ListGoals, namespaces: list[str]) -> list[Goal]:
+def _list(store: Any, a: ListGoals, scope: Scope) -> list[Goal]:
     from stash_pipeline.memory import goals
 
+    # the listed trees, and a parent shown only inside the caller's own trees
     return goals.list_(
-        store, namespaces, status=a.status, parent_id=a.parent_id, top_level_only=a.top_level_only,
-        limit=a.limit, offset=a.offset,
+        store, scope.read(a.namespaces), status=a.status, parent_id=a.parent_id, top_level_only=a.top_level_only,
+        limit=a.limit, offset=a.offset, refs_within=scope.by_id("read"),
     )
 
 
@@ -43,7 +44,7 @@ LIST_GOALS = Operation(
     arguments=ListGoals,
     call=_list,
     right="read",
-    reach="trees",
+    reach="scope",
     effect="read",
     result=Goal,
     paged=True,

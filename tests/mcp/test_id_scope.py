@@ -50,7 +50,7 @@ async def _fact(client: Any, namespace: str, content: str, **more: Any) -> int:
 
 
 async def test_get_entity_lists_no_causal_link_outside_the_trees(store: Any) -> None:
-    """Hole 1: an entity's causal links are those inside the caller's trees."""
+    """An entity's causal links are those inside the caller's trees."""
     admin, parent, child = _tokens(store)
     async with served(store) as app:
         async with session(app, admin) as client:
@@ -78,7 +78,7 @@ async def test_get_entity_lists_no_causal_link_outside_the_trees(store: Any) -> 
 
 
 async def test_a_goal_outside_the_trees_is_no_parent_and_no_goal_of_a_failure(store: Any) -> None:
-    """Hole 4: an /a goal is record_not_found to the /a/b token whatever the call."""
+    """An /a goal is record_not_found to the /a/b token whatever the call."""
     admin, _, child = _tokens(store)
     async with served(store) as app:
         async with session(app, admin) as client:
@@ -107,8 +107,40 @@ async def test_a_goal_outside_the_trees_is_no_parent_and_no_goal_of_a_failure(st
             assert finished["auto_completed"] == [active], finished
 
 
+async def test_a_record_in_the_trees_shows_no_goal_id_above_them(store: Any) -> None:
+    """An /a/b goal or failure attached by the admin to an /a goal shows the /a/b token no
+    parent_id / goal_id, in show and list alike, and cannot be filtered by that id; the
+    /a token, whose trees hold the /a goal, still sees it."""
+    admin, parent, child = _tokens(store)
+    async with served(store) as app:
+        async with session(app, admin) as client:
+            above = (await _ok(client, "create_goal", {"namespace": "/a", "content": "Parent plan"}))["id"]
+            below = await _ok(client, "create_goal", {"namespace": "/a/b", "content": "Child step",
+                                                      "parent_id": above})
+            failure = await _ok(client, "create_failure", {"namespace": "/a/b", "content": "It broke",
+                                                           "reason": "no canary", "lesson": "canary first",
+                                                           "goal_id": above})
+            assert below["parent_id"] == above and failure["goal_id"] == above
+        async with session(app, child) as client:
+            shown = await _ok(client, "show_goal", {"id": below["id"]})
+            listed = (await _ok(client, "list_goals", {}))["items"]
+            assert shown["parent_id"] is None and [g["parent_id"] for g in listed] == [None], (shown, listed)
+            shown = await _ok(client, "show_failure", {"id": failure["id"]})
+            listed = (await _ok(client, "list_failures", {}))["items"]
+            assert shown["goal_id"] is None and [f["goal_id"] for f in listed] == [None], (shown, listed)
+            assert (await _ok(client, "list_goals", {"parent_id": above}))["items"] == []
+            assert (await _ok(client, "list_failures", {"goal_id": above}))["items"] == []
+            assert (await _ok(client, "update_goal", {"id": below["id"], "priority": 3}))["parent_id"] is None
+        async with session(app, parent) as client:
+            assert (await _ok(client, "show_goal", {"id": below["id"]}))["parent_id"] == above
+            listed = (await _ok(client, "list_goals", {"namespaces": ["/a/b"]}))["items"]
+            assert [g["parent_id"] for g in listed] == [above]
+            listed = (await _ok(client, "list_failures", {"goal_id": above}))["items"]
+            assert [f["goal_id"] for f in listed] == [above]
+
+
 async def test_recall_known_at_gives_no_context_turn_stored_after_it(store: Any) -> None:
-    """Hole 5: a turn stored after known_at (or occurring after as_of) is no context either."""
+    """A turn stored after known_at (or occurring after as_of) is no context either."""
     admin, _, _ = _tokens(store)
     session_meta = {"session": "s-1"}
     async with served(store) as app, session(app, admin) as client:
@@ -134,7 +166,7 @@ async def test_recall_known_at_gives_no_context_turn_stored_after_it(store: Any)
 
 
 async def test_lineage_and_cascades_hand_out_no_id_outside_the_trees(store: Any) -> None:
-    """Hole 6: get_fact's lineage, withdraw_fact's and purge_episode's cascade reports name
+    """Get_fact's lineage, withdraw_fact's and purge_episode's cascade reports name
     only records in the caller's trees; the cascade itself still runs across the boundary."""
     admin, _, child = _tokens(store)
     async with served(store) as app:
@@ -166,7 +198,7 @@ async def test_lineage_and_cascades_hand_out_no_id_outside_the_trees(store: Any)
 
 
 async def test_a_parent_withdrawal_does_not_demote_a_child_episode_in_its_recall(store: Any) -> None:
-    """Hole 7: stale demotion counts only the facts the recall can see."""
+    """Stale demotion counts only the facts the recall can see."""
     admin, _, child = _tokens(store)
     query = {"query": "when do deploys happen", "namespaces": "/a/b"}
     async with served(store) as app:

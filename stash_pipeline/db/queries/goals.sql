@@ -7,9 +7,16 @@ VALUES (%(namespace_id)s, %(parent_id)s, %(content)s, %(priority)s)
 RETURNING id
 
 -- goal_get --
--- One goal (deleted ones included; the caller decides) with its namespace slug.
-SELECT g.*, n.slug AS namespace
+-- One goal (deleted ones included; the caller decides) with its namespace slug. Its
+-- parent_id is shown only when the parent lies in the caller's namespaces (visible_ids;
+-- all when all_visible): a sub-namespace never learns the id of a parent goal above it.
+SELECT g.id, g.namespace_id, n.slug AS namespace,
+       CASE WHEN %(all_visible)s OR p.namespace_id = ANY(%(visible_ids)s::bigint[])
+            THEN g.parent_id END AS parent_id,
+       g.content, g.status, g.priority, g.completed_at, g.abandoned_at,
+       g.created_at, g.updated_at, g.deleted_at
 FROM goals g JOIN namespaces n ON n.id = g.namespace_id
+LEFT JOIN goals p ON p.id = g.parent_id
 WHERE g.id = %(id)s
 
 -- goal_lock --
@@ -17,13 +24,21 @@ WHERE g.id = %(id)s
 SELECT id FROM goals WHERE id = %(id)s FOR UPDATE
 
 -- goal_list --
--- Non-deleted goals in the given namespaces: highest priority first, then oldest.
-SELECT g.*, n.slug AS namespace
+-- Non-deleted goals in the given namespaces: highest priority first, then oldest. As in
+-- goal_get, a parent outside the caller's namespaces is neither shown nor filtered by.
+SELECT g.id, g.namespace_id, n.slug AS namespace,
+       CASE WHEN %(all_visible)s OR p.namespace_id = ANY(%(visible_ids)s::bigint[])
+            THEN g.parent_id END AS parent_id,
+       g.content, g.status, g.priority, g.completed_at, g.abandoned_at,
+       g.created_at, g.updated_at, g.deleted_at
 FROM goals g JOIN namespaces n ON n.id = g.namespace_id
+LEFT JOIN goals p ON p.id = g.parent_id
 WHERE g.namespace_id = ANY(%(ns_ids)s)
   AND g.deleted_at IS NULL
   AND (%(status)s::text IS NULL OR g.status = %(status)s::text)
-  AND (%(parent_id)s::bigint IS NULL OR g.parent_id = %(parent_id)s::bigint)
+  AND (%(parent_id)s::bigint IS NULL
+       OR g.parent_id = %(parent_id)s::bigint
+          AND (%(all_visible)s OR p.namespace_id = ANY(%(visible_ids)s::bigint[])))
   AND (NOT %(top_level_only)s OR g.parent_id IS NULL)
 ORDER BY g.priority DESC, g.created_at, g.id
 LIMIT %(limit)s OFFSET %(offset)s
