@@ -1,20 +1,17 @@
-"""Timing probe: does a tenant's recall answer faster for a text another tenant stored?
+"""Timing probe: does a tenant's call answer faster for a text another tenant stored?
 
-With one embedding cache shared by every namespace (before recall keyed it by scope), a
-recall in ``/a`` of a text stored in ``/b`` found the text's vector cached (no model
-call) and answered in about half the time of a text never stored, one call per guess.
+The embedding cache keys every vector a tool call waits for by the call's namespaces, so
+it should not. The probe stores ``--guesses`` distinct texts in ``/b`` (remembered with
+their vectors, so the cache holds them), then, from ``/a``, recalls each stored text
+once and, in the same loop iteration, a never-stored text of the same shape; the order
+of the pair is alternated so drift and warm-up hit both sides alike. Each guess is asked
+once (as an attacker would). Reported: the median, quartiles and the median of the
+pairwise differences, in milliseconds. A third column, "asked again in /a", recalls
+texts ``/a`` itself asked before: what the cache still saves a tenant.
 
-The probe stores ``--guesses`` distinct texts in ``/b`` (remembered with their vectors,
-so the cache holds them), then, from ``/a``, recalls each stored text once and, in the
-same loop iteration, a never-stored text of the same shape; the order of the pair is
-alternated so drift and warm-up hit both sides alike. Each guess is asked once (as an
-attacker would). Reported: the median, quartiles and the median of the pairwise
-differences, in milliseconds. A third column, "asked again in /a", recalls texts ``/a``
-itself asked before: what the cache still saves a tenant.
-
-``--writes`` also times the write path, which still reads the shared cache (left open):
-``assert_fact`` in ``/a`` of a text stored in ``/b`` against one never stored, and
-``remember`` with the service's deferred vectors (STASH_EMBED_ON_WRITE=async).
+``--writes`` also times the write path the same way: ``assert_fact`` in ``/a`` of a text
+stored in ``/b`` against one never stored, and ``remember`` with the service's deferred
+vectors (STASH_EMBED_ON_WRITE=async).
 
 Usage: ``.venv/bin/python -m bench.cache_timing [--guesses 200] [--embedder minilm-int8] [--writes]``
 """

@@ -14,10 +14,13 @@
   served from a moved host gives the same vectors.
 * ``forget_texts(tx, texts)`` erases a text's cache entries for every model (purge),
   recall's scoped entries of it too.
-* Recall's query vectors are cached under ``query_key(text, paths)``: the text's hash
-  followed by a hash of the namespaces asked, so a recall reuses only a vector the same
-  scope asked for before, and its answer time never tells whether another tenant stored
-  or asked that text. A query's first recall in a scope waits for the model.
+* Every vector a tool call waits for (a recall's or forget's query, a remembered turn, an
+  asserted fact, an entity name) is cached under ``query_key(text, paths)``: the text's
+  hash followed by a hash of the namespaces the call serves (the namespace written, or
+  the trees asked). A call reuses only a vector the same scope made before, so its
+  answer time never tells whether another tenant stored or asked that text; a text's
+  first call in a scope waits for the model. Background work (stages, import, re-embed)
+  uses the plain text hash.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def text_hash(text: str) -> str:
 
 
 def query_key(text: str, paths: Iterable[str]) -> str:
-    """The cache key of a recall query asked over the namespaces ``paths`` (see above):
+    """The cache key of a text embedded for a call over the namespaces ``paths`` (see above):
     ``text_hash(text)`` followed by the hex SHA-256 of the sorted paths. Hex throughout,
     so ``forget_texts`` finds every scope's entry of a text by the text hash's prefix."""
     scope = hashlib.sha256("\n".join(sorted(set(paths))).encode("utf-8")).hexdigest()
@@ -149,15 +152,17 @@ class CachedEmbedder:
                 self._lock_checked = True
 
     # -- embedding ----------------------------------------------------------------
-    def embed(self, texts: list[str]) -> list[np.ndarray]:
-        """Unit vectors for ``texts`` (same order), from the cache where possible."""
+    def embed(self, texts: list[str], scope: Iterable[str] | None = None) -> list[np.ndarray]:
+        """Unit vectors for ``texts`` (same order), from the cache where possible; with a
+        ``scope`` (the namespaces a tool call serves) under its ``query_key`` entries only."""
         texts = list(texts)
         if not texts:
             return []
         if not all(isinstance(t, str) for t in texts):
             raise errors.InvalidInput("only strings can be embedded")
         self.ensure_lock()
-        hashes = [text_hash(t) for t in texts]
+        paths = None if scope is None else sorted(set(scope))
+        hashes = [text_hash(t) if paths is None else query_key(t, paths) for t in texts]
         unique: dict[str, str] = {}
         for h, t in zip(hashes, texts, strict=True):
             unique.setdefault(h, t)
@@ -211,23 +216,9 @@ class CachedEmbedder:
                 embeddings=list(vectors.values()),
             )
 
-    def embed_one(self, text: str) -> np.ndarray:
-        """The unit vector of one text."""
-        return self.embed([text])[0]
-
-    def embed_query(self, text: str, paths: Iterable[str]) -> np.ndarray:
-        """The unit vector of a query asked over the namespaces ``paths``, cached under
-        ``query_key``: never another scope's vector, so the time of the answer says
-        nothing about what other tenants stored or asked."""
-        if not isinstance(text, str):
-            raise errors.InvalidInput("only strings can be embedded")
-        self.ensure_lock()
-        key = query_key(text, paths)
-        found = self._lookup([key])
-        if key not in found:
-            found = self.compute({key: text})
-            self._store(found)
-        return found[key]
+    def embed_one(self, text: str, scope: Iterable[str] | None = None) -> np.ndarray:
+        """The unit vector of one text (``scope`` as for ``embed``)."""
+        return self.embed([text], scope)[0]
 
     def forget_texts(self, tx: Session, texts: list[str]) -> int:
         """Delete the cache entries of ``texts`` for every model, and recall's entries of them

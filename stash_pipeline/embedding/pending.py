@@ -34,7 +34,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from stash_pipeline import errors
-from stash_pipeline.embedding.cache import text_hash
+from stash_pipeline.embedding.cache import query_key
 
 if TYPE_CHECKING:
     from stash_pipeline.store import Store
@@ -60,7 +60,7 @@ def embed_pending_batch(store: Store, limit: int | None = None) -> int:
         rows = tx.all("pending_vectors_claim", limit=size)
         if not rows:
             return 0
-        hashes = [text_hash(row["content"]) for row in rows]
+        hashes = [query_key(row["content"], [row["namespace"]]) for row in rows]
         vectors = embedder.lookup_in(tx, sorted(set(hashes)))
         fresh = embedder.compute({h: row["content"] for h, row in zip(hashes, rows, strict=True) if h not in vectors})
         vectors.update(fresh)

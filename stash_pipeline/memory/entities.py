@@ -86,10 +86,11 @@ def find_or_create(
     return entity_id, True
 
 
-def name_embedding(store: Store, name: str | None) -> Any:
-    """The vector an entity name is compared by (of its normalised form), or None for no name."""
+def name_embedding(store: Store, name: str | None, scope: list[str] | None = None) -> Any:
+    """The vector an entity name is compared by (of its normalised form), or None for no
+    name; ``scope`` is the namespaces of the tool call it serves (``CachedEmbedder.embed``)."""
     key = normalise(name or "")
-    return store.embedder.embed_one(key) if key else None
+    return store.embedder.embed_one(key, scope) if key else None
 
 
 def link_asserted_fact(tx: Session, store: Store, fact: dict[str, Any], embedding: Any) -> int | None:
@@ -287,7 +288,8 @@ def split_entity(
         raise errors.InvalidInput("aliases must be a non-empty list of names")
     keys = sorted({normalise(a) for a in names})
     note = validate.optional_text(store.settings, note, "note")
-    embedding = store.embedder.embed_one(keys[0])  # before the transaction, for a new entity
+    # before the transaction, for a new entity; cached under the caller's trees
+    embedding = store.embedder.embed_one(keys[0], namespaces or ["/"])
     with store.db.transaction() as tx:
         source = found_in_scope(
             next(iter(tx.all("entity_lock", ids=[entity_id])), None), scope_ids(tx, namespaces), f"entity {entity_id}"

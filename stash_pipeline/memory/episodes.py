@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.embedding.cache import text_hash
+from stash_pipeline.embedding.cache import query_key
 from stash_pipeline.memory import lineage, validate
 from stash_pipeline.memory.namespaces import resolve_id
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
@@ -109,7 +109,7 @@ def remember(
         "idempotency_key": item["idempotency_key"],
         "embedding_model": store.settings.embedding_model_name,
         "occurred_at": item["occurred_at"],
-        "text_hash": text_hash(item["content"]),
+        "text_hash": query_key(item["content"], [slug]),
         "model": embedder.name,
         "endpoint": embedder.endpoint,
     }
@@ -176,7 +176,7 @@ def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) ->
 
     embedder = store.embedder
     embedder.ensure_lock()
-    hashes = [text_hash(item["content"]) for item in prepared]
+    hashes = [query_key(item["content"], [slug]) for item in prepared]
     # one transaction reads the namespace, the keys already used and the cached vectors
     with store.db.transaction() as tx:
         namespace_id = resolve_id(tx, slug)
@@ -269,8 +269,7 @@ def forget(
     limit = store.settings.forget_threshold if threshold is None else validate.probability(threshold, "threshold")
     with store.db.transaction() as tx:
         all_ns, ids = read_scope(tx, namespaces)
-    # a query: its vector is cached per scope, as recall's (embedding/cache.py query_key)
-    vector = store.embedder.embed_query(text, validate.slugs(namespaces))
+    vector = store.embedder.embed_one(text, validate.slugs(namespaces))
     with store.db.transaction() as tx:
         tx.one("recall_search_params", ef_search="100")
         match = tx.one("episode_nearest", embedding=vector, all_namespaces=all_ns, namespace_ids=ids)

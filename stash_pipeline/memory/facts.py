@@ -247,8 +247,8 @@ def assert_fact(
     cited = sorted({validate.record_id(i, "source_episode_ids") for i in (source_episode_ids or [])})
     with store.db.transaction() as tx:
         resolve_id(tx, slug)  # fail before embedding on an unknown namespace
-    embedding = store.embedder.embed_one(text)
-    entity_embedding = entities.name_embedding(store, entity)  # its entity: exact name or a new one
+    embedding = store.embedder.embed_one(text, [slug])
+    entity_embedding = entities.name_embedding(store, entity, [slug])  # its entity: exact name or a new one
     with store.db.transaction() as tx:
         namespace_id = resolve_id(tx, slug)
         if cited:

@@ -185,11 +185,11 @@ def confirm(
         scope = scope_ids(tx, namespaces)
         first = load(tx, hypothesis_id, scope)
         _check_move(first, "confirmed")
-    embedding = store.embedder.embed_one(first["content"])
+    embedding = store.embedder.embed_one(first["content"], [first["namespace"]])
     with store.db.transaction() as tx:
         row = load(tx, hypothesis_id, scope, lock=True)
         if row["content"] != first["content"]:  # refined in between: embed what we store
-            embedding = store.embedder.embed_one(row["content"])
+            embedding = store.embedder.embed_one(row["content"], [row["namespace"]])
         hypothesis, fact = confirm_tx(tx, store, row, embedding=embedding, rationale=rationale)
     return {"hypothesis": hypothesis, "fact": fact}
 

@@ -210,9 +210,41 @@ def test_a_query_reuses_no_vector_another_scope_stored_or_asked(store: Store) ->
     # a purge forgets every scope's entry of the text, not only the plain one
     from stash_pipeline.embedding.cache import query_key
 
-    keys = [text_hash(secret), query_key(secret, ["/a"])]
+    keys = [query_key(secret, ["/b"]), query_key(secret, ["/a"])]
     assert {r["text_hash"] for r in cache_rows(store.db)} >= set(keys)
     with store.db.transaction() as tx:
         store.embedder.forget_texts(tx, [secret])
     assert not [r for r in cache_rows(store.db) if r["text_hash"].startswith(text_hash(secret))]
     assert any(r["text_hash"].startswith(text_hash("who asked this")) for r in cache_rows(store.db))
+
+
+def test_a_write_reuses_no_vector_another_namespace_made(store: Store) -> None:
+    """A remembered turn, a batch, an asserted fact and its entity name are embedded for
+    the namespace written: the same text written in /b before still waits for the model
+    in /a, so a write's time tells nothing of what /b holds; /a's own second write of it
+    is a cache hit (bench/cache_timing.py --writes measures the times)."""
+    from stash_pipeline.memory import episodes, facts, namespaces
+
+    namespaces.create(store, "/a")
+    namespaces.create(store, "/b")
+    model = store.embedder.inner
+    embed = model.embed
+    calls: list[list[str]] = []
+    model.embed = lambda texts: calls.append(list(texts)) or embed(texts)  # type: ignore[method-assign]
+
+    def model_calls(fn: Any) -> list[str]:
+        calls.clear()
+        fn()
+        return [text for batch in calls for text in batch]
+
+    secret = "vault code 7741"
+    for namespace in ("/b", "/a"):  # written in /b first: /a still runs the model
+        assert model_calls(lambda ns=namespace: episodes.remember(store, ns, secret)) == [secret]
+    assert model_calls(lambda: episodes.remember(store, "/a", secret)) == []  # /a's own entry
+    assert model_calls(lambda: episodes.remember_batch(store, "/b", [{"content": "batch secret"}])) == ["batch secret"]
+    assert model_calls(lambda: episodes.remember_batch(store, "/a", [{"content": "batch secret"}])) == ["batch secret"]
+    fact = "The vault is in room 4"
+    for namespace in ("/b", "/a"):
+        made = model_calls(lambda ns=namespace: facts.assert_fact(store, ns, fact, entity="Vault", property="room",
+                                                           value="4"))
+        assert sorted(made) == sorted([fact, "vault"]), made

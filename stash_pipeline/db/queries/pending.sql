@@ -5,11 +5,13 @@
 -- The oldest episodes still without a vector, locked for this transaction; rows another
 -- worker holds are skipped (SKIP LOCKED), so two workers never embed the same row.
 -- NO KEY UPDATE: the worker changes no key, so inserts referencing these rows are not blocked.
-SELECT id, content FROM episodes
-WHERE embedding IS NULL
-ORDER BY id
+-- With its namespace's slug: the vector is cached under the key remember uses.
+SELECT e.id, e.content, n.slug AS namespace
+FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
+WHERE e.embedding IS NULL
+ORDER BY e.id
 LIMIT %(limit)s
-FOR NO KEY UPDATE SKIP LOCKED
+FOR NO KEY UPDATE OF e SKIP LOCKED
 
 -- pending_vectors_set --
 -- Store the vectors of claimed episodes (parallel arrays; the vectors travel in binary),
