@@ -2,8 +2,7 @@
 opened store, and parsers for the option types every command group uses.
 
 Nothing here imports the database layer at module level: ``stash --help``, ``stash
-version`` and ``stash config`` must work when no database is reachable (the reference opened the database for every
-command).
+version`` and ``stash config`` work when no database is reachable.
 """
 
 from __future__ import annotations
