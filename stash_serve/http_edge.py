@@ -19,6 +19,9 @@ socket, before any parsing or application code runs:
 this protocol, h11's own buffer limit just above ours, and proxy headers believed only
 from STASH_TRUSTED_PROXIES (uvicorn believes 127.0.0.1 by default, so any local process
 could claim any client address, and so dodge or aim the failed-token limit).
+
+uvicorn has no public hook for these limits, so this module alone relies on its internals;
+``tests/unit/test_http_edge_contract.py`` fails on the uvicorn or h11 release that changes them.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from stash_pipeline import errors
+from stash_pipeline.db.query_cache import cache_named_queries
 from stash_pipeline.db.sql import query
 
 if TYPE_CHECKING:
@@ -44,24 +45,7 @@ Statements = Sequence[tuple[str, Mapping[str, Any]]]
 #: a request waiting for that connection waits at most this long per statement for it
 PREPARE_BUDGET_MS = 2000
 
-# psycopg splits a query's %(name)s placeholders out of its text on every execute, and
-# caches the split only for queries up to 4 KB with at most 50 parameters (its guard
-# against ORM-made SQL, each text used once). Ours are the fixed set of named queries; the
-# recall statement is 22 KB with about 50 parameters, and splitting it anew cost 1 ms of
-# client CPU per recall. Cached, each named query is split once per process. (These are
-# psycopg's module constants, pinned with it in pyproject.toml; should a release drop them
-# this does nothing, and test_round_trips' cache test fails.)
-def _cache_named_queries() -> None:
-    try:
-        from psycopg import _queries
-    except ImportError:  # pragma: no cover - another psycopg layout
-        return
-    for name, at_least in (("MAX_CACHED_STATEMENT_LENGTH", 64 * 1024), ("MAX_CACHED_STATEMENT_PARAMS", 200)):
-        if isinstance(getattr(_queries, name, None), int):
-            setattr(_queries, name, max(getattr(_queries, name), at_least))
-
-
-_cache_named_queries()
+cache_named_queries()
 
 
 @contextlib.contextmanager

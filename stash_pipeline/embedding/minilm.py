@@ -193,9 +193,8 @@ def _single_threaded_blas() -> None:
     """Pin OpenBLAS to one thread, unless the user chose a thread count.
 
     The matrices of one request are small (tokens x 384), and on a small shared machine
-    OpenBLAS' thread pool spins against Postgres and the other processes: measured on the
-    2-core reference box under load, one sentence took p95 395 ms with the default pool
-    against 16 ms with one thread, and 100 sentences 5.1 s against 1.3 s.
+    OpenBLAS' thread pool spins against Postgres and the other processes (figures in
+    bench/README.md, "Embedders").
     """
     if any(os.environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
         return

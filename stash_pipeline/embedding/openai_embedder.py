@@ -6,9 +6,9 @@
   on connection errors, 408/409/429 and 5xx) and the timeout (``STASH_REASONER_TIMEOUT_S``).
   What still fails after that is ``ModelUnavailable``; a rejected request (bad key,
   unknown model) is ``ConfigurationError``.
-* ``dimensions`` is never sent: text-embedding-ada-002 and many local servers reject it
-  (the original Go Stash sent it and failed there). Instead the returned dimension is checked against
-  ``STASH_VECTOR_DIM`` and a mismatch is explained.
+* ``dimensions`` is never sent: text-embedding-ada-002 and many local servers reject it.
+  Instead the returned dimension is checked against ``STASH_VECTOR_DIM`` and a mismatch
+  is explained.
 * Vectors are L2-normalised (some local servers return raw vectors; cosine is unchanged).
 """
 

@@ -14,7 +14,7 @@ Method (model2vec's distillation, done with Stash's own numpy MiniLM; see
    9.5 MB compressed, shipped in the wheel (``data/minilm-static.npz``).
 
 A text's vector is the normalised weighted sum of its tokens' rows (the tokenizer is
-MiniLM's, without ``[CLS]``/``[SEP]``). About 0.05 ms per text instead of 10 ms; the
+MiniLM's, without ``[CLS]``/``[SEP]``): a lookup instead of a forward pass; the
 vectors are not MiniLM's (another model name, so switching needs ``stash reembed``) and
 word order is ignored.
 """
@@ -62,7 +62,7 @@ def _load() -> tuple[np.ndarray, object]:
 
 
 class StaticEmbedder:
-    """MiniLM distilled to a token table; 384-d unit vectors, about 0.05 ms per text."""
+    """MiniLM distilled to a token table; 384-d unit vectors, a lookup per token."""
 
     name = MODEL_NAME
     endpoint = "local"

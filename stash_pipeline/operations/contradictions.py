@@ -8,20 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from stash_pipeline.models import Contradiction
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import Limit, Namespaces, Offset, RecordId
 from stash_pipeline.operations.results import Resolution
-
-#: the reference's resolution names, accepted as synonyms of the library's actions
-RESOLUTION_SYNONYMS = {
-    "new_value_correct": "keep_new",
-    "old_value_correct": "keep_old",
-    "both_correct": "keep_both",
-    "neither_correct": "neither",
-}
 
 
 class ListContradictions(Arguments):
@@ -59,21 +51,10 @@ LIST_CONTRADICTIONS = Operation(
 class ResolveContradiction(Arguments):
     id: RecordId
     resolution: Annotated[
-        Literal[
-            "keep_new", "keep_old", "keep_both", "neither",
-            "new_value_correct", "old_value_correct", "both_correct", "neither_correct",
-        ],
-        Field(
-            description="keep_new retires the old fact, keep_old the new one; neither withdraws both "
-            "(*_correct: older synonyms)."
-        ),
+        Literal["keep_new", "keep_old", "keep_both", "neither"],
+        Field(description="keep_new retires the old fact, keep_old the new one; neither withdraws both."),
     ]
     note: Annotated[str | None, Field(description="Why; kept with the resolution.")] = None
-
-    @field_validator("resolution")
-    @classmethod
-    def _current_name(cls, value: str) -> str:
-        return RESOLUTION_SYNONYMS.get(value, value)
 
 
 def _resolve(store: Any, a: ResolveContradiction, namespaces: list[str] | None) -> Resolution:

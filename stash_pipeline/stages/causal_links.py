@@ -1,8 +1,8 @@
 """Causal-links stage: cause → effect links among new facts.
 
-Input: current facts after the stage's OWN cursor (``facts.id``) — never the
-relationships cursor (the reference's shared cursor made this stage see nothing; here
-both stages see exactly the same facts). Windows of ``WINDOW`` facts, one model call per
+Input: current facts after the stage's own cursor (``facts.id``), never the
+relationships cursor: a shared cursor would let one stage consume the facts before the
+other saw them. Windows of ``WINDOW`` facts, one model call per
 window with at least 2 facts; dead-lettered facts are retried first.
 Validation: cause/effect ids must be in the window (else the answer is retried);
 self-loops are dropped; confidence clamped to [0.5, 1].

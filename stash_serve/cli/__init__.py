@@ -38,13 +38,8 @@ from stash_serve.cli.base import StashGroup
 __all__ = ["cli", "main"]
 
 
-#: the original command-line's names, kept as aliases
-ALIASES = {"add": "remember", "search": "recall"}
-
-
 @click.group(
     cls=StashGroup,
-    aliases=ALIASES,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 def cli() -> None:

@@ -2,8 +2,7 @@
 opened store, and parsers for the option types every command group uses.
 
 Nothing here imports the database layer at module level: ``stash --help``, ``stash
-version`` and ``stash config`` must work when no database is reachable (the reference opened the database for every
-command).
+version`` and ``stash config`` work when no database is reachable.
 """
 
 from __future__ import annotations
@@ -44,29 +43,7 @@ def exit_code_for(exc: BaseException) -> int:
 
 
 class StashGroup(click.Group):
-    """A click group whose root turns Stash errors into one line on stderr.
-
-    ``aliases`` ({alias: command}) are other names of commands: they run the command and
-    are listed in the help as "Alias of `stash <command>`".
-    """
-
-    def __init__(self, *args: Any, aliases: dict[str, str] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.aliases = dict(aliases or {})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return super().get_command(ctx, self.aliases.get(cmd_name, cmd_name))
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        commands = [(name, self.get_command(ctx, name)) for name in self.list_commands(ctx)]
-        shown = [(name, command) for name, command in commands if command is not None and not command.hidden]
-        if not shown:
-            return
-        limit = formatter.width - 6 - max(len(name) for name in [*dict(shown), *self.aliases])
-        rows = [(name, command.get_short_help_str(limit)) for name, command in shown]
-        rows += [(alias, f"Alias of `stash {target}`.") for alias, target in self.aliases.items()]
-        with formatter.section("Commands"):
-            formatter.write_dl(sorted(rows))
+    """A click group whose root turns Stash errors into one line on stderr."""
 
     def invoke(self, ctx: click.Context) -> Any:
         if ctx.parent is not None:  # only the root handles errors, once

@@ -416,16 +416,6 @@ def test_consolidate_dry_run_changes_nothing_and_calls_no_model(run: Run) -> Non
     assert [r["stage"] for r in only] == ["decay"]
 
 
-def test_add_and_search_are_aliases_of_remember_and_recall(run: Run) -> None:
-    run("namespace", "create", "/p")
-    added = as_json(run("add", "The deploy uses blue-green on Fridays", "-n", "/p", "--json"))
-    hits = as_json(run("search", "how do we deploy", "-n", "/p", "--json"))
-    assert added["id"] in [h["id"] for h in hits]
-    listing = run("--help").stdout
-    assert "Alias of `stash remember`." in listing and "Alias of `stash recall`." in listing
-    assert " add [OPTIONS] CONTENT" in run("add", "--help").stdout
-
-
 def test_tokens(run: Run) -> None:
     run("namespace", "create", "/projects/x")
     created = run("token", "create", "--namespace", "/projects/x", "--rights", "read,write", "--name", "ci")

@@ -152,7 +152,7 @@ def test_recall_of_a_query_seen_before_is_one_checkout_and_one_round_trip(store,
 
 def test_the_recall_statement_is_split_into_its_parameters_once_per_process(store):
     """psycopg re-splits a long query's %(name)s placeholders on every execute unless told
-    to cache it (db/gateway.py): the 22 KB recall statement is read from the cache like the
+    to cache it (db/query_cache.py): the long recall statement is read from the cache like the
     two short statements pipelined with it."""
     from psycopg import _queries
 

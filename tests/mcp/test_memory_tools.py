@@ -162,14 +162,14 @@ async def test_contradiction_listed_and_resolved(server: Any) -> None:
         item = listed["items"][0]
         assert (item["old_fact_id"], item["new_fact_id"]) == (old["fact"]["id"], new["fact"]["id"])
         resolved = await ok(
-            client, "resolve_contradiction", {"id": item["id"], "resolution": "new_value_correct"}
+            client, "resolve_contradiction", {"id": item["id"], "resolution": "keep_new"}
         )
         assert resolved["contradiction"]["resolution"] == "keep_new"
         assert resolved["old_fact"]["current"] is False and resolved["new_fact"]["current"] is True
         assert (await ok(client, "list_contradictions", {"namespaces": "/p"}))["items"] == []
         again = await fails(client, "resolve_contradiction", {"id": item["id"], "resolution": "keep_old"})
         assert again["error"] == "invalid_transition"
-        assert (await fails(client, "resolve_contradiction", {"id": item["id"], "resolution": "whatever"}))[
+        assert (await fails(client, "resolve_contradiction", {"id": item["id"], "resolution": "new_value_correct"}))[
             "error"
         ] == "invalid_input"
 
