@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: up test test-slow test-server install lint bench clean smoke-compose
+.PHONY: up test test-slow test-server install lint bench clean smoke-compose scale-test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ lint: $(STAMP)
 # docker compose end to end (needs Docker; not part of `make test`): docker/smoke.sh
 smoke-compose:
 	bash docker/smoke.sh
+
+# the scale profile under load and faults (needs Docker; minutes of both cores): docker/scale/load_faults.py
+scale-test: $(STAMP)
+	$(BIN)/python docker/scale/load_faults.py
 
 clean:
 	rm -rf $(VENV)

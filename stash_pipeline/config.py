@@ -34,6 +34,14 @@ class Settings(BaseSettings):
         5.0, gt=0, le=300,
         description="seconds a call waits for a database connection before failing with database_unavailable",
     )
+    db_budget_replicas: int = Field(
+        1, ge=1, le=1000,
+        description="MCP service processes sharing the database server, for the connection-budget check at start-up",
+    )
+    db_budget_runs: int = Field(
+        8, ge=0, le=10_000,
+        description="Dagster runs at once (dagster.yaml max_concurrent_runs), for the connection-budget check",
+    )
 
     # --- embeddings ----------------------------------------------------------------
     embedder: Literal["minilm", "minilm-onnx", "minilm-int8", "minilm-static", "hash", "openai"] = Field(

@@ -20,6 +20,7 @@ import anyio
 
 from stash_pipeline import errors
 from stash_pipeline.config import Settings
+from stash_pipeline.db.budget import check_budget
 from stash_pipeline.db.server import check as check_server
 from stash_pipeline.embedding.pending import start_worker
 from stash_pipeline.memory.recall_prepare import prepare_on_connect
@@ -134,6 +135,7 @@ def run(
     prepare_on_connect(store)
     with contextlib.suppress(errors.DatabaseUnavailable):  # a server still starting: the warm-up waits
         check_server(store.db.dsn)  # an unsupported one: refuse to start, saying why
+        check_budget(store.db, settings)  # a deployment past max_connections: warn, saying by how much
     warmup = Warmup(store).start()
     # embeds episodes committed before their vector (this process's and any other's)
     worker = start_worker(store)

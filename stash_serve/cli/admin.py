@@ -71,7 +71,7 @@ def _run_check(name: str, probe: Callable[[], str]) -> Check:
 
 
 def doctor_checks() -> list[Check]:
-    """Settings, database, migrations, embedder + lock, model endpoint — in that order."""
+    """Settings, database, connection budget, migrations, embedder + lock, model endpoint — in that order."""
     from stash_pipeline.config import load_settings
 
     checks: list[Check] = []
@@ -131,6 +131,16 @@ def doctor_checks() -> list[Check]:
                 raise RuntimeError(f"embedder returned {len(vector)} dims, expected {store.embedder.dim}")
             return f"{store.embedder.name} loads ({store.embedder.dim} dims), model lock OK"
 
+        def connections() -> str:
+            from stash_pipeline.db.budget import read_budget
+            from stash_pipeline.errors import ConfigurationError
+
+            budget = read_budget(store.db, settings)
+            if not budget.fits:
+                raise ConfigurationError(budget.describe())
+            return budget.describe()
+
+        checks.append(_run_check("connections", connections))
         checks.append(_run_check("migrations", migrations))
         if checks[-1].ok:
             checks.append(_run_check("embedder", embedder))
@@ -197,7 +207,7 @@ def doctor_checks() -> list[Check]:
 @click.command("doctor")
 @base.json_option
 def doctor_command(as_json: bool) -> None:
-    """Check settings, database, migrations, embedder and model endpoint; say what to fix.
+    """Check settings, database, connection budget, migrations, embedder and model endpoint; say what to fix.
 
     Exits 1 when any check fails.
 

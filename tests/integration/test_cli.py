@@ -367,9 +367,9 @@ def test_stats_and_doctor(run: Run) -> None:
     assert stats["episodes"] == 1
     doctor = run("doctor").output.splitlines()
     assert [line.split(":")[0] for line in doctor] == [
-        "✓ settings", "✓ database", "✓ migrations", "✓ embedder", "✓ model endpoint"
+        "✓ settings", "✓ database", "✓ connections", "✓ migrations", "✓ embedder", "✓ model endpoint"
     ]
-    assert "hash-384 loads (384 dims), model lock OK" in doctor[3]
+    assert "hash-384 loads (384 dims), model lock OK" in doctor[4]
 
 
 def test_doctor_reports_what_to_fix(run: Run) -> None:

@@ -19,3 +19,12 @@ SELECT current_setting('server_version_num')::int AS version_num,
 -- %(ms)s milliseconds (this transaction only), so a slow prepare delays the request
 -- waiting for that connection by a bounded time and leaves it unprepared instead.
 SELECT set_config('statement_timeout', %(ms)s, true) AS statement_timeout
+
+-- connection_limits --
+-- The connections this server gives ordinary roles: max_connections less the slots kept
+-- for superusers and (PostgreSQL 16+) for pg_use_reserved_connections; and how many are
+-- open now.
+SELECT current_setting('max_connections')::int AS max_connections,
+       current_setting('superuser_reserved_connections')::int
+         + coalesce(current_setting('reserved_connections', true), '0')::int AS reserved,
+       (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int AS open_now

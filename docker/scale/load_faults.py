@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""Load-and-fault test of the scale profile (docker/compose.scale.yml), on loopback only.
+
+Starts the profile under a project of its own (plus the tests' scripted model,
+docker/smoke/compose.smoke.yml), then for DURATION_S seconds AGENTS concurrent agents,
+spread over NAMESPACES namespaces, each loop: remember one episode with an idempotency
+key (retrying the same key until it is acknowledged), then recall. Mid-run it SIGKILLs
+one mcp replica the balancer routes to (the container's process, from the host, as a
+crash would) and later restarts PostgreSQL once. Afterwards it checks in PostgreSQL that
+every acknowledged write is stored exactly once, waits for the watermark sensor's runs
+(each in its own container) to consolidate every namespace, and reports:
+
+* acknowledged writes lost and duplicated (both must be 0);
+* recall error rate and p95 per window: before, during and after each fault;
+* runs launched / succeeded / failed, run containers, and whether any namespace had two
+  runs at once (must not);
+* the peak of open connections against max_connections.
+
+Exit status 1 when a must-be-zero figure is not. Run it with the venv's python (it uses
+httpx2, the MCP SDK's HTTP client): ``.venv/bin/python docker/scale/load_faults.py``. Environment: AGENTS (200),
+NAMESPACES (50), DURATION_S (120), KEEP=1 leaves the stack up, SCALE_PROJECT
+(stash-scale), STASH_MCP_PORT (28080), STASH_DAGSTER_PORT (23000), STASH_IMAGE
+(stash-scale:latest), REPORT (a path for the JSON report).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+
+DOCKER = Path(__file__).resolve().parents[1]
+PROJECT = os.environ.get("SCALE_PROJECT", "stash-scale")
+MCP_PORT = int(os.environ.setdefault("STASH_MCP_PORT", "28080"))
+DAGSTER_PORT = int(os.environ.setdefault("STASH_DAGSTER_PORT", "23000"))
+os.environ.setdefault("STASH_IMAGE", "stash-scale:latest")
+os.environ.setdefault("DOCKER_GID", str(os.stat("/var/run/docker.sock").st_gid))
+AGENTS = int(os.environ.get("AGENTS", "200"))
+NAMESPACES = int(os.environ.get("NAMESPACES", "50"))
+DURATION_S = float(os.environ.get("DURATION_S", "120"))
+KEEP = os.environ.get("KEEP") == "1"
+COMPOSE = ["docker", "compose", "-p", PROJECT, "-f", str(DOCKER / "docker-compose.yml"),
+           "-f", str(DOCKER / "compose.scale.yml"), "-f", str(DOCKER / "smoke" / "compose.smoke.yml")]
+
+#: the faults, as fractions of the run: a replica killed, PostgreSQL restarted
+KILL_AT, RESTART_AT = 0.25, 0.6
+#: seconds after a fault counted as "during" it
+FAULT_WINDOW_S = 20
+#: an agent's pause between its calls (seconds, uniform): agents think; keeps the load bounded
+THINK_S = (0.5, 1.5)
+#: how long a remember is retried with its key before it counts as not acknowledged
+WRITE_RETRY_S = 60
+HEALTHY_TIMEOUT_S = 600
+CONSOLIDATION_TIMEOUT_S = 900
+PREFIX = "/load"
+SENTENCES = [
+    "deploys the billing service to the staging cluster",
+    "prefers dark mode in the dashboard",
+    "fixed the flaky integration test in the payments module",
+    "moved the weekly sync to Thursday afternoon",
+    "reported that the search index lags behind by an hour",
+]
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def compose(*args: str, check: bool = True, timeout: float = 900) -> str:
+    result = subprocess.run([*COMPOSE, *args], capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode:
+        raise SystemExit(f"docker compose {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+def psql(sql: str) -> list[list[str]]:
+    out = compose("exec", "-T", "postgres", "psql", "-U", "stash", "-d", "stash", "-At", "-F", "\t", "-c", sql)
+    return [line.split("\t") for line in out.splitlines() if line]
+
+
+def containers(service: str | None = None) -> list[dict[str, Any]]:
+    out = compose("ps", "-a", "--format", "json").strip()
+    rows = json.loads(out) if out.startswith("[") else [json.loads(line) for line in out.splitlines() if line]
+    return [r for r in rows if service is None or r["Service"] == service]
+
+
+def wait_healthy() -> None:
+    deadline = time.monotonic() + HEALTHY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        state = {c["Name"]: c.get("Health") or c["State"] for c in containers()}
+        pending = {n: s for n, s in state.items() if s not in ("healthy", "exited")}
+        if state and not pending and len([n for n in state if "-mcp-" in n]) >= 3:
+            return
+        time.sleep(3)
+    raise SystemExit(f"not healthy within {HEALTHY_TIMEOUT_S} s: {pending}")
+
+
+# -- the agents -------------------------------------------------------------------------
+
+@dataclass
+class Tally:
+    started: float = field(default_factory=time.monotonic)
+    acked: dict[str, str] = field(default_factory=dict)  # idempotency key -> namespace
+    unacked: list[str] = field(default_factory=list)
+    write_retries: int = 0
+    recalls: list[tuple[float, bool, float]] = field(default_factory=list)  # (t, ok, seconds)
+    writes: list[tuple[float, bool, float]] = field(default_factory=list)
+    faults: dict[str, float] = field(default_factory=dict)
+
+
+async def call(client: httpx.AsyncClient, token: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One MCP tools/call; raises on any failure (HTTP, JSON-RPC or tool error)."""
+    response = await client.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}},
+        headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+                 "MCP-Protocol-Version": "2025-06-18"},
+    )
+    response.raise_for_status()
+    answer = response.json()
+    if "error" in answer or answer["result"].get("isError"):
+        raise RuntimeError(json.dumps(answer)[:300])
+    return answer["result"]
+
+
+async def agent(index: int, token: str, client: httpx.AsyncClient, tally: Tally, stop_at: float) -> None:
+    namespace = f"{PREFIX}/ns{index % NAMESPACES:02d}"
+    rng = random.Random(index)
+    seq = 0
+    await asyncio.sleep(rng.uniform(0, THINK_S[1]))
+    while time.monotonic() < stop_at:
+        key = f"agent{index:03d}-{seq:05d}"
+        content = f"[{key}] agent {index} {rng.choice(SENTENCES)} (note {seq})"
+        give_up = time.monotonic() + WRITE_RETRY_S
+        while True:
+            begun = time.monotonic()
+            try:
+                await call(client, token, "remember", {"content": content, "namespace": namespace,
+                                                       "idempotency_key": key})
+                tally.writes.append((begun - tally.started, True, time.monotonic() - begun))
+                tally.acked[key] = namespace
+                break
+            except (httpx.HTTPError, RuntimeError, ValueError):
+                tally.writes.append((begun - tally.started, False, time.monotonic() - begun))
+                if time.monotonic() > give_up:
+                    tally.unacked.append(key)
+                    break
+                tally.write_retries += 1
+                await asyncio.sleep(0.5)
+        seq += 1
+        await asyncio.sleep(rng.uniform(*THINK_S))
+        begun = time.monotonic()
+        try:
+            await call(client, token, "recall", {"query": rng.choice(SENTENCES), "namespaces": [namespace], "limit": 5})
+            tally.recalls.append((begun - tally.started, True, time.monotonic() - begun))
+        except (httpx.HTTPError, RuntimeError, ValueError):
+            tally.recalls.append((begun - tally.started, False, time.monotonic() - begun))
+        await asyncio.sleep(rng.uniform(*THINK_S))
+
+
+def kill_one_replica(tally: Tally) -> str:
+    """SIGKILL the process of one running mcp replica from the host (a crash, not a stop)."""
+    victim = sorted(c["Name"] for c in containers("mcp") if c["State"] == "running")[0]
+    pid = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", victim],
+                             capture_output=True, text=True, check=True).stdout)
+    os.kill(pid, signal.SIGKILL)
+    tally.faults["replica killed"] = time.monotonic() - tally.started
+    return victim
+
+
+async def faults(tally: Tally) -> None:
+    await asyncio.sleep(DURATION_S * KILL_AT)
+    victim = await asyncio.to_thread(kill_one_replica, tally)
+    log(f"SIGKILL {victim}")
+    await asyncio.sleep(DURATION_S * (RESTART_AT - KILL_AT))
+    tally.faults["PostgreSQL restarted"] = time.monotonic() - tally.started
+    log("restarting PostgreSQL")
+    await asyncio.to_thread(compose, "restart", "postgres")
+    log("PostgreSQL back")
+
+
+async def sample_connections(samples: list[int], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        try:
+            rows = await asyncio.to_thread(
+                psql, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")
+            samples.append(int(rows[0][0]))
+        except (SystemExit, subprocess.TimeoutExpired, IndexError, ValueError):
+            pass  # PostgreSQL restarting
+        await asyncio.sleep(2)
+
+
+async def load(token: str) -> tuple[Tally, list[int]]:
+    tally = Tally()
+    stop_at = tally.started + DURATION_S
+    samples: list[int] = []
+    stop = asyncio.Event()
+    limits = httpx.Limits(max_connections=AGENTS, max_keepalive_connections=AGENTS)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{MCP_PORT}", timeout=30, limits=limits) as client:
+        sampler = asyncio.create_task(sample_connections(samples, stop))
+        await asyncio.gather(faults(tally), *(agent(i, token, client, tally, stop_at) for i in range(AGENTS)))
+        stop.set()
+        await sampler
+    return tally, samples
+
+
+# -- the checks -------------------------------------------------------------------------
+
+def stored_writes(tally: Tally) -> tuple[int, int, int]:
+    """(acknowledged writes not stored, stored more than once, rows stored) from PostgreSQL."""
+    rows = psql(
+        "SELECT substring(e.content from '^\\[([a-z0-9-]+)\\]') AS key, count(*) FROM episodes e "
+        f"JOIN namespaces n ON n.id = e.namespace_id WHERE n.slug LIKE '{PREFIX}/%' GROUP BY 1"
+    )
+    counts = {key: int(n) for key, n in rows}
+    lost = sum(1 for key in tally.acked if key not in counts)
+    duplicated = sum(1 for n in counts.values() if n > 1)
+    return lost, duplicated, sum(counts.values())
+
+
+def windows(tally: Tally) -> list[tuple[str, float, float]]:
+    kill, restart = tally.faults["replica killed"], tally.faults["PostgreSQL restarted"]
+    return [
+        ("before the faults", 0, kill),
+        ("during the replica kill", kill, kill + FAULT_WINDOW_S),
+        ("after the replica kill", kill + FAULT_WINDOW_S, restart),
+        ("during the PostgreSQL restart", restart, restart + FAULT_WINDOW_S),
+        ("after the PostgreSQL restart", restart + FAULT_WINDOW_S, DURATION_S + 30),
+    ]
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else (values[0] if values else 0.0)
+
+
+def window_table(tally: Tally) -> list[dict[str, Any]]:
+    table = []
+    for name, start, end in windows(tally):
+        recalls = [r for r in tally.recalls if start <= r[0] < end]
+        writes = [w for w in tally.writes if start <= w[0] < end]
+        ok = [r[2] for r in recalls if r[1]]
+        table.append({
+            "window": name, "from_s": round(start), "to_s": round(min(end, DURATION_S)),
+            "recalls": len(recalls), "recall_errors": len(recalls) - len(ok),
+            "recall_error_rate": round((len(recalls) - len(ok)) / len(recalls), 4) if recalls else 0,
+            "recall_p95_ms": round(p95(ok) * 1000), "writes_tried": len(writes),
+            "write_attempt_errors": sum(1 for w in writes if not w[1]),
+            "write_p95_ms": round(p95([w[2] for w in writes if w[1]]) * 1000),
+        })
+    return table
+
+
+RUNS_QUERY = ('{ runsOrError(filter: {tags: [{key: "stash/trigger", value: "watermark"}]}, limit: 5000) '
+              "{ ... on Runs { results { runId status startTime endTime tags { key value } } } } }")
+
+
+def watermark_runs() -> list[dict[str, Any]]:
+    response = httpx.post(f"http://127.0.0.1:{DAGSTER_PORT}/graphql", json={"query": RUNS_QUERY}, timeout=60)
+    runs = response.json()["data"]["runsOrError"]["results"]
+    for run in runs:
+        run["tags"] = {t["key"]: t["value"] for t in run["tags"]}
+    return [r for r in runs if r["tags"].get("dagster/partition", "").startswith(PREFIX)]
+
+
+def consolidation(namespaces: list[str]) -> dict[str, Any]:
+    """Wait until no run is in flight and every namespace has consolidated its facts; the figures."""
+    deadline = time.monotonic() + CONSOLIDATION_TIMEOUT_S
+    in_flight = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
+    while True:
+        runs = watermark_runs()
+        busy = [r for r in runs if r["status"] in in_flight]
+        behind = psql(
+            "SELECT n.slug FROM namespaces n LEFT JOIN stage_checkpoints c ON c.namespace_id = n.id "
+            "AND c.stage = 'facts' WHERE n.slug LIKE '/load/%' AND coalesce(c.cursor, 0) < "
+            "(SELECT coalesce(max(e.id), 0) FROM episodes e WHERE e.namespace_id = n.id)"
+        )
+        if not busy and not behind:
+            break
+        if time.monotonic() > deadline:
+            log(f"consolidation timed out: {len(busy)} runs in flight, {len(behind)} namespaces behind")
+            break
+        log(f"consolidation: {len(runs)} runs, {len(busy)} in flight, {len(behind)} namespaces behind on facts")
+        time.sleep(15)
+    overlaps = 0
+    by_namespace: dict[str, list[tuple[float, float]]] = {}
+    for run in runs:
+        if run["startTime"]:
+            span = (run["startTime"], run["endTime"] or time.time())
+            by_namespace.setdefault(run["tags"]["dagster/partition"], []).append(span)
+    for spans in by_namespace.values():
+        spans.sort()
+        overlaps += sum(1 for a, b in itertools.pairwise(spans) if b[0] < a[1])
+    durations = [r["endTime"] - r["startTime"] for r in runs if r["status"] == "SUCCESS" and r["startTime"]]
+    out = subprocess.run(["docker", "ps", "-a", "-q", "--filter", "label=stash/role=run"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return {
+        "runs_launched": len(runs),
+        "runs_succeeded": sum(1 for r in runs if r["status"] == "SUCCESS"),
+        "runs_failed": sum(1 for r in runs if r["status"] in ("FAILURE", "CANCELED")),
+        "run_containers": len(out),
+        "namespaces_consolidated": len(namespaces) - len(behind),
+        "namespaces_with_runs": len(by_namespace),
+        "overlapping_runs_in_a_namespace": overlaps,
+        "run_seconds_median": round(statistics.median(durations), 1) if durations else None,
+        "most_runs_at_once": most_at_once([s for spans in by_namespace.values() for s in spans]),
+    }
+
+
+def most_at_once(spans: list[tuple[float, float]]) -> int:
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    peak = now = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def main() -> int:
+    log(f"project {PROJECT}: {AGENTS} agents, {NAMESPACES} namespaces, {DURATION_S:.0f} s, MCP on :{MCP_PORT}")
+    compose("down", "-v", "--remove-orphans", check=False)
+    subprocess.run("docker rm -f $(docker ps -aq --filter label=stash/role=run) 2>/dev/null", shell=True)
+    compose("up", "-d", "--build")
+    wait_healthy()
+    log("every service healthy")
+    token = json.loads(compose("exec", "-T", "mcp", "stash", "token", "create", "--namespace", PREFIX,
+                               "--rights", "read,write", "--name", "load", "--json"))["token"]
+    namespaces = [f"{PREFIX}/ns{i:02d}" for i in range(NAMESPACES)]
+
+    async def create() -> None:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{MCP_PORT}", timeout=60) as client:
+            for namespace in namespaces:
+                await call(client, token, "create_namespace", {"namespace": namespace})
+
+    asyncio.run(create())
+    log(f"{NAMESPACES} namespaces created; load starts")
+    tally, samples = asyncio.run(load(token))
+    log(f"load done: {len(tally.acked)} writes acknowledged, {len(tally.recalls)} recalls")
+    lost, duplicated, stored = stored_writes(tally)
+    runs = consolidation(namespaces)
+    limits = psql("SELECT current_setting('max_connections')")[0][0]
+    report = {
+        "agents": AGENTS, "namespaces": NAMESPACES, "duration_s": DURATION_S, "faults_at_s": tally.faults,
+        "writes_acknowledged": len(tally.acked), "writes_not_acknowledged": len(tally.unacked),
+        "write_retries": tally.write_retries, "rows_stored": stored,
+        "acknowledged_lost": lost, "duplicated": duplicated,
+        "throughput_ops_s": round((len(tally.acked) + len(tally.recalls)) / DURATION_S, 1),
+        "windows": window_table(tally), "consolidation": runs,
+        "connections_peak": max(samples, default=0), "max_connections": int(limits),
+    }
+    print(json.dumps(report, indent=2))
+    if os.environ.get("REPORT"):
+        Path(os.environ["REPORT"]).write_text(json.dumps(report, indent=2))
+    failures = [name for name, bad in [
+        ("acknowledged writes lost", lost), ("duplicated writes", duplicated),
+        ("failed runs", runs["runs_failed"]), ("namespaces run twice at once", runs["overlapping_runs_in_a_namespace"]),
+        ("namespaces not consolidated", NAMESPACES - runs["namespaces_consolidated"]),
+    ] if bad]
+    if not KEEP:
+        compose("down", "-v", "--remove-orphans", check=False)
+        subprocess.run("docker rm -f $(docker ps -aq --filter label=stash/role=run) 2>/dev/null", shell=True)
+    log("FAIL: " + ", ".join(failures) if failures else "PASS")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
