@@ -42,7 +42,8 @@ def test_the_launcher_names_what_the_compose_file_creates():
 
 
 def test_dagster_docker_is_pinned_to_the_dagster_release():
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = [*project["dependencies"], *project["optional-dependencies"]["docker"]]
     pins = dict(d.split("==", 1) for d in deps if re.fullmatch(r"[a-z-]+==[0-9.]+", d))
     assert pins["dagster-docker"] == pins["dagster-postgres"]  # the libraries' 0.x line of one release
 
