@@ -64,7 +64,7 @@ ADDED_TOOLS = {
     "consolidation_status",
     "stats",
 }
-# the reference's parameter names, under their current names (the old ones still work: aliases.py)
+# the reference's parameter names, under their current (and only) names
 REFERENCE_PARAMS = {
     "remember": {"content", "namespace"},
     "recall": {"query", "namespaces", "limit"},
