@@ -135,6 +135,10 @@ class Settings(BaseSettings):
         1_048_576, ge=1024, le=64 * 1_048_576,
         description="largest MCP tool result, bytes of JSON; a larger answer is refused (ask for fewer items)",
     )
+    toolsets: str = Field(
+        "default",
+        description="MCP tools offered: default, all, or toolset names, comma-separated (default,graph); see `stash tools`",
+    )
     namespaces_per_token_per_hour: int = Field(
         100, ge=1, le=1_000_000, description="namespaces one API token may create per hour (MCP over HTTP)"
     )

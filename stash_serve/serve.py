@@ -27,6 +27,7 @@ from stash_pipeline.memory.recall_prepare import prepare_on_connect
 from stash_pipeline.store import Store
 from stash_serve.http import build_app, is_loopback
 from stash_serve.mcp.server import build_server
+from stash_serve.mcp.toolsets import select as select_toolsets
 from stash_serve.stdio import run_stdio
 from stash_serve.warmup import Warmup
 
@@ -120,8 +121,14 @@ def run(
     host: str = "127.0.0.1",
     port: int = 8080,
     no_auth: bool = False,
+    toolsets: str | None = None,
 ) -> None:
-    """Serve MCP over stdio or HTTP until Ctrl-C / SIGTERM; one Store (one pool) per process."""
+    """Serve MCP over stdio or HTTP until Ctrl-C / SIGTERM; one Store (one pool) per process.
+
+    ``toolsets`` (else ``STASH_TOOLSETS``) names the tools offered (``stash_serve.mcp.toolsets``).
+    """
+    spec = settings.toolsets if toolsets is None else toolsets
+    select_toolsets(spec)  # a bad spec stops the start here, before the database is opened
     if transport not in ("stdio", "http"):
         raise errors.ConfigurationError(f"unknown transport {transport!r}; use stdio or http")
     if transport == "http" and no_auth and not is_loopback(host):
@@ -141,7 +148,7 @@ def run(
     worker = start_worker(store)
     try:
         if transport == "stdio":
-            server = build_server(store, auth=False)
+            server = build_server(store, auth=False, toolsets=spec)
 
             def _stop(signum: int, frame: Any) -> None:
                 # Leave at once. Every answered call committed before its answer was
@@ -161,7 +168,7 @@ def run(
 
             from stash_serve.http_edge import uvicorn_options
 
-            server = build_server(store, auth=not no_auth)
+            server = build_server(store, auth=not no_auth, toolsets=spec)
             app = build_app(store, server, auth=not no_auth, host=host, warmup=warmup)
             # the address is news, not a problem; serving without authentication is one
             log.log(

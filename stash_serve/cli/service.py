@@ -1,5 +1,5 @@
-"""``stash serve mcp``, ``stash up`` and ``stash token create|list|revoke``: serving Stash
-and the bearer tokens that guard its HTTP transport."""
+"""``stash serve mcp``, ``stash tools``, ``stash up`` and ``stash token create|list|revoke``:
+serving Stash, the toolsets it offers, and the bearer tokens that guard its HTTP transport."""
 
 from __future__ import annotations
 
@@ -27,18 +27,54 @@ def serve_group() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
 @click.option("--port", type=int, default=8080, show_default=True, help="HTTP port.")
 @click.option("--no-auth", is_flag=True, help="HTTP without bearer tokens (loopback hosts only).")
-def serve_mcp(transport: str, host: str, port: int, no_auth: bool) -> None:
-    """Run the MCP server (every memory operation as a tool).
+@click.option("--toolsets", metavar="SPEC", default=None,
+              help="Tools offered: default, all, or toolset names, comma-separated (default,graph); "
+                   "default: STASH_TOOLSETS, else default. `stash tools` lists them.")
+def serve_mcp(transport: str, host: str, port: int, no_auth: bool, toolsets: str | None) -> None:
+    """Run the MCP server: the everyday tools, or the toolsets asked for.
 
     \b
     Example:
       stash serve mcp                      # stdio, e.g. from an MCP client config
-      stash serve mcp --transport http --host 0.0.0.0 --port 8080
+      stash serve mcp --transport http --host 0.0.0.0 --port 8080 --toolsets all
     """
+    from stash_serve.mcp.toolsets import select
     from stash_serve.serve import run
 
+    spec = base.settings().toolsets if toolsets is None else toolsets
+    select(spec)  # a bad spec is the caller's mistake, said before anything starts
     base.start_database()  # an entry point: the library (Store.open) never starts the server
-    run(base.settings(), transport=transport, host=host, port=port, no_auth=no_auth)
+    run(base.settings(), transport=transport, host=host, port=port, no_auth=no_auth, toolsets=spec)
+
+
+@click.command("tools")
+@click.option("--toolsets", metavar="SPEC", default=None,
+              help="Only the tools this spec offers (default: every toolset, each with its tools).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def tools_command(toolsets: str | None, as_json: bool) -> None:
+    """List the MCP toolsets and their tools (`stash serve mcp --toolsets`, STASH_TOOLSETS).
+
+    \b
+    Example:
+      stash tools
+      stash tools --toolsets default,graph
+    """
+    from stash_serve.mcp import toolsets as sets
+
+    if toolsets is not None:
+        chosen = [op.name for op in sets.select(toolsets)]
+        if as_json:
+            emit_json({"toolsets": toolsets, "tools": chosen})
+        else:
+            click.echo(f"{toolsets}: {len(chosen)} tools\n  " + "\n  ".join(chosen))
+        return
+    found = {name: [op.name for op in ops] for name, ops in sets.toolsets().items()}
+    if as_json:
+        emit_json({"toolsets": found, "default": sets.DEFAULT, "all": [op.name for op in sets.every_operation()]})
+        return
+    for name, tools in found.items():
+        click.echo(f"{name} ({len(tools)}): {', '.join(tools)}")
+    click.echo(f"all ({len(sets.every_operation())}): every tool above")
 
 
 @click.command("up")
@@ -133,4 +169,4 @@ def token_revoke(token_id: int) -> None:
     click.echo(f"revoked token {token_id}")
 
 
-COMMANDS = (serve_group, up_command, token_group)
+COMMANDS = (serve_group, tools_command, up_command, token_group)

@@ -1,12 +1,16 @@
 """MCP tools derived from the operation declarations (``stash_pipeline.operations``).
 
-A tool's input schema is its operation's arguments model: the SDK builds it from a
-signature made of the model's fields (types, defaults, descriptions, constraints), so it
-also checks the JSON types before the call. The model's own validators run inside the
-call (``Operation.parse``), where a failure is a tool error like any other. The
-description is the operation's; the annotations follow its effect; the output schema is
-``Page`` for paged operations, the result model where the operation publishes it
-(``output_schema``), and a JSON object otherwise.
+A tool's input schema is its operation's arguments model: the SDK builds it from the
+tool function's signature, made of the model's fields (types, defaults, descriptions,
+constraints), so it also checks the JSON types before the call. The model's own
+validators run inside the call (``Operation.parse``), where a failure is a tool error
+like any other. The description is the operation's; the annotations follow its effect;
+the output schema is ``Page`` for paged operations, the result model where the operation
+publishes it (``output_schema``), and a JSON object otherwise.
+
+The SDK reads a tool's parameters with ``inspect.signature``, which returns a function's
+``__signature__`` when it has one: ``tool`` sets it, the one place Stash leans on how the
+SDK reads a function. ``tests/mcp/test_tool_surface.py`` fails if an SDK stops honouring it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from __future__ import annotations
 import inspect
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 from pydantic.fields import FieldInfo
 
@@ -66,27 +71,21 @@ def signature(op: Operation) -> inspect.Signature:
     return inspect.Signature(params, return_annotation=answer)
 
 
-def add_tool(server: MCPServer, calls: ToolCalls, op: Operation) -> None:
-    """Register ``op`` as the tool of the same name."""
+def tool(op: Operation, calls: ToolCalls) -> Tool:
+    """The tool of ``op``, of the same name, bound to ``calls``."""
 
-    async def tool(ctx: Context | None = None, **values: Any) -> Any:
+    async def run(ctx: Context | None = None, **values: Any) -> Any:
         def work(scope: Scope) -> Any:
             found = op.invoke(calls.store, scope, op.parse(values))
             return page(found, values["limit"], values["offset"]) if op.paged else found
 
         return await calls.run(ctx, work)
 
-    sig = signature(op)
-    tool.__signature__ = sig  # type: ignore[attr-defined]
-    tool.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()} | {"return": sig.return_annotation}
-    tool.__name__ = tool.__qualname__ = op.name
-    server.add_tool(tool, name=op.name, description=op.description, annotations=ANNOTATIONS[op.effect])
+    run.__signature__ = signature(op)  # type: ignore[attr-defined]
+    run.__name__ = run.__qualname__ = op.name
+    return Tool.from_function(
+        run, name=op.name, description=op.description, context_kwarg="ctx", annotations=ANNOTATIONS[op.effect]
+    )
 
 
-def register_all(server: MCPServer, calls: ToolCalls, operations: tuple[Operation, ...]) -> None:
-    """Add one tool per operation, in the given order."""
-    for op in operations:
-        add_tool(server, calls, op)
-
-
-__all__ = ["ANNOTATIONS", "add_tool", "register_all", "signature", "wire_annotation"]
+__all__ = ["ANNOTATIONS", "signature", "tool", "wire_annotation"]

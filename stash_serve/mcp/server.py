@@ -8,8 +8,9 @@ tool's output schema). Argument validation failures get the code ``invalid_input
 unexpected is logged with its traceback on stderr and answered as ``internal_error``
 without details. Nothing an agent sends can stop the server.
 
-The tools themselves live in ``stash_serve.mcp.tools.<subject>``; serving the server over
-stdio or HTTP is ``stash_serve.serve``.
+The tools are derived from the operation declarations (``stash_serve.mcp.derive``), the
+toolsets a spec turns on (``stash_serve.mcp.toolsets``); serving the server over stdio or
+HTTP is ``stash_serve.serve``.
 """
 
 from __future__ import annotations
@@ -21,102 +22,121 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
+from mcp_types import Tool as MCPTool
 from pydantic import ValidationError
 
-from stash_pipeline import errors
+from stash_pipeline import __version__, errors
+from stash_pipeline.operations.base import Operation
 from stash_pipeline.store import Store
-from stash_serve.mcp import aliases
+from stash_serve.mcp import derive
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, ToolCalls, error_code, error_result
-from stash_serve.mcp.tools import (
-    admin,
-    consolidation,
-    context,
-    contradictions,
-    entities,
-    episodes,
-    facts,
-    failures,
-    goals,
-    graph,
-    hypotheses,
-    namespaces,
-    recall,
-)
+from stash_serve.mcp.schemas import portable
+from stash_serve.mcp.toolsets import ALL, every_operation, select
 from stash_serve.metrics import TOOL_CALLS, TOOL_ERRORS, TOOL_LATENCY
 
 log = logging.getLogger("stash.mcp")
 
 SERVER_NAME = "stash"
 
-#: tool modules in the order their tools are listed to clients
-SUBJECTS = (
-    namespaces,
-    episodes,
-    recall,
-    context,
-    facts,
-    entities,
-    graph,
-    contradictions,
-    hypotheses,
-    goals,
-    failures,
-    consolidation,
-    admin,
+#: the instructions, a paragraph each; one naming tools is sent when every tool it names is offered
+INSTRUCTION_PARTS: tuple[tuple[tuple[str, ...], str], ...] = (
+    ((), "Stash is your long-term memory across sessions, so the user never has to repeat themselves."),
+    (
+        ("init", "list_namespaces", "recall", "get_context"),
+        "Session: call `init` once at the start, then `list_namespaces`, `recall` the user's preferences and "
+        "the topic at hand, and `recall` from /self; `get_context` when resuming work in a namespace. Before "
+        "answering anything that may depend on earlier sessions, `recall`; do not guess.",
+    ),
+    (
+        ("remember", "set_context", "consolidate"),
+        "Remember durable signal only: decisions, preferences, constraints, corrections, project facts, "
+        "lessons; not narration, transient steps or public knowledge. At the end, `remember` a 2-3 sentence "
+        'summary (kind "session_summary") and `set_context` with what to pick up next. `consolidate` after a '
+        "substantial session (~10 new episodes), not after every write: facts and links exist only after it; "
+        "`recall` finds episodes at once.",
+    ),
+    (
+        ("create_namespace",),
+        "Namespaces are paths like /users/alice; `create_namespace` (with a description) before writing there. "
+        "Arguments mean the same in every tool: `namespace` is one exact namespace (writes, context); "
+        '`namespaces` are the trees a read covers (list or comma string, descendants included, "/" = all; '
+        "default: all you may read); `id` is the record the tool acts on, `<role>_id` another record; times "
+        "are ISO 8601: as_of = when it was true, known_at = when Stash knew it (default now). Lists page: pass "
+        "`next_offset` as `offset` (null = last page).",
+    ),
+    ((), "/self holds your self-model (capabilities, limits, preferences): keep it current."),
+    (
+        ("create_hypothesis", "test_hypothesis"),
+        "Hypotheses: create with a verification plan, `test_hypothesis`, confirm or reject with a reason.",
+    ),
+    (("create_failure",), "Failures: record the lesson."),
+    (
+        ("recall", "forget"),
+        "To forget, `recall` first and pass the stored wording to `forget` (preview first); purge erases for good.",
+    ),
+    (
+        (),
+        "On an error, say so, fix the input or retry once; never pretend to remember what you could not read "
+        "or store.",
+    ),
 )
 
-INSTRUCTIONS = """\
-Stash is your long-term memory across sessions, so the user never has to repeat themselves.
 
-Session: call `init` once at the start, then `list_namespaces`, `recall` the user's \
-preferences and the topic at hand, and `recall` from /self; `get_context` when resuming work in a \
-namespace. Before answering anything that may depend on earlier sessions, `recall`; do not guess.
-
-Remember durable signal only: decisions, preferences, constraints, corrections, \
-project facts, lessons; not narration, transient steps or public knowledge. At the end, `remember` a \
-2-3 sentence summary (kind "session_summary") and `set_context` with what to pick up next. \
-`consolidate` after a substantial session (~10 new episodes), not after every write: facts and \
-links exist only after it; `recall` finds episodes at once.
-
-Namespaces are paths like /users/alice; `create_namespace` (with a description) before writing there. Arguments mean the same in every tool: `namespace` is one exact \
-namespace (writes, context); `namespaces` are the trees a read covers (list or comma string, \
-descendants included, "/" = all; default: all you may read); `id` is the record the tool acts on, \
-`<role>_id` another record; times are ISO 8601: as_of = when it was true, known_at = when Stash \
-knew it (default now). Lists page: pass `next_offset` as `offset` (null = last page).
-
-/self holds your self-model (capabilities, limits, preferences): keep it current.
-
-Hypotheses: create with a verification plan, `test_hypothesis`, confirm or reject with a reason. Failures: record the lesson. To forget, `recall` first and pass the \
-stored wording to `forget` (preview first); purge erases for good.
-
-On an error, say so, fix the input or retry once; never pretend to remember what you could not read \
-or store.
-"""
+def instructions(offered: tuple[Operation, ...]) -> str:
+    """The server instructions for the tools ``offered``: what they cannot use is left out."""
+    names = {op.name for op in offered}
+    return "\n\n".join(text for needs, text in INSTRUCTION_PARTS if set(needs) <= names) + "\n"
 
 
-def build_server(store: Store, *, auth: bool) -> MCPServer:
-    """The MCP server with every Stash tool bound to ``store``.
+#: the instructions of the full surface
+INSTRUCTIONS = instructions(every_operation())
+
+
+def build_server(store: Store, *, auth: bool, toolsets: str = ALL) -> StashMCPServer:
+    """The MCP server with the tools of the ``toolsets`` spec (``stash_serve.mcp.toolsets``;
+    every tool unless told: ``stash serve mcp`` passes STASH_TOOLSETS) bound to ``store``.
 
     With ``auth`` every tool call needs the TokenInfo that ``stash_serve.http`` puts in the
-    request scope; without it (stdio, --no-auth) calls are unrestricted.
+    request scope; without it (stdio, --no-auth) calls are unrestricted. A bad spec is a
+    ``ConfigurationError`` naming the valid toolsets.
     """
-    server = StashMCPServer(SERVER_NAME, title="Stash memory", instructions=INSTRUCTIONS, log_level="WARNING")
+    offered = select(toolsets)
     calls = ToolCalls(store, auth)
-    for subject in SUBJECTS:
-        subject.register(server, calls)
-    return server
+    return StashMCPServer(
+        SERVER_NAME,
+        title="Stash memory",
+        version=__version__,
+        instructions=instructions(offered),
+        tools=[derive.tool(op, calls) for op in offered],
+        log_level="WARNING",
+    )
 
 
 class StashMCPServer(MCPServer):
-    """MCPServer that turns every failure into a structured tool error and records metrics."""
+    """MCPServer that turns every failure into a structured tool error, records metrics and
+    lists its tools' schemas in the form every converter takes (``stash_serve.mcp.schemas``)."""
+
+    _listing: list[MCPTool] | None = None
+
+    async def list_tools(self) -> list[MCPTool]:
+        if self._listing is None:  # the tools are fixed once the server is built
+            self._listing = [
+                tool.model_copy(
+                    update={
+                        "input_schema": portable(tool.input_schema),
+                        "output_schema": portable(tool.output_schema) if tool.output_schema else None,
+                    }
+                )
+                for tool in await super().list_tools()
+            ]
+        return self._listing
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
         # unknown names share one label so callers cannot grow the metric without bound
         label = name if self._tool_manager.get_tool(name) is not None else "unknown"
         try:
-            arguments, conflict = aliases.current_names(name, arguments)
-            unknown = conflict or self._unknown_arguments(name, arguments)
+            unknown = self._unknown_arguments(name, arguments)
             if unknown:
                 result = error_result(errors.InvalidInput(unknown))
             else:
@@ -182,4 +202,4 @@ def _validation_message(exc: ValidationError) -> str:
     return "invalid arguments: " + "; ".join(parts)
 
 
-__all__ = ["INSTRUCTIONS", "SERVER_NAME", "TOKEN_SCOPE_KEY", "StashMCPServer", "build_server"]
+__all__ = ["INSTRUCTIONS", "INSTRUCTION_PARTS", "SERVER_NAME", "TOKEN_SCOPE_KEY", "StashMCPServer", "build_server", "instructions"]

@@ -40,7 +40,7 @@ async def _remember_and_recall(url: str, token: str) -> list[dict]:
         ClientSession(read, write) as session,
     ):
         await session.initialize()
-        created = await session.call_tool("create_namespace", {"slug": "/projects/e2e", "name": "e2e"})
+        created = await session.call_tool("create_namespace", {"namespace": "/projects/e2e", "name": "e2e"})
         assert not created.is_error, created.content
         stored = await session.call_tool(
             "remember", {"content": "The deploy uses blue-green on Fridays", "namespace": "/projects/e2e"}

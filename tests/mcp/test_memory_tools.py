@@ -16,7 +16,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def _project(client: Client, slug: str = "/p") -> None:
-    await ok(client, "create_namespace", {"slug": slug, "description": "test project"})
+    await ok(client, "create_namespace", {"namespace": slug, "description": "test project"})
 
 
 async def test_recall_shape_and_scope(server: Any) -> None:
@@ -117,7 +117,7 @@ async def test_facts_assert_query_get_withdraw_purge(server: Any) -> None:
         assert [f["id"] for f in listed["items"]] == [fact_id]
         got = await ok(client, "get_fact", {"id": fact_id})
         assert got["source_episode_ids"] == [episode["id"]] and got["current"] is True
-        with_lineage = await ok(client, "get_fact", {"id": fact_id, "lineage": True})
+        with_lineage = await ok(client, "get_fact", {"id": fact_id, "include_lineage": True})
         assert with_lineage["fact"]["id"] == fact_id
         withdrawn = await ok(client, "withdraw_fact", {"id": fact_id, "reason": "moved to Thursdays"})
         assert fact_id in withdrawn.get("withdrawn_fact_ids", [fact_id])
@@ -280,13 +280,13 @@ async def test_goal_lifecycle(server: Any) -> None:
             client, "update_goal", {"id": child["id"], "priority": 0, "note": "schema drafted"}
         )
         assert updated["priority"] == 0
-        done = await ok(client, "complete_goal", {"id": child["id"], "notes": "merged"})
+        done = await ok(client, "complete_goal", {"id": child["id"], "note": "merged"})
         assert done["goal"]["status"] == "completed" and done["auto_completed"] == [parent["id"]]
         shown = await ok(client, "show_goal", {"id": parent["id"]})
         assert shown["status"] == "completed"
         assert (await fails(client, "abandon_goal", {"id": child["id"]}))["error"] == "invalid_transition"
         other = await ok(client, "create_goal", {"content": "Rewrite in Rust", "namespace": "/p"})
-        assert (await ok(client, "abandon_goal", {"id": other["id"], "notes": "not worth it"}))["goal"][
+        assert (await ok(client, "abandon_goal", {"id": other["id"], "note": "not worth it"}))["goal"][
             "status"
         ] == "abandoned"
         deleted = await ok(client, "delete_goal", {"id": parent["id"]})
@@ -353,9 +353,9 @@ async def test_every_tool_has_a_clear_error_path(server: Any) -> None:
     missing = {"namespaces": "/nope"}
     cases: dict[str, tuple[dict[str, Any], str]] = {
         "init": ({"unexpected": 1}, "invalid_input"),
-        "create_namespace": ({"slug": "/Bad"}, "invalid_namespace"),
+        "create_namespace": ({"namespace": "/Bad"}, "invalid_namespace"),
         "list_namespaces": ({"offset": -1}, "invalid_input"),
-        "delete_namespace": ({"slug": "/"}, "invalid_input"),
+        "delete_namespace": ({"namespace": "/"}, "invalid_input"),
         "remember": ({"content": "x", "namespace": "/nope"}, "namespace_not_found"),
         "remember_batch": ({"namespace": "/", "items": []}, "invalid_input"),
         "get_episode": ({"id": 424242}, "record_not_found"),

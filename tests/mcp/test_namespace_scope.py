@@ -28,12 +28,12 @@ async def test_a_token_cannot_create_ancestors_outside_its_scope(store: Any) -> 
     token = auth.create_token(store, ["/z/q"], ["read", "write"])["token"]
     before = _slugs(store)
     async with served(store) as app, session(app, token) as client:
-        failed, body = await _call(client, "create_namespace", {"slug": "/z/q/r", "description": "r"})
+        failed, body = await _call(client, "create_namespace", {"namespace": "/z/q/r", "description": "r"})
         assert failed and body["error"] == "access_denied" and "/z" in body["message"], body
         assert _slugs(store) == before  # neither /z nor /z/q nor /z/q/r
         # once an admin made the ancestor outside the scope, the token may create inside it
         namespaces.create(store, "/z")
-        failed, body = await _call(client, "create_namespace", {"slug": "/z/q/r", "description": "r"})
+        failed, body = await _call(client, "create_namespace", {"namespace": "/z/q/r", "description": "r"})
         assert not failed, body
     assert {"/z", "/z/q", "/z/q/r"} <= _slugs(store)
 
@@ -47,14 +47,14 @@ async def test_namespaces_created_per_token_are_capped(make_store: Any) -> None:
     async with served(limited) as app:
         async with session(app, token) as client:
             for i in range(3):
-                failed, body = await _call(client, "create_namespace", {"slug": f"/t/n{i}", "description": "n"})
+                failed, body = await _call(client, "create_namespace", {"namespace": f"/t/n{i}", "description": "n"})
                 assert not failed, body
             # updating an existing namespace creates nothing and is not counted
-            failed, body = await _call(client, "create_namespace", {"slug": "/t/n0", "description": "again"})
+            failed, body = await _call(client, "create_namespace", {"namespace": "/t/n0", "description": "again"})
             assert not failed, body
-            failed, body = await _call(client, "create_namespace", {"slug": "/t/n9", "description": "n"})
+            failed, body = await _call(client, "create_namespace", {"namespace": "/t/n9", "description": "n"})
             assert failed and body["error"] == "rate_limited", body
         async with session(app, other) as client:  # another token has its own allowance
-            failed, body = await _call(client, "create_namespace", {"slug": "/u/n0", "description": "n"})
+            failed, body = await _call(client, "create_namespace", {"namespace": "/u/n0", "description": "n"})
             assert not failed, body
     assert "/t/n9" not in _slugs(limited)

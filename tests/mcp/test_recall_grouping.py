@@ -25,7 +25,7 @@ TURNS = [
 
 
 async def _chat(client: Client) -> tuple[list[int], int]:
-    await ok(client, "create_namespace", {"slug": "/chat", "description": "a chat"})
+    await ok(client, "create_namespace", {"namespace": "/chat", "description": "a chat"})
     ids = []
     for text in TURNS:
         ids.append((await ok(client, "remember", {"content": text, "namespace": "/chat",

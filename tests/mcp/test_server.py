@@ -64,7 +64,7 @@ ADDED_TOOLS = {
     "consolidation_status",
     "stats",
 }
-# the reference's parameter names, under their current names (the old ones still work: aliases.py)
+# the reference's parameter names, under their current (and only) names
 REFERENCE_PARAMS = {
     "remember": {"content", "namespace"},
     "recall": {"query", "namespaces", "limit"},
@@ -191,7 +191,7 @@ async def test_init_is_idempotent_and_creates_self_tree(server: Any) -> None:
 
 async def test_namespaces_create_list_delete(server: Any, store: Any) -> None:
     async with Client(server) as client:
-        created = await ok(client, "create_namespace", {"slug": "/projects/x", "description": "Project X"})
+        created = await ok(client, "create_namespace", {"namespace": "/projects/x", "description": "Project X"})
         assert created["slug"] == "/projects/x" and created["created"] is True
         assert created["namespace"]["description"] == "Project X"
         listed = await ok(client, "list_namespaces", {"namespaces": "/projects"})
@@ -200,16 +200,16 @@ async def test_namespaces_create_list_delete(server: Any, store: Any) -> None:
         paged = await ok(client, "list_namespaces", {"limit": 1})
         assert [n["slug"] for n in paged["items"]] == ["/"] and paged["next_offset"] == 1
 
-        bad = await fails(client, "create_namespace", {"slug": "Projects/X"})
+        bad = await fails(client, "create_namespace", {"namespace": "Projects/X"})
         assert bad["error"] == "invalid_namespace"
 
-        preview = await ok(client, "delete_namespace", {"slug": "/projects"})
+        preview = await ok(client, "delete_namespace", {"namespace": "/projects"})
         assert preview["deleted"] is False and preview["namespaces"] == ["/projects", "/projects/x"]
         for loose in ("yes", "true", 1):  # a destructive switch takes only a real JSON true
-            refused = await fails(client, "delete_namespace", {"slug": "/projects", "confirm": loose})
+            refused = await fails(client, "delete_namespace", {"namespace": "/projects", "confirm": loose})
             assert refused["error"] == "invalid_input"
         assert store.db.scalar("get_namespace_by_slug", slug="/projects/x") is not None
-        done = await ok(client, "delete_namespace", {"slug": "/projects", "confirm": True})
+        done = await ok(client, "delete_namespace", {"namespace": "/projects", "confirm": True})
         assert done["deleted"] is True
         assert store.db.scalar("get_namespace_by_slug", slug="/projects/x") is None
         missing = await fails(client, "list_namespaces", {"namespaces": ["/nope", 5]})
@@ -218,7 +218,7 @@ async def test_namespaces_create_list_delete(server: Any, store: Any) -> None:
 
 async def test_remember_get_forget_purge(server: Any, store: Any) -> None:
     async with Client(server) as client:
-        await ok(client, "create_namespace", {"slug": "/p", "description": "test"})
+        await ok(client, "create_namespace", {"namespace": "/p", "description": "test"})
         first = await ok(
             client,
             "remember",

@@ -24,7 +24,7 @@ def _count(store: Any) -> int:
 async def test_oversized_metadata_is_refused_fast_and_nothing_is_stored(server: Any, store: Any) -> None:
     huge = {"blob": "m" * 3_900_000}
     async with Client(server) as client:
-        await ok(client, "create_namespace", {"slug": "/p", "description": "p"})
+        await ok(client, "create_namespace", {"namespace": "/p", "description": "p"})
         started = time.monotonic()
         for _ in range(3):
             refused = await fails(client, "remember", {"content": "x", "namespace": "/p", "metadata": huge})
@@ -43,7 +43,7 @@ async def test_oversized_metadata_is_refused_fast_and_nothing_is_stored(server: 
 async def test_a_result_over_the_cap_is_refused_not_sent(make_store: Any) -> None:
     small = make_store(max_result_bytes=20_000, max_metadata_bytes=16_384)
     async with Client(build_server(small, auth=False)) as client:
-        await ok(client, "create_namespace", {"slug": "/p", "description": "p"})
+        await ok(client, "create_namespace", {"namespace": "/p", "description": "p"})
         for i in range(5):
             await ok(
                 client, "remember",
@@ -58,7 +58,7 @@ async def test_a_result_over_the_cap_is_refused_not_sent(make_store: Any) -> Non
 
 async def test_a_result_is_serialised_once(server: Any) -> None:
     async with Client(server) as client:
-        await ok(client, "create_namespace", {"slug": "/p", "description": "p"})
+        await ok(client, "create_namespace", {"namespace": "/p", "description": "p"})
         await ok(client, "remember", {"content": "note", "namespace": "/p", "metadata": {"k": "é" * 100}})
         result = await client.call_tool("recall", {"query": "note", "namespaces": "/p"})
         text = result.content[0].text

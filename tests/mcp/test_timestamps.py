@@ -41,7 +41,7 @@ def test_validate_answers_utc() -> None:
 @pytest.mark.parametrize("value", POISON)
 async def test_tools_refuse_poison_timestamps_and_recall_keeps_working(server: Any, value: str) -> None:
     async with Client(server) as client:
-        await ok(client, "create_namespace", {"slug": "/fuzz", "description": "fuzz"})
+        await ok(client, "create_namespace", {"namespace": "/fuzz", "description": "fuzz"})
         await ok(client, "remember", {"content": "ordinary note about deploys", "namespace": "/fuzz"})
         for tool, arguments in [
             ("remember", {"content": "x", "namespace": "/fuzz", "occurred_at": value}),

@@ -1,5 +1,5 @@
-"""The tool surface an agent sees: one name per concept across every tool, deprecated
-names still accepted, and the size of what tools/list and initialize send.
+"""The tool surface an agent sees: one name per concept across every tool, schemas every
+framework's converter takes, the toolsets, and the size of what tools/list and initialize send.
 
 The naming rule (also in ``stash_serve.mcp.params``):
   namespace        one exact namespace path (a string)
@@ -13,12 +13,18 @@ The naming rule (also in ``stash_serve.mcp.params``):
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from stash_serve.mcp.aliases import DEPRECATED_ARGUMENTS
+from stash_pipeline import errors
+from stash_pipeline.operations.base import Operation
+from stash_serve.mcp import derive, toolsets
+from stash_serve.mcp.calls import ToolCalls
+from stash_serve.mcp.schemas import portable
+from stash_serve.mcp.server import build_server
 from tests.mcp.conftest import fails, ok
 
 pytestmark = pytest.mark.anyio
@@ -86,7 +92,7 @@ def _items_types(prop: dict[str, Any]) -> set[str]:
     options = [prop, *prop.get("anyOf", [])]
     found: set[str] = set()
     for option in options:
-        if option.get("type") == "array":
+        if "array" in _types({"type": option.get("type", [])}):
             found |= _types(option.get("items", {}))
     return found
 
@@ -195,26 +201,6 @@ async def test_descriptions_and_instructions_fit_the_budget(server: Any) -> None
         assert tool.description and len(tool.description.split()) >= 3, tool.name
 
 
-async def test_deprecated_names_are_accepted_but_not_advertised(server: Any) -> None:
-    async with Client(server) as client:
-        tools = {t.name: t for t in (await client.list_tools()).tools}
-        for name, renames in DEPRECATED_ARGUMENTS.items():
-            properties = set(tools[name].input_schema["properties"])
-            for old, new in renames.items():
-                assert new in properties and old not in properties, (name, old)
-
-        made = await ok(client, "create_namespace", {"slug": "/old", "description": "old name"})
-        assert made["slug"] == "/old" and made["created"] is True
-        both = await fails(client, "create_namespace", {"slug": "/a", "namespace": "/b"})
-        assert both["error"] == "invalid_input" and "deprecated" in both["message"]
-
-        goal = await ok(client, "create_goal", {"content": "ship it", "namespace": "/old"})
-        done = await ok(client, "complete_goal", {"id": goal["id"], "notes": "shipped"})
-        assert "shipped" in str(done)
-        preview = await ok(client, "delete_namespace", {"slug": "/old"})
-        assert preview["deleted"] is False
-
-
 async def test_errors_name_the_tool_that_fixes_them(server: Any) -> None:
     async with Client(server) as client:
         missing = await fails(client, "remember", {"content": "x", "namespace": "/nope"})
@@ -246,3 +232,137 @@ async def test_every_next_step_has_a_tool_and_a_command(server: Any) -> None:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     for action, arguments in NEXT_STEP_ACTIONS.items():
         assert set(arguments) <= set(tools[TOOLS[action]].input_schema["properties"]), action
+
+
+# --- the default surface and the toolsets -------------------------------------------------
+
+#: characters of the default surface's tools/list result, as compact JSON (what the server
+#: writes on the wire); every agent sends it with every model request
+DEFAULT_LIST_BUDGET = 15_000
+
+
+def _listing_chars(result: Any) -> int:
+    return len(result.model_dump_json(by_alias=True, exclude_none=True))
+
+
+async def test_the_default_surface_fits_its_budget(store: Any) -> None:
+    async with Client(build_server(store, auth=False, toolsets="default")) as client:
+        listed = await client.list_tools()
+        instructions = client.instructions or ""
+    assert [t.name for t in listed.tools] == [op.name for op in toolsets.toolsets()["default"]]
+    assert set(toolsets.DEFAULT_TOOLS) == {t.name for t in listed.tools}
+    used = _listing_chars(listed)
+    assert used <= DEFAULT_LIST_BUDGET, f"the default tools/list is {used} characters"
+    # the instructions name only tools this server offers
+    every = {op.name for op in toolsets.every_operation()}
+    named = set(re.findall(r"`([a-z_]+)`", instructions)) & every
+    assert named and named <= {t.name for t in listed.tools}, named - {t.name for t in listed.tools}
+    assert "Hypotheses" not in instructions and "`recall`" in instructions
+
+
+async def test_the_full_surface_is_one_spec_away(store: Any) -> None:
+    async with Client(build_server(store, auth=False, toolsets="all")) as every:
+        full = await every.list_tools()
+    async with Client(build_server(store, auth=False, toolsets="default,graph")) as some:
+        names = [t.name for t in (await some.list_tools()).tools]
+        # a tool outside the chosen sets is unknown to this server
+        missing = await fails(some, "create_hypothesis", {"content": "c", "verification_plan": "v"})
+    assert len(full.tools) == 51
+    graph = [op.name for op in toolsets.toolsets()["graph"]]
+    assert names == [t.name for t in full.tools if t.name in set(graph) | set(toolsets.DEFAULT_TOOLS)]
+    assert missing["error"] == "unknown_tool"
+
+
+def test_a_toolset_spec_is_checked_once_at_start() -> None:
+    sets = toolsets.toolsets()
+    assert [op.name for op in toolsets.select("all")] == [op.name for op in toolsets.every_operation()]
+    assert toolsets.select(" goals , default ") == toolsets.select("default,goals")
+    # every tool is in the set of its subject: no tool is out of reach
+    assert {op.name for name, ops in sets.items() if name != "default" for op in ops} == {
+        op.name for op in toolsets.every_operation()
+    }
+    for bad in ("defualt", "default,nope", "", " , "):
+        with pytest.raises(errors.ConfigurationError) as raised:
+            toolsets.select(bad)
+        assert "default, namespaces" in str(raised.value) and "all" in str(raised.value), bad
+
+
+# --- schemas every converter takes ----------------------------------------------------------
+
+
+def _walk(schema: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every (path, sub-schema) of a JSON schema, the root first."""
+    if not isinstance(schema, dict):
+        return []
+    found = [(where, schema)]
+    for key, value in schema.items():
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            for name, item in value.items():
+                found += _walk(item, f"{where}.{name}")
+        elif key in ("items", "additionalProperties"):
+            found += _walk(value, f"{where}.{key}")
+        elif key in ("anyOf", "oneOf", "allOf") and isinstance(value, list):
+            for i, item in enumerate(value):
+                found += _walk(item, f"{where}.{key}[{i}]")
+    return found
+
+
+def _portability_problems(name: str, schema: dict[str, Any]) -> list[str]:
+    problems = []
+    for where, node in _walk(schema, name):
+        if isinstance(node.get("additionalProperties"), bool):
+            problems.append(f"{where}: boolean additionalProperties")
+        if {"type": "null"} in node.get("anyOf", []):
+            problems.append(f"{where}: a nullable anyOf (write type: [T, 'null'])")
+        if isinstance(node.get("title"), str):
+            problems.append(f"{where}: a generated title")
+    return problems
+
+
+async def test_every_input_schema_is_portable(server: Any) -> None:
+    async with Client(server) as client:
+        tools = (await client.list_tools()).tools
+    problems = [p for tool in tools for p in _portability_problems(tool.name, tool.input_schema)]
+    assert problems == []
+    remember = {t.name: t for t in tools}["remember"].input_schema["properties"]
+    assert remember["metadata"]["type"] == ["object", "null"] and remember["metadata"]["additionalProperties"] == {}
+    assert remember["occurred_at"]["description"].startswith("ISO 8601")
+
+
+def test_portable_rewrites_what_converters_refuse() -> None:
+    text = {"type": "string"}
+    before = {
+        "title": "toolArguments",
+        "type": "object",
+        "properties": {
+            "title": {"title": "Title", "type": "string"},  # a parameter named title stays
+            "when": {"anyOf": [text, {"type": "null"}], "default": None, "description": "ISO 8601 time."},
+            "meta": {"anyOf": [{"type": "object", "additionalProperties": True}, {"type": "null"}]},
+            "mode": {"anyOf": [{"enum": ["a", "b"], "type": "string"}, {"type": "null"}]},
+            "trees": {"anyOf": [{"type": "array", "items": text}, text, {"type": "null"}]},
+            "item": {"anyOf": [{"$ref": "#/$defs/Item"}, {"type": "null"}]},
+        },
+        "$defs": {"Item": {"type": "object", "additionalProperties": False, "properties": {"x": text}}},
+    }
+    after = portable(before)
+    props = after["properties"]
+    assert "title" not in after and props["title"] == {"type": "string"}
+    assert props["when"] == {"type": ["string", "null"], "default": None, "description": "ISO 8601 time."}
+    assert props["meta"] == {"type": ["object", "null"], "additionalProperties": {}}
+    assert props["mode"] == {"type": ["string", "null"], "enum": ["a", "b", None]}
+    assert props["trees"] == {"type": ["array", "string", "null"], "items": text}
+    assert props["item"] == before["properties"]["item"]  # a $ref arm cannot merge
+    assert after["$defs"]["Item"] == {"type": "object", "properties": {"x": text}}
+    assert before["properties"]["meta"]["anyOf"][0]["additionalProperties"] is True  # the input is kept
+
+
+def test_the_sdk_builds_each_tool_from_its_signature(store: Any) -> None:
+    """``derive.tool`` gives the SDK a function whose ``__signature__`` lists the arguments;
+    an SDK that stopped reading it would see ``ctx`` and ``**values`` only, and fail here."""
+    calls = ToolCalls(store, False)
+    for op in toolsets.every_operation():
+        tool = derive.tool(op, calls)
+        assert isinstance(op, Operation)
+        assert list(tool.parameters.get("properties", {})) == list(op.arguments.model_fields), op.name
+        assert list(tool.fn_metadata.arg_model.model_fields) == list(op.arguments.model_fields), op.name
+        assert tool.context_kwarg == "ctx" and tool.name == op.name

@@ -44,6 +44,8 @@ def _env(settings: Any, tmp_path: Path) -> dict[str, str]:
         # vectors before the commit: "auto" defers them when the forward pass is slow (a
         # loaded machine), and the worker's later write would show in the tests' snapshots
         "STASH_EMBED_ON_WRITE": "sync",
+        # every tool: these tests call tools outside the default toolset
+        "STASH_TOOLSETS": "all",
     }
 
 
@@ -87,7 +89,7 @@ async def test_stdio_session_protocol_end_to_end(settings: Any, tmp_path: Path) 
             created = _structured(await session.call_tool("init", {}))
             assert "/self/preferences" in created["namespaces"]
             _structured(
-                await session.call_tool("create_namespace", {"slug": "/projects/x", "description": "X"})
+                await session.call_tool("create_namespace", {"namespace": "/projects/x", "description": "X"})
             )
             stored = _structured(
                 await session.call_tool(
@@ -336,7 +338,7 @@ async def test_http_auth_matrix_health_and_metrics(
                 == "record_not_found"
             )
             assert (
-                _error(await session.call_tool("delete_namespace", {"slug": "/projects/x", "confirm": True}))[
+                _error(await session.call_tool("delete_namespace", {"namespace": "/projects/x", "confirm": True}))[
                     "error"
                 ]
                 == "access_denied"
@@ -454,7 +456,7 @@ async def test_http_concurrent_remember_and_malformed_arguments(
 async def test_http_no_auth_on_loopback(settings: Any, store: Any, tmp_path: Path) -> None:
     with _serve_http(settings, tmp_path, "--no-auth") as base:
         async with _session(base, None) as session:
-            await session.call_tool("create_namespace", {"slug": "/dev", "description": "local"})
+            await session.call_tool("create_namespace", {"namespace": "/dev", "description": "local"})
             stored = _structured(
                 await session.call_tool("remember", {"content": "no token needed", "namespace": "/dev"})
             )

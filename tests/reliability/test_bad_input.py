@@ -132,16 +132,16 @@ def mcp_cases(w: dict[str, int]) -> list[Case]:
         E("remember", {"content": "ok", "namespace": ["/a"]}, *ns_bad),
         E("remember", {"content": "ok", "namespace": "/nope"}, "namespace_not_found"),
         E("remember", {"content": "ok", "namespace": "/a\ud800"}, *ns_bad),
-        E("create_namespace", {"slug": "/" + SQLI}, *ns_bad),
-        E("create_namespace", {"slug": "/a%b"}, *ns_bad),
-        E("create_namespace", {"slug": "/x", "description": "d\x00"}),
-        E("create_namespace", {"slug": "/x", "name": BIG * 2}, "invalid_input", "content_too_large"),
-        E("create_namespace", {"slug": None}, *ns_bad),
+        E("create_namespace", {"namespace": "/" + SQLI}, *ns_bad),
+        E("create_namespace", {"namespace": "/a%b"}, *ns_bad),
+        E("create_namespace", {"namespace": "/x", "description": "d\x00"}),
+        E("create_namespace", {"namespace": "/x", "name": BIG * 2}, "invalid_input", "content_too_large"),
+        E("create_namespace", {"namespace": None}, *ns_bad),
         # without confirm: a preview that deletes nothing
-        OK("delete_namespace", {"slug": "/a", "confirm": False}, lambda r: r["deleted"] is False),
-        E("delete_namespace", {"slug": "/%", "confirm": True}, *ns_bad),
-        E("delete_namespace", {"slug": "/", "confirm": True}, "invalid_input", "invalid_namespace"),
-        E("delete_namespace", {"slug": "/nope", "confirm": True}, "namespace_not_found"),
+        OK("delete_namespace", {"namespace": "/a", "confirm": False}, lambda r: r["deleted"] is False),
+        E("delete_namespace", {"namespace": "/%", "confirm": True}, *ns_bad),
+        E("delete_namespace", {"namespace": "/", "confirm": True}, "invalid_input", "invalid_namespace"),
+        E("delete_namespace", {"namespace": "/nope", "confirm": True}, "namespace_not_found"),
         # --- reads with metacharacters: handled, match literally
         OK("list_namespaces", {"namespaces": "/a_"}, None),
         OK("recall", {"query": "%", "namespaces": "/a"}),
@@ -285,7 +285,7 @@ def mcp_cases(w: dict[str, int]) -> list[Case]:
         E("stats", {"namespace": "/a"}),
         E("init", {"force": True}),
         # a destructive switch takes only a real JSON true: "yes" is refused, nothing deleted
-        E("delete_namespace", {"slug": "/a/sub", "confirm": "yes"}, "invalid_input"),
+        E("delete_namespace", {"namespace": "/a/sub", "confirm": "yes"}, "invalid_input"),
     ]
     return cases
 

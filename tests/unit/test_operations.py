@@ -75,10 +75,8 @@ def _known_colour(value: str | None) -> str | None:
 
 
 def _server(op: Operation) -> MCPServer:
-    server = MCPServer("test")
     store = SimpleNamespace(settings=Settings())  # the operation never touches it
-    mcp_derive.add_tool(server, ToolCalls(store, auth=False), op)  # type: ignore[arg-type]
-    return server
+    return MCPServer("test", tools=[mcp_derive.tool(op, ToolCalls(store, auth=False))])  # type: ignore[arg-type]
 
 
 async def _tool(op: Operation) -> Any:
