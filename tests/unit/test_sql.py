@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 from pathlib import Path
 
@@ -77,3 +78,20 @@ def test_no_query_formats_values_with_fstrings():
             if re.search(r"execute\(\s*f[\"']", line):
                 offenders.append(f"{path.relative_to(ROOT)}:{lineno}")
     assert not offenders, offenders
+
+
+def test_fragments_expand_innermost_first_and_are_no_queries():
+    text = ("-- visible_fact(t) --\n-- doc\n{{ t }}.ok\n"
+            "-- leg(kind, t) --\nSELECT {{ t }}.id FROM {{ kind }}s {{ t }} WHERE {{ visible_{{ kind }}(t={{ t }}) }}\n"
+            "-- q --\n{{ leg(kind=fact, t=f) }}\n")
+    assert sql.parse(text) == {"q": "SELECT f.id FROM facts f WHERE f.ok"}
+    with pytest.raises(ValueError, match="parameters"):
+        sql.parse(text.replace("kind=fact, ", ""))
+    with pytest.raises(ValueError, match="names no fragment"):
+        sql.parse(text.replace("{{ leg(", "{{ legs("))
+
+
+def test_the_recall_statement_assembled_from_its_parts_is_the_single_one_it_was():
+    # sha256 of the recall statement when it was one block of recall.sql
+    digest = hashlib.sha256(sql.query("recall").encode()).hexdigest()
+    assert digest == "eccd736e7ec8be7056045a0ff912520219631d8e5a6bdda294d4cd1c52f5e651"

@@ -104,6 +104,18 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
 -- entity count as matched when the fact lacks them: entity_credit times their idf but at
 -- least entity_match of the query, times hop_factor one hop away.
 WITH
+{{ recall_scope }},
+{{ recall_words }},
+{{ recall_exact }},
+{{ recall_vector_leg }},
+{{ recall_text_leg }},
+{{ recall_scoring }},
+{{ recall_context }},
+{{ recall_entity_leg }},
+{{ recall_fusion }}
+{{ recall_result }}
+
+-- recall_scope() --
 -- the query's vector: the one given, else the embedding cache's (%(text_hash)s under the
 -- configured model and endpoint), so a query seen before needs no round trip of its own;
 -- when there is none (recall_check says so), nothing below finds anything and recall
@@ -122,7 +134,9 @@ scope AS MATERIALIZED (
       AND EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug)
                   WHERE n.slug = p.slug
                      OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%')
-),
+)
+
+-- recall_words() --
 query_lexemes AS (
     SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
     WHERE (SELECT ready FROM query_vector)
@@ -172,7 +186,9 @@ tq AS (
             FROM weights w WHERE w.df > 0 AND w.rarity <= 2)::tsquery AS q_pair,
            (SELECT sum(w.idf) FROM weights w) AS full_match,
            ARRAY(SELECT w.lexeme FROM weights w) AS lexemes
-),
+)
+
+-- recall_exact() --
 -- a scope of at most %(exact_scan_limit)s live memories is ranked exactly: each of its rows
 -- is compared with the query, read by the namespace index. The HNSW walk filters by
 -- namespace as it goes, so in a large store it passes mostly other namespaces' rows before
@@ -186,7 +202,9 @@ exact AS MATERIALIZED (
            AND COALESCE((SELECT sum(s.documents) FROM recall_text_stats s
                          WHERE s.namespace_id = ANY((SELECT ids FROM scope)::bigint[])), 0)
                <= %(exact_scan_limit)s AS small
-),
+)
+
+-- recall_vector_leg() --
 -- the vector candidates carry the columns scoring needs: the HNSW scan has their rows in
 -- hand, so candidates fetches again only the text matches the vector reads did not find
 fact_vec AS (
@@ -221,7 +239,9 @@ episode_vec AS (
        AND episode_visible(e, %(as_of)s, %(known_at)s)
      ORDER BY (e.embedding <=> (SELECT v FROM query_vector)) + 0
      LIMIT %(candidates)s)
-),
+)
+
+-- recall_text_leg() --
 -- (scoped: the word index's matches ANDed with the namespace index's rows in scope; in a
 -- small scope (exact, above) the scope's rows by the namespace index, each tested for the
 -- words: "IS TRUE" keeps the word index out, which would fetch the words' matches in every
@@ -340,7 +360,9 @@ text_top AS (
                  / (COALESCE(array_length(u.positions, 1), 1)
                     + %(k1)s * (1 - %(b)s + %(b)s * m.doc_length / co.average_length))) DESC, m.id DESC
     LIMIT %(text_candidates)s
-),
+)
+
+-- recall_scoring() --
 -- each candidate's tsvector and vector detoasted here, once: a value stored out of line or
 -- compressed stays a pointer in the materialised CTEs below and would be fetched and
 -- expanded again at every use (the cosine, BM25, the supersession and copy comparisons).
@@ -439,7 +461,9 @@ fused AS (
           AND n.matched @> j.matched
           AND 1 - (n.embedding <=> j.embedding) >= %(supersede_similarity)s
     ) newer ON true
-),
+)
+
+-- recall_context() --
 pool AS (
     SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s
 ),
@@ -511,7 +535,9 @@ ranked AS (
                             THEN %(fact_weight)s::float8 ELSE 1 END DESC,
              x.kind, x.id DESC
     LIMIT %(fetch_limit)s
-),
+)
+
+-- recall_entity_leg() --
 -- the entity leg (memory/entity_recall.py): the entities the query's phrases name by an
 -- alias (MATERIALIZED: found by the (namespace_id, normalised) index, never by walking an
 -- entity_id index in order for the LIMIT), with the aliases that matched; written once for
@@ -628,7 +654,9 @@ entity_copies AS MATERIALIZED (
     JOIN facts f ON f.id = x.id
     JOIN episodes e ON e.id = l.parent_id
     WHERE 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s
-),
+)
+
+-- recall_fusion() --
 -- fusion with the entity leg: a fact found by both keeps its hybrid row (text and context
 -- parts) with the higher score, entity_score the leg's; then the best %(fetch_limit)s by
 -- rank (the score times the row's weight: fact_weight on a fact, subject_weight too on
@@ -665,6 +693,8 @@ top AS (
     SELECT t.* FROM weighed t
     WHERE t.place <= %(fetch_limit)s OR (%(entity_pool)s AND t.entity_score IS NOT NULL)
 )
+
+-- recall_result() --
 SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
        n.slug AS namespace, COALESCE(f.content, e.content) AS content,
        f.confidence, f.valid_from, f.valid_until, f.withdrawn_at,
