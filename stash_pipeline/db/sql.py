@@ -33,7 +33,8 @@ def _body(text: str) -> str:
     return "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("--")).strip("\n").rstrip()
 
 
-def _expand(text: str, fragments: dict[str, tuple[list[str], str]], values: dict[str, str], origin: str) -> str:
+def _expand(text: str, fragments: dict[str, tuple[list[str], str]], values: dict[str, str], origin: str,
+            used: set[str]) -> str:
     def use(match: re.Match[str]) -> str:
         name, given = match.group(1), match.group(2)
         if given is None and name in values:
@@ -41,10 +42,11 @@ def _expand(text: str, fragments: dict[str, tuple[list[str], str]], values: dict
         if name not in fragments:
             raise ValueError(f"{origin}: {match.group(0)!r} names no fragment or parameter")
         params, body = fragments[name]
+        used.add(name)
         args = dict(_argument(a, origin) for a in given.split(",")) if given and given.strip() else {}
         if sorted(args) != sorted(params):
             raise ValueError(f"{origin}: {match.group(0)!r} does not give {name}'s parameters {params}")
-        return _expand(body, fragments, args, f"{origin} ({name})")
+        return _expand(body, fragments, args, f"{origin} ({name})", used)
 
     while _USE.search(text):
         text = _USE.sub(use, text)
@@ -74,7 +76,11 @@ def parse(text: str, origin: str = "<string>") -> dict[str, str]:
         if not statement:
             raise ValueError(f"{origin}: query {name!r} is empty")
         bodies[name] = statement
-    return {name: _expand(body, fragments, {}, f"{origin}: {name}") for name, body in bodies.items()}
+    used: set[str] = set()
+    queries = {name: _expand(body, fragments, {}, f"{origin}: {name}", used) for name, body in bodies.items()}
+    if unused := sorted(set(fragments) - used):
+        raise ValueError(f"{origin}: fragments {unused} are used by no query")
+    return queries
 
 
 def load_all(directory: Path = QUERY_DIR) -> dict[str, str]:
