@@ -8,6 +8,13 @@ Each file holds blocks like::
 
 The first line names the query, the comment lines after it describe it, the rest is the
 statement with ``%(name)s`` parameters. Names are unique across all files.
+
+A block named with a parameter list, ``-- name(kind, t) --``, is a fragment: no query of
+its own, but a piece of its file's queries, used as ``{{ name(kind=fact, t=f) }}`` (or
+``{{ name }}`` without parameters); in its body ``{{ kind }}`` is the value given. Uses
+are expanded innermost first, so ``{{ visible_{{ kind }}(t={{ t }}) }}`` picks a fragment
+by a parameter. Expansion happens here, once, at load: a query is plain SQL by the time
+it runs.
 """
 
 from __future__ import annotations
@@ -16,23 +23,64 @@ import re
 from pathlib import Path
 
 QUERY_DIR = Path(__file__).parent / "queries"
-_HEADER = re.compile(r"^--\s*([a-z0-9_]+)\s*--\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^--\s*([a-z0-9_]+)(\([a-z0-9_, ]*\))?\s*--\s*$", re.MULTILINE)
+#: an innermost use: no braces inside
+_USE = re.compile(r"\{\{\s*([a-z0-9_]+)\s*(?:\(([^{}()]*)\))?\s*\}\}")
+_ARGUMENT = re.compile(r"\s*([a-z0-9_]+)\s*=\s*([\w.]*)\s*")
+
+
+def _body(text: str) -> str:
+    return "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("--")).strip("\n").rstrip()
+
+
+def _expand(text: str, fragments: dict[str, tuple[list[str], str]], values: dict[str, str], origin: str,
+            used: set[str]) -> str:
+    def use(match: re.Match[str]) -> str:
+        name, given = match.group(1), match.group(2)
+        if given is None and name in values:
+            return values[name]
+        if name not in fragments:
+            raise ValueError(f"{origin}: {match.group(0)!r} names no fragment or parameter")
+        params, body = fragments[name]
+        used.add(name)
+        args = dict(_argument(a, origin) for a in given.split(",")) if given and given.strip() else {}
+        if sorted(args) != sorted(params):
+            raise ValueError(f"{origin}: {match.group(0)!r} does not give {name}'s parameters {params}")
+        return _expand(body, fragments, args, f"{origin} ({name})", used)
+
+    while _USE.search(text):
+        text = _USE.sub(use, text)
+    return text
+
+
+def _argument(text: str, origin: str) -> tuple[str, str]:
+    match = _ARGUMENT.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{origin}: {text!r} is no name=value")
+    return match.group(1), match.group(2)
 
 
 def parse(text: str, origin: str = "<string>") -> dict[str, str]:
-    """Split one .sql file into {name: statement}."""
-    out: dict[str, str] = {}
+    """Split one .sql file into {name: statement}, its fragments expanded."""
+    bodies: dict[str, str] = {}
+    fragments: dict[str, tuple[list[str], str]] = {}
     parts = _HEADER.split(text)
-    # parts = [preamble, name1, body1, name2, body2, ...]
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        lines = [ln for ln in body.strip().splitlines() if not ln.lstrip().startswith("--")]
-        statement = "\n".join(lines).strip().rstrip(";").strip()
+    # parts = [preamble, name1, params1, body1, name2, params2, body2, ...]
+    for name, params, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+        if name in bodies or name in fragments:
+            raise ValueError(f"{origin}: query {name!r} defined twice")
+        if params is not None:
+            fragments[name] = ([p.strip() for p in params.strip("()").split(",") if p.strip()], _body(body))
+            continue
+        statement = _body(body).strip().rstrip(";").strip()
         if not statement:
             raise ValueError(f"{origin}: query {name!r} is empty")
-        if name in out:
-            raise ValueError(f"{origin}: query {name!r} defined twice")
-        out[name] = statement
-    return out
+        bodies[name] = statement
+    used: set[str] = set()
+    queries = {name: _expand(body, fragments, {}, f"{origin}: {name}", used) for name, body in bodies.items()}
+    if unused := sorted(set(fragments) - used):
+        raise ValueError(f"{origin}: fragments {unused} are used by no query")
+    return queries
 
 
 def load_all(directory: Path = QUERY_DIR) -> dict[str, str]:

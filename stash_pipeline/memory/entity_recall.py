@@ -1,40 +1,13 @@
-"""The entity leg of hybrid recall: facts about the entities a query names, and one hop on.
+"""The entity leg of hybrid recall: the query's phrases that could name an entity.
 
-"What does Alice work on?" shares no word with "achen moved to the Kestrel team", and
-"which database does Alice's project use?" none with "Kestrel keeps its records in
-Postgres 16". Both are found through resolved entities (``memory/entities.py``):
-
-* **matching**: the query's word n-grams (1 to ``max_alias_words`` words, a possessive "'s"
-  dropped), each normalised as aliases are (``entities.normalise``), are looked up in
-  ``entity_aliases`` by its unique (namespace_id, normalised) index, in the namespaces in
-  scope. Exact alias match only: no fuzzy matching on the hot path; a query naming no
-  entity pays one index probe.
-* **one call**: the leg is part of the ``recall`` statement (``queries/recall.sql``, the
-  ``entity_*`` parts): names, links, facts and scores in the same statement and
-  snapshot as the hybrid ranking, no round trip of its own.
-* **bounds** (``RecallConfig``): at most ``max_named`` named entities; per named entity
-  its ``links_per_entity`` newest visible relationships (source fact visible too),
-  reaching at most ``max_neighbours`` other entities; per entity its
-  ``facts_per_entity`` newest visible facts; the best ``max_facts`` of those by score.
-  A person with a project, a manager and a few reports stays whole; a hub (a project everyone works on) is cut to its newest links, so
-  the leg costs a few index lookups and at most (max_named + max_neighbours) *
-  facts_per_entity cosines whatever the graph's size.
-* **visibility**: facts by ``fact_visible`` and relationships by ``relationship_visible``
-  (their own valid_from/valid_until/recorded_at/retired_at, migration 0008; visibility functions in 0012) at the call's
-  ``as_of`` / ``known_at`` (``include_history``: every fact), as every other recall row:
-  "who was on the Kestrel team in March" follows the links of March.
-* **scoring**: as recall scores a fact (``w_vector * cosine + (1 - w_vector) * coverage``,
-  the same BM25), except when the fact lacks query words of the alias that named its
-  entity ("achen moved to the Kestrel team" for "what does Alice work on"):
-  the entity link stands for them, so they count as matched — ``entity_credit`` times their
-  idf, but at least ``entity_match`` of the query (the name is the subject the question is
-  about, however common the word) — times ``hop_factor`` for a neighbour's fact. A fact
-  that spells the name ("Alice Chen is a staff engineer", "checkout-api stores its state
-  in Cassandra") scores exactly as without the leg, so the leg lifts only what text
-  search cannot see and never reorders text hits among themselves.
-* **fusion** (in the statement): the leg's rows join the hybrid rows; a fact found by
-  both keeps its hybrid row with the higher score (``entity`` records the leg's); then
-  the best ``limit``. Hybrid mode only.
+"What does Alice work on?" shares no word with "achen moved to the Kestrel team": such
+facts are found through resolved entities (``memory/entities.py``). The leg itself (names,
+links, facts, scores) is part of the ``recall`` statement, its rule in the header of
+``entity_leg`` in ``queries/recall.sql``, its bounds in ``RecallConfig``. Here: the
+query's word n-grams (1 to ``max_alias_words`` words, a possessive "'s" dropped), each
+normalised as aliases are (``entities.normalise``), at most ``max_phrases`` of them; the
+statement looks them up by the unique (namespace_id, normalised) alias index. Exact
+alias match only: no fuzzy matching on the hot path. Hybrid mode only.
 """
 
 from __future__ import annotations

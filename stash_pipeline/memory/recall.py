@@ -1,66 +1,22 @@
 """Recall: hybrid retrieval over current facts and episodes, ranked together.
 
 One round trip (``recall_search_params``, ``recall_check`` and ``recall`` pipelined as one
-transaction) reads the query's vector from the embedding cache, resolves the
-namespaces, runs the entity leg, gathers candidates — pgvector HNSW cosine over facts
-and over episodes, and full-text matches of the query's rarest words — scores and fuses
-them and fetches each episode hit's context turns. A query never seen before has no
-cached vector: the model embeds it (and caches it) and the round trip runs again. The tuning
-is a ``RecallConfig`` value (``memory/recall_config.py``) passed in, its fields sent as
-statement parameters; what each row may see (as of, known at, history) is the one SQL
-definition of visibility (``fact_visible``, ``episode_visible``, migration 0012).
-Scores:
+transaction) reads the query's vector from the embedding cache and runs the recall
+statement. A query never seen before has no cached vector: the model embeds it (and
+caches it) and the round trip runs again. What the statement finds and how it scores and
+fuses is written once, in the parts of ``db/queries/recall.sql`` (scope, vector and text
+legs over both kinds, scoring, context, entity leg, fusion, result), each part's rule in
+its header. The tuning is a ``RecallConfig`` (``memory/recall_config.py``) sent as
+statement parameters; here the call's values are checked, supersession is turned off for
+a query that asks about a time (``asks_about_time``: the old value may be the answer) and
+the entity leg's phrases are made (``memory/entity_recall.py``).
 
-* ``vector``: cosine similarity to the query;
-* ``text``: Okapi BM25 (``bm25_k1``, ``bm25_b``) with per-namespace document
-  frequencies and lengths that triggers keep current on every write, forget, purge and
-  namespace deletion (``recall_term_stats`` / ``recall_text_stats``);
-* ``coverage``: BM25 divided by the sum of the query words' idf, i.e. the share of the
-  query's information the row matches (unseen query words count: "quantum banana
-  telescope" matches nothing and covers 0);
-* fused: ``w_vector * cosine + (1 - w_vector) * coverage``, times ``stale_factor`` for an
-  episode whose derived facts were all retired (its correction wins);
-* supersession by recency (hybrid mode): an episode candidate with a *newer* episode
-  candidate in the same namespace (later ``occurred_at``) that is a near-duplicate —
-  embedding cosine >= ``supersede_similarity`` and matching every query word the older one
-  matches — is taken as restated or corrected by it. Its score drops to just below the
-  newer one's (``supersede_margin`` times it), but never below ``superseded_factor``
-  times its own: the correction outranks the old value, which otherwise keeps its place (a
-  multi-session answer still finds both). The word test keeps look-alikes that differ in
-  a detail the query names (another service, day or person) from demoting each other.
-  Only the best ``limit + context_pool`` candidates are checked against the others (a
-  demotion only lowers a score), which bounds the pairs compared. Not applied with
-  ``as_of``, ``known_at`` or ``include_history``, nor when the query asks about a time
-  (``asks_about_time``: a month, year or date, "before", "used to", "originally" ...),
-  since then the old value may be the answer;
-* ``context``: in hybrid mode, an episode within ``context_window`` turns of one of the best
-  ``context_pool`` episodes, in the same session (same given ``occurred_at``, or the same
-  ``metadata.session`` / ``metadata.thread``), gains ``neighbour_weight`` times that hit's
-  score: in a conversation the answer is often the reply after the turn naming the topic.
-
-* ``entity`` (hybrid mode): when the query names a known entity by an alias, that
-  entity's visible facts and its neighbours' (one visible relationship away, bounded;
-  as of / known at like every other row) join the candidates, scored as above with the name's words counted as
-  matched in the facts that lack them (``memory/entity_recall.py``). A query naming no
-  entity ranks exactly as without it.
-
-``relevance`` is the score clipped to [0, 1]. It is absolute (cosine and coverage do not
-depend on the other results), so an agent can threshold it: below ``relevance_floor`` a
-hit is probably not about the query.
-
-Grouping (``memory/recall_grouping.py``, ``config.grouping``): the statement returns
-``limit + overfetch`` candidates ranked with facts weighted (``fact_weight``, and
-``subject_weight`` for a fact the entity leg reached; none for a fact that restates one of
-its source episodes, ``copy_similarity``, or that the leg did not reach and whose cosine
-is below ``weight_min_cosine``; the score stays the fact's own),
-every fact the entity leg found, and each fact's source turns; ``recall_grouping.group``
-then folds the episodes a fact rests on into it, one result per piece of evidence.
-
-``recall`` returns ``RecallHit`` records; ``recall_results`` returns the lean JSON shape
-for agents (no nulls, score_parts on request, neighbour turns as ``context``, max_tokens
-counted on the serialised results), shaped by ``memory/recall_shape.py``, whose helpers
-this module re-exports as part of recall's face. Retired facts are excluded unless asked
-(``include_history``, ``as_of``, ``known_at``). Results never carry vectors.
+``relevance`` is the score clipped to [0, 1]: absolute (cosine and coverage do not depend
+on the other results), so an agent can threshold it at ``relevance_floor``. Grouping
+(``memory/recall_grouping.py``) folds the statement's ``limit + overfetch`` rows into one
+result per piece of evidence. ``recall`` returns ``RecallHit`` records;
+``recall_results`` the lean JSON shape for agents (``memory/recall_shape.py``, whose
+helpers this module re-exports). Results never carry vectors.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class RecallConfig:
-    """How recall ranks; see ``memory/recall.py`` and ``memory/entity_recall.py`` for the rules."""
+    """How recall ranks; the rules are the headers of ``db/queries/recall.sql``'s parts."""
 
     #: weight of the cosine similarity in the fused score; the rest goes to BM25 coverage
     w_vector: float = 0.4
@@ -26,24 +26,18 @@ class RecallConfig:
     #: candidates per vector list = max(min_candidates, candidate_factor * limit)
     candidate_factor: int = 3
     min_candidates: int = 30
-    #: full-text candidates: the query's rarest lexemes are matched while their summed
-    #: document frequency stays within this many rows (per kind, newest first beyond it)
+    #: the text leg (recall.sql, text_leg): rows matched per kind at most ...
     text_scan_limit: int = 400
-    #: ... and when even the rarest lexeme is in more rows, the rows holding the two rarest
-    #: are matched; the rarest's newest matches are added only when fewer than this many
-    #: rows (per kind) hold both
+    #: ... and the fewest rows holding the two rarest words before the rarest's are added
     text_pair_min: int = 20
     #: of those matches, the best this many by BM25 join the vector candidates
     text_candidates: int = 60
     #: HNSW beam width (hnsw.ef_search) for recall's vector candidates
     ef_search: int = 100
-    #: a recall scoped to namespaces holding at most this many live memories compares the
-    #: query with each of them instead of walking the HNSW graph: an exact answer, and in a
-    #: large store the graph walk would pass mostly other namespaces' rows to find these
+    #: a scope of at most this many live memories is ranked exactly (recall.sql, small_scope)
     exact_scan_limit: int = 2000
-    #: hybrid mode: an episode within context_window turns of one of the best context_pool
-    #: episodes (same namespace, same session) gains neighbour_weight times that hit's
-    #: score: in a conversation the turn that answers often follows the one naming the subject
+    #: context (recall.sql, context): the lift a neighbour of a strong episode hit gains,
+    #: the hits that lend it, the turns either side
     neighbour_weight: float = 0.35
     context_pool: int = 20
     context_window: int = 2
@@ -51,12 +45,10 @@ class RecallConfig:
     relevance_floor: float = 0.3
     #: factor on an episode whose derived facts were all retired (its correction should win)
     stale_factor: float = 0.5
-    #: supersession by recency: a newer episode candidate at least this similar (cosine)
-    #: that matches every query word the older one matches restates or corrects it ...
+    #: supersession by recency (recall.sql, scoring): how alike a newer restatement is,
+    #: the share of its score the older one keeps, and the least of its own it keeps
     supersede_similarity: float = 0.5
-    #: ... the older one then scores this times the newer one's score (just below it) ...
     supersede_margin: float = 0.99
-    #: ... but never less than this factor times its own score
     superseded_factor: float = 0.5
     #: a query naming a time (a month, "used to" ...) turns supersession off
     time_guard: bool = True
@@ -73,12 +65,10 @@ class RecallConfig:
     #: per entity its newest facts; the leg's best facts at most
     facts_per_entity: int = 20
     max_facts: int = 20
-    #: a fact lacking the alias words that named its entity counts them as matched: this
-    #: factor of their idf ...
+    #: the credit for the naming alias's words (recall.sql, entity_leg): a factor of their
+    #: idf, the least share of the query, the factor one hop away
     entity_credit: float = 1.0
-    #: ... but at least this share of the query's (coverage) ...
     entity_match: float = 0.5
-    #: ... and a neighbour's fact (one relationship away) this factor of that
     hop_factor: float = 0.6
     #: grouping (memory/recall_grouping.py): one result per piece of evidence, a fact hit
     #: carrying its source turns and the episodes it shows folded into it (off: every hit

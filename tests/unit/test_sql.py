@@ -77,3 +77,17 @@ def test_no_query_formats_values_with_fstrings():
             if re.search(r"execute\(\s*f[\"']", line):
                 offenders.append(f"{path.relative_to(ROOT)}:{lineno}")
     assert not offenders, offenders
+
+
+def test_fragments_expand_innermost_first_and_are_no_queries():
+    text = ("-- visible_fact(t) --\n-- doc\n{{ t }}.ok\n"
+            "-- leg(kind, t) --\nSELECT {{ t }}.id FROM {{ kind }}s {{ t }} WHERE {{ visible_{{ kind }}(t={{ t }}) }}\n"
+            "-- q --\n{{ leg(kind=fact, t=f) }}\n")
+    assert sql.parse(text) == {"q": "SELECT f.id FROM facts f WHERE f.ok"}
+    with pytest.raises(ValueError, match="parameters"):
+        sql.parse(text.replace("kind=fact, ", ""))
+    with pytest.raises(ValueError, match="names no fragment"):
+        sql.parse(text.replace("{{ leg(", "{{ legs("))
+    with pytest.raises(ValueError, match="used by no query"):
+        sql.parse(text + "-- spare() --\nSELECT 2\n")
+

@@ -41,73 +41,37 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
                           AND c.endpoint = %(embedding_endpoint)s)) AS needs_vector
 
 -- recall --
--- Recall in one statement: the namespaces in scope, the entity leg, the hybrid candidates,
--- their scores and context neighbours, the fusion, the best %(fetch_limit)s by rank (facts
--- weighted, %(fact_weight)s, unless they restate a source word for word or match the
--- query's meaning below %(weight_min_cosine)s; the entity leg's facts all kept with
--- %(entity_pool)s), each
--- fact's source turns and each episode hit's context turns: the rows grouping
--- (memory/recall_grouping.py) folds into the %(limit)s results. Run after
--- recall_search_params and recall_check (one pipelined round trip, one transaction: memory/recall.py).
---
--- Scope: the namespaces %(paths)s name and their descendants (resolve_namespace_tree's
--- rule), unless %(all_namespaces)s.
---
--- Candidates: HNSW cosine over facts and over episodes (%(candidates)s each, read in the
--- half-precision embedding_key order of their indexes: 0019; every score is full
--- precision; exact, by full-precision cosine, in a scope of at most %(exact_scan_limit)s
--- live memories), and
--- full-text matches of the query's RAREST lexemes: lexemes are taken in ascending
--- document frequency while their summed frequency fits %(text_scan_limit)s, so the rows
--- matched are bounded by construction (latency stays flat as the store grows) and no
--- older row is dropped for a newer one. When even the rarest lexeme is that common, the
--- rows holding both of the two rarest are matched (the word index intersects their lists,
--- so far fewer rows are fetched than every match of the rarest), their newest
--- %(text_scan_limit)s; only when fewer than %(text_pair_min)s rows hold both (per kind)
--- are the newest %(text_scan_limit)s matches of the rarest alone added.
--- The best %(text_candidates)s of those matches by BM25 join the vector candidates.
--- Scores, for every candidate: cosine similarity, and Okapi BM25 over the namespaces in
--- scope (document frequencies and lengths from recall_term_stats / recall_text_stats;
--- term frequency and length, in distinct lexemes, from the row's tsvector). The query's
--- lexemes are picked out of a row's tsvector in C (setweight marks them 'A', ts_filter
--- keeps those: to_tsvector gives every lexeme weight D), so only the one to three
--- matched lexemes are unnested, not the row's every word.
--- coverage = BM25 / the sum of the query lexemes' idf (what a row holding every query
--- lexeme once at average length scores): the share of the query's information the row
--- matches, comparable across queries.
--- Fused score = w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1)
--- (cosine alone in vector mode, coverage alone in text mode).
--- An episode still waiting for its vector (embedding NULL) is no vector candidate; found
--- by text, its NULL cosine counts as 0 (GREATEST ignores NULL): it ranks by text alone.
--- Stale episodes: an episode whose derived facts in scope are all retired (superseded,
--- expired or withdrawn) has its score multiplied by stale_factor, so its correction
--- outranks it (facts outside the scope, e.g. a parent namespace's citing a child's turn,
--- count for nothing: their withdrawal is not the reader's to see).
--- Supersession by recency (when supersede): an episode candidate with a newer episode
--- candidate in its namespace (later occurred_at, cosine between the two embeddings >=
--- supersede_similarity, matching every query lexeme the older one matches) scores
--- supersede_margin times that newer one's score, but at least superseded_factor times its
--- own (it drops just below its restatement and otherwise keeps its place).
--- Context: an episode within context_window places (by id) of one of the best
--- context_pool episodes, in the same namespace and session (the same given occurred_at,
--- or the same metadata.session or metadata.thread), gains neighbour_weight times that
--- hit's score.
--- Visibility (fact_visible, episode_visible, relationship_visible: migration 0012, one
--- definition for every read): facts current by default, valid at as_of as known at
--- known_at when either is given, everything with include_history; episodes not
--- forgotten, or stored by known_at, not forgotten then and occurred by as_of.
--- Entity leg (when %(phrases)s name an alias in scope): the visible facts of the named
--- entities and of their neighbours one visible relationship away, bounded (at most
--- %(max_named)s named, %(links_per_entity)s newest links each, %(max_neighbours)s
--- neighbours, %(facts_per_entity)s newest facts per entity, the best %(max_facts)s),
--- scored as a fact is here except that the query words of the alias that named its
--- entity count as matched when the fact lacks them: entity_credit times their idf but at
--- least entity_match of the query, times hop_factor one hop away.
+-- Recall in one statement: the parts below, in this order, each described where it is
+-- written. Run after recall_search_params and recall_check (one pipelined round trip, one
+-- transaction: memory/recall.py); its rows are what grouping (memory/recall_grouping.py)
+-- folds into the %(limit)s results. Every row is seen through the one definition of
+-- visibility (fact_visible, episode_visible, relationship_visible: migration 0012).
 WITH
--- the query's vector: the one given, else the embedding cache's (%(text_hash)s under the
+{{ scope }},
+{{ words }},
+{{ small_scope }},
+{{ vector_leg(kind=fact, t=f) }},
+{{ vector_leg(kind=episode, t=e) }},
+{{ text_leg(kind=fact, t=f) }},
+{{ text_leg(kind=episode, t=e) }},
+{{ text_top }},
+{{ scoring }},
+{{ context }},
+{{ entity_leg }},
+{{ fusion }}
+{{ result }}
+
+-- scope() --
+-- The query's vector: the one given, else the embedding cache's (%(text_hash)s under the
 -- configured model and endpoint), so a query seen before needs no round trip of its own;
 -- when there is none (recall_check says so), nothing below finds anything and recall
--- embeds the query and runs again
+-- embeds the query and runs again.
+-- The namespaces in scope: those %(paths)s name and their descendants
+-- (resolve_namespace_tree's rule), unless %(all_namespaces)s. Reads that depend on it are
+-- written once for all namespaces and once for the scope, each behind a one-time test
+-- (only one runs), not as "all OR in scope": under the generic plan recall runs that OR
+-- uses no namespace index (the text leg read every row matching a word in ANY namespace:
+-- 21 ms p50 with 200 namespaces, against 2 ms with the values).
 query_vector AS MATERIALIZED (
     SELECT v, (v IS NOT NULL OR NOT %(use_vector)s) AS ready
     FROM (SELECT COALESCE(%(embedding)s::vector,
@@ -122,23 +86,49 @@ scope AS MATERIALIZED (
       AND EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug)
                   WHERE n.slug = p.slug
                      OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%')
-),
+)
+
+-- small_scope() --
+-- A small scope (exact.small) (at most %(exact_scan_limit)s live memories) is read exactly: each of its
+-- rows by the namespace index. The HNSW walk filters by namespace as it goes, so in a
+-- large store it passes mostly other namespaces' rows before it has enough of a small
+-- one's (an 80-turn namespace beside 100,000: about 400 ms); a word rare in a small scope
+-- may be common beside it, so the text leg tests the scope's rows for the words too.
+exact AS MATERIALIZED (
+    SELECT NOT %(all_namespaces)s
+           AND COALESCE((SELECT sum(s.documents) FROM recall_text_stats s WHERE {{ in_scope(t=s) }}), 0)
+               <= %(exact_scan_limit)s AS small
+)
+
+-- in_scope(t) --
+{{ t }}.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+
+-- visible_fact(t) --
+fact_visible({{ t }}, %(as_of)s, %(known_at)s, %(include_history)s)
+
+-- visible_episode(t) --
+episode_visible({{ t }}, %(as_of)s, %(known_at)s)
+
+-- words() --
+-- The query's lexemes with their document frequency and idf over the namespaces in scope
+-- (recall_term_stats / recall_text_stats, kept by triggers). Every query lexeme counts,
+-- seen or not: a word no row holds is information the query asks for and no row has.
+-- full_match = the sum of their idf, what a row holding every query lexeme once at average
+-- length scores. q_rare: the lexemes in ascending document frequency while their summed
+-- frequency fits %(text_scan_limit)s (at least the rarest), so the rows matched are
+-- bounded by construction; q_pair: when even the rarest is in more rows, it and the next
+-- rarest together.
 query_lexemes AS (
     SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
     WHERE (SELECT ready FROM query_vector)
 ),
--- The text leg's reads are written once for all namespaces and once for the scope, each
--- guarded by %(all_namespaces)s alone (a one-time test: only one of them runs), not as
--- "%(all_namespaces)s OR namespace_id = ANY(scope)": under the generic plan recall runs,
--- that OR cannot use a namespace index, so every row matching a word in ANY namespace
--- was fetched and tested (21 ms p50 with 200 namespaces, against 2 ms with the values).
 corpus AS (
     SELECT COALESCE(sum(s.documents), 0)::float8 AS documents,
            GREATEST(COALESCE(sum(s.total_length), 0)::float8 / NULLIF(sum(s.documents), 0), 1) AS average_length
     FROM (SELECT documents, total_length FROM recall_text_stats WHERE %(all_namespaces)s
           UNION ALL
           SELECT documents, total_length FROM recall_text_stats
-          WHERE NOT %(all_namespaces)s AND namespace_id = ANY((SELECT ids FROM scope)::bigint[])) s
+          WHERE NOT %(all_namespaces)s AND {{ in_scope(t=recall_text_stats) }}) s
     WHERE %(use_text)s
 ),
 terms AS MATERIALIZED (
@@ -148,13 +138,11 @@ terms AS MATERIALIZED (
            CASE WHEN %(all_namespaces)s
                 THEN (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t WHERE t.lexeme = q.lexeme)
                 ELSE (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
-                      WHERE t.namespace_id = ANY((SELECT ids FROM scope)::bigint[]) AND t.lexeme = q.lexeme) END AS df
+                      WHERE {{ in_scope(t=t) }} AND t.lexeme = q.lexeme) END AS df
     FROM query_lexemes q
     WHERE %(use_text)s
 ),
 weights AS (
-    -- every query lexeme, seen or not: a word no row contains is information the query
-    -- asks for and no row has (it counts in full_match, so coverage stays low)
     SELECT t.lexeme, t.df, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf,
            sum(t.df) OVER (ORDER BY t.df, t.lexeme) AS cumulative_df,
            row_number() OVER (PARTITION BY t.df > 0 ORDER BY t.df, t.lexeme) AS rarity
@@ -162,171 +150,107 @@ weights AS (
 ),
 tq AS (
     SELECT (SELECT NULLIF(array_to_string(ARRAY(
-                SELECT '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
-                FROM weights w
+                SELECT {{ quoted(w=w) }} FROM weights w
                 WHERE w.df > 0 AND (w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1)), ' | '), '')
            )::tsquery AS q_rare,
-           -- the rarest lexeme in more than text_scan_limit rows: it and the next rarest
-           (SELECT CASE WHEN count(*) = 2 AND min(w.df) > %(text_scan_limit)s THEN
-                       string_agg('''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''', ' & ') END
+           (SELECT CASE WHEN count(*) = 2 AND min(w.df) > %(text_scan_limit)s THEN string_agg({{ quoted(w=w) }}, ' & ') END
             FROM weights w WHERE w.df > 0 AND w.rarity <= 2)::tsquery AS q_pair,
            (SELECT sum(w.idf) FROM weights w) AS full_match,
            ARRAY(SELECT w.lexeme FROM weights w) AS lexemes
-),
--- a scope of at most %(exact_scan_limit)s live memories is ranked exactly: each of its rows
--- is compared with the query, read by the namespace index. The HNSW walk filters by
--- namespace as it goes, so in a large store it passes mostly other namespaces' rows before
--- it has enough of a small one's (an 80-turn namespace beside 100,000: about 400 ms).
--- The text leg's reads in such a scope test each of its rows for the query's words too (the
--- word index would fetch a word's matches in every namespace: rare in a small scope, a
--- word may be common beside it). A one-time test, as the text leg's: only one branch of
--- each read runs.
-exact AS MATERIALIZED (
-    SELECT NOT %(all_namespaces)s
-           AND COALESCE((SELECT sum(s.documents) FROM recall_text_stats s
-                         WHERE s.namespace_id = ANY((SELECT ids FROM scope)::bigint[])), 0)
-               <= %(exact_scan_limit)s AS small
-),
--- the vector candidates carry the columns scoring needs: the HNSW scan has their rows in
--- hand, so candidates fetches again only the text matches the vector reads did not find
-fact_vec AS (
-    (SELECT f.id, f.namespace_id, f.search, f.embedding FROM facts f
+)
+
+-- quoted(w) --
+'''' || replace(replace({{ w }}.lexeme, '\', '\\'), '''', '''''') || ''''
+
+-- bm25(search) --
+-- Okapi BM25 of a row's tsvector over the scope (corpus co and tq in the FROM): the term
+-- frequency from the row's positions, its length in distinct lexemes. The query's lexemes
+-- are picked out in C (setweight marks them 'A', ts_filter keeps those: to_tsvector gives
+-- every lexeme weight D), so only the matched ones are unnested, not the row's every word.
+COALESCE((
+    SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+               / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length({{ search }}) / co.average_length)))
+    FROM unnest(ts_filter(setweight({{ search }}, 'A', tq.lexemes), '{a}')) AS u
+    JOIN weights w ON w.lexeme = u.lexeme
+    CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0)
+
+-- carried_fact(t) --
+NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
+
+-- carried_episode(t) --
+{{ t }}.occurred_at, {{ t }}.metadata
+
+-- vector_leg(kind, t) --
+-- The nearest %(candidates)s rows of a kind by HNSW cosine, read in the half-precision
+-- embedding_key order of the index (0019; every score below is full precision); in a
+-- small scope (exact) the scope's rows by full-precision cosine ("+ 0": an order no index
+-- gives, so the scope's rows are read and sorted). A row still waiting for its vector is
+-- no candidate. The rows carry the columns scoring needs: the scan has them in hand.
+{{ kind }}_vec AS (
+    (SELECT {{ t }}.id, {{ t }}.namespace_id, {{ t }}.search, {{ t }}.embedding, {{ carried_{{ kind }}(t={{ t }}) }}
+     FROM {{ kind }}s {{ t }}
      WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND NOT (SELECT small FROM exact)
-       AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY embedding_key(f.embedding) <=> embedding_key((SELECT v FROM query_vector))  -- the half-precision index (0019)
+       AND {{ t }}.embedding IS NOT NULL AND (%(all_namespaces)s OR {{ in_scope(t={{ t }}) }})
+       AND {{ visible_{{ kind }}(t={{ t }}) }}
+     ORDER BY embedding_key({{ t }}.embedding) <=> embedding_key((SELECT v FROM query_vector))
      LIMIT %(candidates)s)
     UNION ALL
-    -- ("+ 0": an order no index gives, so the scope's rows are read and sorted)
-    (SELECT f.id, f.namespace_id, f.search, f.embedding FROM facts f
+    (SELECT {{ t }}.id, {{ t }}.namespace_id, {{ t }}.search, {{ t }}.embedding, {{ carried_{{ kind }}(t={{ t }}) }}
+     FROM {{ kind }}s {{ t }}
      WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND (SELECT small FROM exact)
-       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY (f.embedding <=> (SELECT v FROM query_vector)) + 0
+       AND {{ t }}.embedding IS NOT NULL AND {{ in_scope(t={{ t }}) }}
+       AND {{ visible_{{ kind }}(t={{ t }}) }}
+     ORDER BY ({{ t }}.embedding <=> (SELECT v FROM query_vector)) + 0
      LIMIT %(candidates)s)
+)
+
+-- text_leg(kind, t) --
+-- Full-text matches of a kind: the rows holding both rarest lexemes (q_pair: the word index
+-- intersects their lists, far fewer rows than every match of the rarest), their newest
+-- %(text_scan_limit)s; then the rare lexemes' (q_rare) newest matches, only when fewer than
+-- %(text_pair_min)s rows hold the pair (a one-time test: with enough pairs they are never
+-- fetched). No older row is dropped for a newer one while the rare words fit.
+{{ kind }}_pair AS (
+    {{ text_matches(kind={{ kind }}, t={{ t }}, q=q_pair, also=no_condition) }}
 ),
-episode_vec AS (
-    (SELECT e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata FROM episodes e
-     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND NOT (SELECT small FROM exact)
-       AND e.embedding IS NOT NULL  -- a waiting episode is no vector candidate
-       AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY embedding_key(e.embedding) <=> embedding_key((SELECT v FROM query_vector))
-     LIMIT %(candidates)s)
+{{ kind }}_text AS (
+    SELECT id, search FROM {{ kind }}_pair
     UNION ALL
-    (SELECT e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata FROM episodes e
-     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND (SELECT small FROM exact)
-       AND e.embedding IS NOT NULL
-       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY (e.embedding <=> (SELECT v FROM query_vector)) + 0
-     LIMIT %(candidates)s)
-),
--- (scoped: the word index's matches ANDed with the namespace index's rows in scope; in a
--- small scope (exact, above) the scope's rows by the namespace index, each tested for the
--- words: "IS TRUE" keeps the word index out, which would fetch the words' matches in every
--- namespace, and a word rare in a small scope may be common beside it)
--- the rows holding both rarest lexemes (none unless tq.q_pair is set)
-fact_pair AS (
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND %(all_namespaces)s AND f.search @@ tq.q_pair
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC  -- "+ 0": sort the matches; walking the primary key backwards
-     LIMIT %(text_scan_limit)s)  -- and testing each row for the words reads thousands of rows
+    {{ text_matches(kind={{ kind }}, t={{ t }}, q=q_rare, also=few_pairs) }}
+)
+
+-- no_condition(kind, t) --
+
+-- few_pairs(kind, t) --
+ AND (SELECT count(*) FROM {{ kind }}_pair) < %(text_pair_min)s AND {{ t }}.id NOT IN (SELECT id FROM {{ kind }}_pair)
+
+-- text_matches(kind, t, q, also) --
+-- The newest %(text_scan_limit)s rows of a kind matching tq.q, read three ways behind
+-- one-time tests: all namespaces by the word index; a scope by the word index ANDed with
+-- the namespace index; a small scope by the namespace index, each row tested for the words
+-- ("IS TRUE" keeps the word index out). "id + 0": the matches are sorted; walking the
+-- primary key backwards and testing each row for the words reads thousands of rows.
+    (SELECT {{ t }}.id, {{ t }}.search FROM {{ kind }}s {{ t }}, tq
+     WHERE %(use_text)s AND %(all_namespaces)s AND {{ t }}.search @@ tq.{{ q }}{{ {{ also }}(kind={{ kind }}, t={{ t }}) }}
+       AND {{ visible_{{ kind }}(t={{ t }}) }}
+     ORDER BY {{ t }}.id + 0 DESC LIMIT %(text_scan_limit)s)
     UNION ALL
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND f.search @@ tq.q_pair
-       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC
-     LIMIT %(text_scan_limit)s)
+    (SELECT {{ t }}.id, {{ t }}.search FROM {{ kind }}s {{ t }}, tq
+     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact)
+       AND {{ t }}.search @@ tq.{{ q }}{{ {{ also }}(kind={{ kind }}, t={{ t }}) }}
+       AND {{ in_scope(t={{ t }}) }} AND {{ visible_{{ kind }}(t={{ t }}) }}
+     ORDER BY {{ t }}.id + 0 DESC LIMIT %(text_scan_limit)s)
     UNION ALL
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND (SELECT small FROM exact) AND (f.search @@ tq.q_pair) IS TRUE
-       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC
-     LIMIT %(text_scan_limit)s)
-),
--- the pair's rows, and the rare lexemes' newest matches when the pair found too few
--- (the count a one-time test: with enough pairs the rarest's matches are never fetched)
-fact_text AS (
-    SELECT id, search FROM fact_pair
-    UNION ALL
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND %(all_namespaces)s AND f.search @@ tq.q_rare
-       AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s AND f.id NOT IN (SELECT id FROM fact_pair)
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC
-     LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND f.search @@ tq.q_rare
-       AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s AND f.id NOT IN (SELECT id FROM fact_pair)
-       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC
-     LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND (SELECT small FROM exact) AND (f.search @@ tq.q_rare) IS TRUE
-       AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s AND f.id NOT IN (SELECT id FROM fact_pair)
-       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC
-     LIMIT %(text_scan_limit)s)
-),
--- (as fact_pair and fact_text)
-episode_pair AS (
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND %(all_namespaces)s AND e.search @@ tq.q_pair
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC
-     LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND e.search @@ tq.q_pair
-       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC
-     LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND (SELECT small FROM exact) AND (e.search @@ tq.q_pair) IS TRUE
-       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC
-     LIMIT %(text_scan_limit)s)
-),
-episode_text AS (
-    SELECT id, search FROM episode_pair
-    UNION ALL
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND %(all_namespaces)s AND e.search @@ tq.q_rare
-       AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s AND e.id NOT IN (SELECT id FROM episode_pair)
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC
-     LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND e.search @@ tq.q_rare
-       AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s AND e.id NOT IN (SELECT id FROM episode_pair)
-       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC
-     LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND (SELECT small FROM exact) AND (e.search @@ tq.q_rare) IS TRUE
-       AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s AND e.id NOT IN (SELECT id FROM episode_pair)
-       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC
-     LIMIT %(text_scan_limit)s)
-),
--- the best text matches by BM25 join the vector candidates (cosine is computed only for
--- this short list, not for every match); one join and one aggregate over (match, matched
--- lexeme) pairs, not a subquery per match
+    (SELECT {{ t }}.id, {{ t }}.search FROM {{ kind }}s {{ t }}, tq
+     WHERE %(use_text)s AND (SELECT small FROM exact)
+       AND ({{ t }}.search @@ tq.{{ q }}) IS TRUE{{ {{ also }}(kind={{ kind }}, t={{ t }}) }}
+       AND {{ in_scope(t={{ t }}) }} AND {{ visible_{{ kind }}(t={{ t }}) }}
+     ORDER BY {{ t }}.id + 0 DESC LIMIT %(text_scan_limit)s)
+
+-- text_top() --
+-- The best %(text_candidates)s text matches of both kinds by BM25 join the vector
+-- candidates (cosine is computed only for this short list); one join and one aggregate
+-- over (match, matched lexeme) pairs, not a subquery per match.
 text_top AS (
     SELECT m.kind, m.id
     FROM (SELECT 'fact'::text AS kind, id, search, length(search) AS doc_length FROM fact_text
@@ -340,41 +264,50 @@ text_top AS (
                  / (COALESCE(array_length(u.positions, 1), 1)
                     + %(k1)s * (1 - %(b)s + %(b)s * m.doc_length / co.average_length))) DESC, m.id DESC
     LIMIT %(text_candidates)s
-),
--- each candidate's tsvector and vector detoasted here, once: a value stored out of line or
--- compressed stays a pointer in the materialised CTEs below and would be fetched and
--- expanded again at every use (the cosine, BM25, the supersession and copy comparisons).
--- setweight(.., 'D') is the identity on these columns (to_tsvector weighs every lexeme D)
--- and vector(.., -1, true) is pgvector's dimension check with none to make: both return
--- the value expanded.
+)
+
+-- candidates_of(kind, t) --
+    SELECT '{{ kind }}'::text AS kind, v.id, v.namespace_id, setweight(v.search, 'D') AS search,
+           vector(v.embedding, -1, true) AS embedding, v.occurred_at, v.metadata
+    FROM {{ kind }}_vec v
+    UNION ALL
+    SELECT '{{ kind }}'::text, {{ t }}.id, {{ t }}.namespace_id, setweight({{ t }}.search, 'D'),
+           vector({{ t }}.embedding, -1, true), {{ carried_{{ kind }}(t={{ t }}) }}
+    FROM {{ kind }}s {{ t }}
+    WHERE {{ t }}.id IN (SELECT id FROM text_top WHERE kind = '{{ kind }}') AND {{ t }}.id NOT IN (SELECT id FROM {{ kind }}_vec)
+
+-- scoring() --
+-- Every candidate (vector and text, both kinds) scored once (MATERIALIZED): cosine to
+-- the query and BM25 (bm25); coverage = BM25 / full_match, the share of the query's
+-- information the row matches, comparable across queries. Fused score = w_vector *
+-- max(cosine, 0) + (1 - w_vector) * least(coverage, 1) (cosine alone in vector mode,
+-- coverage alone in text mode); an episode with no vector yet ranks by text alone.
+-- Each tsvector and vector is detoasted once, in candidates: setweight(.., 'D') is the
+-- identity on these columns and vector(.., -1, true) a dimension check with none to make,
+-- both returning the value expanded (a pointer in a materialised CTE is fetched again at
+-- every use).
+-- Stale: an episode whose derived facts in scope are all retired scores stale_factor
+-- times, so its correction outranks it (a fact outside the scope, say a parent
+-- namespace's citing a child's turn, counts for nothing). restates: a fact at least
+-- copy_similarity (cosine) like one of its source episodes says what that episode says in
+-- its words and takes no fact weight (fusion). Both are an aggregate per row, one read
+-- of a lineage index each: as EXISTS they became hashed subplans under the generic plan,
+-- reading every fact's lineage on each recall (38 ms of server CPU at 20,000 facts).
+-- Supersession by recency (when supersede): an episode among the best supersede_pool
+-- with a newer episode candidate in its namespace (later occurred_at, cosine >=
+-- supersede_similarity, matching every query lexeme it matches) scores supersede_margin
+-- times that newer one's score, but at least superseded_factor times its own: it drops
+-- just below its restatement and otherwise keeps its place. A demotion only lowers a
+-- score, so checking the best supersede_pool bounds the pairs compared.
 candidates AS (
-    SELECT 'fact'::text AS kind, v.id, v.namespace_id, setweight(v.search, 'D') AS search,
-           vector(v.embedding, -1, true) AS embedding, NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
-    FROM fact_vec v
+{{ candidates_of(kind=fact, t=f) }}
     UNION ALL
-    SELECT 'fact'::text, f.id, f.namespace_id, setweight(f.search, 'D'), vector(f.embedding, -1, true), NULL, NULL
-    FROM facts f
-    WHERE f.id IN (SELECT id FROM text_top WHERE kind = 'fact') AND f.id NOT IN (SELECT id FROM fact_vec)
-    UNION ALL
-    SELECT 'episode'::text, v.id, v.namespace_id, setweight(v.search, 'D'), vector(v.embedding, -1, true),
-           v.occurred_at, v.metadata
-    FROM episode_vec v
-    UNION ALL
-    SELECT 'episode'::text, e.id, e.namespace_id, setweight(e.search, 'D'), vector(e.embedding, -1, true),
-           e.occurred_at, e.metadata
-    FROM episodes e
-    WHERE e.id IN (SELECT id FROM text_top WHERE kind = 'episode') AND e.id NOT IN (SELECT id FROM episode_vec)
+{{ candidates_of(kind=episode, t=e) }}
 ),
--- MATERIALIZED: every score is computed once per candidate, however often it is used
 scored AS MATERIALIZED (
     SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata, c.embedding,
            CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> (SELECT v FROM query_vector)) END AS cosine,
-           CASE WHEN %(use_text)s THEN COALESCE((
-               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
-                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(c.search) / co.average_length)))
-               FROM unnest(ts_filter(setweight(c.search, 'A', tq.lexemes), '{a}')) AS u
-               JOIN weights w ON w.lexeme = u.lexeme
-               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) END AS bm25,
+           CASE WHEN %(use_text)s THEN {{ bm25(search=c.search) }} END AS bm25,
            tsvector_to_array(ts_filter(setweight(c.search, 'A', tq.lexemes), '{a}')) AS matched
     FROM candidates c, corpus co, tq
 ),
@@ -390,11 +323,6 @@ judged AS MATERIALIZED (
            copy.restates
     FROM scored s
     CROSS JOIN tq
-    -- the episode's derived facts, and how many are current: one read of the lineage's
-    -- parent index per episode candidate. Not EXISTS / NOT EXISTS: under the generic plan
-    -- (thousands of candidates estimated) those became hashed subplans that read every
-    -- fact's lineage and every fact on each recall (38 ms of server CPU at 20,000 facts
-    -- with two sources each); an aggregate per row cannot be hashed
     CROSS JOIN LATERAL (
         SELECT count(*) AS derived,
                count(*) FILTER (WHERE f.id IS NOT NULL AND fact_visible(f, NULL, NULL, false)) AS current
@@ -402,17 +330,8 @@ judged AS MATERIALIZED (
         WHERE s.kind = 'episode' AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
           AND NOT %(include_history)s
           AND l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact'
-          -- only facts in scope count: a withdrawal elsewhere (a parent namespace's fact
-          -- citing this episode) must not show in this recall's scores
-          AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+          AND (%(all_namespaces)s OR {{ in_scope(t=f) }})
     ) stale
-    -- restates: a fact whose embedding is at least copy_similarity (cosine) like one of its
-    -- source episodes' says what that episode says in its words: it takes no fact weight
-    -- (ranked; the weight is for facts that restate turns in plain words; a copy lifted by
-    -- it outranks episodes that match the query better, with no evidence of its own to
-    -- show for it). One read of the lineage's primary key per fact candidate, its vector
-    -- the one scored holds (an aggregate per row: an EXISTS may become a hashed subplan
-    -- reading every fact's lineage)
     CROSS JOIN LATERAL (
         SELECT count(*) > 0 AS restates
         FROM lineage l JOIN episodes e ON e.id = l.parent_id
@@ -420,11 +339,6 @@ judged AS MATERIALIZED (
           AND 1 - (s.embedding <=> e.embedding) >= %(copy_similarity)s
     ) copy
 ),
--- supersession by recency: the best score among each episode's newer near-duplicates
--- (same namespace, later occurred_at, cosine >= supersede_similarity, matching every
--- query lexeme the older one matches). Only the best supersede_pool candidates are checked
--- (a demotion only lowers a score, so one ranked below them cannot reach the results);
--- that bounds the pairs compared.
 fused AS (
     SELECT j.kind, j.id, j.namespace_id, j.occurred_at, j.metadata, j.cosine, j.bm25, j.coverage, j.restates,
            CASE WHEN newer.score IS NULL THEN j.score
@@ -439,49 +353,56 @@ fused AS (
           AND n.matched @> j.matched
           AND 1 - (n.embedding <=> j.embedding) >= %(supersede_similarity)s
     ) newer ON true
-),
+)
+
+-- turns_beside(t, hit, window) --
+-- The %(window)s turns before and after an episode hit in its namespace, read by the
+-- (namespace_id, id) index from the hit's entry: "namespace_id >= hit's AND (namespace_id,
+-- id) < hit's" is "same namespace, older", written so that only that index can take it
+-- and the row comparison places the scan (by the primary key, the generic plan's choice
+-- for "namespace_id = AND id <", the first or last turn of a small namespace walked every
+-- row of the others; needs enable_incremental_sort off, recall_search_params). Forgotten
+-- turns are left out; a filter on the times inside the LIMIT would walk every later turn.
+        (SELECT {{ t }}.id, {{ t }}.content, {{ t }}.occurred_at, {{ t }}.created_at, {{ t }}.metadata FROM episodes {{ t }}
+         WHERE {{ t }}.namespace_id >= {{ hit }}.namespace_id AND ({{ t }}.namespace_id, {{ t }}.id) < ({{ hit }}.namespace_id, {{ hit }}.id)
+           AND {{ t }}.deleted_at IS NULL
+         ORDER BY {{ t }}.namespace_id DESC, {{ t }}.id DESC LIMIT %({{ window }})s)
+        UNION ALL
+        (SELECT {{ t }}.id, {{ t }}.content, {{ t }}.occurred_at, {{ t }}.created_at, {{ t }}.metadata FROM episodes {{ t }}
+         WHERE {{ t }}.namespace_id <= {{ hit }}.namespace_id AND ({{ t }}.namespace_id, {{ t }}.id) > ({{ hit }}.namespace_id, {{ hit }}.id)
+           AND {{ t }}.deleted_at IS NULL
+         ORDER BY {{ t }}.namespace_id, {{ t }}.id LIMIT %({{ window }})s)
+
+-- same_session(turn, hit) --
+-- The same session: the same given occurred_at (a shared one marks a session only when it
+-- was given: episodes written without one in the same transaction share now()), or the
+-- same metadata.session or metadata.thread.
+(({{ turn }}.occurred_at = {{ hit }}.occurred_at AND {{ turn }}.occurred_at <> {{ turn }}.created_at)
+ OR {{ turn }}.metadata ->> 'session' = {{ hit }}.metadata ->> 'session'
+ OR {{ turn }}.metadata ->> 'thread' = {{ hit }}.metadata ->> 'thread')
+
+-- context() --
+-- Context (hybrid mode, no as_of or known_at): an episode within context_window turns of
+-- one of the best context_pool episodes, in the same session, gains neighbour_weight times
+-- that hit's score; a neighbour that was no candidate is scored here too (a handful of
+-- rows), so a reply that shares a little with the query and follows a strong hit can rank.
+-- Then the best %(fetch_limit)s by rank: the score times fact_weight on a fact, except a
+-- fact that restates its source or lies below weight_min_cosine to the query (matched on
+-- a stray word; the entity leg may still reach it).
 pool AS (
     SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s
 ),
--- (the turns either side, read by the (namespace_id, id) index from the hit's entry:
--- "namespace_id >= hit's AND (namespace_id, id) < hit's" is "same namespace, older",
--- written so that only that index can take it and the row comparison places the scan. By
--- the primary key (the generic plan's choice for "namespace_id = AND id <") the first or
--- last turn of a small namespace walked every older or newer row of the others; with the
--- equality the index scan started at the namespace's end and walked to the hit; needs
--- enable_incremental_sort off, recall_search_params)
 neighbours AS (
     SELECT n.id, max(p.score) AS score
     FROM pool p
-    CROSS JOIN LATERAL (
-        (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
-         WHERE e.namespace_id >= p.namespace_id AND (e.namespace_id, e.id) < (p.namespace_id, p.id)
-           AND e.deleted_at IS NULL
-         ORDER BY e.namespace_id DESC, e.id DESC LIMIT %(context_window)s)
-        UNION ALL
-        (SELECT e.id, e.occurred_at, e.created_at, e.metadata FROM episodes e
-         WHERE e.namespace_id <= p.namespace_id AND (e.namespace_id, e.id) > (p.namespace_id, p.id)
-           AND e.deleted_at IS NULL
-         ORDER BY e.namespace_id, e.id LIMIT %(context_window)s)
-    ) n
+    CROSS JOIN LATERAL ({{ turns_beside(t=e, hit=p, window=context_window) }}) n
     WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
-      -- a shared occurred_at marks a session only when it was given: episodes written
-      -- without one in the same transaction share now() and are no session
-      AND ((n.occurred_at = p.occurred_at AND n.occurred_at <> n.created_at)
-           OR n.metadata ->> 'session' = p.metadata ->> 'session'
-           OR n.metadata ->> 'thread' = p.metadata ->> 'thread')
+      AND {{ same_session(turn=n, hit=p) }}
     GROUP BY n.id
 ),
--- neighbours that were no candidate get their own scores too (a handful of rows), so a
--- reply that shares a little with the query and follows a strong hit can rank
 extra AS MATERIALIZED (
     SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> (SELECT v FROM query_vector)) AS cosine,
-           COALESCE((
-               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
-                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(e.search) / co.average_length)))
-               FROM unnest(ts_filter(setweight(e.search, 'A', tq.lexemes), '{a}')) AS u
-               JOIN weights w ON w.lexeme = u.lexeme
-               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25
+           {{ bm25(search=e.search) }} AS bm25
     FROM episodes e, corpus co, tq
     WHERE e.id IN (SELECT n.id FROM neighbours n)
       AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
@@ -489,16 +410,12 @@ extra AS MATERIALIZED (
 own AS (
     SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score, f.restates FROM fused f
     UNION ALL
-    -- (neighbours exist in hybrid mode only, so this is the hybrid formula)
     SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0),
            %(w_vector)s * GREATEST(x.cosine, 0)
            + (1 - %(w_vector)s) * LEAST(COALESCE(x.bm25 / NULLIF(tq.full_match, 0), 0), 1),
            false
     FROM extra x, tq
 ),
--- a fact that restates its source (judged) takes no fact weight; nor does a fact below
--- weight_min_cosine to the query (matched on a stray word) unless the entity leg reaches it
--- (below: the query names its subject)
 ranked AS (
     SELECT x.* FROM (
         SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
@@ -511,13 +428,26 @@ ranked AS (
                             THEN %(fact_weight)s::float8 ELSE 1 END DESC,
              x.kind, x.id DESC
     LIMIT %(fetch_limit)s
-),
--- the entity leg (memory/entity_recall.py): the entities the query's phrases name by an
--- alias (MATERIALIZED: found by the (namespace_id, normalised) index, never by walking an
--- entity_id index in order for the LIMIT), with the aliases that matched; written once for
--- all namespaces and once for the scope, as the text leg's reads are: under the generic
--- plan "all OR in scope" read the whole alias index (17 ms with 2,000 namespaces of 30
--- aliases, against 0.03 ms for the scope's (namespace, alias) pairs)
+)
+
+-- links(near, far) --
+        (SELECT r.id, r.{{ far }}_entity_id AS entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
+         WHERE r.{{ near }}_entity_id = m.entity_id AND r.{{ far }}_entity_id IS NOT NULL
+           AND relationship_visible(r, %(as_of)s, %(known_at)s, %(include_history)s) AND {{ visible_fact(t=s) }}
+         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
+
+-- entity_leg() --
+-- The entity leg (hybrid mode; memory/entity_recall.py makes %(phrases)s): the entities
+-- the query's phrases name by an alias in scope (by the (namespace_id, normalised) index;
+-- at most %(max_named)s), their newest %(links_per_entity)s visible relationships each way
+-- (source fact visible too) reaching at most %(max_neighbours)s neighbours, and per entity
+-- its newest %(facts_per_entity)s visible facts in scope, each fact once at its nearest hop;
+-- the best %(max_facts)s by score. A fact scores as in scoring, except that the query words
+-- of the alias that named its entity count as matched when the fact lacks them:
+-- entity_credit times their idf but at least entity_match of full_match, times hop_factor
+-- one hop away. A fact that spells the name scores as without the leg. MATERIALIZED where
+-- the planner would otherwise walk an entity_id index for a LIMIT, sort by walking the
+-- facts primary key, or compute a score several times.
 entity_matched AS MATERIALIZED (
     SELECT a.entity_id, a.alias
     FROM entity_aliases a
@@ -525,7 +455,7 @@ entity_matched AS MATERIALIZED (
     UNION ALL
     SELECT a.entity_id, a.alias
     FROM entity_aliases a
-    WHERE NOT %(all_namespaces)s AND a.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+    WHERE NOT %(all_namespaces)s AND {{ in_scope(t=a) }}
       AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
 ),
 entity_named AS MATERIALIZED (
@@ -535,33 +465,19 @@ entity_named AS MATERIALIZED (
     ORDER BY m.entity_id
     LIMIT %(max_named)s
 ),
--- the query words each named entity's matched aliases account for
 entity_words AS (
     SELECT m.entity_id,
            ARRAY(SELECT w.lexeme FROM weights w
                  WHERE w.lexeme = ANY(tsvector_to_array(to_tsvector('english', m.aliases)))) AS words
     FROM entity_named m
 ),
--- per named entity its newest visible relationships each way (its source fact visible
--- too), by the (entity id, id) indexes
 entity_links AS (
     SELECT l.id, l.entity_id, m.entity_id AS named_id
     FROM entity_named m
-    CROSS JOIN LATERAL (
-        (SELECT r.id, r.to_entity_id AS entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
-         WHERE r.from_entity_id = m.entity_id AND r.to_entity_id IS NOT NULL
-           AND relationship_visible(r, %(as_of)s, %(known_at)s, %(include_history)s)
-           AND fact_visible(s, %(as_of)s, %(known_at)s, %(include_history)s)
-         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
+    CROSS JOIN LATERAL ({{ links(near=from, far=to) }}
         UNION ALL
-        (SELECT r.id, r.from_entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
-         WHERE r.to_entity_id = m.entity_id AND r.from_entity_id IS NOT NULL
-           AND relationship_visible(r, %(as_of)s, %(known_at)s, %(include_history)s)
-           AND fact_visible(s, %(as_of)s, %(known_at)s, %(include_history)s)
-         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
-    ) l
+{{ links(near=to, far=from) }}) l
 ),
--- (named_id: the named entity it was reached from, by its newest link)
 entity_neighbours AS (
     SELECT l.entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
     FROM entity_links l
@@ -577,36 +493,26 @@ entity_reached AS (
           SELECT nb.entity_id, 1, nb.named_id FROM entity_neighbours nb) x
     CROSS JOIN LATERAL (
         SELECT f.id FROM facts f
-        WHERE f.entity_id = x.entity_id
-          AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
-          AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+        WHERE f.entity_id = x.entity_id AND (%(all_namespaces)s OR {{ in_scope(t=f) }})
+          AND {{ visible_fact(t=f) }}
         ORDER BY f.valid_from DESC, f.id DESC
         LIMIT %(facts_per_entity)s
     ) f
 ),
--- each reached fact once, at its nearest hop, with the named entity whose words it is
--- credited (MATERIALIZED, grouped by hashing: a sorted
--- DISTINCT under recall's settings walked the whole facts primary key to avoid a sort)
 entity_facts AS MATERIALIZED (
     SELECT r.id, min(r.hop) AS hop, (array_agg(r.named_id ORDER BY r.hop, r.named_id))[1] AS named_id
     FROM entity_reached r
     GROUP BY r.id
 ),
--- (MATERIALIZED: each score once per fact; inlined, entity_ranked computed the BM25 and
--- the missing words' subqueries three times each)
 entity_scored AS MATERIALIZED (
     SELECT r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine,
-           COALESCE((
-               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
-                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(f.search) / co.average_length)))
-               FROM unnest(f.search) AS u
-               JOIN weights w ON w.lexeme = u.lexeme
-               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25,
+           {{ bm25(search=f.search) }} AS bm25,
            COALESCE((SELECT sum(w.idf) FROM weights w
                      WHERE w.lexeme = ANY(r.words) AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
     FROM (SELECT t.id, t.hop, m.words FROM entity_facts t JOIN entity_words m ON m.entity_id = t.named_id) r
     CROSS JOIN LATERAL (SELECT x.embedding, x.search FROM facts x WHERE x.id = r.id) f
     CROSS JOIN corpus co
+    CROSS JOIN tq
 ),
 entity_ranked AS (
     SELECT c.id, c.cosine, c.bm25, c.coverage,
@@ -620,7 +526,6 @@ entity_ranked AS (
     ORDER BY score DESC, c.id DESC
     LIMIT %(max_facts)s
 ),
--- the leg's facts that restate a source (as restates above)
 entity_copies AS MATERIALIZED (
     SELECT DISTINCT x.id
     FROM entity_ranked x
@@ -628,13 +533,15 @@ entity_copies AS MATERIALIZED (
     JOIN facts f ON f.id = x.id
     JOIN episodes e ON e.id = l.parent_id
     WHERE 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s
-),
--- fusion with the entity leg: a fact found by both keeps its hybrid row (text and context
--- parts) with the higher score, entity_score the leg's; then the best %(fetch_limit)s by
--- rank (the score times the row's weight: fact_weight on a fact, subject_weight too on
--- one the leg reached, none on a fact that restates its source or, not reached by the
--- leg, is below weight_min_cosine), and with
--- %(entity_pool)s every fact the leg found as well
+)
+
+-- fusion() --
+-- The hybrid rows and the entity leg's: a fact found by both keeps its hybrid row (text
+-- and context parts) with the higher score, entity_score the leg's; then the best
+-- %(fetch_limit)s by rank, the score times the row's weight (fact_weight on a fact,
+-- subject_weight too on one the leg reached, none on a fact that restates its source or,
+-- not reached by the leg, is below weight_min_cosine), and with %(entity_pool)s every fact
+-- the leg found as well (grouping, memory/recall_grouping.py, folds them).
 both_legs AS (
     SELECT r.kind, r.id, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.score,
            NULL::float8 AS entity_score, 0 AS leg, r.restates
@@ -665,6 +572,16 @@ top AS (
     SELECT t.* FROM weighed t
     WHERE t.place <= %(fetch_limit)s OR (%(entity_pool)s AND t.entity_score IS NOT NULL)
 )
+
+-- result() --
+-- The rows in rank order, each with what grouping and shaping need: a fact's source
+-- episode ids and (with %(excerpt_chars)s set) its source turns compactly: when each
+-- occurred, its session marks and its first excerpt_chars characters (one more, so the
+-- caller can tell the text was cut), forgotten ones (as known at known_at, now by default)
+-- left out; an episode hit's context: up to %(context)s turns on each side in its session,
+-- not forgotten, and with as_of or known_at stored by known_at and occurred by as_of
+-- (episode_visible's rule), read as turns_beside reads them and the turns not visible
+-- then dropped. Grouping leaves out those that are results or a fact result's sources.
 SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
        n.slug AS namespace, COALESCE(f.content, e.content) AS content,
        f.confidence, f.valid_from, f.valid_until, f.withdrawn_at,
@@ -674,10 +591,6 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
                  WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
                  ORDER BY l.parent_id)
        END AS source_episode_ids,
-       -- a fact's source turns, compactly (memory/recall_grouping.py, with %(excerpt_chars)s
-       -- set): when each occurred, its session marks and its first excerpt_chars characters
-       -- (one more, so the caller can tell the text was cut); forgotten ones (as known at
-       -- known_at, now by default) are left out, as recall leaves them out
        CASE WHEN r.kind = 'fact' AND %(excerpt_chars)s::int IS NOT NULL THEN ARRAY(
            SELECT jsonb_build_object('id', s.id, 'occurred_at', s.occurred_at, 'metadata', s.metadata,
                                      'content', left(s.content, %(excerpt_chars)s::int + 1))
@@ -688,31 +601,10 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
                             AND (s.deleted_at IS NULL OR s.deleted_at > %(known_at)s::timestamptz) END)
            ORDER BY s.id) END AS sources,
        e.metadata, e.occurred_at,
-       -- the result's context: up to %(context)s turns on each side of an episode hit, in
-       -- its namespace and session (the same given occurred_at, or the same
-       -- metadata.session or metadata.thread), not forgotten, and with as_of or known_at
-       -- stored by known_at and occurred by as_of (episode_visible's rule: a turn no
-       -- result could be then is no context either). The window is read as without the
-       -- times (the partial (namespace_id, id) index, at most %(context)s rows a side) and
-       -- the turns not visible then dropped from it: a filter inside the LIMIT would walk
-       -- every later turn of the namespace. Those that are results or a fact result's
-       -- sources are left out after grouping (memory/recall_grouping.py)
        CASE WHEN r.kind = 'episode' AND %(context)s > 0 THEN ARRAY(
            SELECT jsonb_build_object('id', c.id, 'content', c.content)
-           FROM (
-               (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
-                WHERE x.namespace_id >= e.namespace_id AND (x.namespace_id, x.id) < (e.namespace_id, e.id)
-                  AND x.deleted_at IS NULL
-                ORDER BY x.namespace_id DESC, x.id DESC LIMIT %(context)s)
-               UNION ALL
-               (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
-                WHERE x.namespace_id <= e.namespace_id AND (x.namespace_id, x.id) > (e.namespace_id, e.id)
-                  AND x.deleted_at IS NULL
-                ORDER BY x.namespace_id, x.id LIMIT %(context)s)
-           ) c
-           WHERE ((c.occurred_at = e.occurred_at AND c.occurred_at <> c.created_at)
-                  OR c.metadata ->> 'session' = e.metadata ->> 'session'
-                  OR c.metadata ->> 'thread' = e.metadata ->> 'thread')
+           FROM ({{ turns_beside(t=x, hit=e, window=context) }}) c
+           WHERE {{ same_session(turn=c, hit=e) }}
              AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
                   OR c.created_at <= COALESCE(%(known_at)s::timestamptz, now())
                      AND c.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()))
