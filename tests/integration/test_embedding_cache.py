@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -172,12 +173,10 @@ def test_endpoint_change_is_recorded_not_refused(store: Store) -> None:
     assert len(cache_rows(store.db)) == 2
 
 
-def test_a_query_reuses_no_vector_another_scope_stored_or_asked(store: Store) -> None:
-    """With one cache shared by every namespace, an /a recall of a text
-    stored (or asked) in /b skipped the model and answered in half the time: one call per
-    guess told whether anyone held the text. A query's vector is now reused only where the
-    same scope asked it before (bench/cache_timing.py measures the times)."""
-    from stash_pipeline.memory import episodes, namespaces, recall
+def tenants_and_model_calls(store: Store) -> Callable[[Callable[[], Any]], list[list[str]]]:
+    """Make /a and /b; the returned function runs a call and gives the batches the model
+    (the cache's inner embedder) computed during it."""
+    from stash_pipeline.memory import namespaces
 
     namespaces.create(store, "/a")
     namespaces.create(store, "/b")
@@ -186,10 +185,22 @@ def test_a_query_reuses_no_vector_another_scope_stored_or_asked(store: Store) ->
     calls: list[list[str]] = []
     model.embed = lambda texts: calls.append(list(texts)) or embed(texts)  # type: ignore[method-assign]
 
-    def model_calls(fn: Any) -> list[list[str]]:
+    def model_calls(fn: Callable[[], Any]) -> list[list[str]]:
         calls.clear()
         fn()
         return list(calls)
+
+    return model_calls
+
+
+def test_a_query_reuses_no_vector_another_scope_stored_or_asked(store: Store) -> None:
+    """With one cache shared by every namespace, an /a recall of a text
+    stored (or asked) in /b skipped the model and answered in half the time: one call per
+    guess told whether anyone held the text. A query's vector is now reused only where the
+    same scope asked it before (bench/cache_timing.py measures the times)."""
+    from stash_pipeline.memory import episodes, recall
+
+    model_calls = tenants_and_model_calls(store)
 
     secret = "vault code 7741"
     assert model_calls(lambda: episodes.remember(store, "/b", secret)) == [[secret]]
@@ -223,19 +234,12 @@ def test_a_write_reuses_no_vector_another_namespace_made(store: Store) -> None:
     the namespace written: the same text written in /b before still waits for the model
     in /a, so a write's time tells nothing of what /b holds; /a's own second write of it
     is a cache hit (bench/cache_timing.py --writes measures the times)."""
-    from stash_pipeline.memory import episodes, facts, namespaces
+    from stash_pipeline.memory import episodes, facts
 
-    namespaces.create(store, "/a")
-    namespaces.create(store, "/b")
-    model = store.embedder.inner
-    embed = model.embed
-    calls: list[list[str]] = []
-    model.embed = lambda texts: calls.append(list(texts)) or embed(texts)  # type: ignore[method-assign]
+    batches = tenants_and_model_calls(store)
 
     def model_calls(fn: Any) -> list[str]:
-        calls.clear()
-        fn()
-        return [text for batch in calls for text in batch]
+        return [text for batch in batches(fn) for text in batch]
 
     secret = "vault code 7741"
     for namespace in ("/b", "/a"):  # written in /b first: /a still runs the model
