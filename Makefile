@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+INTEROP := .venv-interop
 
-.PHONY: up test test-slow test-server install lint bench clean smoke-compose scale-test
+.PHONY: up test test-slow test-server test-interop install lint bench clean smoke-compose scale-test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +34,18 @@ test-slow: $(STAMP)
 test-server: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" PYTHON=$(BIN)/python tests/server.sh
 
+# agent frameworks' own MCP clients and schema converters (openai-agents, pydantic-ai,
+# langchain-mcp-adapters, google-genai) driving Stash over stdio and HTTP against a
+# scripted model: their own venv, since they pin an older `mcp` than the product
+$(INTEROP)/.installed: tests/interop/requirements.txt
+	$(PYTHON) -m venv $(INTEROP)
+	$(INTEROP)/bin/pip install --quiet --upgrade pip
+	$(INTEROP)/bin/pip install --quiet -r tests/interop/requirements.txt
+	touch $@
+
+test-interop: $(STAMP) $(INTEROP)/.installed
+	cd tests/interop && STASH_BIN="$(CURDIR)/$(BIN)/stash" $(CURDIR)/$(INTEROP)/bin/python -m pytest -c pytest.ini
+
 lint: $(STAMP)
 	$(BIN)/ruff check stash_pipeline stash_serve tests bench
 
@@ -45,4 +58,4 @@ scale-test: $(STAMP)
 	$(BIN)/python docker/scale/load_faults.py
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(INTEROP)

@@ -20,6 +20,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+#: the framework interop suite runs from its own environment: `make test-interop`
+collect_ignore = ["interop"]
+
 # Settings come from the environment; keep the developer's STASH_* out of the tests.
 _ADMIN_DSN = os.environ.get("STASH_TEST_DATABASE_URL") or os.environ.get("STASH_DATABASE_URL")
 #: the container of that server when tests/server.sh started one (the restart tests restart it)
