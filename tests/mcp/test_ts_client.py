@@ -24,12 +24,14 @@ from typing import Any
 import httpx2
 import pytest
 
-from stash_pipeline import auth
+from stash_pipeline import __version__, auth
 from stash_serve.mcp.toolsets import DEFAULT_TOOLS
 from tests.mcp.test_transports import _env, _serve_http, _stash
 
 #: the client under test (the version the interop problem was found with, or newer)
 SDK = "@modelcontextprotocol/sdk@1.32.2"
+#: the revision that client offers in its handshake, and Stash accepts
+HANDSHAKE_REVISION = "2025-11-25"
 DRIVER = Path(__file__).with_name("ts_client") / "drive.mjs"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -172,6 +174,7 @@ def bad_calls(p: str) -> list[dict[str, Any]]:
 
 
 def check(seen: dict[str, Any], calls: list[dict[str, Any]]) -> None:
+    assert seen["server"]["server"] == {"name": "stash", "title": "Stash memory", "version": __version__}
     listed = {t["name"]: t["output_schema"] for t in seen["tools"]}
     assert {c["tool"] for c in calls if c["expect"] == "ok"} == set(listed), "a good call for every tool"
     calls = calls + [
@@ -228,6 +231,7 @@ def test_typescript_sdk_client_over_streamable_http(
         ]
         seen = drive(ts_client, {"target": {"kind": "http", "url": url, "token": admin}, "auth_probes": probes,
                                  "calls": calls, "unknown_argument": UNKNOWN}, tmp_path)
+        assert seen["server"]["protocol"] == HANDSHAKE_REVISION  # the newest this SDK offers
         # nothing the client did looked for OAuth: it was told the token is wrong, and why
         log = "".join(p.read_text() for p in tmp_path.glob("http-*.log"))
         assert "/.well-known/" not in log and "/register" not in log, log

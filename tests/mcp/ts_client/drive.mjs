@@ -28,7 +28,10 @@ function transportFor(target) {
 
 async function connect(target) {
   const client = new Client({ name: "stash-ts-sdk-test", version: "0" });
-  await client.connect(transportFor(target));
+  const transport = transportFor(target);
+  await client.connect(transport);
+  // what the handshake told the client (the HTTP transport keeps the agreed revision)
+  client.seen = { server: client.getServerVersion(), protocol: transport.protocolVersion ?? null };
   return client;
 }
 
@@ -61,6 +64,7 @@ for (const probe of plan.auth_probes ?? []) {
 }
 
 const client = await connect(plan.target);
+out.server = client.seen;
 const listed = await client.listTools(); // also makes the client validate answers against output schemas
 out.tools = listed.tools.map((t) => ({ name: t.name, output_schema: Boolean(t.outputSchema) }));
 const calls = [...plan.calls];
