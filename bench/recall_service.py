@@ -3,6 +3,7 @@
     python -m bench.recall_service                          # 100 rounds, minilm-int8
     python -m bench.recall_service --baseline-src DIR       # also an older tree's server, same rounds
     python -m bench.recall_service --writes-per-second 200 --rounds 100
+    python -m bench.recall_service --new-questions          # no question found in the cache
 
 Data: the conversational labelled set (bench/data, every turn an episode of its
 conversation's namespace, vectors from the committed MiniLM cache), queried with its
@@ -19,6 +20,11 @@ load drift hits all alike:
   episodes on the same server (no namespace filter), the vector precomputed, default HNSW
   settings, in this process: the floor for "find the ten nearest memories";
 * ``recall_results`` in this process (the library call the tool makes).
+
+With ``--new-questions`` every call asks a question never asked before, as agents mostly
+do: its vectors are erased from the embedding cache (every scope's) just before, so each
+recall pays the embedding and whatever a first sight costs; the bare top-10 keeps its
+precomputed vector.
 
 Table 2, the same rounds while ``--writers`` threads remember turns into the same
 namespaces at ``--writes-per-second`` in all (cached texts, so a write is its database
@@ -130,8 +136,15 @@ async def stdio_servers(store: Any, home: Path, baseline: Path | None) -> AsyncI
                for name, environment in kinds.items()}
 
 
+def forget_question(store: Any, text: str) -> None:
+    """Erase ``text``'s cached vectors, every scope's: the next recall of it is a first sight."""
+    with store.db.transaction() as tx:
+        store.embedder.forget_texts(tx, [text])
+
+
 async def measure(store: Any, questions: list[dict[str, Any]], vectors: Any, rounds: int, home: Path,
-                  baseline: Path | None, writer: Writer | None, block: int) -> dict[str, dict[str, list[float]]]:
+                  baseline: Path | None, writer: Writer | None, block: int,
+                  new_questions: bool = False) -> dict[str, dict[str, list[float]]]:
     """Per load state ("idle" / "writing") and path, the milliseconds of every round."""
     from stash_pipeline.memory import recall
 
@@ -146,6 +159,8 @@ async def measure(store: Any, questions: list[dict[str, Any]], vectors: Any, rou
             vector = vectors[i % len(questions)]
             for k in range(len(paths)):
                 path = paths[(i + k) % len(paths)]
+                if new_questions:
+                    forget_question(store, q["query"])
                 if path in sessions:
                     elapsed = await mcp_overhead.timed_call(
                         sessions[path], "recall", {"query": q["query"], "namespaces": q["namespace"]})
@@ -171,6 +186,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="with a writer at this rate in alternate blocks of rounds (e.g. 200)")
     parser.add_argument("--writers", type=int, default=4, help="writer threads sharing that rate (default 4)")
     parser.add_argument("--block", type=int, default=10, help="rounds per block with / without the writer")
+    parser.add_argument("--new-questions", action="store_true",
+                        help="every call a question never asked before (its cached vectors erased first)")
     args = parser.parse_args(argv)
     baseline = args.baseline_src.resolve() if args.baseline_src else None
     data = conversations.load()
@@ -184,9 +201,10 @@ def main(argv: list[str] | None = None) -> None:
                   if args.writes_per_second else None)
         with writer.running() if writer else contextlib.nullcontext():
             samples = anyio.run(measure, store, questions, vectors, args.rounds, Path(tmp), baseline, writer,
-                                args.block)
+                                args.block, args.new_questions)
     load_after = os.getloadavg()
-    conditions = (f"{len(data['turns']):,} turns, {args.embedder}, load average {load_before[0]:.1f} before, "
+    conditions = (f"{len(data['turns']):,} turns, {args.embedder}, "
+                  f"{'new questions' if args.new_questions else 'questions as the rounds repeat them'}, load average {load_before[0]:.1f} before, "
                   f"{load_after[0]:.1f} after")
     for state, paths in samples.items():
         if not paths:
