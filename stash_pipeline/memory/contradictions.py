@@ -1,5 +1,5 @@
 """Contradictions between two facts about one entity/property: list, and resolve by acting
-on the facts (the reference only flipped a flag and changed no fact).
+on the facts: a resolution changes the facts' validity, not only the contradiction's flag.
 
 Actions of ``resolve`` (the pair is ``old_fact_id``, ``new_fact_id``):
 

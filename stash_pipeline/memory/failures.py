@@ -1,6 +1,6 @@
 """Failures: what went wrong, why, and the lesson learned — optionally tied to a goal.
 
-Create takes one exact namespace (never an arbitrary one, as the reference allowed); the
+Create takes one exact namespace, which must exist; the
 content, reason and lesson are all required. A goal, when given, must be non-deleted
 and on the same namespace line: the failure's namespace, an ancestor or a descendant
 of it (a failure in ``/projects/x`` may concern a ``/projects`` goal and vice versa;

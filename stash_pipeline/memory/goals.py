@@ -1,6 +1,6 @@
 """Goals: a tree of multi-session outcomes, with append-only notes.
 
-Rules (fixing the system Stash replaces):
+Rules:
 
 * **Parent rule.** A sub-goal lives in its parent's namespace or in a *descendant* of
   it (a ``/projects`` goal may have a ``/projects/x`` sub-goal, not the other way
@@ -8,8 +8,7 @@ Rules (fixing the system Stash replaces):
   goal's whole subtree lies inside its namespace tree. The parent must be active and
   not deleted.
 * **Listing.** With no filter, ``list_`` returns every non-deleted goal of any status in
-  the trees (the reference silently returned only top-level goals, and its help said
-  "active"). ``top_level_only=True`` restricts to roots, ``status`` and ``parent_id``
+  the trees, sub-goals included. ``top_level_only=True`` restricts to roots, ``status`` and ``parent_id``
   filter further.
 * **Notes** are rows in ``goal_notes``, never overwritten: a caller's note on
   complete/abandon/update is appended after whatever the model wrote. Model notes are

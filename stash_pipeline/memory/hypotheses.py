@@ -1,16 +1,15 @@
 """Hypotheses: ideas the agent wants to verify, with a state machine and an evidence log.
 
-State machine (the reference's)::
+State machine::
 
     proposed ──test──▶ testing ──confirm──▶ confirmed   (final; creates a fact)
        │                 │  └────reject───▶ rejected    (final)
        └─────reject──────┼───────────────▶ rejected
                          └──refine──▶ proposed
 
-Fixes over the reference: ``refine`` works; ``test`` is a library operation
-the MCP server exposes, so an MCP-only agent can confirm; soft-deleted
-hypotheses are not found and cannot be acted on; every by-id operation
-takes a ``namespaces`` scope; the verification plan must be non-empty and source facts
+``refine`` sends a hypothesis back to proposed with new content; ``test`` is a tool
+too, so an MCP-only agent can confirm; soft-deleted hypotheses are not found and cannot
+be acted on; every by-id operation takes a ``namespaces`` scope; the verification plan must be non-empty and source facts
 must exist in the namespace tree (they become lineage parents); ``confirm`` creates its
 fact through ``facts.insert_fact`` with lineage to the hypothesis and its source facts,
 in the same transaction as the status change.
