@@ -157,7 +157,7 @@ def probe_database(dsn: str, timeout: int = 5) -> None:
 
 
 def head_revision() -> str:
-    """Newest migration id, read from the version files (importing Alembic costs ~0.5 s)."""
+    """Newest migration id, read from the version files (cheaper than importing Alembic)."""
     import stash_pipeline.db
 
     versions = Path(stash_pipeline.db.__file__).parent / "migrations" / "versions"
