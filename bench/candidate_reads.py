@@ -13,7 +13,8 @@ questions and the common-word ones (the rarest query word in more than
 hits the variant also returns in its first ten (on the bench data, many near-duplicate
 vectors: a measure of change, not of quality; bench.retrieval_quality is that).
 
-Variants: ``baseline`` is an older tree's statement (``--baseline-src``); ``full`` the
+Variants: ``baseline`` is an older tree's statement (``--baseline-src DIR`` or
+``--baseline-rev REV``, ``bench/common.py``); ``full`` the
 shipped statement reading the HNSW graphs of the full-precision vectors (as before
 migration 0019; those indexes are built when missing and dropped afterwards unless
 ``--keep-full``); ``shipped`` as shipped; then the shipped statement with a narrower beam
@@ -105,9 +106,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--keep", metavar="NAME", required=True, help="the kept database (bench.recall_latency's)")
     parser.add_argument("--variants", default=",".join(list(VARIANTS)[1:]),
-                        help="comma-separated, the first is the one agreement is measured against")
-    parser.add_argument("--baseline-src", type=Path,
-                        help="an older tree (git archive REV | tar -x -C DIR): its recall statement as 'baseline'")
+                        help="comma-separated, the first is the one agreement is measured against "
+                             "(with a baseline tree, 'baseline' goes first unless named)")
+    common.add_baseline_arguments(parser, "its recall statement as the 'baseline' variant")
     parser.add_argument("--rounds", type=int, default=1, help="passes over the questions")
     parser.add_argument("--keep-full", action="store_true", help="keep the full-precision indexes built here")
     parser.add_argument("--no-migrate", action="store_true",
@@ -119,8 +120,13 @@ def main(argv: list[str] | None = None) -> None:
     from stash_pipeline.db.sql import query
     from stash_pipeline.memory.recall_config import DEFAULT
 
-    if "baseline" in names and not args.baseline_src:
-        raise SystemExit("the baseline variant needs --baseline-src")
+    if "baseline" in names and not (args.baseline_src or args.baseline_rev):
+        raise SystemExit("the baseline variant needs --baseline-src or --baseline-rev")
+    if (args.baseline_src or args.baseline_rev) and "baseline" not in names:
+        names.insert(0, "baseline")  # a tree given: its statement, and agreement measured against it
+    with common.baseline_tree(args) as tree:
+        older = tree / "stash_pipeline" / "db" / "queries" / "recall.sql" if tree is not None else None
+        baseline = sql.parse(older.read_text(encoding="utf-8"), str(older))["recall"] if older else None
     with (kept_store(args.keep) if args.no_migrate else common.fresh_store(keep=args.keep)) as store:
         questions, vectors = recall_latency.fill(store, args.size, {})
         recall_latency.fill_entities(store, args.size)
@@ -139,8 +145,7 @@ def main(argv: list[str] | None = None) -> None:
             common_words = [recall_latency.common_word(store, p) for p in prepared]
             statements = {n: query("recall") for n in names}
             if "baseline" in names:
-                older = args.baseline_src / "stash_pipeline" / "db" / "queries" / "recall.sql"
-                statements["baseline"] = sql.parse(older.read_text(encoding="utf-8"), str(older))["recall"]
+                statements["baseline"] = baseline
             runs = {n: (VARIANTS[n][0](statements[n]), VARIANTS[n][1], VARIANTS[n][2] or DEFAULT.ef_search)
                     for n in names}
             for params in prepared[:20]:  # warm the pages and the plans of every variant

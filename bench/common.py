@@ -15,16 +15,27 @@
 * ``ServerMemory`` — peak memory of the PostgreSQL server's processes, sampled in a
   thread; ``bench_peak_rss_mb`` — the bench process's own peak; ``relation_sizes``.
 * Bench-only SQL lives in ``bench/queries.sql`` as named blocks, like the library's.
+* ``add_baseline_arguments`` / ``baseline_tree`` / ``run_baseline`` — the baseline from an
+  older revision: ``--baseline-src DIR`` (an older checkout's source tree) or
+  ``--baseline-rev REV`` (``git archive REV`` of this repository into a temporary
+  directory); a bench either reads that tree (its recall statement, its servers on
+  ``PYTHONPATH``) or runs its own entry point from it (``python -m bench.X`` with the tree
+  first on the import path: that revision's bench on that revision's code). Older
+  statements are not kept here: they are in git.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import resource
 import shutil
 import socket
 import statistics
+import subprocess
+import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -38,6 +49,7 @@ import numpy as np
 from stash_pipeline.db.sql import parse
 
 HERE = Path(__file__).parent
+ROOT = HERE.parent
 OUT = HERE / "out"
 QUERIES = parse((HERE / "queries.sql").read_text(encoding="utf-8"), "bench/queries.sql")
 
@@ -406,3 +418,97 @@ def relation_sizes(store: Any) -> list[list[Any]]:
     """[name, MB] of the episodes and facts tables (with TOAST) and each of their indexes."""
     with store.db.transaction() as tx:
         return [[r["name"], r["bytes"] / 2**20] for r in tx.conn.execute(sql("bench_relation_sizes")).fetchall()]
+
+
+# --- the baseline from an older revision ---------------------------------------------------
+
+BASELINE_FLAGS = ("--baseline-src", "--baseline-rev")
+
+
+def add_baseline_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--baseline-src DIR`` or ``--baseline-rev REV`` (not both); ``what`` says what the bench does with the tree."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--baseline-src", type=Path, metavar="DIR",
+                       help=f"an older checkout's source tree (git archive REV | tar -x -C DIR): {what}")
+    group.add_argument("--baseline-rev", metavar="REV",
+                       help="the same with git revision REV of this repository (git archive into a temporary directory)")
+
+
+def export_revision(rev: str, into: Path) -> str:
+    """``git archive`` of ``rev`` extracted into ``into``; returns the short commit id."""
+    try:
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--short", f"{rev}^{{commit}}"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(f"--baseline-rev {rev}: not a revision of {ROOT} ({exc})") from exc
+    with subprocess.Popen(["git", "-C", str(ROOT), "archive", "--format=tar", commit], stdout=subprocess.PIPE) as git:
+        assert git.stdout is not None
+        with tarfile.open(fileobj=git.stdout, mode="r|") as archive:
+            # this repository's own archive; the "data" filter where the Python has it
+            archive.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    if git.returncode:
+        raise SystemExit(f"git archive {commit} failed ({git.returncode})")
+    return commit
+
+
+@contextlib.contextmanager
+def baseline_tree(args: argparse.Namespace) -> Iterator[Path | None]:
+    """The older source tree ``add_baseline_arguments`` asked for (None: no baseline).
+
+    ``--baseline-src`` as given; ``--baseline-rev`` exported into a temporary directory,
+    removed on exit. ``args.baseline_label`` is set to the revision (or the directory).
+    """
+    src, rev = getattr(args, "baseline_src", None), getattr(args, "baseline_rev", None)
+    if src is not None:
+        src = src.resolve()
+        if not (src / "stash_pipeline").is_dir():
+            raise SystemExit(f"--baseline-src {src}: no stash_pipeline/ in it (an older checkout's root)")
+        args.baseline_label = str(src)
+        yield src
+    elif rev:
+        with tempfile.TemporaryDirectory(prefix="stash-baseline-") as tmp:
+            args.baseline_label = export_revision(rev, Path(tmp))
+            log(f"baseline: {rev} ({args.baseline_label}) in {tmp}")
+            yield Path(tmp)
+    else:
+        args.baseline_label = None
+        yield None
+
+
+def baseline_argv(argv: Sequence[str] | None) -> list[str]:
+    """The bench's own arguments (``sys.argv[1:]`` when None) without the baseline flags."""
+    out: list[str] = []
+    items = list(sys.argv[1:] if argv is None else argv)
+    skip = False
+    for item in items:
+        if skip:
+            skip = False
+        elif item in BASELINE_FLAGS:
+            skip = True
+        elif not item.startswith(tuple(f"{flag}=" for flag in BASELINE_FLAGS)):
+            out.append(item)
+    return out
+
+
+def run_baseline(tree: Path, module: str, argv: Sequence[str], label: str | None = None) -> None:
+    """``python -m module argv`` from the older tree: that revision's bench on that
+    revision's code (the tree first on the import path, run in it), output streamed here.
+
+    The dataset-vector caches of ``bench/out/`` (not in git) that the tree lacks are copied
+    into it first, so the older run does not re-embed the dataset.
+    """
+    script = tree / (module.replace(".", "/") + ".py")
+    if not script.is_file():
+        raise SystemExit(f"the baseline tree ({label or tree}) has no {script.relative_to(tree)}: "
+                         f"pick a revision that has it (git log --diff-filter=A -- {script.relative_to(tree)})")
+    for cached in OUT.glob("vectors-*.npz"):
+        target = tree / "bench" / "out" / cached.name
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(cached, target)
+    command = [sys.executable, "-m", module, *argv]
+    print(f"\n## Baseline: {label or tree} — python -m {module} {' '.join(argv)}\n", flush=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    result = subprocess.run(command, cwd=tree, env=env, check=False)
+    if result.returncode:
+        raise SystemExit(f"the baseline run ({label or tree}) failed with exit code {result.returncode}")

@@ -12,9 +12,9 @@ Systems, all asked with limit 10 in the question's namespace:
 * ``minmax_mix``  — 0.5 * min-max(MiniLM cosine) + 0.5 * min-max(BM25) over every turn, in
   Python (the usual "hybrid" recipe);
 * ``vector``      — ``recall(mode="vector")``;
-* ``previous``    — the recall query before BM25 ranking (bench/queries.sql
-  ``bench_recall_previous``, weighted RRF of cosine and ts_rank_cd), same parameters it had;
 * ``recall``      — ``recall()`` as shipped.
+
+An older recall is an older revision's run: ``retrieval_quality --baseline-rev REV``.
 
 recall@k = the share of a question's evidence turns in the top k; MRR uses the first one.
 """
@@ -30,7 +30,7 @@ import numpy as np
 from bench import common
 
 KINDS = ("single_hop", "multi_hop", "temporal", "inferential")
-SYSTEMS = ("bm25", "minmax_mix", "vector", "previous", "recall")
+SYSTEMS = ("bm25", "minmax_mix", "vector", "recall")
 LIMIT = 10
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -113,26 +113,6 @@ class PythonBaselines:
         return [ids[j] for j in order[:LIMIT]]
 
 
-def previous_rows(store: Any, query: str, namespace: Any) -> list[dict[str, Any]]:
-    """The pre-BM25 recall query's rows (kind, id, ...), with the constants it shipped with."""
-    from stash_pipeline.memory.recall import identifier_tokens
-    from stash_pipeline.memory.scope import read_scope
-
-    with store.db.transaction() as tx:
-        all_ns, ids = read_scope(tx, namespace)
-    embedding = store.embedder.embed_one(query)
-    params = {
-        "query": query, "embedding": embedding, "use_vector": True, "use_text": True, "text_any": True,
-        "identifiers": identifier_tokens(query), "text_scan_limit": 400, "rank_normalization": 1, "all_namespaces": all_ns,
-        "namespace_ids": ids, "as_of": None, "include_history": False, "candidates": 30, "limit": LIMIT,
-        "w_vector": 1.0, "w_text": 1.5, "w_text_partial": 0.75, "rrf_k": 5,
-    }
-    with store.db.transaction() as tx:
-        # its own settings: recall's (no sorts, no sequential scans) would mis-plan it
-        tx.conn.execute(common.sql("bench_previous_search_params"), {"ef_search": "100"})
-        return tx.conn.execute(common.sql("bench_recall_previous"), params).fetchall()
-
-
 def assert_facts(store: Any, data: dict[str, list[dict[str, Any]]], keys: dict[int, Key]) -> dict[int, str]:
     """Assert the set's derived facts as a caller would: ``assert_fact`` with
     ``source_episode_ids`` = the cited turns and ``valid_from`` = the session date.
@@ -207,9 +187,6 @@ def evaluate(
         ns = q["namespace"]
         if system in ("bm25", "minmax_mix"):
             covers = [{keys[i]} for i in baselines.rank(system, ns, q["query"], vector)]
-            is_fact = None
-        elif system == "previous":
-            covers = [{keys[int(r["id"])]} for r in previous_rows(store, q["query"], ns) if r["kind"] == "episode"]
             is_fact = None
         else:
             mode = {"vector": "vector", "text": "text"}.get(system, "hybrid")

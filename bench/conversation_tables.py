@@ -3,8 +3,8 @@ then with the derived facts, dev and test, per kind.
 
 1. Every turn is imported as an episode (``conversation_quality.load``); the ranking
    constants w_vector x neighbour_weight are swept on DEV (skipped with ``--skip-sweep``).
-2. **Episodes only**: Okapi BM25 and the min-max mix in Python, vector-only, the previous
-   recall query, recall with and without its entity leg.
+2. **Episodes only**: Okapi BM25 and the min-max mix in Python, vector-only, recall with
+   and without its entity leg (an older recall: ``retrieval_quality --baseline-rev REV``).
 3. The set's derived facts (bench/data/conversation_facts.py, 654) are asserted as a
    caller would: ``assert_fact`` with ``source_episode_ids`` = the cited turns and
    ``valid_from`` = the session date; the speakers are entities, so every fact's subject
@@ -144,7 +144,7 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]], *, sw
     rows = []
     for kind in KINDS:
         for (condition, system), per in results.items():
-            if system in ("minmax_mix", "previous"):
+            if system == "minmax_mix":
                 continue
             dev_m, test_m = cq.aggregate(per["dev"][kind]), cq.aggregate(per["test"][kind])
             rows.append([kind, condition, system, int(dev_m["n"]), dev_m["r@10"], int(test_m["n"]), test_m["r@5"],

@@ -2,21 +2,21 @@
 
     python -m bench.interchange                 # 10,000 episodes (+1,000 facts with lineage)
     python -m bench.interchange --size 100000   # 100,000 episodes
-    python -m bench.interchange --size 1000000 --skip-before   # the set-based writer alone
+    python -m bench.interchange --baseline-rev REV   # then the same run from revision REV
 
 A fresh database gets N episodes (~200 characters, metadata, a 384-dimension vector) and
 N/10 facts in ``/bench``, each fact with a lineage edge to an episode; the vector and
-full-text indexes are dropped first (the fill and both imports skip them alike: the
+full-text indexes are dropped first (neither the fill nor the import maintains them: the
 writer is what is measured). ``/bench`` is exported as Parquet with its vectors, then
-imported twice through ``readers.import_export`` with vectors reused (rows validated,
-ids remapped, references checked):
+imported through ``readers.import_export`` with vectors reused (rows validated, ids
+remapped, references checked) by the writer as shipped: one ``INSERT … SELECT`` per chunk
+and table (``interchange_insert_set``, migration 0014), under ``/after``.
 
-* after: the writer as shipped — one ``INSERT … SELECT`` per chunk and table
-  (``interchange_insert_set``, migration 0014), under ``/after``;
-* before: the same writer with the earlier insert — ``interchange_insert`` once per row
-  (dynamic SQL, migration 0004; the statement is kept in bench/queries.sql), under
-  ``/before``. ``--skip-before`` leaves it out (it took 44 minutes for 100,000 episodes
-  on a loaded 2-core machine).
+Before vs now: ``--baseline-src DIR`` / ``--baseline-rev REV`` runs this bench again from
+that older tree, same arguments, after this run (its bench on its code, in a subprocess).
+The per-row writer (``interchange_insert`` once per row, dynamic SQL, migration 0004) is
+the "before" step of revision ``78f2b16``'s run, the last whose bench timed it beside the
+shipped one (44 minutes for 100,000 episodes on a loaded 2-core machine).
 
 Printed per step: seconds, rows written per second, and memory: the process's resident
 size sampled every 20 ms during the step, its peak and its growth over the step's start
@@ -35,8 +35,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from bench import common
 
 
@@ -50,22 +48,6 @@ def _fill(store: Any, episodes: int) -> None:
         conn.execute(common.sql("bench_interchange_fill_facts"),
                      {"episodes": episodes, "facts": max(1, episodes // 10), "model": model})
         conn.commit()
-
-
-def _before_writer() -> type:
-    """The import writer with the earlier per-row insert."""
-    from stash_pipeline.interchange.writer import Writer, json_dumps, vector_text
-
-    class Before(Writer):
-        def write_rows(self, table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
-            for row in rows:  # vectors went as text inside the JSON
-                if row.get("embedding") is not None and not isinstance(row["embedding"], str):
-                    row["embedding"] = vector_text(row["embedding"])
-            found = self.tx.conn.execute(common.sql("bench_before_interchange_insert_rows"),
-                                         {"table": table, "rows": Jsonb(rows, dumps=json_dumps)}).fetchall()
-            return [r["row"] for r in found]
-
-    return Before
 
 
 def _rss_mb() -> float:
@@ -96,11 +78,19 @@ def _step(name: str, run: Callable[[], int]) -> list[Any]:
     return [name, f"{rows:,}", f"{seconds:.1f}", f"{rows / seconds:,.0f}", f"{top:.0f} MB", f"+{top - start:.0f} MB"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10_000, help="episodes (facts: a tenth)")
-    parser.add_argument("--skip-before", action="store_true", help="leave out the per-row baseline")
-    args = parser.parse_args()
+    common.add_baseline_arguments(parser, "after this run, the same run (same arguments) from that tree")
+    args = parser.parse_args(argv)
+    with common.baseline_tree(args) as tree:  # exported first: a wrong REV fails before the run
+        measure(args)
+        if tree is not None:
+            common.run_baseline(tree, "bench.interchange", common.baseline_argv(argv), args.baseline_label)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """The run: fill, export, import, the table."""
 
     from stash_pipeline.interchange import export, readers
 
@@ -123,14 +113,7 @@ def main() -> None:
             return run
 
         results.append(_step("export (Parquet, with vectors)", exported))
-        results.append(_step("import, one INSERT per chunk (after)", imported("/after")))
-        if not args.skip_before:
-            shipped = readers.Writer
-            readers.Writer = _before_writer()  # type: ignore[misc]
-            try:
-                results.append(_step("import, one statement per row (before)", imported("/before")))
-            finally:
-                readers.Writer = shipped  # type: ignore[misc]
+        results.append(_step("import, one INSERT per chunk", imported("/after")))
     print(f"\n{args.size:,} episodes, load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end\n")
     common.print_table("Export and import", ["step", "rows", "seconds", "rows/s", "RSS peak", "RSS growth"], results)
 

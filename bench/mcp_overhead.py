@@ -3,7 +3,7 @@
     python -m bench.mcp_overhead                 # 150 rounds per tool, hash embedder
     python -m bench.mcp_overhead --rounds N
     python -m bench.mcp_overhead --embedder minilm
-    python -m bench.mcp_overhead --baseline-src DIR   # also an older tree's servers, same rounds
+    python -m bench.mcp_overhead --baseline-rev REV   # also revision REV's servers, same rounds
 
 One fresh database, served several ways at once:
 
@@ -13,7 +13,7 @@ One fresh database, served several ways at once:
   by the real MCP SDK client (``stdio_client`` + ``ClientSession``);
 * HTTP — ``stash serve mcp --transport http`` with a bearer token, driven by the SDK's
   ``streamable_http_client`` over a real socket;
-* with ``--baseline-src`` (a tree from ``git archive REV stash_serve stash_pipeline``),
+* with ``--baseline-src DIR`` or ``--baseline-rev REV`` (an older tree, ``bench/common.py``),
   the same two servers importing that tree first: before and after in the same rounds;
 * the floor — a bare SDK server (``MCPServer``, one no-op tool, no database) on the
   transports Stash uses (the SDK's stdio; stateless streamable HTTP answering JSON),
@@ -341,20 +341,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=150, help="calls per tool and path (default 150)")
     parser.add_argument("--embedder", choices=("hash", "minilm"), default="hash")
-    parser.add_argument(
-        "--baseline-src", type=Path,
-        help="a source tree of an earlier version (git archive REV | tar -x -C DIR): its servers too, same rounds",
-    )
+    common.add_baseline_arguments(parser, "its servers too, same rounds")
     parser.add_argument("--serve-floor", choices=("stdio", "http"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_floor:
         serve_floor(args.serve_floor, args.port)
         return
-    baseline = args.baseline_src.resolve() if args.baseline_src else None
 
     load_before = os.getloadavg()
-    with common.fresh_store(args.embedder) as store, tempfile.TemporaryDirectory(prefix="stash-mcp-bench-") as tmp:
+    with common.baseline_tree(args) as baseline, common.fresh_store(args.embedder) as store, \
+            tempfile.TemporaryDirectory(prefix="stash-mcp-bench-") as tmp:
         fixture = fill(store)
         common.log(f"filled {EPISODES} episodes and {FACTS} facts; {args.rounds} rounds per tool")
         samples = anyio.run(measure, store, fixture, args.rounds, Path(tmp), baseline)

@@ -5,6 +5,7 @@
     python -m bench.recall_latency --size N
     STASH_DATABASE_URL=... nice -n 10 python -m bench.recall_latency --size 1000000 --keep stash_bench_1m
     python -m bench.recall_latency --embedder minilm-int8   # another query embedder
+    python -m bench.recall_latency --baseline-rev REV       # then the same run from revision REV
 
 Data: episodes and current facts filled by COPY (then HNSW and GIN built), texts from the
 committed dataset with a distinct suffix, vectors = the texts' MiniLM vectors plus small
@@ -21,8 +22,6 @@ reference's read: cosine over facts and episodes, default HNSW settings):
 * SQL alone — the recall round trip (``recall_search_params`` + ``recall_check`` +
   ``recall`` pipelined) with the precomputed vector given, as ``recall`` runs it, vs the
   vector-only SQL;
-* SQL alone, the first BM25 recall statement — the hybrid statement as first shipped with
-  BM25 (``bench_recall_first_bm25``), same parameters, interleaved query by query;
 * SQL alone, server CPU time — the CPU the server process spent on each of those
   statements (from /proc, local server only): on a machine shared with other work it is
   what the statement costs, without the time spent waiting for a core.
@@ -44,8 +43,14 @@ fact about one of them, three relationships each. Measured on the same queries: 
 with the entity leg vs without it (embedding cached, interleaved), and the recall round
 trip with and without the query's phrases (the leg is part of the statement).
 
-Recall steps (bench/recall_steps.py): each step's time and share, the path before one
-round trip (its statements kept in bench/queries.sql) vs the current one, in turn.
+Recall steps (bench/recall_steps.py): each step's time and share of the current path.
+
+Before vs now: ``--baseline-src DIR`` / ``--baseline-rev REV`` runs this bench again, with
+the same arguments, from that older tree (its bench on its code, in a subprocess, on a
+fresh database of its own) after this run, so its tables follow these. Revisions: recall
+before BM25 ranking ``2e97116^``, the first BM25 statement ``2e97116``, the path before one
+round trip ``420b60c^``. The recall statement of an older tree paired with today's
+question by question, on the same data, is ``bench.candidate_reads --baseline-rev REV``.
 
 Common-word questions (the rarest query word in more than ``text_scan_limit`` rows, where
 the text leg matches the two rarest words together) get their own rows.
@@ -167,8 +172,8 @@ def common_word(store: Any, params: dict[str, Any]) -> bool:
 
 
 def hybrid_params(store: Any, query: str, vector: np.ndarray) -> dict[str, Any]:
-    """The ``recall`` statement's parameters for this query, with ``vector`` (and the old
-    statements' namespace ids, for the earlier recall statements measured beside it)."""
+    """The ``recall`` statement's parameters for this query, with ``vector`` (and the
+    ``namespace_ids`` an older tree's statement takes: ``bench.candidate_reads``' baseline)."""
     return recall_statement_params(store, query) | {"embedding": vector, "namespace_ids": []}
 
 
@@ -227,41 +232,6 @@ def recall_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = Non
     if cpu is not None and before is not None and after is not None:
         cpu.append(after - before)
     return rows
-
-
-def previous_sql(store: Any, query: str, vector: np.ndarray) -> list[dict[str, Any]]:
-    """The recall query before BM25 ranking (bench/queries.sql), with its shipped constants."""
-    from stash_pipeline.memory.recall import identifier_tokens
-
-    params = {
-        "query": query, "embedding": vector, "use_vector": True, "use_text": True, "text_any": True,
-        "identifiers": identifier_tokens(query), "text_scan_limit": 400, "rank_normalization": 1,
-        "all_namespaces": True, "namespace_ids": [], "as_of": None, "include_history": False, "candidates": 30,
-        "limit": 10, "w_vector": 1.0, "w_text": 1.5, "w_text_partial": 0.75, "rrf_k": 5,
-    }
-    with store.db.transaction() as tx, tx.conn.pipeline():
-        # its own settings: recall's (no sorts, no sequential scans) would mis-plan it
-        tx.conn.execute(common.sql("bench_previous_search_params"), {"ef_search": "100"})
-        return tx.conn.execute(common.sql("bench_recall_previous"), params).fetchall()
-
-
-def first_bm25_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = None) -> list[dict[str, Any]]:
-    """The first BM25 recall statement (bench/queries.sql) with the same parameters, as it ran then."""
-    with store.db.transaction() as tx:
-        before = common.server_cpu_ms(tx.conn)
-        with tx.conn.pipeline():
-            tx.conn.execute(common.sql("bench_previous_search_params"), {"ef_search": str(params_ef_search())})
-            rows = tx.conn.execute(common.sql("bench_recall_first_bm25"), params).fetchall()
-        after = common.server_cpu_ms(tx.conn)
-    if cpu is not None and before is not None and after is not None:
-        cpu.append(after - before)
-    return rows
-
-
-def params_ef_search() -> int:
-    from stash_pipeline.memory.recall_config import DEFAULT
-
-    return DEFAULT.ef_search
 
 
 def vector_sql(store: Any, vector: np.ndarray, cpu: list[float] | None = None) -> list[dict[str, Any]]:
@@ -335,9 +305,20 @@ def main(argv: list[str] | None = None) -> None:
                         default="minilm", help="query embedder (default minilm; the fill keeps MiniLM vectors)")
     parser.add_argument("--write-load", type=float, default=0.0, metavar="N",
                         help="also recall with writers remembering N turns/s (e.g. 200)")
+    common.add_baseline_arguments(parser, "after this run, the same run (same arguments) from that tree")
     args = parser.parse_args(argv)
     size = 100_000 if args.large else args.size
+    if args.keep and (args.baseline_src or args.baseline_rev):
+        raise SystemExit("--keep with a baseline: the older tree would migrate the kept database; "
+                         "run the baseline's own checkout with its own --keep name")
+    with common.baseline_tree(args) as tree:  # exported first: a wrong REV fails before the run
+        measure(args, size)
+        if tree is not None:
+            common.run_baseline(tree, "bench.recall_latency", common.baseline_argv(argv), args.baseline_label)
 
+
+def measure(args: argparse.Namespace, size: int) -> None:
+    """The run: fill, measure, print the tables, draw the plot."""
     from stash_pipeline.memory import recall
 
     builds: dict[str, float] = {}
@@ -354,10 +335,9 @@ def main(argv: list[str] | None = None) -> None:
             vector_sql(store, v)
             recall.recall(store, f"warm-up query number {i} about deploys", "/", limit=10)
 
-        e2e, e2e_ref, cached, cached_ref, sql_ours, sql_ref, sql_previous = [], [], [], [], [], [], []
+        e2e, e2e_ref, cached, cached_ref, sql_ours, sql_ref = [], [], [], [], [], []
         cpu_ours: list[float] = []
         cpu_ref: list[float] = []
-        sql_first, cpu_first = [], []
         for q in questions:  # first sight of each query: MiniLM runs inside recall
             e2e.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
             e2e_ref.append(common.timed(lambda q=q: vector_sql(store, raw.embed([q])[0]))[0])
@@ -367,8 +347,6 @@ def main(argv: list[str] | None = None) -> None:
             cached.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
             sql_ours.append(common.timed(lambda p=params: recall_sql(store, p, cpu_ours))[0])
             sql_ref.append(common.timed(lambda v=v: vector_sql(store, v, cpu_ref))[0])
-            sql_first.append(common.timed(lambda p=params: first_bm25_sql(store, p, cpu_first))[0])
-            sql_previous.append(common.timed(lambda q=q, v=v: previous_sql(store, q, v))[0])
         # the reference caches query embeddings too: its "cached" read is a lookup + the SQL
         for q in questions:
             cached_ref.append(common.timed(lambda q=q: vector_sql(store, store.embedder.embed_one(q)))[0])
@@ -394,25 +372,17 @@ def main(argv: list[str] | None = None) -> None:
 
     s = {name: common.summarize(values) for name, values in (
         ("e2e", e2e), ("e2e_ref", e2e_ref), ("cached", cached), ("cached_ref", cached_ref),
-        ("sql", sql_ours), ("sql_ref", sql_ref), ("sql_previous", sql_previous), ("sql_first", sql_first))}
+        ("sql", sql_ours), ("sql_ref", sql_ref))}
     rows = []
     for label, ours, ref in (("end to end, embedding computed", "e2e", "e2e_ref"),
                              ("end to end, embedding cached", "cached", "cached_ref"),
                              ("SQL alone (precomputed vector)", "sql", "sql_ref")):
         for p in ("p50", "p95"):
             rows.append([f"{label} ({p} ms)", s[ours][p], s[ref][p], common.ratio(s[ours][p], s[ref][p])])
-    for p in ("p50", "p95"):  # same load, same data: the cost of the new ranking
-        rows.append([f"SQL alone, the previous recall query ({p} ms)", s["sql_previous"][p], s["sql_ref"][p],
-                     common.ratio(s["sql_previous"][p], s["sql_ref"][p])])
-    for p in ("p50", "p95"):
-        rows.append([f"SQL alone, the first BM25 recall statement ({p} ms)", s["sql_first"][p], s["sql_ref"][p],
-                     common.ratio(s["sql_first"][p], s["sql_ref"][p])])
     if cpu_ours and cpu_ref:  # what the SQL costs the server, whatever else loads the machine
-        for label, cpu in (("SQL alone, server CPU time", cpu_ours),
-                           ("SQL alone, the first BM25 recall statement, server CPU time", cpu_first)):
-            for p in ("p50", "p95"):
-                ours_cpu, ref_cpu = common.percentile(cpu, int(p[1:])), common.percentile(cpu_ref, int(p[1:]))
-                rows.append([f"{label} ({p} ms)", ours_cpu, ref_cpu, common.ratio(ours_cpu, ref_cpu)])
+        for p in ("p50", "p95"):
+            ours_cpu, ref_cpu = common.percentile(cpu_ours, int(p[1:])), common.percentile(cpu_ref, int(p[1:]))
+            rows.append([f"SQL alone, server CPU time ({p} ms)", ours_cpu, ref_cpu, common.ratio(ours_cpu, ref_cpu)])
     for group, wanted in (("common-word", True), ("rare-word", False)):
         picked = [i for i, c in enumerate(common_words) if c == wanted]
         for label, ours, ref in (("end to end, embedding cached", cached, cached_ref),

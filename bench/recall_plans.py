@@ -1,7 +1,7 @@
 """Recall's plans: a scoped recall under the generic plan, and the first recalls on a fresh connection.
 
     python -m bench.recall_plans                          # 200 x 500 small namespaces, 20,000 in one
-    python -m bench.recall_plans --baseline-src DIR       # and an older tree's recall statement
+    python -m bench.recall_plans --baseline-rev REV       # and revision REV's recall statement
     python -m bench.recall_plans --size 100000 --namespaces 200 --per 500
 
 Recall forces a generic plan (planning the statement costs about as much as running it),
@@ -14,8 +14,8 @@ question (the statements back to back, order rotating, after a warm-up):
    the whole statement. **One big namespace**: ``bench.recall_latency``'s fill at
    ``--size``, hybrid, scoped to it and over all namespaces. Rows: the statement under
    the generic plan (as recall runs it) and the planner's custom plan for the same
-   values (planning included); with ``--baseline-src`` (``git archive REV | tar -x -C
-   DIR``) the older tree's ``recall`` statement under the generic plan too, and whether
+   values (planning included); with ``--baseline-src DIR`` or ``--baseline-rev REV`` (an
+   older tree, ``bench/common.py``) its ``recall`` statement under the generic plan too, and whether
    both return the same rows. **Small beside big**: namespaces of ``--beside`` episodes
    next to the big one, hybrid, each question scoped to one of them.
 2. **First recalls on a fresh pool** of one connection (the big namespace, every query's
@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -220,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pools", type=int, default=8, help="fresh pools per way (first recalls)")
     parser.add_argument("--beside", default="80,500,2000", help="sizes of small namespaces beside the big one "
                         "(hybrid recalls scoped to each)")
-    parser.add_argument("--baseline-src", type=Path, help="an older tree: its recall statement too")
+    common.add_baseline_arguments(parser, "its recall statement too, same questions")
     parser.add_argument("--keep", metavar="NAME", help="fill the big namespace in database NAME on "
                         "STASH_DATABASE_URL's server once, keep it (1M)")
     args = parser.parse_args(argv)
@@ -229,11 +228,12 @@ def main(argv: list[str] | None = None) -> None:
 
     current = sql.QUERIES["recall"]
     statements = {"current": current}
-    if args.baseline_src:
-        older = (args.baseline_src / "stash_pipeline" / "db" / "queries" / "recall.sql").read_text(encoding="utf-8")
-        baseline = sql.parse(older, "baseline recall.sql")
-        statements["baseline"] = baseline["recall"]
-        SETTINGS["baseline"] = baseline["recall_search_params"]  # as the older tree ran it
+    with common.baseline_tree(args) as tree:
+        if tree is not None:
+            older = (tree / "stash_pipeline" / "db" / "queries" / "recall.sql").read_text(encoding="utf-8")
+            baseline = sql.parse(older, "baseline recall.sql")
+            statements["baseline"] = baseline["recall"]
+            SETTINGS["baseline"] = baseline["recall_search_params"]  # as the older tree ran it
     legs = {name: text_leg(s) for name, s in statements.items()}
     questions = [q["query"] for q in generate.load()["questions"]]
     rows: list[list[Any]] = []

@@ -1,7 +1,7 @@
 """Recall as an agent gets it: through MCP stdio, against a bare HNSW top-10, and under writes.
 
     python -m bench.recall_service                          # 100 rounds, minilm-int8
-    python -m bench.recall_service --baseline-src DIR       # also an older tree's server, same rounds
+    python -m bench.recall_service --baseline-rev REV       # also revision REV's server, same rounds
     python -m bench.recall_service --writes-per-second 200 --rounds 100
     python -m bench.recall_service --new-questions          # no question found in the cache
 
@@ -14,8 +14,8 @@ load drift hits all alike:
 
 * ``recall`` through ``stash serve mcp --transport stdio`` (the real MCP SDK client), as an
   agent calls it (the query embedding is a cache hit after the first round);
-* with ``--baseline-src`` (``git archive REV | tar -x -C DIR``), the same server importing
-  that tree first: before and after in the same rounds;
+* with ``--baseline-src DIR`` or ``--baseline-rev REV`` (an older tree, ``bench/common.py``),
+  the same server importing that tree first: before and after in the same rounds;
 * the bare HNSW top-10 — one ``SELECT ... ORDER BY embedding <=> $1 LIMIT 10`` over all
   episodes on the same server (no namespace filter), the vector precomputed, default HNSW
   settings, in this process: the floor for "find the ten nearest memories";
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=100, help="questions asked per path (default 100)")
     parser.add_argument("--embedder", choices=("minilm", "minilm-int8"), default="minilm-int8")
-    parser.add_argument("--baseline-src", type=Path, help="an earlier version's source tree: its server too")
+    common.add_baseline_arguments(parser, "its server too, same rounds")
     parser.add_argument("--writes-per-second", type=float, default=0.0,
                         help="with a writer at this rate in alternate blocks of rounds (e.g. 200)")
     parser.add_argument("--writers", type=int, default=4, help="writer threads sharing that rate (default 4)")
@@ -189,12 +189,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--new-questions", action="store_true",
                         help="every call a question never asked before (its cached vectors erased first)")
     args = parser.parse_args(argv)
-    baseline = args.baseline_src.resolve() if args.baseline_src else None
     data = conversations.load()
     questions = data["questions"]
     vectors = common.dataset_vectors([q["query"] for q in questions])
     load_before = os.getloadavg()
-    with common.fresh_store(args.embedder) as store, tempfile.TemporaryDirectory(prefix="stash-recall-") as tmp:
+    with common.baseline_tree(args) as baseline, common.fresh_store(args.embedder) as store, \
+            tempfile.TemporaryDirectory(prefix="stash-recall-") as tmp:
         conversation_quality.load(store, data)
         common.log(f"loaded {len(data['turns']):,} turns in {len({t['namespace'] for t in data['turns']})} namespaces")
         writer = (Writer(store, data["turns"], args.writes_per_second, args.writers)

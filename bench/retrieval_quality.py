@@ -4,20 +4,21 @@
     python -m bench.retrieval_quality --skip-sweep         # without the sweeps on dev
     python -m bench.retrieval_quality --large              # + 10,000 distractor episodes
     python -m bench.retrieval_quality --distractors N      # + N distractor episodes
+    python -m bench.retrieval_quality --baseline-rev REV   # then the same run from revision REV
 
 1. The conversational set (bench/data/conversations.py: 12 two-person chats, one episode
    per turn, 865 questions of four kinds, evidence = turn ids, 654 derived facts citing
    their turns), in bench/conversation_tables.py: episodes only (Okapi BM25 and a min-max
-   cosine + BM25 mix in Python, vector-only, the previous recall query, recall), then
+   cosine + BM25 mix in Python, vector-only, recall), then
    with the derived facts asserted (text-only, vector-only, recall without grouping,
    recall); the ranking constants (w_vector x neighbour_weight, episodes only) and the
    grouping knobs (with the facts) are swept on DEV; both splits reported, per kind.
 2. The agent-memory set (bench/data: 2,300 episodes over 7 namespaces, 73 asserted facts
    of which 15 are retired by supersede, 325 questions; plus, with --large,
    ``generate.distractors``). Systems: ``recall`` (hybrid), ``recall_ungrouped`` (each
-   hit its own slot), ``previous`` (the pre-BM25 recall query), ``vector``, ``text`` and
-   ``facts_first`` (the reference's algorithm: facts take the slots first, raw cosine, no
-   validity filter). TEST split reported, with "stale wins" on ``updated`` questions (a
+   hit its own slot), ``recall_no_entities``, ``vector``, ``text`` and ``facts_first``
+   (the reference's algorithm, bench/facts_first.py: facts take the slots first, raw
+   cosine, no validity filter). TEST split reported, with "stale wins" on ``updated`` questions (a
    superseded or corrected item ranks above the current answer) on DEV and TEST.
 3. The entity set (bench/entity_quality.py), in the agent-memory database.
 
@@ -25,6 +26,10 @@ Metrics: recall@5, recall@10 (share of a question's relevant items in the top k)
 (first relevant within the top 10). An item counts as found when it is a result or one
 of the source episodes a fact result carries (``sources``); on the conversational set a
 fact hit counts every source turn it cites.
+
+An older recall (before BM25 ranking: revision ``2e97116^``) is that revision's own run:
+``--baseline-src DIR`` / ``--baseline-rev REV`` runs this bench again from the older tree,
+same arguments, after this run (its bench on its code, in a subprocess).
 """
 
 from __future__ import annotations
@@ -34,12 +39,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from bench import common, conversation_quality, conversation_tables, entity_quality
+from bench import common, conversation_tables, entity_quality, facts_first
 from bench.data import conversations, entity_graph, generate
 
 K_VALUES = (5, 10)
 LIMIT = 10
-SYSTEMS = ("recall", "recall_ungrouped", "recall_no_entities", "previous", "vector", "text", "facts_first")
+SYSTEMS = ("recall", "recall_ungrouped", "recall_no_entities", "vector", "text", "facts_first")
 TYPES = ("paraphrase", "identifier", "temporal", "updated", "distractor")
 
 Ref = tuple[str, int]
@@ -122,9 +127,7 @@ def run_system(store: Any, system: str, question: dict[str, Any], limit: int = L
 
     config = config or DEFAULT
     if system == "facts_first":
-        return recall.facts_first_recall(store, question["query"], question["namespaces"], limit=limit)
-    if system == "previous":
-        return previous_hits(store, question["query"], question["namespaces"])
+        return facts_first.recall(store, question["query"], question["namespaces"], limit=limit)
     if system == "recall_no_entities":  # the same recall with its entity leg off
         return recall.recall(store, question["query"], question["namespaces"], limit=limit,
                              config=config.replace(entity_leg=False))
@@ -162,14 +165,6 @@ def metric_row(name: str, m: dict[str, float], baseline: dict[str, float] | None
     return row
 
 
-def previous_hits(store: Any, query: str, namespaces: Any) -> list[Any]:
-    """The pre-BM25 recall query's hits as (kind, id) records."""
-    from types import SimpleNamespace
-
-    rows = conversation_quality.previous_rows(store, query, namespaces)
-    return [SimpleNamespace(kind=r["kind"], id=int(r["id"])) for r in rows]
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--distractors", type=int, default=0, help="extra episodes that answer no question")
@@ -177,7 +172,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-conversations", action="store_true", help="only the agent-memory set")
     parser.add_argument("--skip-sweep", action="store_true", help="no sweeps on dev (ranking constants, grouping knobs)")
     parser.add_argument("--only-conversations", action="store_true", help="not the agent-memory and entity sets")
+    common.add_baseline_arguments(parser, "after this run, the same run (same arguments) from that tree")
     args = parser.parse_args(argv)
+    with common.baseline_tree(args) as tree:  # exported first: a wrong REV fails before the run
+        measure(args)
+        if tree is not None:
+            common.run_baseline(tree, "bench.retrieval_quality", common.baseline_argv(argv), args.baseline_label)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """The run: every set's tables and the plot."""
     extra = generate.distractors(10_000 if args.large else args.distractors)
 
     data = generate.load()

@@ -38,7 +38,6 @@ from stash_pipeline.memory.recall_shape import (
     to_hit,
     within_budget,
 )
-from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
 
@@ -52,8 +51,8 @@ MODES = ("hybrid", "vector", "text")
 
 __all__ = [
     "CONTEXT_DEFAULT", "CONTEXT_MAX", "LIMIT_DEFAULT", "LIMIT_MAX", "MODES",
-    "asks_about_time", "compact", "estimate_tokens", "facts_first_recall", "identifier_tokens", "recall",
-    "recall_parameters", "recall_results", "round_trip", "serialised_tokens", "shape_results", "to_hit",
+    "asks_about_time", "compact", "estimate_tokens", "recall", "recall_parameters", "recall_results",
+    "round_trip", "serialised_tokens", "shape_results", "to_hit",
 ]
 
 
@@ -310,49 +309,3 @@ def asks_about_time(query: str, config: RecallConfig = DEFAULT) -> bool:
     it (``config.time_guard`` False measures recall without this guard).
     """
     return config.time_guard and _TIME_WORDS.search(query) is not None
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z0-9][\w.-]*(?:\d[\w.-]*|[-_][\w.-]+)")
-
-
-def identifier_tokens(text: str) -> list[str]:
-    """The query's identifier-like tokens: "INC-8870", "ERR_CONN_RESET", "v7.4.2", "5432"."""
-    tokens = [t.rstrip(".-_") for t in _IDENTIFIER.findall(text)]
-    return [t for t in tokens if any(ch.isdigit() for ch in t) or "-" in t or "_" in t]
-
-
-def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit: int = LIMIT_DEFAULT,
-                       config: RecallConfig = DEFAULT) -> list[RecallHit]:
-    """The reference's recall (benchmark baseline): facts take slots first, raw cosine, no full text."""
-    text = validate.content(store.settings, query, "query")
-    limit = _limit(limit)
-    with store.db.transaction() as tx:
-        all_ns, ids = read_scope(tx, namespaces)
-    embedding = store.embedder.embed_one(text)
-    with store.db.transaction() as tx:
-        tx.one("recall_search_params", ef_search=str(config.ef_search))
-        params = {"embedding": embedding, "all_namespaces": all_ns, "namespace_ids": ids}
-        fact_rows = tx.all("recall_facts_first_facts", limit=limit, **params)
-        episode_rows = (
-            tx.all("recall_facts_first_episodes", limit=limit - len(fact_rows), **params)
-            if len(fact_rows) < limit
-            else []
-        )
-    hits = [
-        RecallHit(
-            kind=r["kind"],
-            id=int(r["id"]),
-            namespace=r["namespace"],
-            content=r["content"],
-            score=float(r["similarity"]),
-            score_parts={"vector": float(r["similarity"]), "text": None},
-            confidence=float(r["confidence"]) if r["kind"] == "fact" else None,
-            occurred_at=r.get("occurred_at"),
-            valid_from=r.get("valid_from"),
-            valid_until=r.get("valid_until"),
-            metadata=r.get("metadata"),
-        )
-        for r in fact_rows + episode_rows
-    ]
-    hits.sort(key=lambda h: h.score, reverse=True)
-    return hits[:limit]

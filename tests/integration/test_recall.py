@@ -181,25 +181,12 @@ def test_text_mode_survives_stopword_only_and_odd_queries(store):
     assert recall.recall(store, "deploy", NS, mode="text")[0].score_parts["vector"] is None
 
 
-def test_facts_first_baseline_gives_facts_every_slot(store):
-    namespaces.create(store, NS)
-    eid = episodes.remember(store, NS, "The deploy uses blue-green on Fridays")["id"]
-    fact_ids = [facts.assert_fact(store, NS, f"unrelated fact number {i}")["fact"].id for i in range(3)]
-    hits = recall.facts_first_recall(store, "how do we deploy", NS, limit=3)
-    assert sorted(h.id for h in hits) == sorted(fact_ids) and all(h.kind == "fact" for h in hits)
-    hybrid = recall.recall(store, "how do we deploy", NS, limit=3)
-    assert (hybrid[0].kind, hybrid[0].id) == ("episode", eid)
-
-
 def _evaluate(store):
     keys, questions = load_labelled(store)
     scores = {
         mode: summarise(ranks(store, keys, questions, lambda q, m=mode: recall.recall(store, q, NS, mode=m)))
         for mode in ("hybrid", "vector", "text")
     }
-    scores["facts_first"] = summarise(
-        ranks(store, keys, questions, lambda q: recall.facts_first_recall(store, q, NS))
-    )
     # retired values never come back in default recall
     for q in questions:
         hits = [(h.kind, h.id) for h in recall.recall(store, q["query"], NS, limit=100)]
@@ -213,7 +200,6 @@ def test_hybrid_beats_vector_only_hash_embedder(store):
     print("hash", scores)
     assert scores["hybrid"]["recall@3"] > scores["vector"]["recall@3"]
     assert scores["hybrid"]["recall@10"] >= scores["vector"]["recall@10"]
-    assert scores["hybrid"]["mrr"] > scores["facts_first"]["mrr"]
 
 
 def test_hybrid_beats_vector_only_minilm(make_store):
@@ -226,4 +212,3 @@ def test_hybrid_beats_vector_only_minilm(make_store):
     assert scores["hybrid"]["recall@3"] >= scores["vector"]["recall@3"]
     assert scores["hybrid"]["recall@1"] > scores["vector"]["recall@1"]
     assert scores["hybrid"]["mrr"] > scores["vector"]["mrr"]
-    assert scores["hybrid"]["mrr"] > scores["facts_first"]["mrr"]

@@ -1,7 +1,8 @@
 """bench/README.md stays a results page a reader can act on.
 
 It is kept under 400 lines (the run history lives in git), every bench command it names
-exists, and every flag its table of commands gives is one the named script accepts.
+exists, and every flag its table of commands gives is one the named script accepts (the
+baseline flags through ``bench.common.add_baseline_arguments``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def test_every_flag_in_the_commands_table_is_accepted_by_its_script() -> None:
         if not paths:
             continue  # a command outside bench/ (its own module checks its flags)
         source = paths[0].read_text(encoding="utf-8")
+        if "common.add_baseline_arguments(" in source:  # --baseline-src / --baseline-rev, shared
+            source += (ROOT / "bench" / "common.py").read_text(encoding="utf-8")
         for flag in set(FLAG.findall(row)):
             assert f'"{flag}"' in source, f"{paths[0].name} has no {flag} (row: {row[:80]})"
             checked += 1
