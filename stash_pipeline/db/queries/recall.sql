@@ -5,7 +5,8 @@
 -- does not depend on the values); no sequential scan or avoidable sort (plain or
 -- incremental): at a few thousand rows the planner would otherwise read a whole table and
 -- sort it by distance instead of asking the HNSW index (each ordered read has an index
--- giving its order); no parallel workers, dearer to start than a recall's rows to read.
+-- giving its order, so no plan walks a whole index to avoid a sort); no parallel workers,
+-- dearer to start than a recall's few hundred rows are to read.
 SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
        set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
        set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
@@ -53,8 +54,7 @@ query_vector AS MATERIALIZED (
     SELECT v, (v IS NOT NULL OR NOT %(use_vector)s) AS ready
     FROM (SELECT COALESCE(%(embedding)s::vector,
                           (SELECT c.embedding FROM embedding_cache c WHERE {{ cached(c=c) }})) AS v) q
-),
-scope AS MATERIALIZED (
+), scope AS MATERIALIZED (
     SELECT COALESCE(array_agg(n.id), '{}')::bigint[] AS ids FROM namespaces n WHERE NOT %(all_namespaces)s
       AND EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug) WHERE {{ names(n=n, p=p) }})
 )
@@ -96,29 +96,25 @@ NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
 query_lexemes AS (
     SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
     WHERE (SELECT ready FROM query_vector)
-),
-corpus AS (
+), corpus AS (
     SELECT COALESCE(sum(s.documents), 0)::float8 AS documents,
            GREATEST(COALESCE(sum(s.total_length), 0)::float8 / NULLIF(sum(s.documents), 0), 1) AS average_length
     FROM (SELECT documents, total_length FROM recall_text_stats WHERE %(all_namespaces)s
           UNION ALL SELECT documents, total_length FROM recall_text_stats
           WHERE NOT %(all_namespaces)s AND {{ in_scope(t=recall_text_stats) }}) s
     WHERE %(use_text)s
-),
-terms AS MATERIALIZED (
+), terms AS MATERIALIZED (
     SELECT q.lexeme, CASE WHEN %(all_namespaces)s
         THEN (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t WHERE t.lexeme = q.lexeme)
         ELSE (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
               WHERE {{ in_scope(t=t) }} AND t.lexeme = q.lexeme) END AS df
     FROM query_lexemes q WHERE %(use_text)s
-),
-weights AS (
+), weights AS (
     SELECT t.lexeme, t.df, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf,
            sum(t.df) OVER (ORDER BY t.df, t.lexeme) AS cumulative_df,
            row_number() OVER (PARTITION BY t.df > 0 ORDER BY t.df, t.lexeme) AS rarity
     FROM terms t, corpus c
-),
-tq AS (
+), tq AS (
     SELECT (SELECT NULLIF(array_to_string(ARRAY(SELECT {{ quoted(w=w) }} FROM weights w
                 WHERE w.df > 0 AND (w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1)), ' | '), ''))::tsquery AS q_rare,
            (SELECT CASE WHEN count(*) = 2 AND min(w.df) > %(text_scan_limit)s THEN string_agg({{ quoted(w=w) }}, ' & ') END
@@ -230,8 +226,8 @@ text_top AS (
 -- stale: an episode whose derived facts in scope are all retired scores stale_factor times,
 -- so its correction outranks it. restates: a fact at least copy_similarity (cosine) like a
 -- source episode says what that episode says and takes no fact weight. Both are an
--- aggregate per row on a lineage index (as EXISTS, hashed subplans reading every fact's
--- lineage under the generic plan). newer (when supersede): an episode among the best
+-- aggregate per row on a lineage index (an EXISTS is a hashed subplan under the generic
+-- plan, reading every fact's lineage). newer (when supersede): an episode among the best
 -- supersede_pool with a newer episode candidate in its namespace (cosine >=
 -- supersede_similarity, matching every query lexeme it matches) scores supersede_margin
 -- times that one's score but at least superseded_factor times its own, just below its
@@ -243,8 +239,7 @@ scored AS MATERIALIZED (
            CASE WHEN %(use_text)s THEN {{ bm25(search=c.search) }} END AS bm25,
            tsvector_to_array({{ matched(search=c.search) }}) AS matched
     FROM candidates c, corpus co, tq
-),
-judged AS MATERIALIZED (
+), judged AS MATERIALIZED (
     SELECT s.*, s.bm25 / NULLIF(tq.full_match, 0) AS coverage,
            (CASE WHEN %(use_vector)s AND %(use_text)s THEN {{ hybrid_score(x=s) }}
                  WHEN %(use_vector)s THEN GREATEST(s.cosine, 0)
@@ -262,8 +257,7 @@ judged AS MATERIALIZED (
         SELECT count(*) > 0 AS restates FROM lineage l JOIN episodes e ON e.id = l.parent_id
         WHERE s.kind = 'fact' AND l.child_kind = 'fact' AND l.child_id = s.id AND l.parent_kind = 'episode'
           AND 1 - (s.embedding <=> e.embedding) >= %(copy_similarity)s) copy
-),
-fused AS (
+), fused AS (
     SELECT j.kind, j.id, j.namespace_id, j.occurred_at, j.metadata, j.cosine, j.bm25, j.coverage, j.restates,
            CASE WHEN newer.score IS NULL THEN j.score ELSE GREATEST(%(superseded_factor)s::float8 * j.score,
                 LEAST(j.score, %(supersede_margin)s::float8 * newer.score)) END AS score
@@ -306,28 +300,25 @@ fused AS (
  OR {{ turn }}.metadata ->> 'thread' = {{ hit }}.metadata ->> 'thread')
 
 -- context() --
--- Context (hybrid mode, present): an episode within context_window turns of one of the best
--- context_pool episodes, in the same session, gains neighbour_weight times that hit's score;
--- a neighbour that was no candidate is scored here too (a handful of rows), so a reply that
--- shares little with the query but follows a strong hit can rank. Then the best
--- %(fetch_limit)s by score times fusion's weight (subject_weight aside).
+-- Context (hybrid mode, no as_of or known_at): an episode within context_window turns of one
+-- of the best context_pool episodes, in the same session, gains neighbour_weight times that
+-- hit's score; a neighbour that was no candidate is scored here too (a handful of rows), so
+-- a reply that shares little with the query but follows a strong hit can rank. Then the
+-- best %(fetch_limit)s by score times fusion's weight (subject_weight aside).
 pool AS (SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s),
 neighbours AS (
     SELECT n.id, max(p.score) AS score
     FROM pool p CROSS JOIN LATERAL ({{ turns_beside(t=e, hit=p, window=context_window) }}) n
     WHERE %(neighbour_weight)s::float8 > 0 AND {{ present }} AND {{ same_session(turn=n, hit=p) }} GROUP BY n.id
-),
-extra AS MATERIALIZED (
+), extra AS MATERIALIZED (
     SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> (SELECT v FROM query_vector)) AS cosine,
            {{ bm25(search=e.search) }} AS bm25 FROM episodes e, corpus co, tq
     WHERE e.id IN (SELECT n.id FROM neighbours n) AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
-),
-own AS (
+), own AS (
     SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score, f.restates FROM fused f
     UNION ALL
     SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0), {{ hybrid_score(x=x) }}, false FROM extra x, tq
-),
-ranked AS (
+), ranked AS (
     SELECT x.* FROM (
         SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
                %(neighbour_weight)s::float8 * nb.score AS context_score,
@@ -361,26 +352,21 @@ entity_matched AS MATERIALIZED (
     UNION ALL
     SELECT a.entity_id, a.alias FROM entity_aliases a WHERE NOT %(all_namespaces)s AND {{ in_scope(t=a) }}
       AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
-),
-entity_named AS MATERIALIZED (
+), entity_named AS MATERIALIZED (
     SELECT m.entity_id, string_agg(m.alias, ' ' ORDER BY m.alias) AS aliases
     FROM entity_matched m GROUP BY m.entity_id ORDER BY m.entity_id LIMIT %(max_named)s
-),
-entity_words AS (
+), entity_words AS (
     SELECT m.entity_id, ARRAY(SELECT w.lexeme FROM weights w
                               WHERE w.lexeme = ANY(tsvector_to_array(to_tsvector('english', m.aliases)))) AS words
     FROM entity_named m
-),
-entity_links AS (
+), entity_links AS (
     SELECT l.id, l.entity_id, m.entity_id AS named_id FROM entity_named m
     CROSS JOIN LATERAL ({{ links(near=from, far=to) }} UNION ALL {{ links(near=to, far=from) }}) l
-),
-entity_neighbours AS (
+), entity_neighbours AS (
     SELECT l.entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
     FROM entity_links l WHERE l.entity_id NOT IN (SELECT entity_id FROM entity_named)
     GROUP BY l.entity_id ORDER BY max(l.id) DESC LIMIT %(max_neighbours)s
-),
-entity_reached AS (
+), entity_reached AS (
     SELECT x.hop, x.named_id, f.id
     FROM (SELECT entity_id, 0 AS hop, entity_id AS named_id FROM entity_named
           UNION ALL SELECT nb.entity_id, 1, nb.named_id FROM entity_neighbours nb) x
@@ -388,27 +374,23 @@ entity_reached AS (
         SELECT f.id FROM facts f
         WHERE f.entity_id = x.entity_id AND (%(all_namespaces)s OR {{ in_scope(t=f) }}) AND {{ visible_fact(t=f) }}
         ORDER BY f.valid_from DESC, f.id DESC LIMIT %(facts_per_entity)s) f
-),
-entity_facts AS MATERIALIZED (
+), entity_facts AS MATERIALIZED (
     SELECT r.id, min(r.hop) AS hop, (array_agg(r.named_id ORDER BY r.hop, r.named_id))[1] AS named_id
     FROM entity_reached r GROUP BY r.id
-),
-entity_scored AS MATERIALIZED (
+), entity_scored AS MATERIALIZED (
     SELECT r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine, {{ bm25(search=f.search) }} AS bm25,
            COALESCE((SELECT sum(w.idf) FROM weights w
                      WHERE w.lexeme = ANY(r.words) AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
     FROM (SELECT t.id, t.hop, m.words FROM entity_facts t JOIN entity_words m ON m.entity_id = t.named_id) r
     CROSS JOIN LATERAL (SELECT x.embedding, x.search FROM facts x WHERE x.id = r.id) f CROSS JOIN corpus co CROSS JOIN tq
-),
-entity_ranked AS (
+), entity_ranked AS (
     SELECT c.id, c.cosine, c.bm25, c.coverage,
            %(w_vector)s * GREATEST(c.cosine, 0) + (1 - %(w_vector)s) * LEAST(COALESCE(c.coverage, 0), 1) AS score
     FROM (SELECT s.id, s.cosine, s.bm25, (s.bm25 + CASE WHEN s.missing > 0 THEN power(%(hop_factor)s::float8, s.hop)
               * GREATEST(%(entity_credit)s::float8 * s.missing, %(entity_match)s::float8 * tq.full_match)
               ELSE 0 END) / NULLIF(tq.full_match, 0) AS coverage FROM entity_scored s, tq) c
     ORDER BY score DESC, c.id DESC LIMIT %(max_facts)s
-),
-entity_copies AS MATERIALIZED (
+), entity_copies AS MATERIALIZED (
     SELECT DISTINCT x.id FROM entity_ranked x
     JOIN lineage l ON l.child_kind = 'fact' AND l.child_id = x.id AND l.parent_kind = 'episode'
     JOIN facts f ON f.id = x.id JOIN episodes e ON e.id = l.parent_id
@@ -428,14 +410,12 @@ both_legs AS (
     UNION ALL
     SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1,
            x.id IN (SELECT id FROM entity_copies) FROM entity_ranked x
-),
-fused_legs AS (
+), fused_legs AS (
     SELECT DISTINCT ON (b.kind, b.id) b.kind, b.id, b.cosine, b.bm25, b.coverage, b.own_score, b.context_score,
            b.restates, max(b.score) OVER (PARTITION BY b.kind, b.id) AS score,
            max(b.entity_score) OVER (PARTITION BY b.kind, b.id) AS entity_score
     FROM both_legs b ORDER BY b.kind, b.id, b.leg
-),
-weighed AS (
+), weighed AS (
     SELECT t.*, w.weight, row_number() OVER (ORDER BY t.score * w.weight DESC, t.kind, t.id DESC) AS place
     FROM fused_legs t CROSS JOIN LATERAL (
         SELECT CASE WHEN t.kind <> 'fact' OR t.restates THEN 1
