@@ -338,14 +338,15 @@ neighbours AS (
 -- entity_leg() --
 -- The entity leg (hybrid mode; memory/entity_recall.py makes %(phrases)s): the entities the
 -- query's phrases name by an alias in scope (at most %(max_named)s), their newest
--- %(links_per_entity)s visible relationships each way (links) reaching at most
--- %(max_neighbours)s neighbours, and per entity its newest %(facts_per_entity)s visible facts
--- in scope, each once at its nearest hop; the best %(max_facts)s by score. A fact scores as
--- in scoring, except that the query words of the alias that named its entity count as
--- matched when the fact lacks them: entity_credit times their idf but at least entity_match
--- of full_match, times hop_factor one hop away; a fact that spells the name scores as
--- without the leg. MATERIALIZED where the planner would otherwise walk an entity_id index
--- for a LIMIT, sort by walking the facts primary key, or compute a score several times.
+-- %(links_per_entity)s visible relationships each way (links: source fact visible too)
+-- reaching at most %(max_neighbours)s neighbours, and per entity its newest
+-- %(facts_per_entity)s visible facts in scope, each once at its nearest hop; the best
+-- %(max_facts)s by score. A fact scores as in scoring, except that the query words of the
+-- alias that named its entity count as matched when the fact lacks them: entity_credit
+-- times their idf but at least entity_match of full_match, times hop_factor one hop away; a
+-- fact that spells the name scores as without the leg. MATERIALIZED where the planner would
+-- otherwise walk an entity_id index for a LIMIT, sort by walking the facts primary key, or
+-- compute a score several times.
 entity_matched AS MATERIALIZED (
     SELECT a.entity_id, a.alias FROM entity_aliases a
     WHERE %(all_namespaces)s AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
