@@ -1,22 +1,17 @@
 """Recall: hybrid retrieval over current facts and episodes, ranked together.
 
-One round trip (``recall_search_params``, ``recall_check`` and ``recall`` pipelined as one
-transaction) reads the query's vector from the embedding cache and runs the recall
-statement. A query never seen before has no cached vector: the model embeds it (and
-caches it) and the round trip runs again. What the statement finds and how it scores and
-fuses is written once, in the parts of ``db/queries/recall.sql`` (scope, vector and text
-legs over both kinds, scoring, context, entity leg, fusion, result), each part's rule in
-its header. The tuning is a ``RecallConfig`` (``memory/recall_config.py``) sent as
-statement parameters; here the call's values are checked, supersession is turned off for
-a query that asks about a time (``asks_about_time``: the old value may be the answer) and
-the entity leg's phrases are made (``memory/entity_recall.py``).
-
-``relevance`` is the score clipped to [0, 1]: absolute (cosine and coverage do not depend
-on the other results), so an agent can threshold it at ``relevance_floor``. Grouping
-(``memory/recall_grouping.py``) folds the statement's ``limit + overfetch`` rows into one
-result per piece of evidence. ``recall`` returns ``RecallHit`` records;
-``recall_results`` the lean JSON shape for agents (``memory/recall_shape.py``, whose
-helpers this module re-exports). Results never carry vectors.
+What recall finds and how it ranks is the ``recall`` statement of ``db/queries/recall.sql``,
+each rule once, in the header of its part (``scope``, ``vector_leg``, ``text_leg``,
+``scoring``, ``context``, ``entity_leg``, ``fusion``, ``result``); its tuning is a
+``RecallConfig`` sent as parameters. Here: the call's values are checked, supersession is
+turned off for a query that asks about a time (``asks_about_time``: the old value may be
+the answer), the entity leg's phrases are made (``memory/entity_recall.py``), and the
+statement runs in one round trip (``round_trip``), a second only for a query whose vector
+is not cached yet. ``relevance`` is the score clipped to [0, 1], absolute, so an agent can
+threshold it at ``relevance_floor``. Grouping (``memory/recall_grouping.py``) folds the
+rows into one result per piece of evidence; ``recall_results`` is the lean JSON shape for
+agents (``memory/recall_shape.py``, whose helpers this module re-exports). Results never
+carry vectors.
 """
 
 from __future__ import annotations
@@ -124,14 +119,8 @@ def _search(
     context: int,
     config: RecallConfig,
 ) -> list[dict[str, Any]]:
-    """The ranked rows of one recall, each episode's ``context`` turns with it.
-
-    One round trip: ``recall_search_params`` (settings), ``recall_check`` (unknown
-    namespaces, a query vector still to compute) and ``recall`` (the query's vector from
-    the embedding cache, scope, entity leg, hybrid ranking, fusion, neighbours) pipelined
-    as one transaction. Only a query never seen before (no cached vector) waits for the
-    model and then runs the statements again.
-    """
+    """The ranked rows of one recall, each episode's ``context`` turns with it: one round trip
+    (``round_trip``), and a second after the model embeds a query whose vector is not cached."""
     text = validate.content(store.settings, query, "query")
     limit = _limit(limit)
     when = validate.timestamp(as_of, "as_of")

@@ -18,9 +18,9 @@ from typing import Any
 class RecallConfig:
     """How recall ranks; the rules are the headers of ``db/queries/recall.sql``'s parts."""
 
-    #: weight of the cosine similarity in the fused score; the rest goes to BM25 coverage
+    #: weight of the cosine in a row's score (recall.sql, hybrid_score); the rest, BM25 coverage's
     w_vector: float = 0.4
-    #: Okapi BM25 parameters (the usual defaults)
+    #: Okapi BM25 parameters (recall.sql, bm25; the usual defaults)
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
     #: candidates per vector list = max(min_candidates, candidate_factor * limit)
@@ -43,7 +43,8 @@ class RecallConfig:
     context_window: int = 2
     #: ``relevance`` below this means "probably not about the query"
     relevance_floor: float = 0.3
-    #: factor on an episode whose derived facts were all retired (its correction should win)
+    #: factor on an episode whose derived facts were all retired, so its correction wins
+    #: (recall.sql, scoring)
     stale_factor: float = 0.5
     #: supersession by recency (recall.sql, scoring): how alike a newer restatement is,
     #: the share of its score the older one keeps, and the least of its own it keeps
@@ -78,20 +79,17 @@ class RecallConfig:
     overfetch: int = 10
     #: characters of a source turn a fact hit carries (the rest is cut, marked "…")
     excerpt_chars: int = 160
-    #: grouping: a fact ranks by this times its score (a fact states in plain words what
-    #: several turns say, while BM25 and context favour the turns); its score stays its own
+    #: the weights (recall.sql, fusion): a fact ranks by this times its score, which stays
+    #: its own (a fact states in plain words what several turns say; BM25 and context
+    #: favour the turns) ...
     fact_weight: float = 1.2
     #: ... and by this too when the entity leg reached it (the question names its subject)
     subject_weight: float = 1.2
-    #: ... but a fact at least this similar (embedding cosine) to one of its source episodes
-    #: restates it word for word and takes neither weight: lifted, the copy of one episode
-    #: outranked the episode that answers better (the agent-memory set's facts are such
-    #: copies; derived facts stay below 0.91 of their turns on the conversational set)
+    #: ... but one at least this like (cosine) a source episode restates it and takes
+    #: neither: lifted, the copy outranked the episode that answers better ...
     copy_similarity: float = 0.95
-    #: ... and one the entity leg did not reach takes ``fact_weight`` only at this cosine to
-    #: the query or more: matched on a stray word ("June", "value") and little meaning,
-    #: lifted facts pushed answers out (agent-memory questions over every namespace, next
-    #: to the conversational set's facts)
+    #: ... and one the leg did not reach takes ``fact_weight`` only at this cosine to the
+    #: query or more: lifted, facts matched on a stray word ("June") pushed answers out
     weight_min_cosine: float = 0.3
     #: grouping: every fact the entity leg found joins the candidates, not only those
     #: ranked within ``limit + overfetch`` (a person's facts across time)

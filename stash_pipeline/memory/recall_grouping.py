@@ -4,14 +4,11 @@ A fact derived from a conversation and the turn it came from say the same thing;
 side by side they take two of ten slots to show one piece of evidence. So the ``recall``
 statement (``queries/recall.sql``) returns ``fetch_limit`` candidates — ``overfetch``
 more than asked for, and with ``entity_pool`` every fact the entity leg found — ranked
-with facts weighted (``fact_weight`` times their score, ``subject_weight`` too when the
-entity leg reached them: a fact states in plain words what several turns say, while BM25
-and context favour the turns; a fact that copies one of its source episodes,
-``copy_similarity``, says nothing plainer and takes no weight, nor does one matched on
-a stray word, ``weight_min_cosine``; the score stays the
-evidence's own, so ``relevance`` and its floor keep their meaning, and
-``score_parts["weight"]`` shows the weight), each fact with its source turns. Then recall's post-ranking step (``group``, between turning rows
-into hits and ``recall_shape.shape_results``):
+with facts weighted (the statement's ``fusion`` part: a fact states in plain words what
+several turns say, while BM25 and context favour the turns), each fact with its source
+turns. The score stays the evidence's own, so ``relevance`` and its floor keep their
+meaning (``score_parts["weight"]`` shows the weight). Then recall's post-ranking step
+(``group``, between turning rows into hits and ``recall_shape.shape_results``):
 
 * **groups by lineage** (``plan``): walking the candidates best first, a fact takes the
   candidates among its source episodes with it; an episode that a fact in the pool cites

@@ -1,20 +1,12 @@
 -- recall_search_params --
--- Per-transaction settings for the recall statement (and the other HNSW reads): a wider
--- HNSW beam and iterative scans, so namespace and validity filters applied during the
--- index scan still yield enough candidates; a generic plan once the statement is prepared
--- (the client prepares a query run 5 times on a connection), since planning this
--- statement costs about as much as running it and its best plan does not depend on the
--- values; and no read of a whole facts or episodes table at any size: at a few thousand
--- rows the planner would otherwise read every row (a sequential scan, or a bitmap scan of
--- a partial index) and sort it by distance instead of asking the HNSW index. With sorts
--- off, a plan that needs no sort for the nearest rows wins; the sorts every plan needs
--- (text matches, the final order) are still made, and the entity leg's ordered reads have
--- (entity, order) indexes (0011), so no plan walks a whole index to avoid a sort.
--- Incremental sorts off too: they are not sorts to enable_sort, and with them the context
--- reads below took every turn of the namespace by another index and sorted it.
--- No parallel workers: a recall reads a few hundred rows, and starting workers costs more
--- than that (the exact read of a small scope, planned as a parallel sort, started them on
--- every recall although its one-time test then skipped it: about 8 ms).
+-- Per-transaction settings for recall and the other HNSW reads: a wider HNSW beam and
+-- iterative scans, so the filters applied during the scan still leave enough candidates; a
+-- generic plan once prepared (planning costs about as much as running, and the best plan
+-- does not depend on the values); no sequential scan or avoidable sort (plain or
+-- incremental): at a few thousand rows the planner would otherwise read a whole table and
+-- sort it by distance instead of asking the HNSW index (each ordered read has an index
+-- giving its order, so no plan walks a whole index to avoid a sort); no parallel workers,
+-- dearer to start than a recall's few hundred rows are to read.
 SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
        set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
        set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
@@ -24,215 +16,167 @@ SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
        set_config('max_parallel_workers_per_gather', '0', true) AS max_parallel_workers_per_gather
 
 -- recall_check --
--- Pipelined with recall_search_params and the recall statement (one round trip, one
--- transaction): which of the %(paths)s name no namespace (recall then raises
--- NamespaceNotFound), and whether the query still needs its vector computed (none given
--- and none in the embedding cache: recall embeds it and runs the statement again).
+-- Pipelined with recall_search_params and recall (one round trip): which %(paths)s name no
+-- namespace (NamespaceNotFound), and whether the query's vector is still to compute.
 SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
-             WHERE p.slug <> '/'
-               AND NOT EXISTS (
-                   SELECT 1 FROM namespaces n
-                   WHERE n.slug = p.slug
-                      OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%'))
-           AS missing,
+             WHERE p.slug <> '/' AND NOT EXISTS (SELECT 1 FROM namespaces n WHERE {{ names(n=n, p=p) }})) AS missing,
        (%(use_vector)s AND %(embedding)s::vector IS NULL
-        AND NOT EXISTS (SELECT 1 FROM embedding_cache c
-                        WHERE c.text_hash = %(text_hash)s AND c.model = %(embedding_model)s
-                          AND c.endpoint = %(embedding_endpoint)s)) AS needs_vector
+        AND NOT EXISTS (SELECT 1 FROM embedding_cache c WHERE {{ cached(c=c) }})) AS needs_vector
+
+-- names(n, p) --
+-- Namespace n is path p or below it (resolve_namespace_tree's rule).
+{{ n }}.slug = {{ p }}.slug
+   OR {{ n }}.slug LIKE replace(replace(replace({{ p }}.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%'
+
+-- cached(c) --
+-- The embedding cache's row for the query's text under the configured model and endpoint.
+{{ c }}.text_hash = %(text_hash)s AND {{ c }}.model = %(embedding_model)s AND {{ c }}.endpoint = %(embedding_endpoint)s
 
 -- recall --
--- Recall in one statement: the parts below, in this order, each described where it is
--- written. Run after recall_search_params and recall_check (one pipelined round trip, one
--- transaction: memory/recall.py); its rows are what grouping (memory/recall_grouping.py)
--- folds into the %(limit)s results. Every row is seen through the one definition of
--- visibility (fact_visible, episode_visible, relationship_visible: migration 0012).
-WITH
-{{ scope }},
-{{ words }},
-{{ small_scope }},
-{{ vector_leg(kind=fact, t=f) }},
-{{ vector_leg(kind=episode, t=e) }},
-{{ text_leg(kind=fact, t=f) }},
-{{ text_leg(kind=episode, t=e) }},
-{{ text_top }},
-{{ scoring }},
-{{ context }},
-{{ entity_leg }},
-{{ fusion }}
+-- Recall in one statement, after recall_search_params and recall_check (memory/recall.py),
+-- each part described where it is written; grouping (memory/recall_grouping.py) folds its
+-- rows into the %(limit)s results. Rows are seen through fact_visible, episode_visible and
+-- relationship_visible (migration 0012), the one definition of visibility.
+WITH {{ scope }}, {{ words }}, {{ small_scope }},
+     {{ vector_leg(kind=fact, t=f) }}, {{ vector_leg(kind=episode, t=e) }},
+     {{ text_leg(kind=fact, t=f) }}, {{ text_leg(kind=episode, t=e) }}, {{ text_top }},
+     {{ scoring }}, {{ context }}, {{ entity_leg }}, {{ fusion }}
 {{ result }}
 
 -- scope() --
--- The query's vector: the one given, else the embedding cache's (%(text_hash)s under the
--- configured model and endpoint), so a query seen before needs no round trip of its own;
--- when there is none (recall_check says so), nothing below finds anything and recall
--- embeds the query and runs again.
--- The namespaces in scope: those %(paths)s name and their descendants
--- (resolve_namespace_tree's rule), unless %(all_namespaces)s. Reads that depend on it are
--- written once for all namespaces and once for the scope, each behind a one-time test
--- (only one runs), not as "all OR in scope": under the generic plan recall runs that OR
--- uses no namespace index (the text leg read every row matching a word in ANY namespace:
--- 21 ms p50 with 200 namespaces, against 2 ms with the values).
+-- query_vector: the vector given, else the cached one, so a query asked before needs no
+-- embedding round trip; with neither, nothing below finds anything (ready is false) and
+-- recall embeds the query and runs again. scope: the namespaces %(paths)s name, unless
+-- %(all_namespaces)s. A read that can use a namespace index is written for all namespaces
+-- and for the scope behind one-time tests (only one runs), not as "all OR in scope": under
+-- the generic plan such an OR uses no namespace index.
 query_vector AS MATERIALIZED (
     SELECT v, (v IS NOT NULL OR NOT %(use_vector)s) AS ready
     FROM (SELECT COALESCE(%(embedding)s::vector,
-                          (SELECT c.embedding FROM embedding_cache c
-                           WHERE c.text_hash = %(text_hash)s AND c.model = %(embedding_model)s
-                             AND c.endpoint = %(embedding_endpoint)s)) AS v) q
-),
-scope AS MATERIALIZED (
-    SELECT COALESCE(array_agg(n.id), '{}')::bigint[] AS ids
-    FROM namespaces n
-    WHERE NOT %(all_namespaces)s
-      AND EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug)
-                  WHERE n.slug = p.slug
-                     OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%')
+                          (SELECT c.embedding FROM embedding_cache c WHERE {{ cached(c=c) }})) AS v) q
+), scope AS MATERIALIZED (
+    SELECT COALESCE(array_agg(n.id), '{}')::bigint[] AS ids FROM namespaces n WHERE NOT %(all_namespaces)s
+      AND EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug) WHERE {{ names(n=n, p=p) }})
 )
 
 -- small_scope() --
--- A small scope (exact.small) (at most %(exact_scan_limit)s live memories) is read exactly: each of its
--- rows by the namespace index. The HNSW walk filters by namespace as it goes, so in a
--- large store it passes mostly other namespaces' rows before it has enough of a small
--- one's (an 80-turn namespace beside 100,000: about 400 ms); a word rare in a small scope
--- may be common beside it, so the text leg tests the scope's rows for the words too.
+-- A scope of at most %(exact_scan_limit)s live memories (exact.small) is read exactly, row by
+-- row from the namespace index: the HNSW walk filters by namespace as it goes, so beside a
+-- large namespace it passes mostly others' rows before it has enough of a small one's; and
+-- a word rare in a small scope may be common beside it, so its rows are tested for words.
 exact AS MATERIALIZED (
-    SELECT NOT %(all_namespaces)s
-           AND COALESCE((SELECT sum(s.documents) FROM recall_text_stats s WHERE {{ in_scope(t=s) }}), 0)
-               <= %(exact_scan_limit)s AS small
+    SELECT NOT %(all_namespaces)s AND COALESCE((SELECT sum(s.documents) FROM recall_text_stats s
+                                                WHERE {{ in_scope(t=s) }}), 0) <= %(exact_scan_limit)s AS small
 )
 
 -- in_scope(t) --
 {{ t }}.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-
 -- visible_fact(t) --
 fact_visible({{ t }}, %(as_of)s, %(known_at)s, %(include_history)s)
-
 -- visible_episode(t) --
 episode_visible({{ t }}, %(as_of)s, %(known_at)s)
+-- carried_fact(t) --
+NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
+-- carried_episode(t) --
+{{ t }}.occurred_at, {{ t }}.metadata
+-- quoted(w) --
+'''' || replace(replace({{ w }}.lexeme, '\', '\\'), '''', '''''') || ''''
+-- present() --
+%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
 
 -- words() --
--- The query's lexemes with their document frequency and idf over the namespaces in scope
--- (recall_term_stats / recall_text_stats, kept by triggers). Every query lexeme counts,
--- seen or not: a word no row holds is information the query asks for and no row has.
--- full_match = the sum of their idf, what a row holding every query lexeme once at average
--- length scores. q_rare: the lexemes in ascending document frequency while their summed
--- frequency fits %(text_scan_limit)s (at least the rarest), so the rows matched are
--- bounded by construction; q_pair: when even the rarest is in more rows, it and the next
--- rarest together.
+-- The query's lexemes with document frequency and idf over the scope (recall_term_stats,
+-- recall_text_stats: kept by triggers). Every lexeme counts, seen or not: a word no row
+-- holds is information the query asks for and no row has. full_match, their summed idf, is
+-- what a row holding each once at average length scores. q_rare: the lexemes by ascending
+-- frequency while their summed frequency fits %(text_scan_limit)s (at least the rarest), so
+-- the rows matched are bounded by construction; q_pair: when even the rarest is in more
+-- rows, it and the next rarest together. terms: a lookup per word (a join let the planner
+-- scan the whole table), materialised since weights reads df five times.
 query_lexemes AS (
     SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
     WHERE (SELECT ready FROM query_vector)
-),
-corpus AS (
+), corpus AS (
     SELECT COALESCE(sum(s.documents), 0)::float8 AS documents,
            GREATEST(COALESCE(sum(s.total_length), 0)::float8 / NULLIF(sum(s.documents), 0), 1) AS average_length
     FROM (SELECT documents, total_length FROM recall_text_stats WHERE %(all_namespaces)s
-          UNION ALL
-          SELECT documents, total_length FROM recall_text_stats
+          UNION ALL SELECT documents, total_length FROM recall_text_stats
           WHERE NOT %(all_namespaces)s AND {{ in_scope(t=recall_text_stats) }}) s
     WHERE %(use_text)s
-),
-terms AS MATERIALIZED (
-    -- one index lookup per query word (a join let the planner scan the whole table);
-    -- MATERIALIZED: weights reads df five times, each would repeat the lookups
-    SELECT q.lexeme,
-           CASE WHEN %(all_namespaces)s
-                THEN (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t WHERE t.lexeme = q.lexeme)
-                ELSE (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
-                      WHERE {{ in_scope(t=t) }} AND t.lexeme = q.lexeme) END AS df
-    FROM query_lexemes q
-    WHERE %(use_text)s
-),
-weights AS (
+), terms AS MATERIALIZED (
+    SELECT q.lexeme, CASE WHEN %(all_namespaces)s
+        THEN (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t WHERE t.lexeme = q.lexeme)
+        ELSE (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
+              WHERE {{ in_scope(t=t) }} AND t.lexeme = q.lexeme) END AS df
+    FROM query_lexemes q WHERE %(use_text)s
+), weights AS (
     SELECT t.lexeme, t.df, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf,
            sum(t.df) OVER (ORDER BY t.df, t.lexeme) AS cumulative_df,
            row_number() OVER (PARTITION BY t.df > 0 ORDER BY t.df, t.lexeme) AS rarity
     FROM terms t, corpus c
-),
-tq AS (
-    SELECT (SELECT NULLIF(array_to_string(ARRAY(
-                SELECT {{ quoted(w=w) }} FROM weights w
-                WHERE w.df > 0 AND (w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1)), ' | '), '')
-           )::tsquery AS q_rare,
+), tq AS (
+    SELECT (SELECT NULLIF(array_to_string(ARRAY(SELECT {{ quoted(w=w) }} FROM weights w
+                WHERE w.df > 0 AND (w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1)), ' | '), ''))::tsquery AS q_rare,
            (SELECT CASE WHEN count(*) = 2 AND min(w.df) > %(text_scan_limit)s THEN string_agg({{ quoted(w=w) }}, ' & ') END
             FROM weights w WHERE w.df > 0 AND w.rarity <= 2)::tsquery AS q_pair,
-           (SELECT sum(w.idf) FROM weights w) AS full_match,
-           ARRAY(SELECT w.lexeme FROM weights w) AS lexemes
+           (SELECT sum(w.idf) FROM weights w) AS full_match, ARRAY(SELECT w.lexeme FROM weights w) AS lexemes
 )
 
--- quoted(w) --
-'''' || replace(replace({{ w }}.lexeme, '\', '\\'), '''', '''''') || ''''
+-- matched(search) --
+-- The query's lexemes in a tsvector, picked out in C: setweight marks them 'A' and ts_filter
+-- keeps those (to_tsvector gives every lexeme weight D), so a row's other words are never unnested.
+ts_filter(setweight({{ search }}, 'A', tq.lexemes), '{a}')
 
 -- bm25(search) --
--- Okapi BM25 of a row's tsvector over the scope (corpus co and tq in the FROM): the term
--- frequency from the row's positions, its length in distinct lexemes. The query's lexemes
--- are picked out in C (setweight marks them 'A', ts_filter keeps those: to_tsvector gives
--- every lexeme weight D), so only the matched ones are unnested, not the row's every word.
-COALESCE((
-    SELECT sum(w.idf * tf.n * (%(k1)s + 1)
-               / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length({{ search }}) / co.average_length)))
-    FROM unnest(ts_filter(setweight({{ search }}, 'A', tq.lexemes), '{a}')) AS u
-    JOIN weights w ON w.lexeme = u.lexeme
-    CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0)
-
--- carried_fact(t) --
-NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
-
--- carried_episode(t) --
-{{ t }}.occurred_at, {{ t }}.metadata
+-- Okapi BM25 of a row's tsvector over the scope (corpus co, tq in the FROM): a lexeme's term
+-- frequency from its positions, the row's length in distinct lexemes.
+COALESCE((SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                     / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length({{ search }}) / co.average_length)))
+          FROM unnest({{ matched(search={{ search }}) }}) AS u JOIN weights w ON w.lexeme = u.lexeme
+          CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0)
 
 -- vector_leg(kind, t) --
--- The nearest %(candidates)s rows of a kind by HNSW cosine, read in the half-precision
--- embedding_key order of the index (0019; every score below is full precision); in a
--- small scope (exact) the scope's rows by full-precision cosine ("+ 0": an order no index
--- gives, so the scope's rows are read and sorted). A row still waiting for its vector is
--- no candidate. The rows carry the columns scoring needs: the scan has them in hand.
+-- The nearest %(candidates)s rows of a kind by HNSW cosine, in the index's order of the
+-- half-precision embedding_key (every score below is full precision); in a small scope
+-- (exact) the scope's rows by full-precision cosine ("+ 0": an order no index gives, so the
+-- scope's rows are read and sorted). A row still waiting for its vector is no candidate.
+-- The rows carry the columns scoring needs: the scan has them in hand.
 {{ kind }}_vec AS (
     (SELECT {{ t }}.id, {{ t }}.namespace_id, {{ t }}.search, {{ t }}.embedding, {{ carried_{{ kind }}(t={{ t }}) }}
-     FROM {{ kind }}s {{ t }}
-     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND NOT (SELECT small FROM exact)
+     FROM {{ kind }}s {{ t }} WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND NOT (SELECT small FROM exact)
        AND {{ t }}.embedding IS NOT NULL AND (%(all_namespaces)s OR {{ in_scope(t={{ t }}) }})
        AND {{ visible_{{ kind }}(t={{ t }}) }}
-     ORDER BY embedding_key({{ t }}.embedding) <=> embedding_key((SELECT v FROM query_vector))
-     LIMIT %(candidates)s)
+     ORDER BY embedding_key({{ t }}.embedding) <=> embedding_key((SELECT v FROM query_vector)) LIMIT %(candidates)s)
     UNION ALL
     (SELECT {{ t }}.id, {{ t }}.namespace_id, {{ t }}.search, {{ t }}.embedding, {{ carried_{{ kind }}(t={{ t }}) }}
-     FROM {{ kind }}s {{ t }}
-     WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND (SELECT small FROM exact)
-       AND {{ t }}.embedding IS NOT NULL AND {{ in_scope(t={{ t }}) }}
-       AND {{ visible_{{ kind }}(t={{ t }}) }}
-     ORDER BY ({{ t }}.embedding <=> (SELECT v FROM query_vector)) + 0
-     LIMIT %(candidates)s)
+     FROM {{ kind }}s {{ t }} WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND (SELECT small FROM exact)
+       AND {{ t }}.embedding IS NOT NULL AND {{ in_scope(t={{ t }}) }} AND {{ visible_{{ kind }}(t={{ t }}) }}
+     ORDER BY ({{ t }}.embedding <=> (SELECT v FROM query_vector)) + 0 LIMIT %(candidates)s)
 )
 
 -- text_leg(kind, t) --
--- Full-text matches of a kind: the rows holding both rarest lexemes (q_pair: the word index
--- intersects their lists, far fewer rows than every match of the rarest), their newest
--- %(text_scan_limit)s; then the rare lexemes' (q_rare) newest matches, only when fewer than
--- %(text_pair_min)s rows hold the pair (a one-time test: with enough pairs they are never
--- fetched). No older row is dropped for a newer one while the rare words fit.
-{{ kind }}_pair AS (
-    {{ text_matches(kind={{ kind }}, t={{ t }}, q=q_pair, also=no_condition) }}
-),
+-- Full-text matches of a kind (text_matches): the rows holding both rarest lexemes (q_pair:
+-- the word index intersects their lists, far fewer rows than every match of the rarest);
+-- then, only when fewer than %(text_pair_min)s rows hold the pair (a one-time test), the
+-- rare lexemes' (q_rare). No older row is dropped for a newer one while the rare words fit.
+{{ kind }}_pair AS ({{ text_matches(kind={{ kind }}, t={{ t }}, q=q_pair, also=no_condition) }}),
 {{ kind }}_text AS (
     SELECT id, search FROM {{ kind }}_pair
-    UNION ALL
-    {{ text_matches(kind={{ kind }}, t={{ t }}, q=q_rare, also=few_pairs) }}
+    UNION ALL {{ text_matches(kind={{ kind }}, t={{ t }}, q=q_rare, also=few_pairs) }}
 )
-
 -- no_condition(kind, t) --
-
 -- few_pairs(kind, t) --
  AND (SELECT count(*) FROM {{ kind }}_pair) < %(text_pair_min)s AND {{ t }}.id NOT IN (SELECT id FROM {{ kind }}_pair)
 
 -- text_matches(kind, t, q, also) --
--- The newest %(text_scan_limit)s rows of a kind matching tq.q, read three ways behind
--- one-time tests: all namespaces by the word index; a scope by the word index ANDed with
--- the namespace index; a small scope by the namespace index, each row tested for the words
--- ("IS TRUE" keeps the word index out). "id + 0": the matches are sorted; walking the
+-- The newest %(text_scan_limit)s visible rows of a kind matching tq.q, read three ways behind
+-- one-time tests: all namespaces by the word index; a scope by the word index ANDed with the
+-- namespace index; a small scope by the namespace index, each row tested for the words ("IS
+-- TRUE" keeps the word index out). "id + 0": the matches are sorted, since walking the
 -- primary key backwards and testing each row for the words reads thousands of rows.
     (SELECT {{ t }}.id, {{ t }}.search FROM {{ kind }}s {{ t }}, tq
-     WHERE %(use_text)s AND %(all_namespaces)s AND {{ t }}.search @@ tq.{{ q }}{{ {{ also }}(kind={{ kind }}, t={{ t }}) }}
-       AND {{ visible_{{ kind }}(t={{ t }}) }}
+     WHERE %(use_text)s AND %(all_namespaces)s
+       AND {{ t }}.search @@ tq.{{ q }}{{ {{ also }}(kind={{ kind }}, t={{ t }}) }} AND {{ visible_{{ kind }}(t={{ t }}) }}
      ORDER BY {{ t }}.id + 0 DESC LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT {{ t }}.id, {{ t }}.search FROM {{ kind }}s {{ t }}, tq
@@ -248,17 +192,15 @@ NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
      ORDER BY {{ t }}.id + 0 DESC LIMIT %(text_scan_limit)s)
 
 -- text_top() --
--- The best %(text_candidates)s text matches of both kinds by BM25 join the vector
--- candidates (cosine is computed only for this short list); one join and one aggregate
--- over (match, matched lexeme) pairs, not a subquery per match.
+-- The best %(text_candidates)s text matches of both kinds by BM25 (bm25's formula as one join
+-- and one aggregate over (match, lexeme) pairs, not a subquery per match) join the vector
+-- candidates; cosine is computed only for this short list.
 text_top AS (
     SELECT m.kind, m.id
     FROM (SELECT 'fact'::text AS kind, id, search, length(search) AS doc_length FROM fact_text
           UNION ALL SELECT 'episode'::text, id, search, length(search) FROM episode_text) m
-    CROSS JOIN corpus co
-    CROSS JOIN tq
-    CROSS JOIN LATERAL unnest(ts_filter(setweight(m.search, 'A', tq.lexemes), '{a}')) AS u
-    JOIN weights w ON w.lexeme = u.lexeme
+    CROSS JOIN corpus co CROSS JOIN tq
+    CROSS JOIN LATERAL unnest({{ matched(search=m.search) }}) AS u JOIN weights w ON w.lexeme = u.lexeme
     GROUP BY m.kind, m.id, m.doc_length, co.average_length
     ORDER BY sum(w.idf * COALESCE(array_length(u.positions, 1), 1) * (%(k1)s + 1)
                  / (COALESCE(array_length(u.positions, 1), 1)
@@ -268,165 +210,122 @@ text_top AS (
 
 -- candidates_of(kind, t) --
     SELECT '{{ kind }}'::text AS kind, v.id, v.namespace_id, setweight(v.search, 'D') AS search,
-           vector(v.embedding, -1, true) AS embedding, v.occurred_at, v.metadata
-    FROM {{ kind }}_vec v
+           vector(v.embedding, -1, true) AS embedding, v.occurred_at, v.metadata FROM {{ kind }}_vec v
     UNION ALL
     SELECT '{{ kind }}'::text, {{ t }}.id, {{ t }}.namespace_id, setweight({{ t }}.search, 'D'),
-           vector({{ t }}.embedding, -1, true), {{ carried_{{ kind }}(t={{ t }}) }}
-    FROM {{ kind }}s {{ t }}
+           vector({{ t }}.embedding, -1, true), {{ carried_{{ kind }}(t={{ t }}) }} FROM {{ kind }}s {{ t }}
     WHERE {{ t }}.id IN (SELECT id FROM text_top WHERE kind = '{{ kind }}') AND {{ t }}.id NOT IN (SELECT id FROM {{ kind }}_vec)
 
 -- scoring() --
--- Every candidate (vector and text, both kinds) scored once (MATERIALIZED): cosine to
--- the query and BM25 (bm25); coverage = BM25 / full_match, the share of the query's
--- information the row matches, comparable across queries. Fused score = w_vector *
--- max(cosine, 0) + (1 - w_vector) * least(coverage, 1) (cosine alone in vector mode,
--- coverage alone in text mode); an episode with no vector yet ranks by text alone.
--- Each tsvector and vector is detoasted once, in candidates: setweight(.., 'D') is the
--- identity on these columns and vector(.., -1, true) a dimension check with none to make,
--- both returning the value expanded (a pointer in a materialised CTE is fetched again at
--- every use).
--- Stale: an episode whose derived facts in scope are all retired scores stale_factor
--- times, so its correction outranks it (a fact outside the scope, say a parent
--- namespace's citing a child's turn, counts for nothing). restates: a fact at least
--- copy_similarity (cosine) like one of its source episodes says what that episode says in
--- its words and takes no fact weight (fusion). Both are an aggregate per row, one read
--- of a lineage index each: as EXISTS they became hashed subplans under the generic plan,
--- reading every fact's lineage on each recall (38 ms of server CPU at 20,000 facts).
--- Supersession by recency (when supersede): an episode among the best supersede_pool
--- with a newer episode candidate in its namespace (later occurred_at, cosine >=
+-- Every candidate of both legs scored once: cosine to the query, BM25 (bm25) and coverage,
+-- BM25 / full_match: the share of the query's information the row matches, comparable
+-- across queries. The score is hybrid_score (in vector or text mode its one part; an
+-- episode with no vector yet ranks by text alone). candidates detoasts each tsvector and
+-- vector once: setweight(.., 'D') and vector(.., -1, true) return it expanded, otherwise
+-- unchanged (a pointer in a materialised CTE is fetched again at every use).
+-- stale: an episode whose derived facts in scope are all retired scores stale_factor times,
+-- so its correction outranks it. restates: a fact at least copy_similarity (cosine) like a
+-- source episode says what that episode says and takes no fact weight. Both are an
+-- aggregate per row on a lineage index (an EXISTS is a hashed subplan under the generic
+-- plan, reading every fact's lineage). newer (when supersede): an episode among the best
+-- supersede_pool with a newer episode candidate in its namespace (cosine >=
 -- supersede_similarity, matching every query lexeme it matches) scores supersede_margin
--- times that newer one's score, but at least superseded_factor times its own: it drops
--- just below its restatement and otherwise keeps its place. A demotion only lowers a
--- score, so checking the best supersede_pool bounds the pairs compared.
-candidates AS (
-{{ candidates_of(kind=fact, t=f) }}
-    UNION ALL
-{{ candidates_of(kind=episode, t=e) }}
-),
+-- times that one's score but at least superseded_factor times its own, just below its
+-- restatement; a demotion only lowers a score, so the best supersede_pool bound the pairs.
+candidates AS ({{ candidates_of(kind=fact, t=f) }} UNION ALL {{ candidates_of(kind=episode, t=e) }}),
 scored AS MATERIALIZED (
     SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata, c.embedding,
            CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> (SELECT v FROM query_vector)) END AS cosine,
            CASE WHEN %(use_text)s THEN {{ bm25(search=c.search) }} END AS bm25,
-           tsvector_to_array(ts_filter(setweight(c.search, 'A', tq.lexemes), '{a}')) AS matched
+           tsvector_to_array({{ matched(search=c.search) }}) AS matched
     FROM candidates c, corpus co, tq
-),
-judged AS MATERIALIZED (
-    SELECT s.*,
-           s.bm25 / NULLIF(tq.full_match, 0) AS coverage,
-           (CASE WHEN %(use_vector)s AND %(use_text)s
-                 THEN %(w_vector)s * GREATEST(s.cosine, 0)
-                      + (1 - %(w_vector)s) * LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1)
+), judged AS MATERIALIZED (
+    SELECT s.*, s.bm25 / NULLIF(tq.full_match, 0) AS coverage,
+           (CASE WHEN %(use_vector)s AND %(use_text)s THEN {{ hybrid_score(x=s) }}
                  WHEN %(use_vector)s THEN GREATEST(s.cosine, 0)
                  ELSE LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1) END)
            * CASE WHEN stale.derived > 0 AND stale.current = 0 THEN %(stale_factor)s::float8 ELSE 1 END AS score,
            copy.restates
-    FROM scored s
-    CROSS JOIN tq
+    FROM scored s CROSS JOIN tq
     CROSS JOIN LATERAL (
         SELECT count(*) AS derived,
                count(*) FILTER (WHERE f.id IS NOT NULL AND fact_visible(f, NULL, NULL, false)) AS current
         FROM lineage l LEFT JOIN facts f ON f.id = l.child_id
-        WHERE s.kind = 'episode' AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
-          AND NOT %(include_history)s
-          AND l.parent_kind = 'episode' AND l.parent_id = s.id AND l.child_kind = 'fact'
-          AND (%(all_namespaces)s OR {{ in_scope(t=f) }})
-    ) stale
+        WHERE s.kind = 'episode' AND {{ present }} AND NOT %(include_history)s AND l.parent_kind = 'episode'
+          AND l.parent_id = s.id AND l.child_kind = 'fact' AND (%(all_namespaces)s OR {{ in_scope(t=f) }})) stale
     CROSS JOIN LATERAL (
-        SELECT count(*) > 0 AS restates
-        FROM lineage l JOIN episodes e ON e.id = l.parent_id
+        SELECT count(*) > 0 AS restates FROM lineage l JOIN episodes e ON e.id = l.parent_id
         WHERE s.kind = 'fact' AND l.child_kind = 'fact' AND l.child_id = s.id AND l.parent_kind = 'episode'
-          AND 1 - (s.embedding <=> e.embedding) >= %(copy_similarity)s
-    ) copy
-),
-fused AS (
+          AND 1 - (s.embedding <=> e.embedding) >= %(copy_similarity)s) copy
+), fused AS (
     SELECT j.kind, j.id, j.namespace_id, j.occurred_at, j.metadata, j.cosine, j.bm25, j.coverage, j.restates,
-           CASE WHEN newer.score IS NULL THEN j.score
-                ELSE GREATEST(%(superseded_factor)s::float8 * j.score,
-                              LEAST(j.score, %(supersede_margin)s::float8 * newer.score)) END AS score
+           CASE WHEN newer.score IS NULL THEN j.score ELSE GREATEST(%(superseded_factor)s::float8 * j.score,
+                LEAST(j.score, %(supersede_margin)s::float8 * newer.score)) END AS score
     FROM (SELECT x.*, row_number() OVER (ORDER BY x.score DESC, x.id DESC) AS place FROM judged x) j
     LEFT JOIN LATERAL (
         SELECT max(n.score) AS score FROM judged n
         WHERE %(supersede)s AND j.place <= %(supersede_pool)s AND j.kind = 'episode' AND n.kind = 'episode'
-          AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL AND NOT %(include_history)s
-          AND n.namespace_id = j.namespace_id AND n.occurred_at > j.occurred_at
-          AND n.matched @> j.matched
-          AND 1 - (n.embedding <=> j.embedding) >= %(supersede_similarity)s
-    ) newer ON true
+          AND {{ present }} AND NOT %(include_history)s
+          AND n.namespace_id = j.namespace_id AND n.occurred_at > j.occurred_at AND n.matched @> j.matched
+          AND 1 - (n.embedding <=> j.embedding) >= %(supersede_similarity)s) newer ON true
 )
 
+-- hybrid_score(x) --
+-- A row's score from cosine and BM25: w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1).
+%(w_vector)s * GREATEST({{ x }}.cosine, 0)
++ (1 - %(w_vector)s) * LEAST(COALESCE({{ x }}.bm25 / NULLIF(tq.full_match, 0), 0), 1)
+
 -- turns_beside(t, hit, window) --
--- The %(window)s turns before and after an episode hit in its namespace, read by the
--- (namespace_id, id) index from the hit's entry: "namespace_id >= hit's AND (namespace_id,
--- id) < hit's" is "same namespace, older", written so that only that index can take it
--- and the row comparison places the scan (by the primary key, the generic plan's choice
--- for "namespace_id = AND id <", the first or last turn of a small namespace walked every
--- row of the others; needs enable_incremental_sort off, recall_search_params). Forgotten
--- turns are left out; a filter on the times inside the LIMIT would walk every later turn.
-        (SELECT {{ t }}.id, {{ t }}.content, {{ t }}.occurred_at, {{ t }}.created_at, {{ t }}.metadata FROM episodes {{ t }}
-         WHERE {{ t }}.namespace_id >= {{ hit }}.namespace_id AND ({{ t }}.namespace_id, {{ t }}.id) < ({{ hit }}.namespace_id, {{ hit }}.id)
-           AND {{ t }}.deleted_at IS NULL
-         ORDER BY {{ t }}.namespace_id DESC, {{ t }}.id DESC LIMIT %({{ window }})s)
-        UNION ALL
-        (SELECT {{ t }}.id, {{ t }}.content, {{ t }}.occurred_at, {{ t }}.created_at, {{ t }}.metadata FROM episodes {{ t }}
-         WHERE {{ t }}.namespace_id <= {{ hit }}.namespace_id AND ({{ t }}.namespace_id, {{ t }}.id) > ({{ hit }}.namespace_id, {{ hit }}.id)
-           AND {{ t }}.deleted_at IS NULL
-         ORDER BY {{ t }}.namespace_id, {{ t }}.id LIMIT %({{ window }})s)
+-- The %(window)s turns before and after an episode hit in its namespace, not forgotten, read
+-- by the (namespace_id, id) index from the hit's entry: "namespace_id >= hit's AND
+-- (namespace_id, id) < hit's" is "same namespace, older" written so that only that index can
+-- take it and the row comparison places the scan (for "namespace_id = AND id <" the generic
+-- plan walks the primary key through the other namespaces' rows; needs incremental sorts
+-- off). Callers filter by time after the LIMIT: inside it, it would walk every later turn.
+    (SELECT {{ t }}.id, {{ t }}.content, {{ t }}.occurred_at, {{ t }}.created_at, {{ t }}.metadata FROM episodes {{ t }}
+     WHERE {{ t }}.namespace_id >= {{ hit }}.namespace_id
+       AND ({{ t }}.namespace_id, {{ t }}.id) < ({{ hit }}.namespace_id, {{ hit }}.id) AND {{ t }}.deleted_at IS NULL
+     ORDER BY {{ t }}.namespace_id DESC, {{ t }}.id DESC LIMIT %({{ window }})s)
+    UNION ALL
+    (SELECT {{ t }}.id, {{ t }}.content, {{ t }}.occurred_at, {{ t }}.created_at, {{ t }}.metadata FROM episodes {{ t }}
+     WHERE {{ t }}.namespace_id <= {{ hit }}.namespace_id
+       AND ({{ t }}.namespace_id, {{ t }}.id) > ({{ hit }}.namespace_id, {{ hit }}.id) AND {{ t }}.deleted_at IS NULL
+     ORDER BY {{ t }}.namespace_id, {{ t }}.id LIMIT %({{ window }})s)
 
 -- same_session(turn, hit) --
--- The same session: the same given occurred_at (a shared one marks a session only when it
--- was given: episodes written without one in the same transaction share now()), or the
--- same metadata.session or metadata.thread.
+-- The same session: the same occurred_at when it was given (episodes written without one in
+-- one transaction share now()), or the same metadata.session or metadata.thread.
 (({{ turn }}.occurred_at = {{ hit }}.occurred_at AND {{ turn }}.occurred_at <> {{ turn }}.created_at)
  OR {{ turn }}.metadata ->> 'session' = {{ hit }}.metadata ->> 'session'
  OR {{ turn }}.metadata ->> 'thread' = {{ hit }}.metadata ->> 'thread')
 
 -- context() --
--- Context (hybrid mode, no as_of or known_at): an episode within context_window turns of
--- one of the best context_pool episodes, in the same session, gains neighbour_weight times
--- that hit's score; a neighbour that was no candidate is scored here too (a handful of
--- rows), so a reply that shares a little with the query and follows a strong hit can rank.
--- Then the best %(fetch_limit)s by rank: the score times fact_weight on a fact, except a
--- fact that restates its source or lies below weight_min_cosine to the query (matched on
--- a stray word; the entity leg may still reach it).
-pool AS (
-    SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s
-),
+-- Context (hybrid mode, no as_of or known_at): an episode within context_window turns of one
+-- of the best context_pool episodes, in the same session, gains neighbour_weight times that
+-- hit's score; a neighbour that was no candidate is scored here too (a handful of rows), so
+-- a reply that shares little with the query but follows a strong hit can rank. Then the
+-- best %(fetch_limit)s by score times fusion's weight (subject_weight aside).
+pool AS (SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s),
 neighbours AS (
     SELECT n.id, max(p.score) AS score
-    FROM pool p
-    CROSS JOIN LATERAL ({{ turns_beside(t=e, hit=p, window=context_window) }}) n
-    WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
-      AND {{ same_session(turn=n, hit=p) }}
-    GROUP BY n.id
-),
-extra AS MATERIALIZED (
+    FROM pool p CROSS JOIN LATERAL ({{ turns_beside(t=e, hit=p, window=context_window) }}) n
+    WHERE %(neighbour_weight)s::float8 > 0 AND {{ present }} AND {{ same_session(turn=n, hit=p) }} GROUP BY n.id
+), extra AS MATERIALIZED (
     SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> (SELECT v FROM query_vector)) AS cosine,
-           {{ bm25(search=e.search) }} AS bm25
-    FROM episodes e, corpus co, tq
-    WHERE e.id IN (SELECT n.id FROM neighbours n)
-      AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
-),
-own AS (
+           {{ bm25(search=e.search) }} AS bm25 FROM episodes e, corpus co, tq
+    WHERE e.id IN (SELECT n.id FROM neighbours n) AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
+), own AS (
     SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score, f.restates FROM fused f
     UNION ALL
-    SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0),
-           %(w_vector)s * GREATEST(x.cosine, 0)
-           + (1 - %(w_vector)s) * LEAST(COALESCE(x.bm25 / NULLIF(tq.full_match, 0), 0), 1),
-           false
-    FROM extra x, tq
-),
-ranked AS (
+    SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0), {{ hybrid_score(x=x) }}, false FROM extra x, tq
+), ranked AS (
     SELECT x.* FROM (
         SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
                %(neighbour_weight)s::float8 * nb.score AS context_score,
-               o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score,
-               o.restates
-        FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id
-    ) x
+               o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score, o.restates
+        FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id) x
     ORDER BY x.score * CASE WHEN x.kind = 'fact' AND NOT x.restates AND COALESCE(x.cosine, 1) >= %(weight_min_cosine)s
-                            THEN %(fact_weight)s::float8 ELSE 1 END DESC,
-             x.kind, x.id DESC
+                            THEN %(fact_weight)s::float8 ELSE 1 END DESC, x.kind, x.id DESC
     LIMIT %(fetch_limit)s
 )
 
@@ -437,159 +336,107 @@ ranked AS (
          ORDER BY r.id DESC LIMIT %(links_per_entity)s)
 
 -- entity_leg() --
--- The entity leg (hybrid mode; memory/entity_recall.py makes %(phrases)s): the entities
--- the query's phrases name by an alias in scope (by the (namespace_id, normalised) index;
--- at most %(max_named)s), their newest %(links_per_entity)s visible relationships each way
--- (source fact visible too) reaching at most %(max_neighbours)s neighbours, and per entity
--- its newest %(facts_per_entity)s visible facts in scope, each fact once at its nearest hop;
--- the best %(max_facts)s by score. A fact scores as in scoring, except that the query words
--- of the alias that named its entity count as matched when the fact lacks them:
--- entity_credit times their idf but at least entity_match of full_match, times hop_factor
--- one hop away. A fact that spells the name scores as without the leg. MATERIALIZED where
--- the planner would otherwise walk an entity_id index for a LIMIT, sort by walking the
--- facts primary key, or compute a score several times.
+-- The entity leg (hybrid mode; memory/entity_recall.py makes %(phrases)s): the entities the
+-- query's phrases name by an alias in scope (at most %(max_named)s), their newest
+-- %(links_per_entity)s visible relationships each way (links: source fact visible too)
+-- reaching at most %(max_neighbours)s neighbours, and per entity its newest
+-- %(facts_per_entity)s visible facts in scope, each once at its nearest hop; the best
+-- %(max_facts)s by score. A fact scores as in scoring, except that the query words of the
+-- alias that named its entity count as matched when the fact lacks them: entity_credit
+-- times their idf but at least entity_match of full_match, times hop_factor one hop away; a
+-- fact that spells the name scores as without the leg. MATERIALIZED where the planner would
+-- otherwise walk an entity_id index for a LIMIT, sort by walking the facts primary key, or
+-- compute a score several times.
 entity_matched AS MATERIALIZED (
-    SELECT a.entity_id, a.alias
-    FROM entity_aliases a
+    SELECT a.entity_id, a.alias FROM entity_aliases a
     WHERE %(all_namespaces)s AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
     UNION ALL
-    SELECT a.entity_id, a.alias
-    FROM entity_aliases a
-    WHERE NOT %(all_namespaces)s AND {{ in_scope(t=a) }}
+    SELECT a.entity_id, a.alias FROM entity_aliases a WHERE NOT %(all_namespaces)s AND {{ in_scope(t=a) }}
       AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
-),
-entity_named AS MATERIALIZED (
+), entity_named AS MATERIALIZED (
     SELECT m.entity_id, string_agg(m.alias, ' ' ORDER BY m.alias) AS aliases
-    FROM entity_matched m
-    GROUP BY m.entity_id
-    ORDER BY m.entity_id
-    LIMIT %(max_named)s
-),
-entity_words AS (
-    SELECT m.entity_id,
-           ARRAY(SELECT w.lexeme FROM weights w
-                 WHERE w.lexeme = ANY(tsvector_to_array(to_tsvector('english', m.aliases)))) AS words
+    FROM entity_matched m GROUP BY m.entity_id ORDER BY m.entity_id LIMIT %(max_named)s
+), entity_words AS (
+    SELECT m.entity_id, ARRAY(SELECT w.lexeme FROM weights w
+                              WHERE w.lexeme = ANY(tsvector_to_array(to_tsvector('english', m.aliases)))) AS words
     FROM entity_named m
-),
-entity_links AS (
-    SELECT l.id, l.entity_id, m.entity_id AS named_id
-    FROM entity_named m
-    CROSS JOIN LATERAL ({{ links(near=from, far=to) }}
-        UNION ALL
-{{ links(near=to, far=from) }}) l
-),
-entity_neighbours AS (
+), entity_links AS (
+    SELECT l.id, l.entity_id, m.entity_id AS named_id FROM entity_named m
+    CROSS JOIN LATERAL ({{ links(near=from, far=to) }} UNION ALL {{ links(near=to, far=from) }}) l
+), entity_neighbours AS (
     SELECT l.entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
-    FROM entity_links l
-    WHERE l.entity_id NOT IN (SELECT entity_id FROM entity_named)
-    GROUP BY l.entity_id
-    ORDER BY max(l.id) DESC
-    LIMIT %(max_neighbours)s
-),
-entity_reached AS (
+    FROM entity_links l WHERE l.entity_id NOT IN (SELECT entity_id FROM entity_named)
+    GROUP BY l.entity_id ORDER BY max(l.id) DESC LIMIT %(max_neighbours)s
+), entity_reached AS (
     SELECT x.hop, x.named_id, f.id
     FROM (SELECT entity_id, 0 AS hop, entity_id AS named_id FROM entity_named
-          UNION ALL
-          SELECT nb.entity_id, 1, nb.named_id FROM entity_neighbours nb) x
+          UNION ALL SELECT nb.entity_id, 1, nb.named_id FROM entity_neighbours nb) x
     CROSS JOIN LATERAL (
         SELECT f.id FROM facts f
-        WHERE f.entity_id = x.entity_id AND (%(all_namespaces)s OR {{ in_scope(t=f) }})
-          AND {{ visible_fact(t=f) }}
-        ORDER BY f.valid_from DESC, f.id DESC
-        LIMIT %(facts_per_entity)s
-    ) f
-),
-entity_facts AS MATERIALIZED (
+        WHERE f.entity_id = x.entity_id AND (%(all_namespaces)s OR {{ in_scope(t=f) }}) AND {{ visible_fact(t=f) }}
+        ORDER BY f.valid_from DESC, f.id DESC LIMIT %(facts_per_entity)s) f
+), entity_facts AS MATERIALIZED (
     SELECT r.id, min(r.hop) AS hop, (array_agg(r.named_id ORDER BY r.hop, r.named_id))[1] AS named_id
-    FROM entity_reached r
-    GROUP BY r.id
-),
-entity_scored AS MATERIALIZED (
-    SELECT r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine,
-           {{ bm25(search=f.search) }} AS bm25,
+    FROM entity_reached r GROUP BY r.id
+), entity_scored AS MATERIALIZED (
+    SELECT r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine, {{ bm25(search=f.search) }} AS bm25,
            COALESCE((SELECT sum(w.idf) FROM weights w
                      WHERE w.lexeme = ANY(r.words) AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
     FROM (SELECT t.id, t.hop, m.words FROM entity_facts t JOIN entity_words m ON m.entity_id = t.named_id) r
-    CROSS JOIN LATERAL (SELECT x.embedding, x.search FROM facts x WHERE x.id = r.id) f
-    CROSS JOIN corpus co
-    CROSS JOIN tq
-),
-entity_ranked AS (
+    CROSS JOIN LATERAL (SELECT x.embedding, x.search FROM facts x WHERE x.id = r.id) f CROSS JOIN corpus co CROSS JOIN tq
+), entity_ranked AS (
     SELECT c.id, c.cosine, c.bm25, c.coverage,
            %(w_vector)s * GREATEST(c.cosine, 0) + (1 - %(w_vector)s) * LEAST(COALESCE(c.coverage, 0), 1) AS score
-    FROM (SELECT s.id, s.cosine, s.bm25,
-                 (s.bm25 + CASE WHEN s.missing > 0
-                                THEN power(%(hop_factor)s::float8, s.hop)
-                                     * GREATEST(%(entity_credit)s::float8 * s.missing, %(entity_match)s::float8 * tq.full_match)
-                                ELSE 0 END) / NULLIF(tq.full_match, 0) AS coverage
-          FROM entity_scored s, tq) c
-    ORDER BY score DESC, c.id DESC
-    LIMIT %(max_facts)s
-),
-entity_copies AS MATERIALIZED (
-    SELECT DISTINCT x.id
-    FROM entity_ranked x
+    FROM (SELECT s.id, s.cosine, s.bm25, (s.bm25 + CASE WHEN s.missing > 0 THEN power(%(hop_factor)s::float8, s.hop)
+              * GREATEST(%(entity_credit)s::float8 * s.missing, %(entity_match)s::float8 * tq.full_match)
+              ELSE 0 END) / NULLIF(tq.full_match, 0) AS coverage FROM entity_scored s, tq) c
+    ORDER BY score DESC, c.id DESC LIMIT %(max_facts)s
+), entity_copies AS MATERIALIZED (
+    SELECT DISTINCT x.id FROM entity_ranked x
     JOIN lineage l ON l.child_kind = 'fact' AND l.child_id = x.id AND l.parent_kind = 'episode'
-    JOIN facts f ON f.id = x.id
-    JOIN episodes e ON e.id = l.parent_id
+    JOIN facts f ON f.id = x.id JOIN episodes e ON e.id = l.parent_id
     WHERE 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s
 )
 
 -- fusion() --
--- The hybrid rows and the entity leg's: a fact found by both keeps its hybrid row (text
--- and context parts) with the higher score, entity_score the leg's; then the best
--- %(fetch_limit)s by rank, the score times the row's weight (fact_weight on a fact,
--- subject_weight too on one the leg reached, none on a fact that restates its source or,
--- not reached by the leg, is below weight_min_cosine), and with %(entity_pool)s every fact
--- the leg found as well (grouping, memory/recall_grouping.py, folds them).
+-- The hybrid rows and the entity leg's: a fact found by both keeps its hybrid row (text and
+-- context parts) with the higher score, entity_score the leg's; then the best %(fetch_limit)s
+-- by score times weight, and with %(entity_pool)s every fact the leg found. The weight:
+-- fact_weight on a fact, subject_weight too on one the leg reached, none on one that
+-- restates its source or, not reached by the leg, lies below weight_min_cosine to the query
+-- (matched on a stray word).
 both_legs AS (
     SELECT r.kind, r.id, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.score,
-           NULL::float8 AS entity_score, 0 AS leg, r.restates
-    FROM ranked r
+           NULL::float8 AS entity_score, 0 AS leg, r.restates FROM ranked r
     UNION ALL
     SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1,
-           x.id IN (SELECT id FROM entity_copies)
-    FROM entity_ranked x
-),
-fused_legs AS (
+           x.id IN (SELECT id FROM entity_copies) FROM entity_ranked x
+), fused_legs AS (
     SELECT DISTINCT ON (b.kind, b.id) b.kind, b.id, b.cosine, b.bm25, b.coverage, b.own_score, b.context_score,
-           b.restates,
-           max(b.score) OVER (PARTITION BY b.kind, b.id) AS score,
+           b.restates, max(b.score) OVER (PARTITION BY b.kind, b.id) AS score,
            max(b.entity_score) OVER (PARTITION BY b.kind, b.id) AS entity_score
-    FROM both_legs b
-    ORDER BY b.kind, b.id, b.leg
-),
-weighed AS (
+    FROM both_legs b ORDER BY b.kind, b.id, b.leg
+), weighed AS (
     SELECT t.*, w.weight, row_number() OVER (ORDER BY t.score * w.weight DESC, t.kind, t.id DESC) AS place
-    FROM fused_legs t
-    CROSS JOIN LATERAL (
+    FROM fused_legs t CROSS JOIN LATERAL (
         SELECT CASE WHEN t.kind <> 'fact' OR t.restates THEN 1
                     WHEN t.entity_score IS NOT NULL THEN %(fact_weight)s::float8 * %(subject_weight)s::float8
-                    WHEN COALESCE(t.cosine, 1) < %(weight_min_cosine)s THEN 1
-                    ELSE %(fact_weight)s::float8 END AS weight) w
+                    WHEN COALESCE(t.cosine, 1) < %(weight_min_cosine)s THEN 1 ELSE %(fact_weight)s::float8 END AS weight) w
 ),
-top AS (
-    SELECT t.* FROM weighed t
-    WHERE t.place <= %(fetch_limit)s OR (%(entity_pool)s AND t.entity_score IS NOT NULL)
-)
+top AS (SELECT t.* FROM weighed t WHERE t.place <= %(fetch_limit)s OR (%(entity_pool)s AND t.entity_score IS NOT NULL))
 
 -- result() --
--- The rows in rank order, each with what grouping and shaping need: a fact's source
--- episode ids and (with %(excerpt_chars)s set) its source turns compactly: when each
--- occurred, its session marks and its first excerpt_chars characters (one more, so the
--- caller can tell the text was cut), forgotten ones (as known at known_at, now by default)
--- left out; an episode hit's context: up to %(context)s turns on each side in its session,
--- not forgotten, and with as_of or known_at stored by known_at and occurred by as_of
--- (episode_visible's rule), read as turns_beside reads them and the turns not visible
--- then dropped. Grouping leaves out those that are results or a fact result's sources.
+-- The rows in rank order with what grouping and shaping need: a fact's source episode ids
+-- and, with %(excerpt_chars)s set, its source turns (when each occurred, its session marks,
+-- its first excerpt_chars characters and one more so the caller can tell the text was cut;
+-- forgotten ones as known at known_at, now by default, left out); an episode hit's context:
+-- up to %(context)s turns each side in its session (turns_beside), with as_of or known_at
+-- those stored by known_at and occurred by as_of (episode_visible's rule).
 SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
-       n.slug AS namespace, COALESCE(f.content, e.content) AS content,
-       f.confidence, f.valid_from, f.valid_until, f.withdrawn_at,
-       CASE WHEN r.kind = 'fact' THEN fact_visible(f, NULL, NULL, false) END AS current,
-       CASE WHEN r.kind = 'fact' THEN
-           ARRAY(SELECT l.parent_id FROM lineage l
-                 WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
-                 ORDER BY l.parent_id)
+       n.slug AS namespace, COALESCE(f.content, e.content) AS content, f.confidence, f.valid_from, f.valid_until,
+       f.withdrawn_at, CASE WHEN r.kind = 'fact' THEN fact_visible(f, NULL, NULL, false) END AS current,
+       CASE WHEN r.kind = 'fact' THEN ARRAY(SELECT l.parent_id FROM lineage l
+           WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode' ORDER BY l.parent_id)
        END AS source_episode_ids,
        CASE WHEN r.kind = 'fact' AND %(excerpt_chars)s::int IS NOT NULL THEN ARRAY(
            SELECT jsonb_build_object('id', s.id, 'occurred_at', s.occurred_at, 'metadata', s.metadata,
@@ -605,12 +452,10 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
            SELECT jsonb_build_object('id', c.id, 'content', c.content)
            FROM ({{ turns_beside(t=x, hit=e, window=context) }}) c
            WHERE {{ same_session(turn=c, hit=e) }}
-             AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
-                  OR c.created_at <= COALESCE(%(known_at)s::timestamptz, now())
-                     AND c.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()))
+             AND ({{ present }} OR c.created_at <= COALESCE(%(known_at)s::timestamptz, now())
+                                   AND c.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()))
            ORDER BY c.id) END AS context
 FROM top r
-LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id
-LEFT JOIN episodes e ON r.kind = 'episode' AND e.id = r.id
+LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id LEFT JOIN episodes e ON r.kind = 'episode' AND e.id = r.id
 JOIN namespaces n ON n.id = COALESCE(f.namespace_id, e.namespace_id)
 ORDER BY r.place
