@@ -112,8 +112,6 @@ def link_asserted_fact(tx: Session, store: Store, fact: dict[str, Any], embeddin
 
 # --- reads -------------------------------------------------------------------------------
 
-#: rows per section of a ``get_entity`` page by default, and at most
-PAGE_DEFAULT, PAGE_MAX = 100, 500
 #: the paged sections of ``get_entity`` and their queries (``facts`` is the timeline's current part)
 SECTIONS = {
     "aliases": "entity_aliases_of",
@@ -173,7 +171,7 @@ def get_entity(
     ``as_of`` / ``known_at`` read facts, relationships and causal links as ``query_facts``
     and ``query_relationships`` do: valid then, as known then (both default to now).
     """
-    limit, offset = validate.page(limit, offset, default=PAGE_DEFAULT, maximum=PAGE_MAX)
+    limit, offset = validate.page(limit, offset, default=validate.ENTITY_PAGE_DEFAULT, maximum=validate.ENTITY_PAGE_MAX)
     times = {"as_of": validate.timestamp(as_of, "as_of"), "known_at": validate.timestamp(known_at, "known_at")}
     with store.db.transaction() as tx:
         wanted = _entity_id(tx, entity_id, name, namespaces)

@@ -33,7 +33,6 @@ from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.models import Episode, ForgetPreview
 from stash_pipeline.store import Store
 
-MAX_BATCH = 1000
 MAX_IDEMPOTENCY_KEY = 200
 
 
@@ -147,12 +146,12 @@ def remember(
 
 
 def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Store up to 1000 episodes atomically (all or nothing); one result per item, in order."""
+    """Store up to ``validate.BATCH_MAX`` episodes atomically (all or nothing); one result per item, in order."""
     slug = validate.slug(namespace)
     if not isinstance(items, list) or not items:
         raise errors.InvalidInput("items must be a non-empty list of episodes")
-    if len(items) > MAX_BATCH:
-        raise errors.InvalidInput(f"a batch holds at most {MAX_BATCH} episodes; got {len(items)}")
+    if len(items) > validate.BATCH_MAX:
+        raise errors.InvalidInput(f"a batch holds at most {validate.BATCH_MAX} episodes; got {len(items)}")
     prepared: list[dict[str, Any]] = []
     for index, raw in enumerate(items):
         try:

@@ -37,7 +37,6 @@ from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.models import Contradiction, Fact
 from stash_pipeline.store import Store
 
-ORIGINS = ("synthesis", "hypothesis", "failure_pattern", "asserted")
 MAX_KEY_CHARS = 500
 
 
@@ -80,8 +79,8 @@ def insert_fact(
     earlier: the timeline ended it at the next known value).
     """
     text = validate.content(store.settings, content)
-    if origin not in ORIGINS:
-        raise errors.InvalidInput(f"origin must be one of {', '.join(ORIGINS)}")
+    if origin not in validate.FACT_ORIGINS:
+        raise errors.InvalidInput(f"origin must be one of {', '.join(validate.FACT_ORIGINS)}")
     parent_list = [(kind, int(pid)) for kind, pid in parents]
     if embedding is None:
         embedding = store.embedder.embed_one(text)
@@ -304,8 +303,8 @@ def query(
     ``include_history`` when neither time is given. ``valid_until`` and ``current`` are
     reported as known at ``known_at``."""
     limit, offset = validate.page(limit, offset)
-    if origin is not None and origin not in ORIGINS:
-        raise errors.InvalidInput(f"origin must be one of {', '.join(ORIGINS)}")
+    if origin is not None and origin not in validate.FACT_ORIGINS:
+        raise errors.InvalidInput(f"origin must be one of {', '.join(validate.FACT_ORIGINS)}")
     params = {
         "entity": _short(store.settings, entity, "entity"),
         "property": _short(store.settings, property, "property"),

@@ -25,7 +25,7 @@ by ``known_at``, not withdrawn by then, and ``as_of`` lies in its own interval.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, get_args
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
@@ -36,10 +36,6 @@ from stash_pipeline.memory.paging import Page
 from stash_pipeline.memory.scope import found_in_scope, scope_ids
 from stash_pipeline.models import CausalLink, CausalStep, Pattern, Relationship
 from stash_pipeline.store import Store
-
-MAX_TRACE_DEPTH = 25
-DEFAULT_TRACE_DEPTH = 10
-
 
 # --- relationships and patterns -------------------------------------------------------
 
@@ -191,8 +187,8 @@ def trace_causal_chain(
     store: Store,
     fact_id: Any,
     *,
-    direction: Literal["forward", "backward"] | str = "forward",
-    max_depth: Any = DEFAULT_TRACE_DEPTH,
+    direction: validate.TraceDirection | str = "forward",
+    max_depth: Any = validate.TRACE_DEPTH_DEFAULT,
     namespaces: Any = None,
     as_of: Any = None,
     known_at: Any = None,
@@ -208,10 +204,10 @@ def trace_causal_chain(
     links holding then, as known then (module docstring).
     """
     fact_id = validate.record_id(fact_id, "fact_id")
-    if direction not in ("forward", "backward"):
+    if direction not in get_args(validate.TraceDirection):
         raise errors.InvalidInput(f"direction must be 'forward' or 'backward', got {direction!r}")
-    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= MAX_TRACE_DEPTH:
-        raise errors.InvalidInput(f"max_depth must be an integer between 1 and {MAX_TRACE_DEPTH}")
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= validate.TRACE_DEPTH_MAX:
+        raise errors.InvalidInput(f"max_depth must be an integer between 1 and {validate.TRACE_DEPTH_MAX}")
     times = _times(as_of, known_at)
     with store.db.transaction() as tx:
         fact = tx.one("fact_get", id=fact_id, as_of=None, known_at=None)

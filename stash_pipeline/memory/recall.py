@@ -42,16 +42,10 @@ from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
 
-#: the call's bounds (part of the tools' contract, not tuning)
-LIMIT_DEFAULT = 10
-LIMIT_MAX = 100
-#: turns on each side of an episode hit that recall_results returns with it by default
-CONTEXT_DEFAULT = 1
-CONTEXT_MAX = 5
 MODES = ("hybrid", "vector", "text")
 
 __all__ = [
-    "CONTEXT_DEFAULT", "CONTEXT_MAX", "LIMIT_DEFAULT", "LIMIT_MAX", "MODES",
+    "MODES",
     "asks_about_time", "compact", "estimate_tokens", "facts_first_recall", "identifier_tokens", "recall",
     "recall_parameters", "recall_results", "round_trip", "serialised_tokens", "shape_results", "to_hit",
 ]
@@ -59,9 +53,9 @@ __all__ = [
 
 def _limit(limit: Any) -> int:
     if limit is None:
-        return LIMIT_DEFAULT
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIMIT_MAX:
-        raise errors.InvalidInput(f"limit must be an integer between 1 and {LIMIT_MAX}")
+        return validate.RECALL_LIMIT_DEFAULT
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= validate.RECALL_LIMIT_MAX:
+        raise errors.InvalidInput(f"limit must be an integer between 1 and {validate.RECALL_LIMIT_MAX}")
     return limit
 
 
@@ -78,7 +72,7 @@ def recall(
     query: str,
     namespaces: Any = "/",
     *,
-    limit: int = LIMIT_DEFAULT,
+    limit: int = validate.RECALL_LIMIT_DEFAULT,
     as_of: datetime | str | None = None,
     include_history: bool = False,
     max_tokens: int | None = None,
@@ -254,8 +248,8 @@ def recall_parameters(
 
 
 def _context_window(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= CONTEXT_MAX:
-        raise errors.InvalidInput(f"context must be an integer between 0 and {CONTEXT_MAX}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= validate.RECALL_CONTEXT_MAX:
+        raise errors.InvalidInput(f"context must be an integer between 0 and {validate.RECALL_CONTEXT_MAX}")
     return value
 
 
@@ -264,12 +258,12 @@ def recall_results(
     query: str,
     namespaces: Any = "/",
     *,
-    limit: int = LIMIT_DEFAULT,
+    limit: int = validate.RECALL_LIMIT_DEFAULT,
     as_of: datetime | str | None = None,
     include_history: bool = False,
     max_tokens: int | None = None,
     mode: str = "hybrid",
-    context: int = CONTEXT_DEFAULT,
+    context: int = validate.RECALL_CONTEXT_DEFAULT,
     score_parts: bool = False,
     known_at: datetime | str | None = None,
     config: RecallConfig = DEFAULT,
@@ -321,7 +315,7 @@ def identifier_tokens(text: str) -> list[str]:
     return [t for t in tokens if any(ch.isdigit() for ch in t) or "-" in t or "_" in t]
 
 
-def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit: int = LIMIT_DEFAULT,
+def facts_first_recall(store: Store, query: str, namespaces: Any = "/", *, limit: int = validate.RECALL_LIMIT_DEFAULT,
                        config: RecallConfig = DEFAULT) -> list[RecallHit]:
     """The reference's recall (benchmark baseline): facts take slots first, raw cosine, no full text."""
     text = validate.content(store.settings, query, "query")

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from stash_pipeline.memory import validate
 from stash_pipeline.models import Episode, ForgetPreview
 from stash_pipeline.operations.base import Arguments, CliView, Operation, iso_time
 from stash_pipeline.operations.fields import Metadata, Namespace, Namespaces, RecordId, Timestamp
@@ -74,7 +75,7 @@ class BatchEpisode(BaseModel):
 
 
 class RememberBatch(Arguments):
-    items: Annotated[list[BatchEpisode], Field(description="Episodes to store (1-1000), all or none.")]
+    items: Annotated[list[BatchEpisode], Field(description=f"Episodes to store (1-{validate.BATCH_MAX}), all or none.")]
     namespace: Namespace
 
 
