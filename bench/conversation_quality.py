@@ -213,7 +213,7 @@ def evaluate(
             is_fact = None
         else:
             mode = {"vector": "vector", "text": "text"}.get(system, "hybrid")
-            hits = recall.recall(store, q["query"], ns, limit=LIMIT, mode=mode, config=config or DEFAULT)
+            hits = recall.recall(store, q["query"], [ns], limit=LIMIT, mode=mode, config=config or DEFAULT)
             covers = [hit_covers(h, keys) for h in hits]
             is_fact = [h.kind == "fact" for h in hits]
         scores = score(covers, {(ns, d) for d in q["evidence"]}, is_fact)

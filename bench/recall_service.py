@@ -150,7 +150,7 @@ async def measure(store: Any, questions: list[dict[str, Any]], vectors: Any, rou
                     elapsed = await mcp_overhead.timed_call(
                         sessions[path], "recall", {"query": q["query"], "namespaces": q["namespace"]})
                 elif path == "library":
-                    elapsed = common.timed(lambda q=q: recall.recall_results(store, q["query"], q["namespace"]))[0]
+                    elapsed = common.timed(lambda q=q: recall.recall_results(store, q["query"], [q["namespace"]]))[0]
                 else:
                     elapsed = common.timed(lambda v=vector: bare_hnsw(store, v))[0]
                 if i >= 0:

@@ -134,6 +134,15 @@ def one_of(value: Any, allowed: Sequence[str], field: str) -> str:
     return value
 
 
+def parse_time(text: str) -> datetime | None:
+    """ISO 8601 text (``Z`` for UTC) as a datetime, None when it is not one: the one parser
+    of times, for ``timestamp`` and the operations' time arguments alike."""
+    try:
+        return datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def timestamp(value: Any, field: str) -> datetime | None:
     """An ISO-8601 time with a time zone (a datetime or a string), in UTC; None or '' is None.
 
@@ -145,11 +154,11 @@ def timestamp(value: Any, field: str) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
+        parsed = parse_time(value)
+        if parsed is None:
             # the value itself is not repeated: it may come from an imported file
-            raise errors.InvalidInput(f"{field} is not an ISO-8601 timestamp (e.g. 2026-01-31T09:00:00Z)") from None
+            raise errors.InvalidInput(f"{field} is not an ISO-8601 timestamp (e.g. 2026-01-31T09:00:00Z)")
+        value = parsed
     if not isinstance(value, datetime):
         raise errors.InvalidInput(f"{field} must be an ISO-8601 timestamp")
     if value.tzinfo is None or value.utcoffset() is None:

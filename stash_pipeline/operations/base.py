@@ -84,25 +84,29 @@ class Scope(Protocol):
     @property
     def runs(self) -> Runs | None: ...
 
-    def read(self, namespaces: Any) -> list[str]: ...
+    def read(self, namespaces: list[str] | None) -> list[str]: ...
 
-    def write(self, namespace: Any, right: str = "write") -> str: ...
+    def write(self, namespace: str, right: str = "write") -> str: ...
 
     def by_id(self, right: str) -> list[str] | None: ...
 
 
 class Unrestricted:
-    """The reach of a local caller (the CLI, stdio without a token): any namespace."""
+    """The reach of a local caller (the CLI, stdio without a token): any namespace.
+
+    Like every ``Scope`` it takes the paths an arguments model checked (``Namespaces``,
+    ``Namespace``): None is every tree.
+    """
 
     token = None
     namespaces_created = None
     runs = None
 
-    def read(self, namespaces: Any) -> list[str]:
-        return validate.slugs(namespaces)
+    def read(self, namespaces: list[str] | None) -> list[str]:
+        return namespaces or ["/"]
 
-    def write(self, namespace: Any, right: str = "write") -> str:
-        return validate.slug(namespace)
+    def write(self, namespace: str, right: str = "write") -> str:
+        return namespace
 
     def by_id(self, right: str) -> list[str] | None:
         return None
@@ -202,21 +206,24 @@ class Operation:
 # --- validators the arguments models share ------------------------------------------------
 
 
-def iso_time(value: str | None) -> str | None:
-    """An ISO 8601 time (a value without an offset is UTC), as UTC ISO text; '' is None."""
+def iso_time(value: str | None) -> datetime | None:
+    """An ISO 8601 time (a value without an offset is UTC) as a UTC datetime; '' is None.
+
+    The text is parsed here, once (``validate.parse_time``), with the library's range
+    check; the library functions take the datetime as it is.
+    """
     if value is None or value.strip() == "":
         return None
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
+    parsed = validate.parse_time(value)
+    if parsed is None:
         # the value is not repeated: it may be long, and the caller has it
-        raise ValueError("not an ISO 8601 time, e.g. 2026-05-01T12:00:00Z") from None
+        raise ValueError("not an ISO 8601 time, e.g. 2026-05-01T12:00:00Z")
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     try:
-        return validate.timestamp(parsed, "time").isoformat()  # type: ignore[union-attr]
-    except Exception as exc:  # the range check's words, without its field name
-        raise ValueError(str(getattr(exc, "message", exc)).removeprefix("time ")) from None
+        return validate.timestamp(parsed, "time")
+    except errors.InvalidInput as exc:  # the range check's words, without its field name
+        raise ValueError(exc.message.removeprefix("time ")) from None
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")

@@ -40,7 +40,7 @@ def _ids(found: list[Any]) -> list[int]:
 
 
 def _recalled(store: Store, **kwargs: Any) -> set[int]:
-    return {h.id for h in recall.recall(store, "which database engine", NS, **kwargs) if h.kind == "fact"}
+    return {h.id for h in recall.recall(store, "which database engine", [NS], **kwargs) if h.kind == "fact"}
 
 
 def test_a_late_old_statement_is_history_and_supersedes_nothing(store):
