@@ -139,7 +139,7 @@ def assert_facts(store: Any, data: dict[str, list[dict[str, Any]]], keys: dict[i
 
     Returns fact id -> fact key.
     """
-    from stash_pipeline.memory import facts
+    from stash_pipeline.memory import facts, validate
 
     texts = [f["content"] for f in data["facts"]]
     common.prime_embedding_cache(store, texts, common.dataset_vectors(texts))
@@ -148,7 +148,7 @@ def assert_facts(store: Any, data: dict[str, list[dict[str, Any]]], keys: dict[i
     for fact in data["facts"]:
         result = facts.assert_fact(
             store, fact["namespace"], fact["content"], entity=fact["entity"], property=fact["property"],
-            value=fact["value"], valid_from=fact["valid_from"],
+            value=fact["value"], valid_from=validate.timestamp(fact["valid_from"], "valid_from"),
             source_episode_ids=[episode_of[(fact["namespace"], d)] for d in fact["evidence"]])
         out[int(result["fact"].id)] = fact["key"]
     return out

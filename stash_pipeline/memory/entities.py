@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -155,8 +156,8 @@ def get_entity(
     *,
     name: Any = None,
     namespaces: Any = None,
-    as_of: Any = None,
-    known_at: Any = None,
+    as_of: datetime | None = None,
+    known_at: datetime | None = None,
     limit: Any = None,
     offset: Any = None,
 ) -> dict[str, Any]:
@@ -172,7 +173,7 @@ def get_entity(
     and ``query_relationships`` do: valid then, as known then (both default to now).
     """
     limit, offset = validate.page(limit, offset, default=validate.ENTITY_PAGE_DEFAULT, maximum=validate.ENTITY_PAGE_MAX)
-    times = {"as_of": validate.timestamp(as_of, "as_of"), "known_at": validate.timestamp(known_at, "known_at")}
+    times = {"as_of": as_of, "known_at": known_at}
     with store.db.transaction() as tx:
         wanted = _entity_id(tx, entity_id, name, namespaces)
         scope = scope_ids(tx, namespaces)

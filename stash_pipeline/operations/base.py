@@ -10,8 +10,13 @@ Validation lives in the arguments model: shapes, ranges, namespace paths, ids an
 are checked when the model is built, before the store is touched. A validator raises a
 ``StashError`` when the error has its own code (a bad namespace path), otherwise a
 ``ValueError`` that each surface reports under the argument's name on that surface
-(``as_of`` to an agent, ``--as-of`` at a shell). The library functions keep their own
-checks too, as the guard of callers that are not surfaces (stages, import).
+(``as_of`` to an agent, ``--as-of`` at a shell). Each value is parsed once, here, into
+its typed form (a time into a UTC datetime, namespaces into checked paths), and the
+scope and the library take it as it is: recall, the time arguments, ``remember``'s and
+``remember_batch``'s namespace and ``trace_causal_chain``'s bounds are not checked
+again. What needs the store's settings (content and metadata sizes) the library checks,
+once. A caller that is not a surface (a stage, import, bench) parses raw input with the
+same parsers (``stash_pipeline.memory.validate``).
 
 ``reach`` says how the caller's namespaces scope the call, and so what a token needs:
 ``trees`` (the ``namespaces`` trees, read, or changed with ``right``), ``namespace`` (a write to one exact

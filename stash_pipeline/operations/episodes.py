@@ -82,8 +82,10 @@ class RememberBatch(Arguments):
 def _remember_batch(store: Any, a: RememberBatch, namespace: str) -> RememberedBatch:
     from stash_pipeline.memory import episodes
 
-    raw = [item.model_dump(exclude_none=True) for item in a.items]
-    return RememberedBatch(results=episodes.remember_batch(store, namespace, raw))
+    # the fields as parsed (occurred_at a datetime), not dumped back to text
+    items = [{name: getattr(item, name) for name in BatchEpisode.model_fields if getattr(item, name) is not None}
+             for item in a.items]
+    return RememberedBatch(results=episodes.remember_batch(store, namespace, items))
 
 
 REMEMBER_BATCH = Operation(

@@ -26,7 +26,7 @@ def _chat(store) -> dict[str, int]:
     made = episodes.remember_batch(store, NS, [{"content": t, "occurred_at": DAY} for t in turns])
     ids = [int(r["id"]) for r in made]
     fact = facts.assert_fact(store, NS, "Melanie attends a weekly pottery class at the community centre",
-                             entity="Melanie", property="craft", value="pottery", valid_from=DAY,
+                             entity="Melanie", property="craft", value="pottery", valid_from=datetime.fromisoformat(DAY),
                              source_episode_ids=[ids[1], ids[3]])["fact"]
     return {"class": ids[1], "bowls": ids[3], "fact": fact.id, "first": ids[0], "last": ids[4]}
 

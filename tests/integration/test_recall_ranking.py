@@ -279,7 +279,7 @@ def test_context_option_returns_the_turns_around_an_episode_hit(store):
     turns = ["Caroline: we adopted a beagle from the rescue", "Melanie: what's he called?",
              "Caroline: Biscuit, he stole my spot", "Melanie: so cute", "Caroline: anyway, work is busy"]
     ids = [r["id"] for r in episodes.remember_batch(store, NS, [{"content": t, "occurred_at": day} for t in turns])]
-    elsewhere = episodes.remember(store, NS, "Melanie: a beagle barked all night", occurred_at="2023-06-01T00:00:00Z")["id"]
+    elsewhere = episodes.remember(store, NS, "Melanie: a beagle barked all night", occurred_at=datetime(2023, 6, 1, tzinfo=UTC))["id"]
 
     def by_id(**options):
         return {item["id"]: item for item in recall.recall_results(store, "Biscuit", [NS], limit=1, **options)["results"]}
@@ -301,11 +301,11 @@ def test_an_older_episode_loses_to_its_newer_near_duplicate(make_store):
     namespaces.create(store, NS)
     # written newest first, so neither id order nor creation time can explain the ranking
     new = episodes.remember(store, NS, "The staging database now runs PostgreSQL 16 after the upgrade.",
-                            occurred_at="2026-05-04T17:28:00Z")["id"]
+                            occurred_at=datetime(2026, 5, 4, 17, 28, tzinfo=UTC))["id"]
     old = episodes.remember(store, NS, "The staging database runs PostgreSQL 14.",
-                            occurred_at="2026-01-06T07:18:00Z")["id"]
+                            occurred_at=datetime(2026, 1, 6, 7, 18, tzinfo=UTC))["id"]
     unrelated = episodes.remember(store, NS, "Melanie signed up for a pottery class on Thursdays.",
-                                  occurred_at="2026-02-01T09:00:00Z")["id"]
+                                  occurred_at=datetime(2026, 2, 1, 9, tzinfo=UTC))["id"]
 
     def ranked(query: str, **options) -> dict[int, RecallHit]:
         return {h.id: h for h in recall.recall(store, query, [NS], config=config, **options)}
