@@ -61,10 +61,10 @@ def main() -> None:
         for start in range(0, len(stored), 100):  # with their vectors: the cache holds them
             episodes.remember_batch(store, "/b", [{"content": t} for t in stored[start:start + 100]])
         for i in range(20):  # warm-up: the model, the pool, the prepared statements
-            recall.recall_results(store, f"warm-up question {i}", "/a")
+            recall.recall_results(store, f"warm-up question {i}", ["/a"])
         asked = [text("asked", i) for i in range(args.guesses)]
         for t in asked:  # /a asks these once; below they are asked again
-            recall.recall_results(store, t, "/a")
+            recall.recall_results(store, t, ["/a"])
 
         elsewhere: list[float] = []
         nowhere: list[float] = []
@@ -74,9 +74,9 @@ def main() -> None:
             if i % 2:
                 pair.reverse()
             for kind, query in pair:
-                took = _ms(lambda q=query: recall.recall_results(store, q, "/a"))
+                took = _ms(lambda q=query: recall.recall_results(store, q, ["/a"]))
                 (elsewhere if kind == "s" else nowhere).append(took)
-            again.append(_ms(lambda q=asked[i]: recall.recall_results(store, q, "/a")))
+            again.append(_ms(lambda q=asked[i]: recall.recall_results(store, q, ["/a"])))
         diffs = [s - n for s, n in zip(elsewhere, nowhere, strict=True)]
         print(f"embedder {args.embedder}, {args.guesses} guesses, recall_results from /a (ms):")
         print(f"  stored in /b only : {_quartiles(elsewhere)}")

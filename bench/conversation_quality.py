@@ -119,7 +119,7 @@ def assert_facts(store: Any, data: dict[str, list[dict[str, Any]]], keys: dict[i
 
     Returns fact id -> fact key.
     """
-    from stash_pipeline.memory import facts
+    from stash_pipeline.memory import facts, validate
 
     texts = [f["content"] for f in data["facts"]]
     common.prime_embedding_cache(store, texts, common.dataset_vectors(texts))
@@ -128,7 +128,7 @@ def assert_facts(store: Any, data: dict[str, list[dict[str, Any]]], keys: dict[i
     for fact in data["facts"]:
         result = facts.assert_fact(
             store, fact["namespace"], fact["content"], entity=fact["entity"], property=fact["property"],
-            value=fact["value"], valid_from=fact["valid_from"],
+            value=fact["value"], valid_from=validate.timestamp(fact["valid_from"], "valid_from"),
             source_episode_ids=[episode_of[(fact["namespace"], d)] for d in fact["evidence"]])
         out[int(result["fact"].id)] = fact["key"]
     return out
@@ -190,7 +190,7 @@ def evaluate(
             is_fact = None
         else:
             mode = {"vector": "vector", "text": "text"}.get(system, "hybrid")
-            hits = recall.recall(store, q["query"], ns, limit=LIMIT, mode=mode, config=config or DEFAULT)
+            hits = recall.recall(store, q["query"], [ns], limit=LIMIT, mode=mode, config=config or DEFAULT)
             covers = [hit_covers(h, keys) for h in hits]
             is_fact = [h.kind == "fact" for h in hits]
         scores = score(covers, {(ns, d) for d in q["evidence"]}, is_fact)

@@ -88,7 +88,7 @@ def ranked_evidence(store: Any, question: dict[str, Any], keys: dict[int, Key],
     """The evidence each of the top results shows: an episode its turn, a fact its source turns."""
     from stash_pipeline.memory import recall
 
-    hits = recall.recall(store, question["query"], question["namespace"], limit=LIMIT)
+    hits = recall.recall(store, question["query"], [question["namespace"]], limit=LIMIT)
     out = []
     for hit in hits:
         ids = [hit.id] if hit.kind == "episode" else sources.get(hit.id, []) if hit.kind == "fact" else []

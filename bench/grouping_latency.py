@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
             tx.conn.execute(common.sql("bench_entity_analyze"))
         common.log(f"filled {size:,} memories with lineage; warming up")
         for q in questions:
-            recall.recall(store, q, "/", limit=10)
+            recall.recall(store, q, ["/"], limit=10)
         times: dict[str, list[float]] = {name: [] for name in configs}
         with_sources = 0
         for round_ in range(args.rounds):
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
                 order = list(configs) if (i + round_) % 2 == 0 else list(reversed(configs))
                 for name in order:
                     began = time.perf_counter()
-                    hits: Any = recall.recall(store, q, "/", limit=10, config=configs[name])
+                    hits: Any = recall.recall(store, q, ["/"], limit=10, config=configs[name])
                     times[name].append((time.perf_counter() - began) * 1000)
                     if configs[name].grouping:
                         with_sources += any(h.sources for h in hits)

@@ -157,7 +157,7 @@ def recall_statement_params(store: Any, query: str, **options: Any) -> dict[str,
 
     Database.pipelined = spy  # type: ignore[method-assign]
     try:
-        recall.recall(store, query, "/", limit=10, **options)
+        recall.recall(store, query, ["/"], limit=10, **options)
     finally:
         Database.pipelined = original  # type: ignore[method-assign]
     return captured
@@ -185,9 +185,9 @@ def entity_leg_table(store: Any, questions: list[str], entities: int) -> None:
     with_leg, without, sql_on, sql_off, named = [], [], [], [], 0
     for q in questions:
         params = recall_statement_params(store, q)
-        with_leg.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
+        with_leg.append(common.timed(lambda q=q: recall.recall(store, q, ["/"], limit=10))[0])
         without.append(common.timed(
-            lambda q=q: recall.recall(store, q, "/", limit=10, config=VARIANTS["no_entity_leg"]))[0])
+            lambda q=q: recall.recall(store, q, ["/"], limit=10, config=VARIANTS["no_entity_leg"]))[0])
         took, rows = common.timed(lambda p=params: recall_sql(store, p))
         sql_on.append(took)
         sql_off.append(common.timed(lambda p=params: recall_sql(store, p | {"phrases": []}))[0])
@@ -281,7 +281,7 @@ def write_load_table(store: Any, questions: list[str], rate: float, block: int =
             if i % block == 0:
                 time.sleep(0.2)  # the writers reach their pace (or stop) before the block
             timings[f"cached {state}"].append(
-                common.timed(lambda q=questions[k]: recall.recall(store, q, "/", limit=10))[0])
+                common.timed(lambda q=questions[k]: recall.recall(store, q, ["/"], limit=10))[0])
             timings[f"sql {state}"].append(common.timed(lambda p=params[k]: recall_sql(store, p))[0])
         writer.switch(False)
     rows = [[f"{what} (p{p} ms)", common.percentile(timings[f"{key} off"], p),
@@ -333,18 +333,18 @@ def measure(args: argparse.Namespace, size: int) -> None:
         raw.embed(["warm up"])
         for i, v in enumerate(vectors[:20]):  # warm the buffer cache and the plans
             vector_sql(store, v)
-            recall.recall(store, f"warm-up query number {i} about deploys", "/", limit=10)
+            recall.recall(store, f"warm-up query number {i} about deploys", ["/"], limit=10)
 
         e2e, e2e_ref, cached, cached_ref, sql_ours, sql_ref = [], [], [], [], [], []
         cpu_ours: list[float] = []
         cpu_ref: list[float] = []
         for q in questions:  # first sight of each query: MiniLM runs inside recall
-            e2e.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
+            e2e.append(common.timed(lambda q=q: recall.recall(store, q, ["/"], limit=10))[0])
             e2e_ref.append(common.timed(lambda q=q: vector_sql(store, raw.embed([q])[0]))[0])
         prepared = [hybrid_params(store, q, v) for q, v in zip(questions, vectors, strict=True)]
         common_words = [common_word(store, p) for p in prepared]
         for q, v, params in zip(questions, vectors, prepared, strict=True):
-            cached.append(common.timed(lambda q=q: recall.recall(store, q, "/", limit=10))[0])
+            cached.append(common.timed(lambda q=q: recall.recall(store, q, ["/"], limit=10))[0])
             sql_ours.append(common.timed(lambda p=params: recall_sql(store, p, cpu_ours))[0])
             sql_ref.append(common.timed(lambda v=v: vector_sql(store, v, cpu_ref))[0])
         # the reference caches query embeddings too: its "cached" read is a lookup + the SQL

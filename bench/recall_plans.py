@@ -197,7 +197,7 @@ def first_recalls(store: Any, questions: list[str], pools: int, runs: int) -> li
                     with fresh.db.connection() as conn:
                         before = common.server_cpu_ms(conn) or 0.0
                         conn.commit()
-                    recall.recall_results(fresh, questions[(k + r) % len(questions)], recall_latency.NAMESPACE,
+                    recall.recall_results(fresh, questions[(k + r) % len(questions)], [recall_latency.NAMESPACE],
                                           limit=10, context=1)
                     with fresh.db.connection() as conn:
                         row.append((common.server_cpu_ms(conn) or 0.0) - before)

@@ -71,7 +71,7 @@ def jit_baseline(store: Any, questions: list[str]) -> tuple[float, list[float]]:
             with fresh.db.connection() as conn:
                 assert conn.execute("SHOW jit").fetchone()["jit"] == "on", "the server has JIT off: no baseline"
                 conn.commit()
-            return first, [common.timed(lambda q=q: recall.recall(fresh, q, "/", limit=10))[0]
+            return first, [common.timed(lambda q=q: recall.recall(fresh, q, ["/"], limit=10))[0]
                            for q in questions[:JIT_RECALLS]]
         finally:
             fresh.close()
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
                                            " CASE WHEN pg_jit_available() THEN 'JIT on' ELSE 'no JIT' END").fetchone()
             versions[name] = f"PostgreSQL {v}, shared_buffers {sb}, {jit} by default"
             for q in questions:  # each query embedded once and cached, plans and buffers warm
-                recall.recall(store, q, "/", limit=10)
+                recall.recall(store, q, ["/"], limit=10)
         params = {name: [recall_latency.hybrid_params(store, q, v) for q, v in zip(questions, vectors, strict=True)]
                   for name, store in stores.items()}
         cached: dict[str, list[float]] = {name: [] for name in stores}
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         began = time.strftime("%H:%M", time.gmtime())
         for i, q in enumerate(questions):  # in turn, so both see the same machine load
             for name, store in stores.items():
-                cached[name].append(common.timed(lambda q=q, s=store: recall.recall(s, q, "/", limit=10))[0])
+                cached[name].append(common.timed(lambda q=q, s=store: recall.recall(s, q, ["/"], limit=10))[0])
                 sql[name].append(common.timed(lambda p=params[name][i], s=store: recall_latency.recall_sql(s, p))[0])
         connect = {name: [first_connection_ms(store) for _ in range(CONNECTIONS)] for name, store in stores.items()}
         jit_first, jit_recalls = jit_baseline(server, questions)

@@ -78,7 +78,7 @@ class Writer:
         self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True) for k in range(threads)]
 
     def _run(self, k: int) -> None:
-        from stash_pipeline.memory import episodes
+        from stash_pipeline.memory import episodes, validate
 
         i = k * 997  # the threads write different turns
         due = time.perf_counter()
@@ -87,7 +87,9 @@ class Writer:
                 due = time.perf_counter()
                 continue
             turn = self.turns[i % len(self.turns)]
-            episodes.remember(self.store, turn["namespace"], turn["content"], occurred_at=turn["occurred_at"])
+            # a data set's time is text: parsed as the remember tool parses it
+            episodes.remember(self.store, turn["namespace"], turn["content"],
+                              occurred_at=validate.timestamp(turn["occurred_at"], "occurred_at"))
             i += 1
             with self._count:
                 self.written += 1
@@ -165,7 +167,7 @@ async def measure(store: Any, questions: list[dict[str, Any]], vectors: Any, rou
                     elapsed = await mcp_overhead.timed_call(
                         sessions[path], "recall", {"query": q["query"], "namespaces": q["namespace"]})
                 elif path == "library":
-                    elapsed = common.timed(lambda q=q: recall.recall_results(store, q["query"], q["namespace"]))[0]
+                    elapsed = common.timed(lambda q=q: recall.recall_results(store, q["query"], [q["namespace"]]))[0]
                 else:
                     elapsed = common.timed(lambda v=vector: bare_hnsw(store, v))[0]
                 if i >= 0:

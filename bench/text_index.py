@@ -110,7 +110,7 @@ def quality(store_factory: Any) -> None:
                         scores = []
                         for q in [q for q in data["questions"] if q["split"] == split]:
                             ns = q["namespace"]
-                            ids = [h.id for h in recall.recall(store, q["query"], ns, limit=10, mode=mode)
+                            ids = [h.id for h in recall.recall(store, q["query"], [ns], limit=10, mode=mode)
                                    if h.kind == "episode"]
                             lists.setdefault((mode, q["query"], ns), []).append(ids)
                             scores.append(conversation_quality.score([keys[i] for i in ids],

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from stash_pipeline.memory import validate
 from stash_pipeline.memory.scope import read_scope
 from stash_pipeline.store import Store
-
-HYPOTHESIS_STATUSES = ("proposed", "testing", "confirmed", "rejected")
-GOAL_STATUSES = ("active", "completed", "abandoned")
 
 
 def stats(store: Store, namespaces: Any = "/") -> dict[str, Any]:
@@ -24,8 +22,8 @@ def stats(store: Store, namespaces: Any = "/") -> dict[str, Any]:
         row = tx.one("admin_stats", all_namespaces=all_ns, namespace_ids=ids)
     assert row is not None
     out = {k: (int(v) if isinstance(v, int) else v) for k, v in row.items()}
-    out["hypotheses"] = {s: int(row["hypotheses"].get(s, 0)) for s in HYPOTHESIS_STATUSES}
-    out["goals"] = {s: int(row["goals"].get(s, 0)) for s in GOAL_STATUSES}
+    out["hypotheses"] = {s: int(row["hypotheses"].get(s, 0)) for s in validate.HYPOTHESIS_STATUSES}
+    out["goals"] = {s: int(row["goals"].get(s, 0)) for s in validate.GOAL_STATUSES}
     out["facts"] = {"current": out.pop("facts_current"), "retired": out.pop("facts_retired")}
     out["dead_letters"] = {"pending": out.pop("dead_letters_pending"), "dead": out.pop("dead_letters_dead")}
     out["tokens"] = {"prompt": int(out.pop("prompt_tokens")), "completion": int(out.pop("completion_tokens"))}

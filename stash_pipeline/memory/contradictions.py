@@ -45,8 +45,6 @@ from stash_pipeline.memory.scope import found_in_scope, scope_ids
 from stash_pipeline.models import Contradiction, Fact
 from stash_pipeline.store import Store
 
-ACTIONS = ("keep_new", "keep_old", "keep_both", "neither")
-
 
 def list_(
     store: Store,
@@ -87,7 +85,7 @@ def resolve(
     is the lineage cascade report for ``neither`` and None otherwise.
     """
     contradiction_id = validate.record_id(contradiction_id, "contradiction_id")
-    validate.one_of(action, ACTIONS, "action")
+    validate.one_of(action, validate.CONTRADICTION_ACTIONS, "action")
     note = validate.optional_text(store.settings, note, "note")
 
     with store.db.transaction() as tx:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -112,8 +113,6 @@ def link_asserted_fact(tx: Session, store: Store, fact: dict[str, Any], embeddin
 
 # --- reads -------------------------------------------------------------------------------
 
-#: rows per section of a ``get_entity`` page by default, and at most
-PAGE_DEFAULT, PAGE_MAX = 100, 500
 #: the paged sections of ``get_entity`` and their queries (``facts`` is the timeline's current part)
 SECTIONS = {
     "aliases": "entity_aliases_of",
@@ -157,8 +156,8 @@ def get_entity(
     *,
     name: Any = None,
     namespaces: Any = None,
-    as_of: Any = None,
-    known_at: Any = None,
+    as_of: datetime | None = None,
+    known_at: datetime | None = None,
     limit: Any = None,
     offset: Any = None,
 ) -> dict[str, Any]:
@@ -173,8 +172,8 @@ def get_entity(
     ``as_of`` / ``known_at`` read facts, relationships and causal links as ``query_facts``
     and ``query_relationships`` do: valid then, as known then (both default to now).
     """
-    limit, offset = validate.page(limit, offset, default=PAGE_DEFAULT, maximum=PAGE_MAX)
-    times = {"as_of": validate.timestamp(as_of, "as_of"), "known_at": validate.timestamp(known_at, "known_at")}
+    limit, offset = validate.page(limit, offset, default=validate.ENTITY_PAGE_DEFAULT, maximum=validate.ENTITY_PAGE_MAX)
+    times = {"as_of": as_of, "known_at": known_at}
     with store.db.transaction() as tx:
         wanted = _entity_id(tx, entity_id, name, namespaces)
         scope = scope_ids(tx, namespaces)

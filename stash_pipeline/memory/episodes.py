@@ -33,7 +33,6 @@ from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.models import Episode, ForgetPreview
 from stash_pipeline.store import Store
 
-MAX_BATCH = 1000
 MAX_IDEMPOTENCY_KEY = 200
 
 
@@ -50,20 +49,29 @@ def _idempotency_key(value: Any) -> str | None:
     return value
 
 
+def _checked(
+    store: Store, content: Any, occurred_at: datetime | None, kind: Any, metadata: Any, idempotency_key: Any
+) -> dict[str, Any]:
+    """One episode's values with content, kind, metadata and key checked (the time arrives parsed)."""
+    return {
+        "content": validate.content(store.settings, content),
+        "occurred_at": occurred_at,
+        "kind": validate.kind(kind or "observation"),
+        "metadata": validate.metadata(metadata, store.settings),
+        "idempotency_key": _idempotency_key(idempotency_key),
+    }
+
+
 def prepare(store: Store, item: dict[str, Any]) -> dict[str, Any]:
-    """Validate one episode's fields; returns the normalised values (no vector yet)."""
+    """Validate one episode given as an object (a batch item, a file's row; its time ISO text
+    or a datetime); returns the normalised values (no vector yet)."""
     if not isinstance(item, dict):
         raise errors.InvalidInput("an episode must be an object with at least 'content'")
     unknown = set(item) - {"content", "occurred_at", "kind", "metadata", "idempotency_key"}
     if unknown:
         raise errors.InvalidInput(f"unknown episode field(s): {', '.join(sorted(unknown))}")
-    return {
-        "content": validate.content(store.settings, item.get("content")),
-        "occurred_at": validate.timestamp(item.get("occurred_at"), "occurred_at"),
-        "kind": validate.kind(item.get("kind") or "observation"),
-        "metadata": validate.metadata(item.get("metadata"), store.settings),
-        "idempotency_key": _idempotency_key(item.get("idempotency_key")),
-    }
+    return _checked(store, item.get("content"), validate.timestamp(item.get("occurred_at"), "occurred_at"),
+                    item.get("kind"), item.get("metadata"), item.get("idempotency_key"))
 
 
 def _replay(existing: dict[str, Any], item: dict[str, Any], where: str = "") -> None:
@@ -82,23 +90,18 @@ def remember(
     namespace: str,
     content: str,
     *,
-    occurred_at: datetime | str | None = None,
+    occurred_at: datetime | None = None,
     kind: str = "observation",
     metadata: dict[str, Any] | None = None,
     idempotency_key: str | None = None,
 ) -> dict[str, Any]:
-    """Store one episode in an exact namespace; returns {"id", "namespace", "created"}."""
-    slug = validate.slug(namespace)
-    item = prepare(
-        store,
-        {
-            "content": content,
-            "occurred_at": occurred_at,
-            "kind": kind,
-            "metadata": metadata,
-            "idempotency_key": idempotency_key,
-        },
-    )
+    """Store one episode in an exact namespace; returns {"id", "namespace", "created"}.
+
+    ``namespace`` and ``occurred_at`` arrive parsed (the ``remember`` operation's model,
+    ``validate.slug`` / ``validate.timestamp``); content, kind, metadata and key are checked here.
+    """
+    slug = namespace
+    item = _checked(store, content, occurred_at, kind, metadata, idempotency_key)
     embedder = store.embedder
     embedder.ensure_lock()
     params = {
@@ -147,12 +150,15 @@ def remember(
 
 
 def remember_batch(store: Store, namespace: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Store up to 1000 episodes atomically (all or nothing); one result per item, in order."""
-    slug = validate.slug(namespace)
+    """Store up to ``validate.BATCH_MAX`` episodes atomically (all or nothing); one result per item, in order.
+
+    ``namespace`` arrives parsed (``validate.slug``); each item is checked by ``prepare``.
+    """
+    slug = namespace
     if not isinstance(items, list) or not items:
         raise errors.InvalidInput("items must be a non-empty list of episodes")
-    if len(items) > MAX_BATCH:
-        raise errors.InvalidInput(f"a batch holds at most {MAX_BATCH} episodes; got {len(items)}")
+    if len(items) > validate.BATCH_MAX:
+        raise errors.InvalidInput(f"a batch holds at most {validate.BATCH_MAX} episodes; got {len(items)}")
     prepared: list[dict[str, Any]] = []
     for index, raw in enumerate(items):
         try:

@@ -37,7 +37,6 @@ from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.models import Contradiction, Fact
 from stash_pipeline.store import Store
 
-ORIGINS = ("synthesis", "hypothesis", "failure_pattern", "asserted")
 MAX_KEY_CHARS = 500
 
 
@@ -80,8 +79,8 @@ def insert_fact(
     earlier: the timeline ended it at the next known value).
     """
     text = validate.content(store.settings, content)
-    if origin not in ORIGINS:
-        raise errors.InvalidInput(f"origin must be one of {', '.join(ORIGINS)}")
+    if origin not in validate.FACT_ORIGINS:
+        raise errors.InvalidInput(f"origin must be one of {', '.join(validate.FACT_ORIGINS)}")
     parent_list = [(kind, int(pid)) for kind, pid in parents]
     if embedding is None:
         embedding = store.embedder.embed_one(text)
@@ -123,10 +122,8 @@ def _current_now(row: dict[str, Any]) -> bool:
     )
 
 
-def event_interval(valid_from: Any, valid_until: Any) -> tuple[datetime | None, datetime | None]:
-    """Validated event time: ISO-8601 or datetimes in the allowed bounds, end after start."""
-    start = validate.timestamp(valid_from, "valid_from")
-    end = validate.timestamp(valid_until, "valid_until")
+def event_interval(start: datetime | None, end: datetime | None) -> tuple[datetime | None, datetime | None]:
+    """An event time's interval (each end parsed by the caller): the end after the start."""
     if end is not None and end <= (start if start is not None else datetime.now(UTC)):
         raise errors.InvalidInput("valid_until must be later than valid_from (which defaults to now)")
     return start, end
@@ -226,8 +223,8 @@ def assert_fact(
     confidence: float = 1.0,
     source_episode_ids: list[int] | None = None,
     supersede: bool = False,
-    valid_from: datetime | str | None = None,
-    valid_until: datetime | str | None = None,
+    valid_from: datetime | None = None,
+    valid_until: datetime | None = None,
 ) -> dict[str, Any]:
     """A caller-made fact (origin 'asserted') with optional cited episodes and a conflict check.
 
@@ -291,29 +288,29 @@ def query(
     entity: str | None = None,
     property: str | None = None,
     origin: str | None = None,
-    since: datetime | str | None = None,
-    until: datetime | str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
     include_history: bool = False,
-    as_of: datetime | str | None = None,
-    known_at: datetime | str | None = None,
+    as_of: datetime | None = None,
+    known_at: datetime | None = None,
     limit: int | None = None,
     offset: int | None = None,
 ) -> list[Fact]:
     """Facts in the trees, newest first: those valid at ``as_of`` (event time) as Stash knew
     them at ``known_at`` (system time), both now by default; every state with
     ``include_history`` when neither time is given. ``valid_until`` and ``current`` are
-    reported as known at ``known_at``."""
+    reported as known at ``known_at``. The times arrive parsed (``validate.timestamp``)."""
     limit, offset = validate.page(limit, offset)
-    if origin is not None and origin not in ORIGINS:
-        raise errors.InvalidInput(f"origin must be one of {', '.join(ORIGINS)}")
+    if origin is not None and origin not in validate.FACT_ORIGINS:
+        raise errors.InvalidInput(f"origin must be one of {', '.join(validate.FACT_ORIGINS)}")
     params = {
         "entity": _short(store.settings, entity, "entity"),
         "property": _short(store.settings, property, "property"),
         "origin": origin,
-        "since": validate.timestamp(since, "since"),
-        "until": validate.timestamp(until, "until"),
-        "as_of": validate.timestamp(as_of, "as_of"),
-        "known_at": validate.timestamp(known_at, "known_at"),
+        "since": since,
+        "until": until,
+        "as_of": as_of,
+        "known_at": known_at,
         "include_history": bool(include_history),
         "limit": limit,
         "offset": offset,
@@ -340,8 +337,8 @@ def get(
     fact_id: int,
     namespaces: Any = None,
     *,
-    as_of: datetime | str | None = None,
-    known_at: datetime | str | None = None,
+    as_of: datetime | None = None,
+    known_at: datetime | None = None,
 ) -> Fact:
     """One fact by id, in any state (see ``current``, ``valid_until``, ``withdrawn_at``).
 
@@ -350,10 +347,8 @@ def get(
     ``superseded_by`` are as known at ``known_at``. A fact recorded after ``known_at`` is
     not found.
     """
-    when = validate.timestamp(as_of, "as_of")
-    known = validate.timestamp(known_at, "known_at")
     with store.db.transaction() as tx:
-        return Fact.from_row(_load(tx, fact_id, namespaces, when, known))
+        return Fact.from_row(_load(tx, fact_id, namespaces, as_of, known_at))
 
 
 def get_with_lineage(
@@ -361,15 +356,13 @@ def get_with_lineage(
     fact_id: int,
     namespaces: Any = None,
     *,
-    as_of: datetime | str | None = None,
-    known_at: datetime | str | None = None,
+    as_of: datetime | None = None,
+    known_at: datetime | None = None,
 ) -> dict[str, Any]:
     """A fact (as ``get`` reads it) with its parents and the rows derived from it:
     {"fact", "parents", "children"}."""
-    when = validate.timestamp(as_of, "as_of")
-    known = validate.timestamp(known_at, "known_at")
     with store.db.transaction() as tx:
-        row = _load(tx, fact_id, namespaces, when, known)
+        row = _load(tx, fact_id, namespaces, as_of, known_at)
         scope = scope_ids(tx, namespaces)  # only ids inside the caller's trees are handed out
         parents = lineage.parents_of(tx, "fact", int(row["id"]), scope)
         children = lineage.children_of(tx, "fact", int(row["id"]), scope)

@@ -42,7 +42,6 @@ from stash_pipeline.memory.scope import (
 from stash_pipeline.models import Goal, GoalNote
 from stash_pipeline.store import Store
 
-STATUSES = ("active", "completed", "abandoned")
 NOTE_AUTHORS = ("caller", "model")
 NOTE_KINDS = ("note", "progress", "suggested_complete", "contradicted", "completed", "abandoned")
 _INT32 = 2**31 - 1
@@ -69,7 +68,7 @@ def list_(
     """
     page = Page.of(limit, offset)
     if status is not None:
-        validate.one_of(status, STATUSES, "status")
+        validate.one_of(status, validate.GOAL_STATUSES, "status")
     parent = None if parent_id is None else validate.record_id(parent_id, "parent_id")
     if parent is not None and top_level_only:
         raise errors.InvalidInput("parent_id and top_level_only exclude each other")

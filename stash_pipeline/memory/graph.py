@@ -25,7 +25,8 @@ by ``known_at``, not withdrawn by then, and ``as_of`` lies in its own interval.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
@@ -37,10 +38,6 @@ from stash_pipeline.memory.scope import found_in_scope, scope_ids
 from stash_pipeline.models import CausalLink, CausalStep, Pattern, Relationship
 from stash_pipeline.store import Store
 
-MAX_TRACE_DEPTH = 25
-DEFAULT_TRACE_DEPTH = 10
-
-
 # --- relationships and patterns -------------------------------------------------------
 
 
@@ -51,8 +48,8 @@ def query_relationships(
     entity: str | None = None,
     relation_type: str | None = None,
     include_withdrawn: bool = False,
-    as_of: Any = None,
-    known_at: Any = None,
+    as_of: datetime | None = None,
+    known_at: datetime | None = None,
     limit: Any = None,
     offset: Any = None,
 ) -> list[Relationship]:
@@ -63,7 +60,7 @@ def query_relationships(
     ``known_at``: those holding then, as known then (module docstring).
     """
     page = Page.of(limit, offset)
-    times = _times(as_of, known_at)
+    times = {"as_of": as_of, "known_at": known_at}
     entity = _optional_name(entity, "entity")
     if relation_type is not None:
         if not isinstance(relation_type, str) or not validate.KIND.match(relation_type.strip().lower()):
@@ -165,15 +162,15 @@ def list_causal_links(
     namespaces: Any = "/",
     *,
     include_withdrawn: bool = False,
-    as_of: Any = None,
-    known_at: Any = None,
+    as_of: datetime | None = None,
+    known_at: datetime | None = None,
     limit: Any = None,
     offset: Any = None,
 ) -> list[CausalLink]:
     """Non-deleted causal links in the namespace trees, oldest first; with ``as_of`` /
     ``known_at`` those holding then, as known then (module docstring)."""
     page = Page.of(limit, offset)
-    times = _times(as_of, known_at)
+    times = {"as_of": as_of, "known_at": known_at}
     return page.in_trees(
         store, "graph_list_causal_links", CausalLink, namespaces, include_withdrawn=bool(include_withdrawn), **times
     )
@@ -191,11 +188,11 @@ def trace_causal_chain(
     store: Store,
     fact_id: Any,
     *,
-    direction: Literal["forward", "backward"] | str = "forward",
-    max_depth: Any = DEFAULT_TRACE_DEPTH,
+    direction: validate.TraceDirection = "forward",
+    max_depth: int = validate.TRACE_DEPTH_DEFAULT,
     namespaces: Any = None,
-    as_of: Any = None,
-    known_at: Any = None,
+    as_of: datetime | None = None,
+    known_at: datetime | None = None,
 ) -> list[CausalStep]:
     """The causal chain from (forward) or into (backward) a fact, ordered by depth.
 
@@ -205,14 +202,11 @@ def trace_causal_chain(
     cycle is reported once (the edge that closes it) and not followed; each link appears
     once, at the shallowest depth it is reached. Forward traces include fact→failure
     edges, whose ``effect`` is the failure's text. ``as_of`` / ``known_at`` walk only the
-    links holding then, as known then (module docstring).
+    links holding then, as known then (module docstring). ``direction``, ``max_depth`` and
+    the times arrive checked (the ``trace_causal_chain`` operation's model).
     """
     fact_id = validate.record_id(fact_id, "fact_id")
-    if direction not in ("forward", "backward"):
-        raise errors.InvalidInput(f"direction must be 'forward' or 'backward', got {direction!r}")
-    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= MAX_TRACE_DEPTH:
-        raise errors.InvalidInput(f"max_depth must be an integer between 1 and {MAX_TRACE_DEPTH}")
-    times = _times(as_of, known_at)
+    times = {"as_of": as_of, "known_at": known_at}
     with store.db.transaction() as tx:
         fact = tx.one("fact_get", id=fact_id, as_of=None, known_at=None)
         scope = scope_ids(tx, namespaces)
@@ -234,10 +228,6 @@ def delete_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> di
 
 
 # --- helpers -----------------------------------------------------------------------------
-
-
-def _times(as_of: Any, known_at: Any) -> dict[str, Any]:
-    return {"as_of": validate.timestamp(as_of, "as_of"), "known_at": validate.timestamp(known_at, "known_at")}
 
 
 def _live_fact_in(tx: Session, fact_id: int, tree: set[int], slug: str, role: str) -> dict[str, Any]:

@@ -34,7 +34,6 @@ from stash_pipeline.memory.scope import found_in_scope, scope_ids
 from stash_pipeline.models import Hypothesis, HypothesisEvidence
 from stash_pipeline.store import Store
 
-STATUSES = ("proposed", "testing", "confirmed", "rejected")
 TRANSITIONS: dict[str, tuple[str, ...]] = {
     "proposed": ("testing", "rejected"),
     "testing": ("confirmed", "rejected", "proposed"),
@@ -60,7 +59,7 @@ def list_(
     """Non-deleted hypotheses in the namespace trees, most recently changed first."""
     page = Page.of(limit, offset)
     if status is not None:
-        validate.one_of(status, STATUSES, "status")
+        validate.one_of(status, validate.HYPOTHESIS_STATUSES, "status")
     return page.in_trees(store, "hypothesis_list", Hypothesis, namespaces, status=status)
 
 

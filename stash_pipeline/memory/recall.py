@@ -3,8 +3,8 @@
 What recall finds and how it ranks is the ``recall`` statement of ``db/queries/recall.sql``,
 each rule once, in the header of its part (``scope``, ``vector_leg``, ``text_leg``,
 ``scoring``, ``context``, ``entity_leg``, ``fusion``, ``result``); its tuning is a
-``RecallConfig`` sent as parameters. Here: the call's values are checked, supersession is
-turned off for a query that asks about a time (``asks_about_time``: the old value may be
+``RecallConfig`` sent as parameters. Here: the query's text and mode are checked (the other
+values arrive parsed, by the ``recall`` operation's model), supersession is turned off for a query that asks about a time (``asks_about_time``: the old value may be
 the answer), the entity leg's phrases are made (``memory/entity_recall.py``), and the
 statement runs in one round trip (``round_trip``), a second only for a query whose vector
 is not cached yet. ``relevance`` is the score clipped to [0, 1], absolute, so an agent can
@@ -36,48 +36,33 @@ from stash_pipeline.memory.recall_shape import (
 from stash_pipeline.models import RecallHit
 from stash_pipeline.store import Store
 
-#: the call's bounds (part of the tools' contract, not tuning)
-LIMIT_DEFAULT = 10
-LIMIT_MAX = 100
-#: turns on each side of an episode hit that recall_results returns with it by default
-CONTEXT_DEFAULT = 1
-CONTEXT_MAX = 5
 MODES = ("hybrid", "vector", "text")
 
 __all__ = [
-    "CONTEXT_DEFAULT", "CONTEXT_MAX", "LIMIT_DEFAULT", "LIMIT_MAX", "MODES",
+    "MODES",
     "asks_about_time", "compact", "estimate_tokens", "recall", "recall_parameters", "recall_results",
     "round_trip", "serialised_tokens", "shape_results", "to_hit",
 ]
 
 
-def _limit(limit: Any) -> int:
-    if limit is None:
-        return LIMIT_DEFAULT
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIMIT_MAX:
-        raise errors.InvalidInput(f"limit must be an integer between 1 and {LIMIT_MAX}")
-    return limit
-
-
-def _max_tokens(value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise errors.InvalidInput("max_tokens must be a positive integer")
-    return value
+def _paths(namespaces: list[str]) -> list[str]:
+    # a bare string would read as its characters ("/" in "/a" holds): a caller's mistake, not input
+    if not isinstance(namespaces, list):
+        raise TypeError("recall takes the namespace paths as a list (validate.slugs parses a comma string)")
+    return namespaces
 
 
 def recall(
     store: Store,
     query: str,
-    namespaces: Any = "/",
+    namespaces: list[str],
     *,
-    limit: int = LIMIT_DEFAULT,
-    as_of: datetime | str | None = None,
+    limit: int = validate.RECALL_LIMIT_DEFAULT,
+    as_of: datetime | None = None,
     include_history: bool = False,
     max_tokens: int | None = None,
     mode: str = "hybrid",
-    known_at: datetime | str | None = None,
+    known_at: datetime | None = None,
     config: RecallConfig = DEFAULT,
 ) -> list[RecallHit]:
     """Facts and episodes most relevant to ``query``, best first (hybrid vector + full text).
@@ -89,19 +74,20 @@ def recall(
     ``config`` is the ranking's tuning (``memory/recall_config.py``). A fact hit carries its
     source episodes (``sources``), which then take no slot of their own
     (``memory/recall_grouping.py``; ``config.grouping`` off: every hit its own slot).
+
+    The arguments are taken as checked (the ``recall`` operation's model parses them:
+    paths, limit, times, ``max_tokens``); the query's text and ``mode`` are checked here.
     """
-    budget = _max_tokens(max_tokens)
     ranked = _ranked(store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history,
                      mode=mode, known_at=known_at, context=0, config=config)
-    return within_budget([hit for hit, _ in ranked], budget)
+    return within_budget([hit for hit, _ in ranked], max_tokens)
 
 
-def _ranked(store: Store, query: str, namespaces: Any, *, limit: Any, context: int, config: RecallConfig,
+def _ranked(store: Store, query: str, namespaces: list[str], *, limit: int, context: int, config: RecallConfig,
             **options: Any) -> list[tuple[RecallHit, list[dict[str, Any]]]]:
     """The ``limit`` results of one recall, each with its context turns: the statement's rows
     as hits, then grouping's post-ranking step (``recall_grouping.group``)."""
-    limit = _limit(limit)
-    rows = _search(store, query, namespaces, limit=limit, context=context, config=config, **options)
+    rows = _search(store, query, _paths(namespaces), limit=limit, context=context, config=config, **options)
     return recall_grouping.group([(to_hit(r), r["context"] or []) for r in rows], limit,
                                  recall_grouping.source_rows(rows), config)
 
@@ -109,31 +95,27 @@ def _ranked(store: Store, query: str, namespaces: Any, *, limit: Any, context: i
 def _search(
     store: Store,
     query: str,
-    namespaces: Any,
+    paths: list[str],
     *,
-    limit: Any,
-    as_of: datetime | str | None,
+    limit: int,
+    as_of: datetime | None,
     include_history: bool,
     mode: str,
-    known_at: datetime | str | None,
+    known_at: datetime | None,
     context: int,
     config: RecallConfig,
 ) -> list[dict[str, Any]]:
     """The ranked rows of one recall, each episode's ``context`` turns with it: one round trip
     (``round_trip``), and a second after the model embeds a query whose vector is not cached."""
     text = validate.content(store.settings, query, "query")
-    limit = _limit(limit)
-    when = validate.timestamp(as_of, "as_of")
-    known = validate.timestamp(known_at, "known_at")
     if mode not in MODES:
         raise errors.InvalidInput(f"mode must be one of {', '.join(MODES)}")
-    paths = validate.slugs(namespaces)
     use_vector = mode in ("hybrid", "vector")
     use_text = mode in ("hybrid", "text")
     embedder = store.embedder
     if use_vector:
         embedder.ensure_lock()  # (once per process) the model the stored vectors were made with
-    params = recall_parameters(text, paths, None, limit=limit, as_of=when, known_at=known,
+    params = recall_parameters(text, paths, None, limit=limit, as_of=as_of, known_at=known_at,
                                include_history=bool(include_history), use_vector=use_vector, use_text=use_text,
                                context=context, config=config) | {
         "text_hash": query_key(text, paths), "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
@@ -241,25 +223,19 @@ def recall_parameters(
     } | entity_recall.parameters(text, config, enabled=hybrid)
 
 
-def _context_window(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= CONTEXT_MAX:
-        raise errors.InvalidInput(f"context must be an integer between 0 and {CONTEXT_MAX}")
-    return value
-
-
 def recall_results(
     store: Store,
     query: str,
-    namespaces: Any = "/",
+    namespaces: list[str],
     *,
-    limit: int = LIMIT_DEFAULT,
-    as_of: datetime | str | None = None,
+    limit: int = validate.RECALL_LIMIT_DEFAULT,
+    as_of: datetime | None = None,
     include_history: bool = False,
     max_tokens: int | None = None,
     mode: str = "hybrid",
-    context: int = CONTEXT_DEFAULT,
+    context: int = validate.RECALL_CONTEXT_DEFAULT,
     score_parts: bool = False,
-    known_at: datetime | str | None = None,
+    known_at: datetime | None = None,
     config: RecallConfig = DEFAULT,
 ) -> dict[str, Any]:
     """Recall in the lean shape agents get: ``{"results": [compact hits]}``.
@@ -271,13 +247,11 @@ def recall_results(
     and the episodes it represents take no slot; with ``score_parts`` it also lists what
     was folded into it (``grouped``) and each source's own ``score``. ``max_tokens`` bounds
     the serialised results (every field, context and sources included), in rank order: a
-    result that does not fit ends the list.
+    result that does not fit ends the list. The arguments are taken as checked, as ``recall``'s.
     """
-    budget = _max_tokens(max_tokens)
-    window = _context_window(context)
     ranked = _ranked(store, query, namespaces, limit=limit, as_of=as_of, include_history=include_history,
-                     mode=mode, known_at=known_at, context=window, config=config)
-    return shape_results(ranked, budget=budget, score_parts=score_parts)
+                     mode=mode, known_at=known_at, context=context, config=config)
+    return shape_results(ranked, budget=max_tokens, score_parts=score_parts)
 
 
 _MONTHS = (

@@ -12,7 +12,8 @@ plan of the recall statement.
 
 from __future__ import annotations
 
-from stash_pipeline.memory.recall import CONTEXT_DEFAULT, LIMIT_DEFAULT, recall_parameters, statements
+from stash_pipeline.memory import validate
+from stash_pipeline.memory.recall import recall_parameters, statements
 from stash_pipeline.memory.recall_config import DEFAULT, RecallConfig
 from stash_pipeline.store import Store
 
@@ -27,8 +28,8 @@ def prepare_on_connect(store: Store, config: RecallConfig = DEFAULT) -> None:
     (``recall.statements``: no vector is a NULL typed as one), so one run prepares both.
     No leg is on, so the run finds nothing and costs its planning.
     """
-    params = recall_parameters("", ["/"], None, limit=LIMIT_DEFAULT, as_of=None, known_at=None,
+    params = recall_parameters("", ["/"], None, limit=validate.RECALL_LIMIT_DEFAULT, as_of=None, known_at=None,
                                include_history=False, use_vector=False, use_text=False,
-                               context=CONTEXT_DEFAULT, config=config) | {
+                               context=validate.RECALL_CONTEXT_DEFAULT, config=config) | {
         "text_hash": "", "embedding_model": "", "embedding_endpoint": ""}
     store.db.prepare_on_connect(*statements(params, config))

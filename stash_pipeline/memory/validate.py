@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from stash_pipeline import errors
 from stash_pipeline.config import Settings
@@ -13,13 +13,43 @@ from stash_pipeline.config import Settings
 SEGMENT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 KIND = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MAX_SLUG_LENGTH = 512
-LIST_LIMIT_DEFAULT = 100
-LIST_LIMIT_MAX = 1000
 #: the supported range of every stored time, in UTC (the 0006 migration's CHECK constraints
 #: hold the same bounds): far inside what PostgreSQL and Python can both represent, so
 #: time arithmetic near a bound cannot overflow either
 MIN_TIMESTAMP = datetime(1000, 1, 1, tzinfo=UTC)
 MAX_TIMESTAMP = datetime(9000, 1, 1, tzinfo=UTC)
+
+# --- the calls' bounds and closed sets, declared once: the operations' arguments models
+# (``stash_pipeline.operations``) declare their fields with them, the library uses them too
+
+#: a list's page: rows by default, and at most
+LIST_LIMIT_DEFAULT = 100
+LIST_LIMIT_MAX = 1000
+#: recall: results by default and at most; turns of the same session around an episode hit
+RECALL_LIMIT_DEFAULT = 10
+RECALL_LIMIT_MAX = 100
+RECALL_CONTEXT_DEFAULT = 1
+RECALL_CONTEXT_MAX = 5
+#: get_entity: rows per section of a page by default, and at most
+ENTITY_PAGE_DEFAULT = 100
+ENTITY_PAGE_MAX = 500
+#: trace_causal_chain: chain length by default, and at most
+TRACE_DEPTH_DEFAULT = 10
+TRACE_DEPTH_MAX = 25
+#: remember_batch: episodes in one call, at most
+BATCH_MAX = 1000
+
+FactOrigin = Literal["synthesis", "hypothesis", "failure_pattern", "asserted"]
+GoalStatus = Literal["active", "completed", "abandoned"]
+HypothesisStatus = Literal["proposed", "testing", "confirmed", "rejected"]
+#: resolve_contradiction: what happens to the two facts
+ContradictionAction = Literal["keep_new", "keep_old", "keep_both", "neither"]
+#: trace_causal_chain: effects of the fact, or its causes
+TraceDirection = Literal["forward", "backward"]
+FACT_ORIGINS: tuple[str, ...] = get_args(FactOrigin)
+GOAL_STATUSES: tuple[str, ...] = get_args(GoalStatus)
+HYPOTHESIS_STATUSES: tuple[str, ...] = get_args(HypothesisStatus)
+CONTRADICTION_ACTIONS: tuple[str, ...] = get_args(ContradictionAction)
 
 
 def slug(value: Any) -> str:
@@ -104,6 +134,15 @@ def one_of(value: Any, allowed: Sequence[str], field: str) -> str:
     return value
 
 
+def parse_time(text: str) -> datetime | None:
+    """ISO 8601 text (``Z`` for UTC) as a datetime, None when it is not one: the one parser
+    of times, for ``timestamp`` and the operations' time arguments alike."""
+    try:
+        return datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def timestamp(value: Any, field: str) -> datetime | None:
     """An ISO-8601 time with a time zone (a datetime or a string), in UTC; None or '' is None.
 
@@ -115,11 +154,11 @@ def timestamp(value: Any, field: str) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
+        parsed = parse_time(value)
+        if parsed is None:
             # the value itself is not repeated: it may come from an imported file
-            raise errors.InvalidInput(f"{field} is not an ISO-8601 timestamp (e.g. 2026-01-31T09:00:00Z)") from None
+            raise errors.InvalidInput(f"{field} is not an ISO-8601 timestamp (e.g. 2026-01-31T09:00:00Z)")
+        value = parsed
     if not isinstance(value, datetime):
         raise errors.InvalidInput(f"{field} must be an ISO-8601 timestamp")
     if value.tzinfo is None or value.utcoffset() is None:

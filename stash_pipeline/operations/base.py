@@ -10,8 +10,13 @@ Validation lives in the arguments model: shapes, ranges, namespace paths, ids an
 are checked when the model is built, before the store is touched. A validator raises a
 ``StashError`` when the error has its own code (a bad namespace path), otherwise a
 ``ValueError`` that each surface reports under the argument's name on that surface
-(``as_of`` to an agent, ``--as-of`` at a shell). The library functions keep their own
-checks too, as the guard of callers that are not surfaces (stages, import).
+(``as_of`` to an agent, ``--as-of`` at a shell). Each value is parsed once, here, into
+its typed form (a time into a UTC datetime, namespaces into checked paths), and the
+scope and the library take it as it is: recall, the time arguments, ``remember``'s and
+``remember_batch``'s namespace and ``trace_causal_chain``'s bounds are not checked
+again. What needs the store's settings (content and metadata sizes) the library checks,
+once. A caller that is not a surface (a stage, import, bench) parses raw input with the
+same parsers (``stash_pipeline.memory.validate``).
 
 ``reach`` says how the caller's namespaces scope the call, and so what a token needs:
 ``trees`` (the ``namespaces`` trees, read, or changed with ``right``), ``namespace`` (a write to one exact
@@ -84,25 +89,29 @@ class Scope(Protocol):
     @property
     def runs(self) -> Runs | None: ...
 
-    def read(self, namespaces: Any) -> list[str]: ...
+    def read(self, namespaces: list[str] | None) -> list[str]: ...
 
-    def write(self, namespace: Any, right: str = "write") -> str: ...
+    def write(self, namespace: str, right: str = "write") -> str: ...
 
     def by_id(self, right: str) -> list[str] | None: ...
 
 
 class Unrestricted:
-    """The reach of a local caller (the CLI, stdio without a token): any namespace."""
+    """The reach of a local caller (the CLI, stdio without a token): any namespace.
+
+    Like every ``Scope`` it takes the paths an arguments model checked (``Namespaces``,
+    ``Namespace``): None is every tree.
+    """
 
     token = None
     namespaces_created = None
     runs = None
 
-    def read(self, namespaces: Any) -> list[str]:
-        return validate.slugs(namespaces)
+    def read(self, namespaces: list[str] | None) -> list[str]:
+        return namespaces or ["/"]
 
-    def write(self, namespace: Any, right: str = "write") -> str:
-        return validate.slug(namespace)
+    def write(self, namespace: str, right: str = "write") -> str:
+        return namespace
 
     def by_id(self, right: str) -> list[str] | None:
         return None
@@ -202,21 +211,24 @@ class Operation:
 # --- validators the arguments models share ------------------------------------------------
 
 
-def iso_time(value: str | None) -> str | None:
-    """An ISO 8601 time (a value without an offset is UTC), as UTC ISO text; '' is None."""
+def iso_time(value: str | None) -> datetime | None:
+    """An ISO 8601 time (a value without an offset is UTC) as a UTC datetime; '' is None.
+
+    The text is parsed here, once (``validate.parse_time``), with the library's range
+    check; the library functions take the datetime as it is.
+    """
     if value is None or value.strip() == "":
         return None
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
+    parsed = validate.parse_time(value)
+    if parsed is None:
         # the value is not repeated: it may be long, and the caller has it
-        raise ValueError("not an ISO 8601 time, e.g. 2026-05-01T12:00:00Z") from None
+        raise ValueError("not an ISO 8601 time, e.g. 2026-05-01T12:00:00Z")
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     try:
-        return validate.timestamp(parsed, "time").isoformat()  # type: ignore[union-attr]
-    except Exception as exc:  # the range check's words, without its field name
-        raise ValueError(str(getattr(exc, "message", exc)).removeprefix("time ")) from None
+        return validate.timestamp(parsed, "time")
+    except errors.InvalidInput as exc:  # the range check's words, without its field name
+        raise ValueError(exc.message.removeprefix("time ")) from None
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")

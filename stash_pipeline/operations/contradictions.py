@@ -6,10 +6,11 @@ so the declarations load without the database layer).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field
 
+from stash_pipeline.memory import validate
 from stash_pipeline.models import Contradiction
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import Limit, Namespaces, Offset, RecordId
@@ -19,7 +20,7 @@ from stash_pipeline.operations.results import Resolution
 class ListContradictions(Arguments):
     namespaces: Namespaces = None
     include_resolved: Annotated[bool, Field(description="Also list resolved ones.")] = False
-    limit: Limit = 100
+    limit: Limit = validate.LIST_LIMIT_DEFAULT
     offset: Offset = 0
 
 
@@ -51,7 +52,7 @@ LIST_CONTRADICTIONS = Operation(
 class ResolveContradiction(Arguments):
     id: RecordId
     resolution: Annotated[
-        Literal["keep_new", "keep_old", "keep_both", "neither"],
+        validate.ContradictionAction,
         Field(description="keep_new retires the old fact, keep_old the new one; neither withdraws both."),
     ]
     note: Annotated[str | None, Field(description="Why; kept with the resolution.")] = None

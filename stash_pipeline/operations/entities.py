@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from stash_pipeline.memory import validate
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import AsOf, KnownAt, Namespaces, Offset
 from stash_pipeline.operations.results import EntityMerge, EntitySplit, EntityView
@@ -27,7 +28,7 @@ class GetEntity(Arguments):
     namespaces: Namespaces = None
     as_of: AsOf = None
     known_at: KnownAt = None
-    limit: Annotated[int, Field(description="Rows per list.", ge=1, le=500)] = 100
+    limit: Annotated[int, Field(description="Rows per list.", ge=1, le=validate.ENTITY_PAGE_MAX)] = validate.ENTITY_PAGE_DEFAULT
     offset: Offset = 0
 
 

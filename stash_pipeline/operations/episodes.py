@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from stash_pipeline.memory import validate
 from stash_pipeline.models import Episode, ForgetPreview
 from stash_pipeline.operations.base import Arguments, CliView, Operation, iso_time
 from stash_pipeline.operations.fields import Metadata, Namespace, Namespaces, RecordId, Timestamp
@@ -74,15 +75,17 @@ class BatchEpisode(BaseModel):
 
 
 class RememberBatch(Arguments):
-    items: Annotated[list[BatchEpisode], Field(description="Episodes to store (1-1000), all or none.")]
+    items: Annotated[list[BatchEpisode], Field(description=f"Episodes to store (1-{validate.BATCH_MAX}), all or none.")]
     namespace: Namespace
 
 
 def _remember_batch(store: Any, a: RememberBatch, namespace: str) -> RememberedBatch:
     from stash_pipeline.memory import episodes
 
-    raw = [item.model_dump(exclude_none=True) for item in a.items]
-    return RememberedBatch(results=episodes.remember_batch(store, namespace, raw))
+    # the fields as parsed (occurred_at a datetime), not dumped back to text
+    items = [{name: getattr(item, name) for name in BatchEpisode.model_fields if getattr(item, name) is not None}
+             for item in a.items]
+    return RememberedBatch(results=episodes.remember_batch(store, namespace, items))
 
 
 REMEMBER_BATCH = Operation(

@@ -6,10 +6,11 @@ declarations load without the database layer, so ``stash --help`` stays offline.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, model_validator
 
+from stash_pipeline.memory import validate
 from stash_pipeline.models import Fact
 from stash_pipeline.operations.base import Arguments, CliView, Operation, iso_time
 from stash_pipeline.operations.fields import (
@@ -35,7 +36,7 @@ class QueryFacts(Arguments):
     entity: Annotated[str | None, Field(description="Only facts about this entity (case-insensitive).")] = None
     property: Annotated[str | None, Field(description="Only facts on this property.")] = None
     origin: Annotated[
-        Literal["synthesis", "hypothesis", "failure_pattern", "asserted"] | None,
+        validate.FactOrigin | None,
         Field(description="Only facts of this origin."),
     ] = None
     since: Timestamp = None
@@ -43,7 +44,7 @@ class QueryFacts(Arguments):
     include_history: Annotated[bool, Field(description="Include retired facts.")] = False
     as_of: AsOf = None
     known_at: KnownAt = None
-    limit: Limit = 100
+    limit: Limit = validate.LIST_LIMIT_DEFAULT
     offset: Offset = 0
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from stash_pipeline.memory import validate
 from stash_pipeline.models import Failure
 from stash_pipeline.operations.base import Arguments, CliView, Operation, Scope
 from stash_pipeline.operations.fields import Limit, Namespace, Namespaces, Offset, RecordId
@@ -19,7 +20,7 @@ from stash_pipeline.operations.results import Deleted
 class ListFailures(Arguments):
     namespaces: Namespaces = None
     goal_id: Annotated[int | None, Field(description="Only failures of this goal.", ge=1)] = None
-    limit: Limit = 100
+    limit: Limit = validate.LIST_LIMIT_DEFAULT
     offset: Offset = 0
 
 

@@ -37,7 +37,7 @@ Namespaces = Annotated[
     AfterValidator(namespaces_or_none),
 ]
 Namespace = Annotated[str, Field(description="Exact namespace path."), AfterValidator(validate.slug)]
-Limit = Annotated[int, Field(description="Page size.", ge=1, le=1000)]
+Limit = Annotated[int, Field(description="Page size.", ge=1, le=validate.LIST_LIMIT_MAX)]
 Offset = Annotated[int, Field(description="Items to skip.", ge=0)]
 RecordId = Annotated[int, Field(description="Record id.", ge=1)]
 Confidence = Annotated[float, Field(description="0 to 1.", ge=0, le=1)]

@@ -7,10 +7,11 @@ declarations load without the database layer).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field
 
+from stash_pipeline.memory import validate
 from stash_pipeline.models import Goal
 from stash_pipeline.operations.base import Arguments, CliView, Operation, Scope
 from stash_pipeline.operations.fields import Limit, Namespace, Namespaces, Offset, RecordId
@@ -21,10 +22,10 @@ GOAL_COLUMNS = ("id", "namespace", "parent_id", "status", "priority", "content")
 
 class ListGoals(Arguments):
     namespaces: Namespaces = None
-    status: Annotated[Literal["active", "completed", "abandoned"] | None, Field(description="Only this status.")] = None
+    status: Annotated[validate.GoalStatus | None, Field(description="Only this status.")] = None
     parent_id: Annotated[int | None, Field(description="Only direct sub-goals of this goal.", ge=1)] = None
     top_level_only: Annotated[bool, Field(description="Only goals without a parent.")] = False
-    limit: Limit = 100
+    limit: Limit = validate.LIST_LIMIT_DEFAULT
     offset: Offset = 0
 
 

@@ -8,10 +8,11 @@ without the database layer).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field
 
+from stash_pipeline.memory import validate
 from stash_pipeline.models import CausalLink, Pattern, Relationship
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import (
@@ -37,7 +38,7 @@ class QueryRelationships(Arguments):
     include_withdrawn: Annotated[bool, Field(description="Include withdrawn relationships.")] = False
     as_of: AsOf = None
     known_at: KnownAt = None
-    limit: Limit = 100
+    limit: Limit = validate.LIST_LIMIT_DEFAULT
     offset: Offset = 0
 
 
@@ -71,7 +72,7 @@ QUERY_RELATIONSHIPS = Operation(
 class QueryPatterns(Arguments):
     namespaces: Namespaces = None
     include_withdrawn: Annotated[bool, Field(description="Include withdrawn patterns.")] = False
-    limit: Limit = 100
+    limit: Limit = validate.LIST_LIMIT_DEFAULT
     offset: Offset = 0
 
 
@@ -106,7 +107,7 @@ class ListCausalLinks(Arguments):
     include_withdrawn: Annotated[bool, Field(description="Include withdrawn links.")] = False
     as_of: AsOf = None
     known_at: KnownAt = None
-    limit: Limit = 100
+    limit: Limit = validate.LIST_LIMIT_DEFAULT
     offset: Offset = 0
 
 
@@ -170,9 +171,11 @@ CREATE_CAUSAL_LINK = Operation(
 class TraceCausalChain(Arguments):
     fact_id: Annotated[int, Field(description="Fact to start from.", ge=1)]
     direction: Annotated[
-        Literal["forward", "backward"], Field(description="forward = effects of the fact; backward = its causes.")
+        validate.TraceDirection, Field(description="forward = effects of the fact; backward = its causes.")
     ] = "forward"
-    max_depth: Annotated[int, Field(description="Maximum chain length (1-25).", ge=1, le=25)] = 10
+    max_depth: Annotated[
+        int, Field(description=f"Maximum chain length (1-{validate.TRACE_DEPTH_MAX}).", ge=1, le=validate.TRACE_DEPTH_MAX)
+    ] = validate.TRACE_DEPTH_DEFAULT
     namespaces: Namespaces = None
     as_of: AsOf = None
     known_at: KnownAt = None

@@ -7,10 +7,11 @@ the declarations load without the database layer).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field
 
+from stash_pipeline.memory import validate
 from stash_pipeline.models import Hypothesis
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import (
@@ -28,9 +29,9 @@ from stash_pipeline.operations.results import Confirmation, Deleted
 class ListHypotheses(Arguments):
     namespaces: Namespaces = None
     status: Annotated[
-        Literal["proposed", "testing", "confirmed", "rejected"] | None, Field(description="Only this status.")
+        validate.HypothesisStatus | None, Field(description="Only this status.")
     ] = None
-    limit: Limit = 100
+    limit: Limit = validate.LIST_LIMIT_DEFAULT
     offset: Offset = 0
 
 

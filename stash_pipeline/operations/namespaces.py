@@ -100,7 +100,7 @@ CREATE_NAMESPACE = Operation(
 
 class ListNamespaces(Arguments):
     namespaces: Namespaces = None
-    limit: Limit = 100
+    limit: Limit = validate.LIST_LIMIT_DEFAULT
     offset: Offset = 0
 
 

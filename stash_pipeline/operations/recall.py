@@ -14,22 +14,16 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from stash_pipeline.memory import validate
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import AsOf, KnownAt, Namespaces
 from stash_pipeline.operations.results import RecallResult
-
-#: the call's bounds, part of the contract; ``memory.recall`` guards the same ones for its
-#: other callers (tests/unit/test_operations.py holds them equal)
-LIMIT_DEFAULT = 10
-LIMIT_MAX = 100
-CONTEXT_DEFAULT = 1
-CONTEXT_MAX = 5
 
 
 class Recall(Arguments):
     query: Annotated[str, Field(description="What you want to know, in natural language.")]
     namespaces: Namespaces = None
-    limit: Annotated[int, Field(description="Results to return.", ge=1, le=LIMIT_MAX)] = LIMIT_DEFAULT
+    limit: Annotated[int, Field(description="Results to return.", ge=1, le=validate.RECALL_LIMIT_MAX)] = validate.RECALL_LIMIT_DEFAULT
     as_of: AsOf = None
     known_at: KnownAt = None
     include_history: Annotated[
@@ -39,8 +33,10 @@ class Recall(Arguments):
         int | None, Field(description="Stop adding results past about this many tokens of the answer.", ge=1)
     ] = None
     context: Annotated[
-        int, Field(description="Turns of the same session to include around each episode hit.", ge=0, le=CONTEXT_MAX)
-    ] = CONTEXT_DEFAULT
+        int,
+        Field(description="Turns of the same session to include around each episode hit.", ge=0,
+              le=validate.RECALL_CONTEXT_MAX),
+    ] = validate.RECALL_CONTEXT_DEFAULT
     include_score_parts: Annotated[
         bool, Field(description="Also return each result's score parts and what it groups.")
     ] = False
@@ -73,10 +69,10 @@ RECALL = Operation(
         example='stash recall "how do we deploy" -n /projects/x --json',
         arguments={"query": "QUERY"},
         help={
-            "limit": f"Maximum results (1-{LIMIT_MAX}).",
+            "limit": f"Maximum results (1-{validate.RECALL_LIMIT_MAX}).",
             "include_history": "Include retired facts with their validity.",
             "max_tokens": "Stop adding results past this token budget (counted on the JSON answer).",
-            "context": f"Turns of the same session shown around each episode hit (0-{CONTEXT_MAX}).",
+            "context": f"Turns of the same session shown around each episode hit (0-{validate.RECALL_CONTEXT_MAX}).",
             "include_score_parts": "Also show each result's score parts and what it groups.",
         },
         columns=("kind", "id", "namespace", "score", "content"),

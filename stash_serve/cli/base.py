@@ -13,7 +13,6 @@ import re
 import shlex
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -195,37 +194,6 @@ def ensure_schema_current(opened: Store) -> None:
 
 
 # --- option parsers ---------------------------------------------------------------
-
-
-def parse_time(value: str | None, field: str = "time") -> datetime | None:
-    """ISO 8601 (``2026-05-01``, ``2026-05-01T12:00:00Z``); naive values are UTC."""
-    if value is None:
-        return None
-    from stash_pipeline.errors import InvalidInput
-    from stash_pipeline.memory import validate
-
-    try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise InvalidInput(f"{field} {value!r} is not an ISO 8601 time, e.g. 2026-05-01T12:00:00Z") from None
-    # the library's check: converted to UTC, inside the supported range
-    return validate.timestamp(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC), field)
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(value: str | None, field: str = "duration") -> timedelta | None:
-    """``90s``, ``30m``, ``1h``, ``2d``, ``1w`` (a bare number is seconds)."""
-    if value is None:
-        return None
-    from stash_pipeline.errors import InvalidInput
-
-    match = _DURATION.match(value)
-    if not match or float(match.group(1)) <= 0:
-        raise InvalidInput(f"{field} {value!r} is not a positive duration like 90s, 30m, 1h or 2d")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
 
 
 def parse_json_object(value: str | None, field: str = "metadata") -> dict[str, Any] | None:

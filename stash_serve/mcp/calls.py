@@ -27,7 +27,6 @@ from mcp_types import CallToolResult, TextContent
 from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.config import Settings
-from stash_pipeline.memory import validate
 from stash_pipeline.store import Store
 from stash_serve.limits import SlidingWindow
 from stash_serve.mcp import next_steps
@@ -52,23 +51,22 @@ class Scope:
     namespaces_created: SlidingWindow | None = None
     runs: BackgroundJobs | None = None
 
-    def read(self, namespaces: Any) -> list[str]:
-        """Validated read paths; without a token any path, with one only inside its trees."""
+    def read(self, namespaces: list[str] | None) -> list[str]:
+        """The read paths (as an arguments model checked them; None: the caller's default):
+        without a token any path, with one only inside its trees."""
         if self.token is None:
-            return validate.slugs(namespaces)
-        if namespaces in (None, "", []):
+            return namespaces or ["/"]
+        if not namespaces:
             self.token.require("read")
             return list(self.token.namespaces)
-        paths = validate.slugs(namespaces)
-        self.token.require("read", paths)
-        return paths
+        self.token.require("read", namespaces)
+        return namespaces
 
-    def write(self, namespace: Any, right: str = "write") -> str:
-        """One validated exact namespace the caller may write to."""
-        path = validate.slug(namespace)
+    def write(self, namespace: str, right: str = "write") -> str:
+        """The exact namespace (as an arguments model checked it) if the caller may write to it."""
         if self.token is not None:
-            self.token.require(right, [path])
-        return path
+            self.token.require(right, [namespace])
+        return namespace
 
     def by_id(self, right: str) -> list[str] | None:
         """The ``namespaces=`` scope for by-id operations (None = unrestricted)."""

@@ -22,6 +22,7 @@ from stash_pipeline.consolidation import runner
 from stash_pipeline.db.migrate import migrate
 from stash_pipeline.interchange import export, readers
 from stash_pipeline.memory import facts, graph, namespaces, recall
+from stash_pipeline.operations.facts import ASSERT_FACT, QUERY_FACTS
 from stash_pipeline.store import Store
 from stash_serve.cli import cli
 from stash_serve.mcp.server import build_server
@@ -40,7 +41,7 @@ def _ids(found: list[Any]) -> list[int]:
 
 
 def _recalled(store: Store, **kwargs: Any) -> set[int]:
-    return {h.id for h in recall.recall(store, "which database engine", NS, **kwargs) if h.kind == "fact"}
+    return {h.id for h in recall.recall(store, "which database engine", [NS], **kwargs) if h.kind == "fact"}
 
 
 def test_a_late_old_statement_is_history_and_supersedes_nothing(store):
@@ -108,12 +109,13 @@ def test_event_time_is_validated(store):
         _engine(store, "The database runs Oracle", "oracle", valid_from=DAY[3], valid_until=DAY[2])
     with pytest.raises(errors.InvalidInput, match="valid_until must be later"):
         _engine(store, "The database runs Oracle", "oracle", valid_until=DAY[2])  # before the default now
-    with pytest.raises(errors.InvalidInput, match="between 1000-01-01 and 9000-01-01"):
-        _engine(store, "The database runs Oracle", "oracle", valid_from="9999-06-01T00:00:00Z")
-    with pytest.raises(errors.InvalidInput, match="valid_from"):
-        _engine(store, "The database runs Oracle", "oracle", valid_from="last tuesday")
-    with pytest.raises(errors.InvalidInput, match="known_at"):
-        facts.query(store, NS, known_at="soon")
+    # the times themselves are parsed once, by the operations' arguments models
+    with pytest.raises(errors.InvalidInput, match="valid_from: must lie between 1000-01-01 and 9000-01-01"):
+        ASSERT_FACT.parse({"content": "The database runs Oracle", "namespace": NS, "valid_from": "9999-06-01T00:00:00Z"})
+    with pytest.raises(errors.InvalidInput, match="valid_from: not an ISO 8601 time"):
+        ASSERT_FACT.parse({"content": "The database runs Oracle", "namespace": NS, "valid_from": "last tuesday"})
+    with pytest.raises(errors.InvalidInput, match="known_at: not an ISO 8601 time"):
+        QUERY_FACTS.parse({"namespaces": NS, "known_at": "soon"})
     assert facts.query(store, NS, include_history=True) == []
 
 

@@ -205,13 +205,13 @@ def test_a_query_reuses_no_vector_another_scope_stored_or_asked(store: Store) ->
     secret = "vault code 7741"
     assert model_calls(lambda: episodes.remember(store, "/b", secret)) == [[secret]]
     # stored in /b: /a's recall still waits for the model, as for a text never stored
-    assert model_calls(lambda: recall.recall(store, secret, "/a")) == [[secret]]
-    assert model_calls(lambda: recall.recall(store, "never stored anywhere", "/a")) == [["never stored anywhere"]]
+    assert model_calls(lambda: recall.recall(store, secret, ["/a"])) == [[secret]]
+    assert model_calls(lambda: recall.recall(store, "never stored anywhere", ["/a"])) == [["never stored anywhere"]]
     # what /a asked before is cached for /a
-    assert model_calls(lambda: recall.recall(store, secret, "/a")) == []
+    assert model_calls(lambda: recall.recall(store, secret, ["/a"])) == []
     # asked in /b only: not reused in /a, nor in a wider scope
-    assert model_calls(lambda: recall.recall(store, "who asked this", "/b")) == [["who asked this"]]
-    assert model_calls(lambda: recall.recall(store, "who asked this", "/a")) == [["who asked this"]]
+    assert model_calls(lambda: recall.recall(store, "who asked this", ["/b"])) == [["who asked this"]]
+    assert model_calls(lambda: recall.recall(store, "who asked this", ["/a"])) == [["who asked this"]]
     assert model_calls(lambda: recall.recall(store, "who asked this", ["/a", "/b"])) == [["who asked this"]]
     # forget's query (its preview is a read) follows the same rule, sharing recall's entries
     episodes.remember(store, "/b", "alarm code 1234")

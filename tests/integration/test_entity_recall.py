@@ -113,7 +113,7 @@ def _ids(hits: list[Any], kind: str = "fact") -> list[int]:
 
 
 def test_a_named_person_gets_her_current_facts_under_any_alias_not_superseded_ones(store, graph):
-    hits = recall.recall(store, "What does Alice work on?", NS)
+    hits = recall.recall(store, "What does Alice work on?", [NS])
     found = _ids(hits)
     assert graph["work"] in found  # stated as "achen ...": no word in common with the query
     assert graph["role"] in found  # stated as "Alice Chen ..."
@@ -122,14 +122,14 @@ def test_a_named_person_gets_her_current_facts_under_any_alias_not_superseded_on
     assert work.score_parts["entity"] == pytest.approx(work.score)
     assert work.current is True
 
-    without = _ids(recall.recall(store, "What does Alice work on?", NS, config=VARIANTS["no_entity_leg"]))
+    without = _ids(recall.recall(store, "What does Alice work on?", [NS], config=VARIANTS["no_entity_leg"]))
     assert graph["work"] not in without  # the chatter outranks it on words alone
 
 
 def test_one_hop_reaches_the_current_project_not_the_old_one(store, graph):
     # the leg's own rows and parts: grouping off (it fetches past the limit, where the
     # hybrid row of a fact, with its own parts, would join the leg's)
-    hits = recall.recall(store, "Which database does Alice's project use?", NS,
+    hits = recall.recall(store, "Which database does Alice's project use?", [NS],
                          config=VARIANTS["no_grouping"])
     found = _ids(hits)
     assert graph["database"] in found
@@ -143,7 +143,7 @@ def test_one_hop_reaches_the_current_project_not_the_old_one(store, graph):
         + (1 - DEFAULT.w_vector) * min(direct.score_parts["coverage"], 1))
 
     off = VARIANTS["no_entity_leg"]
-    assert graph["database"] not in _ids(recall.recall(store, "Which database does Alice's project use?", NS,
+    assert graph["database"] not in _ids(recall.recall(store, "Which database does Alice's project use?", [NS],
                                                        config=off))
 
 
@@ -153,7 +153,7 @@ def test_every_fact_the_leg_found_joins_the_candidates_weighted_as_about_the_sub
     tight = DEFAULT.replace(overfetch=0)
 
     def rows(config):
-        return recall._search(store, "What does Alice work on?", NS, limit=1, as_of=None, include_history=False,
+        return recall._search(store, "What does Alice work on?", [NS], limit=1, as_of=None, include_history=False,
                               mode="hybrid", known_at=None, context=0, config=config)
 
     pooled = rows(tight)
@@ -163,7 +163,7 @@ def test_every_fact_the_leg_found_joins_the_candidates_weighted_as_about_the_sub
     assert len(rows(tight.replace(entity_pool=False))) == 1
     assert all(r["weight"] == 1 for r in rows(tight.replace(grouping=False)))
     # the weight orders the hits; the score stays the evidence's own
-    work = next(h for h in recall.recall(store, "What does Alice work on?", NS) if h.id == graph["work"])
+    work = next(h for h in recall.recall(store, "What does Alice work on?", [NS]) if h.id == graph["work"])
     assert work.score_parts["weight"] == pytest.approx(DEFAULT.fact_weight * DEFAULT.subject_weight)
     assert work.score == pytest.approx(work.score_parts["entity"])
 
@@ -171,13 +171,13 @@ def test_every_fact_the_leg_found_joins_the_candidates_weighted_as_about_the_sub
 def test_a_query_naming_no_entity_is_unaffected(store, graph):
     query = "who brought cake for the floor"
     assert entity_recall.query_phrases(query)  # phrases were looked up, none is an alias
-    with_leg = [(h.kind, h.id, h.score) for h in recall.recall(store, query, NS)]
-    without = [(h.kind, h.id, h.score) for h in recall.recall(store, query, NS, config=VARIANTS["no_entity_leg"])]
+    with_leg = [(h.kind, h.id, h.score) for h in recall.recall(store, query, [NS])]
+    without = [(h.kind, h.id, h.score) for h in recall.recall(store, query, [NS], config=VARIANTS["no_entity_leg"])]
     assert with_leg == without
 
 
 def test_aliases_resolve_only_in_the_namespaces_in_scope(store, graph):
-    hits = recall.recall(store, "What does Alice work on?", OTHER)
+    hits = recall.recall(store, "What does Alice work on?", [OTHER])
     assert _ids(hits) == []
     assert all(h.namespace == OTHER for h in hits)
 
@@ -185,12 +185,12 @@ def test_aliases_resolve_only_in_the_namespaces_in_scope(store, graph):
 @pytest.mark.parametrize("time", ["as_of", "known_at"])
 def test_as_of_and_known_at_follow_the_links_and_facts_of_that_time(store, graph, time):
     query = "Which database does Alice's project use?"
-    then = recall.recall(store, query, NS, **{time: graph["then"]})
+    then = recall.recall(store, query, [NS], **{time: graph["then"]})
     reached = {h.id: h for h in then if h.kind == "fact" and "entity" in h.score_parts}
     # then: the old project's datastore, one link away (link and source fact current then)
     assert graph["old_database"] in reached
     assert graph["database"] not in _ids(then) and graph["work"] not in _ids(then)  # not yet true / known
-    now = {h.id for h in recall.recall(store, query, NS) if h.kind == "fact" and "entity" in h.score_parts}
+    now = {h.id for h in recall.recall(store, query, [NS]) if h.kind == "fact" and "entity" in h.score_parts}
     assert graph["database"] in now and graph["old_database"] not in now
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.memory import episodes, facts, lineage, namespaces
+from stash_pipeline.operations.episodes import REMEMBER
 
 
 @pytest.fixture
@@ -48,8 +49,8 @@ def test_metadata_may_hold_the_text_backslash_u0000_but_not_a_nul(store, ns):
 def test_remember_needs_exact_existing_namespace(store, ns):
     with pytest.raises(errors.NamespaceNotFound):
         episodes.remember(store, "/projects/y", "hello")
-    with pytest.raises(errors.InvalidNamespace):
-        episodes.remember(store, "projects", "hello")
+    with pytest.raises(errors.InvalidNamespace):  # the path is the operation's to check, once
+        REMEMBER.parse({"content": "hello", "namespace": "projects"})
     assert count(store, "SELECT count(*) FROM episodes") == 0
 
 
@@ -82,14 +83,25 @@ def test_content_at_the_limit_is_accepted(store, ns):
         ({"metadata": ["not", "an", "object"]}, "metadata"),
         ({"metadata": {"x": object()}}, "metadata"),
         ({"metadata": {"x": "a\x00b"}}, "NUL"),
-        ({"occurred_at": "yesterday"}, "occurred_at"),
-        ({"occurred_at": datetime(2026, 1, 1)}, "time zone"),
         ({"idempotency_key": ""}, "idempotency_key"),
     ],
 )
 def test_bad_fields_rejected(store, ns, kwargs, message):
     with pytest.raises(errors.InvalidInput, match=message):
         episodes.remember(store, ns, "hello", **kwargs)
+    assert count(store, "SELECT count(*) FROM episodes") == 0
+
+
+@pytest.mark.parametrize(
+    ("occurred_at", "message"),
+    [("yesterday", "item 0: occurred_at is not an ISO-8601 timestamp"),
+     (datetime(2026, 1, 1), "item 0: occurred_at must carry a time zone")],
+)
+def test_an_item_given_as_an_object_has_its_time_parsed(store, ns, occurred_at, message):
+    """remember takes a parsed time; an episode given as an object (a batch item, an
+    imported row) has it parsed by ``prepare``, with validate.timestamp."""
+    with pytest.raises(errors.InvalidInput, match=message):
+        episodes.remember_batch(store, ns, [{"content": "hello", "occurred_at": occurred_at}])
     assert count(store, "SELECT count(*) FROM episodes") == 0
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.memory import episodes, facts, namespaces
+from stash_pipeline.operations.facts import QUERY_FACTS
 
 
 @pytest.fixture
@@ -118,13 +119,13 @@ def test_query_filters_and_pagination(store, ns):
     future = datetime.now(UTC) + timedelta(hours=1)
     assert facts.query(store, since=future) == []
     assert len(facts.query(store, until=future)) == 3
-    assert len(facts.query(store, since="2000-01-01T00:00:00Z")) == 3
+    assert len(facts.query(store, since=datetime(2000, 1, 1, tzinfo=UTC))) == 3
     with pytest.raises(errors.InvalidInput):
         facts.query(store, origin="guess")
     with pytest.raises(errors.InvalidInput):
         facts.query(store, limit=0)
-    with pytest.raises(errors.InvalidInput):
-        facts.query(store, since="last week")
+    with pytest.raises(errors.InvalidInput, match="since: not an ISO 8601 time"):
+        QUERY_FACTS.parse({"since": "last week"})  # times are the operation's to parse, once
     with pytest.raises(errors.NamespaceNotFound):
         facts.query(store, "/missing")
 

@@ -8,6 +8,7 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.memory import facts, failures, graph, lineage, namespaces
+from stash_pipeline.operations.graph import TRACE_CAUSAL_CHAIN
 
 
 def _fact(store, namespace: str, text: str) -> int:
@@ -302,11 +303,12 @@ def test_trace_is_depth_capped(tree):
     steps = graph.trace_causal_chain(store, f[0], max_depth=2)
     assert [(s.depth, s.cause_fact_id) for s in steps] == [(1, f[0]), (2, f[1])]
     assert len(graph.trace_causal_chain(store, f[0], max_depth=25)) == 5
-    for bad in (0, 26, -1, "3", True, 2.5):
-        with pytest.raises(errors.InvalidInput, match="max_depth"):
-            graph.trace_causal_chain(store, f[0], max_depth=bad)
-    with pytest.raises(errors.InvalidInput, match="direction"):
-        graph.trace_causal_chain(store, f[0], direction="sideways")
+    # the bounds are the operation's to check, once (the library takes its values)
+    for bad in (0, 26, -1, 2.5):
+        with pytest.raises(errors.InvalidInput, match="max_depth: Input should be"):
+            TRACE_CAUSAL_CHAIN.parse({"fact_id": f[0], "max_depth": bad})
+    with pytest.raises(errors.InvalidInput, match="direction: Input should be 'forward' or 'backward'"):
+        TRACE_CAUSAL_CHAIN.parse({"fact_id": f[0], "direction": "sideways"})
 
 
 def test_trace_does_not_cross_namespaces(tree):

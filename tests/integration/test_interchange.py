@@ -245,7 +245,7 @@ def test_tree_export_import_round_trip_is_lossless(store, tmp_path):
     from stash_pipeline.memory import facts, recall
 
     assert [f.content for f in facts.query(store, "/copy/of-a")] == ["Billing owner is Bob"]
-    hits = recall.recall(store, "billing owner", "/copy/of-a")
+    hits = recall.recall(store, "billing owner", ["/copy/of-a"])
     assert "Billing owner is Alice" not in [h.content for h in hits]
     assert {n.slug for n in namespaces.list_(store, "/copy")} == {"/copy", "/copy/of-a", "/copy/of-a/sub"}
 

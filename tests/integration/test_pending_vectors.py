@@ -38,18 +38,18 @@ def test_remember_commits_at_once_and_the_batch_fills_the_vector(make_store: Any
 
     # meanwhile recall finds it by its text; a NULL vector does not break the fused score
     for mode in ("hybrid", "text"):
-        hits = recall.recall(store, "billing service retries failed webhooks", "/p", mode=mode)
+        hits = recall.recall(store, "billing service retries failed webhooks", ["/p"], mode=mode)
         assert [h.id for h in hits][:1] == [stored["id"]], mode
         assert hits[0].score_parts["vector"] is None
         assert 0 < hits[0].score <= 1
-    assert recall.recall(store, "billing service retries failed webhooks", "/p", mode="vector") == []
+    assert recall.recall(store, "billing service retries failed webhooks", ["/p"], mode="vector") == []
 
     assert embed_pending(store) == 1
     vector = _vector(store, stored["id"])
     assert vector is not None
     assert np.allclose(vector, HashEmbedder(384).embed_one("The billing service retries failed webhooks three times"))
     assert backlog(store) == {"pending": 0, "oldest_age_s": None}
-    hits = recall.recall(store, "billing service retries failed webhooks", "/p", mode="vector")
+    hits = recall.recall(store, "billing service retries failed webhooks", ["/p"], mode="vector")
     assert hits[0].id == stored["id"] and hits[0].score_parts["vector"] > 0.5
 
     # the vector went into the cache too: the same text again is written with its vector

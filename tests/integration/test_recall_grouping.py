@@ -26,7 +26,7 @@ def _chat(store) -> dict[str, int]:
     made = episodes.remember_batch(store, NS, [{"content": t, "occurred_at": DAY} for t in turns])
     ids = [int(r["id"]) for r in made]
     fact = facts.assert_fact(store, NS, "Melanie attends a weekly pottery class at the community centre",
-                             entity="Melanie", property="craft", value="pottery", valid_from=DAY,
+                             entity="Melanie", property="craft", value="pottery", valid_from=datetime.fromisoformat(DAY),
                              source_episode_ids=[ids[1], ids[3]])["fact"]
     return {"class": ids[1], "bowls": ids[3], "fact": fact.id, "first": ids[0], "last": ids[4]}
 
@@ -34,9 +34,9 @@ def _chat(store) -> dict[str, int]:
 def test_a_fact_and_its_source_turns_are_one_result(store):
     ids = _chat(store)
     query = "What does Melanie do on Thursday evenings? pottery class"
-    plain = recall.recall(store, query, NS, config=VARIANTS["no_grouping"])
+    plain = recall.recall(store, query, [NS], config=VARIANTS["no_grouping"])
     assert {("fact", ids["fact"]), ("episode", ids["class"])} <= {(h.kind, h.id) for h in plain}
-    hits = recall.recall(store, query, NS)
+    hits = recall.recall(store, query, [NS])
     keys = [(h.kind, h.id) for h in hits]
     assert ("fact", ids["fact"]) in keys
     assert ("episode", ids["class"]) not in keys and ("episode", ids["bowls"]) not in keys
@@ -53,7 +53,7 @@ def test_a_fact_and_its_source_turns_are_one_result(store):
 def test_the_lean_answer_carries_sources_once_and_explains_the_grouping_on_request(store):
     ids = _chat(store)
     query = "pottery class Melanie"
-    lean = recall.recall_results(store, query, NS, context=1)["results"]
+    lean = recall.recall_results(store, query, [NS], context=1)["results"]
     item = next(r for r in lean if r["kind"] == "fact")
     assert "source_episode_ids" not in item and "grouped" not in item  # the ids are in sources
     assert [s["id"] for s in item["sources"]] == [ids["class"], ids["bowls"]]
@@ -61,7 +61,7 @@ def test_the_lean_answer_carries_sources_once_and_explains_the_grouping_on_reque
     # a context turn is never one of the sources already sent
     sent = {s["id"] for s in item["sources"]}
     assert not [c for r in lean for c in r.get("context", ()) if c["id"] in sent]
-    detailed = recall.recall_results(store, query, NS, score_parts=True)["results"]
+    detailed = recall.recall_results(store, query, [NS], score_parts=True)["results"]
     item = next(r for r in detailed if r["kind"] == "fact")
     assert {g["id"] for g in item["grouped"]} <= sent and item["grouped"]
     assert "own" in item["score_parts"]
@@ -70,19 +70,19 @@ def test_the_lean_answer_carries_sources_once_and_explains_the_grouping_on_reque
 
 def test_max_tokens_counts_the_sources_sent(store):
     _chat(store)
-    everything = recall.recall_results(store, "pottery class Melanie", NS)["results"]
+    everything = recall.recall_results(store, "pottery class Melanie", [NS])["results"]
     first = everything[0]
     assert first["kind"] == "fact"
     assert recall.serialised_tokens(first) > recall.serialised_tokens({**first, "sources": []}) + 20
     budget = recall.serialised_tokens({"results": everything[:1]})
-    fitted = recall.recall_results(store, "pottery class Melanie", NS, max_tokens=budget)["results"]
+    fitted = recall.recall_results(store, "pottery class Melanie", [NS], max_tokens=budget)["results"]
     assert fitted == everything[:1]
     assert recall.serialised_tokens({"results": fitted}) <= budget
     # a budget that would fit the fact's text but not its sources sends nothing rather than cut them
     small = recall.serialised_tokens({"results": [{**first, "sources": []}]})
-    assert recall.recall_results(store, "pottery class Melanie", NS, max_tokens=small)["results"] == []
+    assert recall.recall_results(store, "pottery class Melanie", [NS], max_tokens=small)["results"] == []
     # the library call's budget counts the excerpts too
-    assert recall.recall(store, "pottery class Melanie", NS, max_tokens=recall.estimate_tokens(first["content"])) == []
+    assert recall.recall(store, "pottery class Melanie", [NS], max_tokens=recall.estimate_tokens(first["content"])) == []
 
 
 def test_a_forgotten_source_is_left_out_and_known_at_sees_it(store):
@@ -91,10 +91,10 @@ def test_a_forgotten_source_is_left_out_and_known_at_sees_it(store):
     forgotten = episodes.forget(store, "Melanie: Oh yeah, bowls that came out lopsided. I love them anyway.", NS)
     assert forgotten.applied and forgotten.episode_id == ids["bowls"]
     assert ids["fact"] not in forgotten.withdrawn_fact_ids  # the class turn still supports it
-    head = next(h for h in recall.recall(store, "pottery class Melanie", NS) if h.kind == "fact")
+    head = next(h for h in recall.recall(store, "pottery class Melanie", [NS]) if h.kind == "fact")
     assert [s.id for s in head.sources] == [ids["class"]]
     # as known before the forget, the fact rested on both turns
-    then = recall.recall(store, "pottery class Melanie", NS, known_at=before)
+    then = recall.recall(store, "pottery class Melanie", [NS], known_at=before)
     head = next(h for h in then if h.kind == "fact")
     assert [s.id for s in head.sources] == [ids["class"], ids["bowls"]]
 
@@ -120,22 +120,22 @@ def test_a_fact_that_copies_its_source_does_not_outrank_an_episode_that_matches_
     agent-memory set's paraphrase questions); it has no evidence of its own to show for it."""
     ids = _service(store)
     query = "Which storage does session-store use?"
-    plain = recall.recall(store, query, "/ops", config=VARIANTS["no_grouping"])
+    plain = recall.recall(store, query, ["/ops"], config=VARIANTS["no_grouping"])
     score = {(h.kind, h.id): h.score for h in plain}
     assert score[("episode", ids["answer"])] > score[("fact", ids["copy"])]
-    hits = recall.recall(store, query, "/ops")
+    hits = recall.recall(store, query, ["/ops"])
     assert (hits[0].kind, hits[0].id) == ("episode", ids["answer"])
     copy = next(h for h in hits if h.kind == "fact")
     assert "weight" not in copy.score_parts  # ranked by its own score: it restates its source word for word
     # with the lift it had before (a copy weighted like any fact) it took the first place
-    lifted = recall.recall(store, query, "/ops", config=DEFAULT.replace(copy_similarity=2.0))
+    lifted = recall.recall(store, query, ["/ops"], config=DEFAULT.replace(copy_similarity=2.0))
     assert (lifted[0].kind, lifted[0].id) == ("fact", ids["copy"])
 
 
 def test_a_fact_in_its_own_words_keeps_its_weight(store):
     """The weight is for facts that say in plain words what turns say: not taken from them."""
     ids = _chat(store)
-    hits = recall.recall(store, "pottery class Melanie", NS)
+    hits = recall.recall(store, "pottery class Melanie", [NS])
     fact = next(h for h in hits if h.id == ids["fact"] and h.kind == "fact")
     assert fact.score_parts["weight"] in (DEFAULT.fact_weight, DEFAULT.fact_weight * DEFAULT.subject_weight)
 
@@ -152,13 +152,13 @@ def test_a_fact_matched_on_a_stray_word_does_not_outrank_an_episode_that_matches
     answer = int(made[0]["id"])
     stray = facts.assert_fact(store, "/team", "The wedding is set for May")["fact"]
     query = "May retro outcome"
-    plain = {(h.kind, h.id): h for h in recall.recall(store, query, "/team", config=VARIANTS["no_grouping"])}
+    plain = {(h.kind, h.id): h for h in recall.recall(store, query, ["/team"], config=VARIANTS["no_grouping"])}
     fact, episode = plain[("fact", stray.id)], plain[("episode", answer)]
     assert fact.score < episode.score < fact.score * DEFAULT.fact_weight
     assert fact.score_parts["vector"] < DEFAULT.weight_min_cosine
-    hits = recall.recall(store, query, "/team")
+    hits = recall.recall(store, query, ["/team"])
     assert [(h.kind, h.id) for h in hits[:2]] == [("episode", answer), ("fact", stray.id)]
     assert "weight" not in hits[1].score_parts
     # weighted as before, the fact took the first place
-    lifted = recall.recall(store, query, "/team", config=DEFAULT.replace(weight_min_cosine=0.0))
+    lifted = recall.recall(store, query, ["/team"], config=DEFAULT.replace(weight_min_cosine=0.0))
     assert (lifted[0].kind, lifted[0].id) == ("fact", stray.id)

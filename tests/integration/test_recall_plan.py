@@ -35,7 +35,7 @@ def recall_parameters(store: Any, text: str, **options: Any) -> dict[str, Any]:
 
     Database.pipelined = spy  # type: ignore[method-assign]
     try:
-        recall.recall(store, text, **options)
+        recall.recall(store, text, options.pop("namespaces", ["/"]), **options)
     finally:
         Database.pipelined = original  # type: ignore[method-assign]
     return captured
@@ -122,8 +122,8 @@ def test_recall_reads_facts_and_episodes_by_index_only(store):
         tx.conn.execute("ANALYZE episodes")
         tx.conn.execute("ANALYZE facts")
     queries = {
-        "common words": recall_parameters(store, "what was the deploy step", namespaces="/"),
-        "identifier": recall_parameters(store, "item 1234", namespaces="/plan/a"),
+        "common words": recall_parameters(store, "what was the deploy step", namespaces=["/"]),
+        "identifier": recall_parameters(store, "item 1234", namespaces=["/plan/a"]),
         "several namespaces": recall_parameters(store, "kafka owner", namespaces=["/plan/a", "/plan/b"]),
         "as_of": recall_parameters(store, "vpn owner", as_of=datetime.now(UTC)),
         "include_history": recall_parameters(store, "lunch note", include_history=True),
@@ -359,19 +359,19 @@ def test_a_small_scope_is_ranked_exactly_a_large_one_by_hnsw(store):
     with store.db.transaction() as tx:
         tx.conn.execute("ANALYZE episodes")
     config = DEFAULT.replace(exact_scan_limit=100)
-    small = executed(store, recall_parameters(store, "who owns the kafka memo", namespaces="/plan/small",
+    small = executed(store, recall_parameters(store, "who owns the kafka memo", namespaces=["/plan/small"],
                                               config=config))
     vectors = ("facts by HNSW", "facts exactly", "episodes by HNSW", "episodes exactly")
     assert {k: small[k] for k in vectors} == {"facts by HNSW": False, "facts exactly": True,
                                                "episodes by HNSW": False, "episodes exactly": True}, small
     assert not small.get("facts by words") and not small.get("episodes by words"), small
     for scope in ("/plan/big", "/"):
-        large = executed(store, recall_parameters(store, "who owns the kafka memo", namespaces=scope, config=config))
+        large = executed(store, recall_parameters(store, "who owns the kafka memo", namespaces=[scope], config=config))
         assert {k: large[k] for k in vectors} == {"facts by HNSW": True, "facts exactly": False,
                                                    "episodes by HNSW": True, "episodes exactly": False}, (scope, large)
         assert large["episodes by words"], (scope, large)
     # exact: the small scope's nearest episodes, in order, are what a full comparison gives
-    hits = recall.recall(store, "kafka memo 3", namespaces="/plan/small", mode="vector", limit=5, config=config)
+    hits = recall.recall(store, "kafka memo 3", namespaces=["/plan/small"], mode="vector", limit=5, config=config)
     with store.db.transaction() as tx:
         vector = store.embedder.embed_one("kafka memo 3")
         nearest = [r["id"] for r in tx.conn.execute(

@@ -8,6 +8,7 @@ fact) and namespace deletion.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from stash_pipeline.interchange import episode_files as interchange
 from stash_pipeline.memory import episodes, facts, namespaces, recall
 from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
 from stash_pipeline.models import RecallHit
+from stash_pipeline.operations.recall import RECALL
 
 NS = "/chat/one"
 OTHER = "/chat/two"
@@ -114,7 +116,7 @@ def test_the_rare_word_outranks_common_ones(store):
     rare = episodes.remember(store, NS, "Caroline: I finally booked the trip to Zanzibar")["id"]
     episodes.remember_batch(store, NS, [{"content": f"Caroline: the weekend was fun again, take {i}"}
                                         for i in range(30)])
-    hits = recall.recall(store, "Caroline weekend Zanzibar fun", NS, mode="text")
+    hits = recall.recall(store, "Caroline weekend Zanzibar fun", [NS], mode="text")
     assert hits[0].id == rare  # one rare word beats three common ones
     assert hits[0].score_parts["text"] > hits[1].score_parts["text"]
 
@@ -125,7 +127,7 @@ def test_old_evidence_is_found_when_common_words_fill_the_scan(store):
     old = episodes.remember(store, NS, "Melanie: the pottery market is on the last Friday")["id"]
     episodes.remember_batch(store, NS, [{"content": f"Melanie: the market was busy, stall {i}"}
                                         for i in range(200)])
-    hits = recall.recall(store, "When is the pottery market?", NS, mode="text", config=config)
+    hits = recall.recall(store, "When is the pottery market?", [NS], mode="text", config=config)
     assert hits[0].id == old  # the newest-first cap would have dropped it
 
 
@@ -144,7 +146,7 @@ def pottery_and_market(store) -> int:
 def test_the_two_rarest_words_together_find_old_evidence_when_both_are_common(store):
     old = pottery_and_market(store)
     config = DEFAULT.replace(text_scan_limit=20, neighbour_weight=0.0)
-    hits = recall.recall(store, "When is the pottery market?", NS, mode="text", config=config)
+    hits = recall.recall(store, "When is the pottery market?", [NS], mode="text", config=config)
     # the rarest word's newest 20 matches alone (the fallback before) hold only newer turns
     assert hits[0].id == old
     # the pair found one row (fewer than text_pair_min): the rarest's newest matches fill the rest
@@ -156,7 +158,7 @@ def test_enough_rows_holding_both_rarest_words_leave_the_rarest_alone_unfetched(
     episodes.remember_batch(store, NS, [{"content": f"Melanie: the pottery market moved, notice {i}"}
                                         for i in range(12)])
     config = DEFAULT.replace(text_scan_limit=20, text_pair_min=10, neighbour_weight=0.0)
-    hits = recall.recall(store, "When is the pottery market?", NS, mode="text", limit=20, config=config)
+    hits = recall.recall(store, "When is the pottery market?", [NS], mode="text", limit=20, config=config)
     # 13 rows hold both words (at least text_pair_min): the text leg matched those alone,
     # not the 40 turns holding "pottery" without "market"
     assert len(hits) == 13
@@ -172,8 +174,8 @@ def test_relevance_floor_for_a_query_about_nothing(make_store):
         {"content": "Caroline: my sister's wedding is in June, I'm the maid of honor"},
         {"content": "Melanie: the half marathon was brutal but I finished in under two hours"},
     ])
-    real = recall.recall(store, "What dog did Caroline adopt from the shelter?", NS)
-    nothing = recall.recall(store, "quantum banana telescope", NS)
+    real = recall.recall(store, "What dog did Caroline adopt from the shelter?", [NS])
+    nothing = recall.recall(store, "quantum banana telescope", [NS])
     assert real[0].relevance >= DEFAULT.relevance_floor
     assert nothing and all(h.relevance < DEFAULT.relevance_floor for h in nothing)
     assert real[0].relevance > 2 * nothing[0].relevance
@@ -189,12 +191,12 @@ def test_neighbour_turns_of_a_hit_share_its_score(store):
         {"content": "Melanie: anyway, how was work?", "occurred_at": day_two},
         {"content": "Melanie: the office moved to the fifth floor", "occurred_at": day_two},
     ])]
-    hits = {h.id: h for h in recall.recall(store, "beagle rescue", NS)}
+    hits = {h.id: h for h in recall.recall(store, "beagle rescue", [NS])}
     for neighbour in ids[1:3]:  # the question and the answer after the hit
         assert hits[neighbour].score_parts["context"] > 0
         assert hits[ids[0]].score > hits[neighbour].score
     assert not hits[ids[3]].score_parts["context"]  # within reach by id, but another session
-    assert recall.recall(store, "beagle rescue", NS, mode="text")[0].score_parts["context"] is None
+    assert recall.recall(store, "beagle rescue", [NS], mode="text")[0].score_parts["context"] is None
 
 
 def test_neighbours_follow_metadata_session_when_dates_differ(store):
@@ -206,7 +208,7 @@ def test_neighbours_follow_metadata_session_when_dates_differ(store):
          "metadata": {"thread": "t-88"}},
         {"content": "lunch order for friday", "occurred_at": "2024-01-04T10:00:00+00:00"},
     ])]
-    hits = {h.id: h for h in recall.recall(store, "nightly export", NS)}
+    hits = {h.id: h for h in recall.recall(store, "nightly export", [NS])}
     assert hits[ids[1]].score_parts["context"] > 0
     assert not hits[ids[2]].score_parts["context"]
 
@@ -222,7 +224,7 @@ def test_an_episode_whose_facts_were_all_superseded_loses_to_its_correction(stor
 
     def scores(**options):
         # each hit's own score: grouping off (with it the old episode is its fact's source)
-        hits = recall.recall(store, "Tom favourite editor", NS, mode="text",
+        hits = recall.recall(store, "Tom favourite editor", [NS], mode="text",
                              config=config.replace(grouping=False), **options)
         return {h.id: h.score for h in hits if h.kind == "episode"}
 
@@ -241,7 +243,7 @@ def test_lean_results_have_no_nulls_and_parts_only_on_request(store):
     namespaces.create(store, NS)
     episodes.remember(store, NS, "The deploy uses blue-green on Fridays")
     facts.assert_fact(store, NS, "Deploys happen on Fridays")
-    lean = recall.recall_results(store, "when do we deploy", NS)["results"]
+    lean = recall.recall_results(store, "when do we deploy", [NS])["results"]
     assert {item["kind"] for item in lean} == {"fact", "episode"}
     for item in lean:
         assert "score_parts" not in item and "embedding" not in item
@@ -249,7 +251,7 @@ def test_lean_results_have_no_nulls_and_parts_only_on_request(store):
         assert 0 <= item["relevance"] <= 1
     episode = next(item for item in lean if item["kind"] == "episode")
     assert "confidence" not in episode and "valid_from" not in episode and "occurred_at" in episode
-    detailed = recall.recall_results(store, "when do we deploy", NS, score_parts=True)["results"]
+    detailed = recall.recall_results(store, "when do we deploy", [NS], score_parts=True)["results"]
     # the ranking's parts, and the grouping's (memory/recall_grouping.py): a fact's weight
     parts = {"vector", "text", "coverage", "context", "entity", "weight", "own", "diversity"}
     assert all(set(item["score_parts"]) <= parts for item in detailed)
@@ -260,17 +262,15 @@ def test_max_tokens_counts_the_serialised_result(store):
     namespaces.create(store, NS)
     episodes.remember_batch(store, NS, [{"content": f"deploy note {i}: blue-green on Fridays",
                                          "metadata": {"source": "runbook", "page": i}} for i in range(8)])
-    everything = recall.recall_results(store, "deploy", NS)["results"]
+    everything = recall.recall_results(store, "deploy", [NS])["results"]
     one = recall.serialised_tokens(everything[0])
     content_only = recall.estimate_tokens(everything[0]["content"])
     assert one > 2 * content_only  # ids, dates, metadata and scores are part of the bill
     budget = recall.serialised_tokens({"results": everything[:3]}) + 1
-    fitted = recall.recall_results(store, "deploy", NS, max_tokens=budget)
+    fitted = recall.recall_results(store, "deploy", [NS], max_tokens=budget)
     assert fitted["results"] == everything[:3]
     assert recall.serialised_tokens(fitted) <= budget
-    assert recall.recall_results(store, "deploy", NS, max_tokens=1)["results"] == []
-    with pytest.raises(errors.InvalidInput):
-        recall.recall_results(store, "deploy", NS, max_tokens=0)
+    assert recall.recall_results(store, "deploy", [NS], max_tokens=1)["results"] == []
 
 
 def test_context_option_returns_the_turns_around_an_episode_hit(store):
@@ -279,20 +279,20 @@ def test_context_option_returns_the_turns_around_an_episode_hit(store):
     turns = ["Caroline: we adopted a beagle from the rescue", "Melanie: what's he called?",
              "Caroline: Biscuit, he stole my spot", "Melanie: so cute", "Caroline: anyway, work is busy"]
     ids = [r["id"] for r in episodes.remember_batch(store, NS, [{"content": t, "occurred_at": day} for t in turns])]
-    elsewhere = episodes.remember(store, NS, "Melanie: a beagle barked all night", occurred_at="2023-06-01T00:00:00Z")["id"]
+    elsewhere = episodes.remember(store, NS, "Melanie: a beagle barked all night", occurred_at=datetime(2023, 6, 1, tzinfo=UTC))["id"]
 
     def by_id(**options):
-        return {item["id"]: item for item in recall.recall_results(store, "Biscuit", NS, limit=1, **options)["results"]}
+        return {item["id"]: item for item in recall.recall_results(store, "Biscuit", [NS], limit=1, **options)["results"]}
 
     assert by_id()[ids[2]]["context"] == [{"id": ids[1], "content": turns[1]}, {"id": ids[3], "content": turns[3]}]
     wide = by_id(context=2)[ids[2]]["context"]
     assert [c["id"] for c in wide] == [ids[0], ids[1], ids[3], ids[4]]
     assert "context" not in by_id(context=0)[ids[2]]
-    near = {item["id"]: item for item in recall.recall_results(store, "beagle", NS, context=5)["results"]}
+    near = {item["id"]: item for item in recall.recall_results(store, "beagle", [NS], context=5)["results"]}
     assert elsewhere in near and "context" not in near[elsewhere]  # alone in its session
     assert all(c["id"] not in near for item in near.values() for c in item.get("context", []))
-    with pytest.raises(errors.InvalidInput):
-        recall.recall_results(store, "beagle", NS, context=99)
+    with pytest.raises(errors.InvalidInput, match="context: Input should be less than or equal to 5"):
+        RECALL.parse({"query": "beagle", "context": 99})  # the operation checks the bound, once
 
 
 def test_an_older_episode_loses_to_its_newer_near_duplicate(make_store):
@@ -301,14 +301,14 @@ def test_an_older_episode_loses_to_its_newer_near_duplicate(make_store):
     namespaces.create(store, NS)
     # written newest first, so neither id order nor creation time can explain the ranking
     new = episodes.remember(store, NS, "The staging database now runs PostgreSQL 16 after the upgrade.",
-                            occurred_at="2026-05-04T17:28:00Z")["id"]
+                            occurred_at=datetime(2026, 5, 4, 17, 28, tzinfo=UTC))["id"]
     old = episodes.remember(store, NS, "The staging database runs PostgreSQL 14.",
-                            occurred_at="2026-01-06T07:18:00Z")["id"]
+                            occurred_at=datetime(2026, 1, 6, 7, 18, tzinfo=UTC))["id"]
     unrelated = episodes.remember(store, NS, "Melanie signed up for a pottery class on Thursdays.",
-                                  occurred_at="2026-02-01T09:00:00Z")["id"]
+                                  occurred_at=datetime(2026, 2, 1, 9, tzinfo=UTC))["id"]
 
     def ranked(query: str, **options) -> dict[int, RecallHit]:
-        return {h.id: h for h in recall.recall(store, query, NS, config=config, **options)}
+        return {h.id: h for h in recall.recall(store, query, [NS], config=config, **options)}
 
     current = ranked("Which PostgreSQL version does the staging database run?")
     assert next(iter(current)) == new  # best first
@@ -327,5 +327,5 @@ def test_an_older_episode_loses_to_its_newer_near_duplicate(make_store):
     assert recall.asks_about_time("What did we plan in March?")
     assert recall.asks_about_time("which version did staging use to run")
     assert not recall.asks_about_time("Who may approve the release?")
-    with_date = ranked("Which PostgreSQL version does the staging database run?", as_of="2026-12-01T00:00:00Z")
+    with_date = ranked("Which PostgreSQL version does the staging database run?", as_of=datetime(2026, 12, 1, tzinfo=UTC))
     assert with_date[old].score > with_date[new].score  # as_of: no demotion either

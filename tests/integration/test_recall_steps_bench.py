@@ -20,11 +20,11 @@ QUESTIONS = ["What class did Melanie start?", "What did Melanie make in her pott
 def test_the_after_path_is_recall_results_with_grouping_timed_as_a_step(store, capsys):
     _chat(store)
     for q in QUESTIONS:
-        recall.recall(store, q, NS)  # the vectors are cached, as in the bench
+        recall.recall(store, q, [NS])  # the vectors are cached, as in the bench
     grouped = 0
     for q in QUESTIONS:
         ms, answer = recall_steps.after(store, q, NS)
-        assert answer == recall.recall_results(store, q, NS, limit=10, context=1)
+        assert answer == recall.recall_results(store, q, [NS], limit=10, context=1)
         assert set(ms) == set(recall_steps.AFTER_STEPS)
         grouped += any(r.get("sources") for r in answer["results"])
     assert grouped  # the fact took its source turns with it

@@ -138,12 +138,12 @@ def test_recall_of_a_query_seen_before_is_one_checkout_and_one_round_trip(store,
     query = "what does Alice do for the deploy"
     store.embedder.ensure_lock()  # once per process
     traced.clear()
-    first = recall.recall_results(store, query, "/projects/x", limit=2, context=1, score_parts=True)
+    first = recall.recall_results(store, query, ["/projects/x"], limit=2, context=1, score_parts=True)
     # the round trip finds no cached vector; the model embeds the query; the round trip
     # again, caching the vector in the same transaction
     assert round_trips(traced) == (2, 2)
     traced.clear()
-    out = recall.recall_results(store, query, "/projects/x", limit=2, context=1, score_parts=True)
+    out = recall.recall_results(store, query, ["/projects/x"], limit=2, context=1, score_parts=True)
     assert round_trips(traced) == (1, 1)
     assert out == first
     assert any("context" in r for r in out["results"])  # the neighbours came with it
@@ -158,9 +158,9 @@ def test_the_recall_statement_is_split_into_its_parameters_once_per_process(stor
 
     namespaces.create(store, "/projects/x")
     episodes.remember(store, "/projects/x", "we deploy on Fridays")
-    recall.recall(store, "when do we deploy", "/projects/x")  # the model embeds the query once
-    recall.recall(store, "when do we deploy", "/projects/x")
+    recall.recall(store, "when do we deploy", ["/projects/x"])  # the model embeds the query once
+    recall.recall(store, "when do we deploy", ["/projects/x"])
     before = _queries._query2pg.cache_info()
-    recall.recall(store, "when do we deploy", "/projects/x")
+    recall.recall(store, "when do we deploy", ["/projects/x"])
     after = _queries._query2pg.cache_info()
     assert (after.hits - before.hits, after.misses - before.misses) == (3, 0)

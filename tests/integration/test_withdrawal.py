@@ -124,10 +124,10 @@ def test_forget_cascades_transitively(store, world):
 def test_withdrawn_fact_absent_from_default_recall_present_with_history(store, world):
     episodes.forget(store, "Alice took over the billing service in March", NS, threshold=0.5)
     query = "Alice owns the billing service"
-    default_ids = {(h.kind, h.id) for h in recall.recall(store, query, NS)}
+    default_ids = {(h.kind, h.id) for h in recall.recall(store, query, [NS])}
     assert ("fact", world["a"]) not in default_ids
     assert ("episode", world["ep1"]) not in default_ids
-    history = {(h.kind, h.id): h for h in recall.recall(store, query, NS, include_history=True)}
+    history = {(h.kind, h.id): h for h in recall.recall(store, query, [NS], include_history=True)}
     assert history[("fact", world["a"])].current is False
     assert history[("fact", world["b"])].current is True
     assert facts.query(store, NS, include_history=True)[0].id == world["c"]

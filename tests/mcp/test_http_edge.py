@@ -253,12 +253,12 @@ def test_the_body_cap_is_a_setting_that_fits_a_batch_and_answers_in_json(edge: s
 
 
 def test_the_default_body_cap_fits_a_full_batch_at_the_item_limits(tmp_path: Path) -> None:
-    """The documented limits and the transport's agree: remember_batch's MAX_BATCH items at
+    """The documented limits and the transport's agree: remember_batch's BATCH_MAX items at
     the default content and metadata limits, as plain JSON, fit the default body cap."""
-    from stash_pipeline.memory.episodes import MAX_BATCH
+    from stash_pipeline.memory.validate import BATCH_MAX
 
     settings = load_settings(home=tmp_path, embedder="hash")
     item = {"content": "c" * settings.max_content_bytes, "metadata": {"m": "m" * (settings.max_metadata_bytes - 8)}}
     assert len(json.dumps(item["metadata"], separators=(",", ":"))) <= settings.max_metadata_bytes
-    batch = _tool_call("remember_batch", {"namespace": "/p", "items": [item] * MAX_BATCH})
+    batch = _tool_call("remember_batch", {"namespace": "/p", "items": [item] * BATCH_MAX})
     assert len(batch) <= settings.http_max_body_bytes

@@ -127,6 +127,6 @@ def test_migration_repairs_rows_stored_before_the_check(pre_bounds_dsn: str, tmp
         for episode_id in ids:
             got = episodes.get(store, episode_id)
             assert validate.MIN_TIMESTAMP <= got.occurred_at < validate.MAX_TIMESTAMP
-        hits = recall.recall(store, "deploy note", namespaces="/fuzz")
+        hits = recall.recall(store, "deploy note", namespaces=["/fuzz"])
         assert len(hits) == 3
         assert episodes.purge(store, ids[0]) is not None

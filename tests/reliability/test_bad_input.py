@@ -25,7 +25,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
-from stash_pipeline.memory import episodes, facts, failures, goals, graph, hypotheses
+from stash_pipeline.memory import episodes, facts, failures, goals, graph, hypotheses, validate
 from stash_pipeline.memory import namespaces as ns_ops
 from stash_serve.cli import cli
 from stash_serve.mcp.server import build_server
@@ -461,11 +461,11 @@ async def test_deep_causal_chain_and_cycle_traces_are_bounded(store: Any, depth:
         for direction in ("forward", "backward"):
             before = snapshot(store)
             result = await client.call_tool(
-                "trace_causal_chain", {"fact_id": ids[0], "max_depth": graph.MAX_TRACE_DEPTH, "direction": direction}
+                "trace_causal_chain", {"fact_id": ids[0], "max_depth": validate.TRACE_DEPTH_MAX, "direction": direction}
             )
             assert not result.is_error, result.content[0].text
             steps = result.structured_content.get("steps", result.structured_content.get("items", []))
             # bounded by max_depth despite the cycle, each link at most once per path
-            assert 1 <= len(steps) <= graph.MAX_TRACE_DEPTH * 2, len(steps)
+            assert 1 <= len(steps) <= validate.TRACE_DEPTH_MAX * 2, len(steps)
             assert snapshot(store) == before
     FIGURES["bad input"][f"deep chain of {depth} links + cycle traced, bounded"] += 1

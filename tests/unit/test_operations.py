@@ -267,15 +267,6 @@ def test_a_new_recall_field_appears_in_the_command_and_the_reference() -> None:
     assert "--min-relevance: Input should be less than or equal to 1" in message
 
 
-def test_recall_declares_the_bounds_the_library_guards() -> None:
-    """The tool's and the command's limits are the library's (it checks them for other callers)."""
-    from stash_pipeline.memory import recall
-    from stash_pipeline.operations import recall as declared
-
-    assert (declared.LIMIT_DEFAULT, declared.LIMIT_MAX) == (recall.LIMIT_DEFAULT, recall.LIMIT_MAX)
-    assert (declared.CONTEXT_DEFAULT, declared.CONTEXT_MAX) == (recall.CONTEXT_DEFAULT, recall.CONTEXT_MAX)
-
-
 async def test_consolidate_names_the_stage_table_when_its_schema_is_built() -> None:
     """The declaration loads without the stage table (``stash --help`` stays offline); the
     tool's ``stage`` description lists the table's names, and the model checks them."""

@@ -4,6 +4,7 @@ window with exact lineage, grounding against the window, idempotency and crash r
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 
@@ -40,7 +41,7 @@ def small(make_store, server):
 def _chat(store, namespace, turns, session):
     namespaces.create(store, namespace)
     return [episodes.remember(store, namespace, text, metadata={"dia_id": f"D{session}:{n}"},
-                              occurred_at=f"2023-03-{session + 10}T12:00:00+00:00")["id"]
+                              occurred_at=datetime(2023, 3, session + 10, 12, tzinfo=UTC))["id"]
             for n, text in enumerate(turns, start=1)]
 
 
@@ -320,11 +321,11 @@ def test_a_window_knows_what_earlier_sessions_established(cstore, server, model)
 def test_turns_without_session_metadata_are_threaded_by_time(small, server, model):
     namespaces.create(small, "/t")
     turns = SESSION_1 + SESSION_1_MORE[:1] + SESSION_2  # a minute apart; session 2 three hours later
-    times = [f"2023-03-11T12:{m:02d}:00+00:00" for m in range(5)] + ["2023-03-11T15:00:00+00:00",
-                                                                       "2023-03-11T15:01:00+00:00"]
+    times = [datetime(2023, 3, 11, 12, m, tzinfo=UTC) for m in range(5)] + [datetime(2023, 3, 11, 15, tzinfo=UTC),
+                                                                          datetime(2023, 3, 11, 15, 1, tzinfo=UTC)]
     # a log line reads like a turn, but nobody answers it: clustered, not a conversation
     turns.append("Build: the nightly deploy finished in 4 minutes")
-    times.append("2023-03-11T20:00:00+00:00")
+    times.append(datetime(2023, 3, 11, 20, tzinfo=UTC))
     ids = [episodes.remember(small, "/t", t, occurred_at=when)["id"] for t, when in zip(turns, times, strict=True)]
     report = runner.run_stage(small, "/t", "facts")
     assert report.items_failed == 0
