@@ -56,7 +56,7 @@ def steps_table(store: Any, questions: list[str], namespace: str) -> dict[str, f
     from stash_pipeline.memory.recall_config import VARIANTS
 
     for q in questions:  # (untimed) each query's vector cached for this scope, as after a first recall
-        recall.recall(store, q, namespace)
+        recall.recall(store, q, [namespace])
     steps: dict[str, list[float]] = {s: [] for s in (*AFTER_STEPS, "total")}
     changed = 0
     for q in questions:

@@ -17,7 +17,7 @@ def test_facts_first_gives_facts_every_slot(store):
     fact_ids = [facts.assert_fact(store, NS, f"unrelated fact number {i}")["fact"].id for i in range(3)]
     hits = facts_first.recall(store, "how do we deploy", NS, limit=3)
     assert sorted(h.id for h in hits) == sorted(fact_ids) and all(h.kind == "fact" for h in hits)
-    hybrid = recall.recall(store, "how do we deploy", NS, limit=3)
+    hybrid = recall.recall(store, "how do we deploy", [NS], limit=3)
     assert (hybrid[0].kind, hybrid[0].id) == ("episode", eid)
 
 
@@ -33,7 +33,7 @@ def test_facts_first_fills_the_rest_with_episodes(store):
 
 def test_hybrid_recall_beats_facts_first_hash_embedder(store):
     keys, questions = load_labelled(store)
-    hybrid = summarise(ranks(store, keys, questions, lambda q: recall.recall(store, q, NS)))
+    hybrid = summarise(ranks(store, keys, questions, lambda q: recall.recall(store, q, [NS])))
     baseline = summarise(ranks(store, keys, questions, lambda q: facts_first.recall(store, q, NS)))
     assert hybrid["mrr"] > baseline["mrr"]
 
@@ -42,6 +42,6 @@ def test_hybrid_recall_beats_facts_first_minilm(make_store):
     # the default embedder; `make install` brings its weights, so a missing model fails here
     store = make_store(embedder="minilm", vector_dim=384)
     keys, questions = load_labelled(store)
-    hybrid = summarise(ranks(store, keys, questions, lambda q: recall.recall(store, q, NS)))
+    hybrid = summarise(ranks(store, keys, questions, lambda q: recall.recall(store, q, [NS])))
     baseline = summarise(ranks(store, keys, questions, lambda q: facts_first.recall(store, q, NS)))
     assert hybrid["mrr"] > baseline["mrr"]
