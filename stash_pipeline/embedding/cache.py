@@ -21,6 +21,10 @@
   answer time never tells whether another tenant stored or asked that text; a text's
   first call in a scope waits for the model. Background work (stages, import, re-embed)
   uses the plain text hash.
+* A query with a local model (``embeds_first``): agents rarely ask the same question
+  twice, so a query this process has not cached is embedded before its one round trip
+  rather than looked up first and found missing; one it has cached is read from the cache
+  in that round trip. A model behind an endpoint is always looked up first.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +50,8 @@ log = logging.getLogger(__name__)
 LOCK_MODEL_KEY = "embedding_model"
 LOCK_DIM_KEY = "vector_dim"
 LOCK_ENDPOINT_KEY = "embedding_endpoint"
+#: query keys a process remembers having cached (about 100 bytes each)
+CACHED_QUERIES = 100_000
 
 
 def text_hash(text: str) -> str:
@@ -109,6 +116,7 @@ class CachedEmbedder:
         # reembed passes enforce_lock=False: changing the locked model is its purpose.
         self._lock_checked = not enforce_lock
         self._guard = threading.Lock()
+        self._cached_queries: OrderedDict[str, None] = OrderedDict()
 
     # -- the lock -----------------------------------------------------------------
     def check_lock(self) -> None:
@@ -150,6 +158,24 @@ class CachedEmbedder:
             if not self._lock_checked:
                 self.check_lock()
                 self._lock_checked = True
+
+    # -- queries this process has cached --------------------------------------------
+    def embeds_first(self, key: str) -> bool:
+        """Whether a call should embed the query ``key`` before it asks the database: the
+        model runs here (no endpoint to pay) and this process has not cached that key, so
+        looking it up first would most likely cost a round trip for nothing."""
+        if self.endpoint != "local":
+            return False
+        with self._guard:
+            return key not in self._cached_queries
+
+    def note_cached(self, key: str) -> None:
+        """Record that the cache holds query ``key`` (the most recent ``CACHED_QUERIES``)."""
+        with self._guard:
+            self._cached_queries[key] = None
+            self._cached_queries.move_to_end(key)
+            while len(self._cached_queries) > CACHED_QUERIES:
+                self._cached_queries.popitem(last=False)
 
     # -- embedding ----------------------------------------------------------------
     def embed(self, texts: list[str], scope: Iterable[str] | None = None) -> list[np.ndarray]:

@@ -1,17 +1,18 @@
 """Recall: hybrid retrieval over current facts and episodes, ranked together.
 
-What recall finds and how it ranks is the ``recall`` statement of ``db/queries/recall.sql``,
-each rule once, in the header of its part (``scope``, ``vector_leg``, ``text_leg``,
-``scoring``, ``context``, ``entity_leg``, ``fusion``, ``result``); its tuning is a
-``RecallConfig`` sent as parameters. Here: the query's text and mode are checked (the other
-values arrive parsed, by the ``recall`` operation's model), supersession is turned off for a query that asks about a time (``asks_about_time``: the old value may be
-the answer), the entity leg's phrases are made (``memory/entity_recall.py``), and the
-statement runs in one round trip (``round_trip``), a second only for a query whose vector
-is not cached yet. ``relevance`` is the score clipped to [0, 1], absolute, so an agent can
-threshold it at ``relevance_floor``. Grouping (``memory/recall_grouping.py``) folds the
-rows into one result per piece of evidence; ``recall_results`` is the lean JSON shape for
-agents (``memory/recall_shape.py``, whose helpers this module re-exports). Results never
-carry vectors.
+What recall finds and how it ranks is the ``recall`` statement of
+``db/queries/recall.sql``, each rule once, in the header of its part (``scope``,
+``vector_leg``, ``text_leg``, ``scoring``, ``context``, ``entity_leg``, ``fusion``,
+``result``); its tuning is a ``RecallConfig`` sent as parameters. Here: the query's text
+and mode are checked (the other values arrive parsed, by the ``recall`` operation's
+model), supersession is turned off for a query that asks about a time
+(``asks_about_time``: the old value may be the answer), the entity leg's phrases are made
+(``memory/entity_recall.py``), and the statement runs in one round trip (``round_trip``).
+``relevance`` is the score clipped to [0, 1], absolute, so an agent can threshold it at
+``relevance_floor``. Grouping (``memory/recall_grouping.py``) folds the rows into one
+result per piece of evidence; ``recall_results`` is the lean JSON shape for agents
+(``memory/recall_shape.py``, whose helpers this module re-exports). Results never carry
+vectors.
 """
 
 from __future__ import annotations
@@ -105,8 +106,10 @@ def _search(
     context: int,
     config: RecallConfig,
 ) -> list[dict[str, Any]]:
-    """The ranked rows of one recall, each episode's ``context`` turns with it: one round trip
-    (``round_trip``), and a second after the model embeds a query whose vector is not cached."""
+    """The ranked rows of one recall, each episode's ``context`` turns with it, in one round
+    trip (``round_trip``). A query this process has not cached is embedded first when the
+    model is local (``CachedEmbedder.embeds_first``); otherwise its vector is read from the
+    cache, and a second round trip follows the model only when it was not there."""
     text = validate.content(store.settings, query, "query")
     if mode not in MODES:
         raise errors.InvalidInput(f"mode must be one of {', '.join(MODES)}")
@@ -119,10 +122,17 @@ def _search(
                                include_history=bool(include_history), use_vector=use_vector, use_text=use_text,
                                context=context, config=config) | {
         "text_hash": query_key(text, paths), "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
-    needs_vector, rows = round_trip(store, params, config)
-    if needs_vector:  # a query never seen before: the model embeds it, then the search runs
-        params["embedding"] = embedder.compute({params["text_hash"]: text})[params["text_hash"]]
-        needs_vector, rows = round_trip(store, params, config, cache=True)
+    key = params["text_hash"]
+    if use_vector and embedder.embeds_first(key):  # a new query, a local model: embed, then one round trip
+        params["embedding"] = embedder.compute({key: text})[key]
+        _, rows = round_trip(store, params, config, cache=True)
+    else:
+        needs_vector, rows = round_trip(store, params, config)
+        if needs_vector:  # not cached after all: the model embeds it, then the search runs
+            params["embedding"] = embedder.compute({key: text})[key]
+            _, rows = round_trip(store, params, config, cache=True)
+    if use_vector:
+        embedder.note_cached(key)
     return rows
 
 

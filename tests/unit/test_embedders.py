@@ -175,3 +175,18 @@ def test_openai_embedder_unreachable_endpoint_is_model_unavailable() -> None:
     # The server is stopped: nothing listens on that port any more.
     with pytest.raises(errors.ModelUnavailable, match="embedding endpoint unavailable"):
         OpenAIEmbedder(settings).embed(["hello"])
+
+
+def test_only_a_local_model_embeds_a_query_before_looking_it_up() -> None:
+    from stash_pipeline.embedding.cache import CACHED_QUERIES, CachedEmbedder
+
+    local = CachedEmbedder(None, HashEmbedder(8), enforce_lock=False)  # type: ignore[arg-type]
+    assert local.embeds_first("q1")
+    local.note_cached("q1")
+    assert not local.embeds_first("q1") and local.embeds_first("q2")
+    for i in range(CACHED_QUERIES):  # bounded: the oldest keys are forgotten
+        local.note_cached(f"k{i}")
+    assert local.embeds_first("q1")
+    remote = HashEmbedder(8)
+    remote.endpoint = "http://127.0.0.1:9/v1"  # a model behind an endpoint: the cache first, always
+    assert not CachedEmbedder(None, remote, enforce_lock=False).embeds_first("q1")  # type: ignore[arg-type]
