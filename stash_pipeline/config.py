@@ -19,7 +19,7 @@ from stash_pipeline.errors import ConfigurationError
 
 
 class Settings(BaseSettings):
-    """Every knob of Stash. Defaults follow the system Stash replaces."""
+    """Every knob of Stash, from STASH_* variables or a .env file, with its default."""
 
     model_config = SettingsConfigDict(
         env_prefix="STASH_", env_file=".env", extra="ignore", frozen=True, env_ignore_empty=True
@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     context_ttl: timedelta = Field(timedelta(hours=1), description="lifetime of a context focus")
     forget_threshold: float = Field(0.75, ge=0, le=1, description="min similarity for forget to match")
 
-    # --- consolidation (defaults of the system Stash replaces) ------------------
+    # --- consolidation ---------------------------------------------------------
     consolidation_batch_size: int = Field(100, ge=1, le=10_000, description="episodes per facts batch")
     consolidation_similarity_threshold: float = Field(0.85, gt=0, le=1, description="episode clustering")
     consolidation_dedup_threshold: float = Field(0.95, gt=0, le=1, description="fact dedup similarity")

@@ -2,7 +2,7 @@
 
 Always an exact namespace, never a tree. The TTL (default ``STASH_CONTEXT_TTL``, 1 h) is
 enforced on read: an expired focus is deleted and reported as absent, so an agent never
-acts on a stale focus (the reference returned expired rows as they were).
+acts on a stale focus.
 """
 
 from __future__ import annotations

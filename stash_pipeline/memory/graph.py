@@ -1,11 +1,11 @@
 """The knowledge graph: relationships, patterns and causal links.
 
-Relationships and patterns are written by consolidation stages; here they are read
-(patterns were write-only in the reference). Causal links are written by the
+Relationships and patterns are written by consolidation stages; here they are read.
+Causal links are written by the
 causal stage (method 'extracted') and by callers (``create_causal_link``, method
 'asserted'); both are listed, traced and soft-deleted here.
 
-Rules that fix the reference:
+Rules:
 
 * a link is created in ONE exact namespace, and its cause, effect fact or effect
   failure must be current / non-deleted and inside that namespace's tree;

@@ -249,7 +249,7 @@ def _has_nul(value: Any) -> bool:
 def record_ids(value: Any, field: str) -> list[int]:
     """A list (or comma-separated string) of positive ids; de-duplicated, order kept.
 
-    Unlike the reference, an entry that is not an id is an error, not silently dropped.
+    An entry that is not an id is an error, never dropped.
     """
     if value is None or value == "" or value == []:
         return []
