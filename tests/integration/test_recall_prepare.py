@@ -46,9 +46,9 @@ def test_a_connection_prepares_recall_on_its_first_recall(store):
     fresh = one_connection_store(store)
     try:
         assert recall_statements(fresh.db) == []
-        recall.recall(fresh, "who runs the deploy", ["/projects/x"])
-        # the query was new: the round trip without its vector, the model, the round trip
-        # with it; the same parameter types (no vector is a NULL typed as one), so one
+        recall.recall(fresh, "who runs the deploy", ["/projects/x"])  # new: its vector sent
+        recall.recall(fresh, "who runs the deploy", ["/projects/x"])  # seen: the cache's vector
+        # the same parameter types either way (no vector is a NULL typed as one), so one
         # statement, prepared at once and planned once
         assert recall_statements(fresh.db) == [{"generic_plans": 2, "custom_plans": 0}]
     finally:
@@ -62,9 +62,9 @@ def test_a_connection_prepared_at_connect_plans_no_recall_again(store):
         recall_prepare.prepare_on_connect(fresh)
         # prepared once as the pool opened the connection
         assert recall_statements(fresh.db) == [{"generic_plans": 1, "custom_plans": 0}]
-        recall.recall(fresh, "who runs the deploy", ["/projects/x"])  # new: without, then with its vector
+        recall.recall(fresh, "who runs the deploy", ["/projects/x"])  # new: embedded, then once
         recall.recall(fresh, "who runs the deploy", ["/projects/x"])  # seen before: once
         recall.recall_results(fresh, "lunch", ["/projects/x"], context=1)  # new, context turns
-        assert recall_statements(fresh.db) == [{"generic_plans": 6, "custom_plans": 0}]
+        assert recall_statements(fresh.db) == [{"generic_plans": 4, "custom_plans": 0}]
     finally:
         fresh.close()
