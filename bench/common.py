@@ -490,6 +490,21 @@ def baseline_argv(argv: Sequence[str] | None) -> list[str]:
     return out
 
 
+#: what a bench that reruns itself from the older tree says of ``--baseline-src``
+RERUN = "after this run, the same run (same arguments) from that tree"
+
+
+def measure_then_baseline(args: argparse.Namespace, argv: Sequence[str] | None, module: str,
+                          measure: Callable[[], None]) -> None:
+    """``measure()``, then with a baseline tree (``add_baseline_arguments(parser, RERUN)``)
+    ``module`` again from that tree with the same arguments. The tree is exported first, so a
+    wrong REV fails before the run."""
+    with baseline_tree(args) as tree:
+        measure()
+        if tree is not None:
+            run_baseline(tree, module, baseline_argv(argv), args.baseline_label)
+
+
 def run_baseline(tree: Path, module: str, argv: Sequence[str], label: str | None = None) -> None:
     """``python -m module argv`` from the older tree: that revision's bench on that
     revision's code (the tree first on the import path, run in it), output streamed here.

@@ -81,12 +81,9 @@ def _step(name: str, run: Callable[[], int]) -> list[Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10_000, help="episodes (facts: a tenth)")
-    common.add_baseline_arguments(parser, "after this run, the same run (same arguments) from that tree")
+    common.add_baseline_arguments(parser, common.RERUN)
     args = parser.parse_args(argv)
-    with common.baseline_tree(args) as tree:  # exported first: a wrong REV fails before the run
-        measure(args)
-        if tree is not None:
-            common.run_baseline(tree, "bench.interchange", common.baseline_argv(argv), args.baseline_label)
+    common.measure_then_baseline(args, argv, "bench.interchange", lambda: measure(args))
 
 
 def measure(args: argparse.Namespace) -> None:

@@ -305,16 +305,13 @@ def main(argv: list[str] | None = None) -> None:
                         default="minilm", help="query embedder (default minilm; the fill keeps MiniLM vectors)")
     parser.add_argument("--write-load", type=float, default=0.0, metavar="N",
                         help="also recall with writers remembering N turns/s (e.g. 200)")
-    common.add_baseline_arguments(parser, "after this run, the same run (same arguments) from that tree")
+    common.add_baseline_arguments(parser, common.RERUN)
     args = parser.parse_args(argv)
     size = 100_000 if args.large else args.size
     if args.keep and (args.baseline_src or args.baseline_rev):
         raise SystemExit("--keep with a baseline: the older tree would migrate the kept database; "
                          "run the baseline's own checkout with its own --keep name")
-    with common.baseline_tree(args) as tree:  # exported first: a wrong REV fails before the run
-        measure(args, size)
-        if tree is not None:
-            common.run_baseline(tree, "bench.recall_latency", common.baseline_argv(argv), args.baseline_label)
+    common.measure_then_baseline(args, argv, "bench.recall_latency", lambda: measure(args, size))
 
 
 def measure(args: argparse.Namespace, size: int) -> None:

@@ -172,12 +172,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-conversations", action="store_true", help="only the agent-memory set")
     parser.add_argument("--skip-sweep", action="store_true", help="no sweeps on dev (ranking constants, grouping knobs)")
     parser.add_argument("--only-conversations", action="store_true", help="not the agent-memory and entity sets")
-    common.add_baseline_arguments(parser, "after this run, the same run (same arguments) from that tree")
+    common.add_baseline_arguments(parser, common.RERUN)
     args = parser.parse_args(argv)
-    with common.baseline_tree(args) as tree:  # exported first: a wrong REV fails before the run
-        measure(args)
-        if tree is not None:
-            common.run_baseline(tree, "bench.retrieval_quality", common.baseline_argv(argv), args.baseline_label)
+    common.measure_then_baseline(args, argv, "bench.retrieval_quality", lambda: measure(args))
 
 
 def measure(args: argparse.Namespace) -> None:

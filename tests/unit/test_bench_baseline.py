@@ -71,3 +71,17 @@ def test_the_older_bench_runs_on_the_older_code(tmp_path: Path, capfd: pytest.Ca
     assert "## Baseline: old — python -m bench.probe --size 3" in out
     with pytest.raises(SystemExit, match=r"has no bench/missing\.py"):
         common.run_baseline(tmp_path, "bench.missing", [], "old")
+
+
+def test_a_bench_measures_then_reruns_itself_from_the_tree(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "stash_pipeline").mkdir()
+    (tmp_path / "stash_pipeline" / "__init__.py").write_text("")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "__init__.py").write_text("")
+    (tmp_path / "bench" / "probe.py").write_text("import sys\nprint('old run', sys.argv[1:])\n")
+    argv = ["--size", "3", "--baseline-src", str(tmp_path)]
+    ran: list[str] = []
+    common.measure_then_baseline(_parser().parse_args(argv), argv, "bench.probe", lambda: ran.append("now"))
+    assert ran == ["now"] and "old run ['--size', '3']" in capfd.readouterr().out
+    common.measure_then_baseline(_parser().parse_args(["--size", "3"]), [], "bench.probe", lambda: ran.append("again"))
+    assert ran == ["now", "again"] and "old run" not in capfd.readouterr().out
