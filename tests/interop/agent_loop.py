@@ -7,7 +7,7 @@ a namespace that does not exist; Stash's error code and message must reach the m
 
 from __future__ import annotations
 
-from scripted_model import ANSWER, Call, error_code
+from scripted_model import ANSWER, SEPARATOR, Call, error_code
 
 FACT = "The staging database moved to the Frankfurt region on 3 March."
 QUESTION = "where does staging's db live now?"
@@ -32,12 +32,19 @@ def error_script(namespace: str) -> list[Call]:
     return [Call("recall", {"query": QUESTION, "namespaces": f"{namespace}/missing"})]
 
 
+def _last_result(answer: str, results: int) -> str:
+    """The last tool result the model quoted, once it quoted every call's."""
+    parts = answer.split(SEPARATOR)
+    assert parts[0] == ANSWER and len(parts) == results + 1, answer
+    return parts[-1]
+
+
 def check_loop(answer: str) -> None:
-    assert answer.startswith(ANSWER), answer
-    assert "Frankfurt" in answer.split("staging database moved", 1)[-1], f"the recall did not return the fact: {answer}"
+    recalled = _last_result(answer, 3)
+    assert FACT.rstrip(".") in recalled and error_code(recalled) is None, f"the recall did not return the fact: {recalled}"
 
 
 def check_error(answer: str) -> None:
-    assert answer.startswith(ANSWER), answer
-    assert error_code(answer) == "namespace_not_found", f"the model did not see Stash's error: {answer}"
-    assert "missing" in answer, f"the error does not name the namespace: {answer}"
+    failed = _last_result(answer, 1)
+    assert error_code(failed) == "namespace_not_found", f"the model did not see Stash's error: {failed}"
+    assert "missing" in failed, f"the error does not name the namespace: {failed}"

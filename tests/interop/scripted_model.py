@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-#: what the final answer starts with
+#: what the final answer starts with, and what separates the tool results it quotes
 ANSWER = "From memory:"
+SEPARATOR = "\n---\n"
 
 
 @dataclass
@@ -110,7 +111,7 @@ class ScriptedModel:
             if call.tool not in offered:
                 raise LookupError(f"tool {call.tool!r} not offered; offered: {sorted(offered)}")
             return call
-        return " ".join([ANSWER, *results])
+        return SEPARATOR.join([ANSWER, *results])
 
     def _openai(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         offered = {t["function"]["name"] for t in body.get("tools", [])}
