@@ -87,11 +87,11 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     }
     _stash(env, "db", "start")
     try:
-        env["STASH_DATABASE_URL"] = _stash(env, "db", "url").strip()
-        _stash(env, "migrate")
-        yield env
+        served = {**env, "STASH_DATABASE_URL": _stash(env, "db", "url").strip()}
+        _stash(served, "migrate")
+        yield served
     finally:
-        _stash(env, "db", "stop")
+        _stash(env, "db", "stop")  # without the URL: with it, `stash db stop` leaves the server be
 
 
 @pytest.fixture(scope="session")
