@@ -14,9 +14,9 @@ this script (committed; regenerating must reproduce them byte for byte):
   across sessions ("What does she do in her spare time?"), else ``"single"``;
 * ``conversations_facts.jsonl`` — ``{"key", "split", "namespace", "session", "content",
   "evidence", "valid_from", "entity", "property", "value", "subject"}``: the facts a capable
-  model would derive, per session, written from the planted truth
-  (``bench/data/conversation_facts.py``), each citing its evidence turns; ``valid_from`` is
-  the date of the latest session it rests on.
+  model would derive, per session, about everything a turn states (about 0.43 per turn,
+  a fifth of the story turns missed; ``bench/data/conversation_facts.py``), each citing
+  the turn it restates; ``valid_from`` is that turn's session date.
 
 Every conversation follows two friends over 18 to 20 sessions. Each session mixes
 greetings and chit-chat with two or three story threads ("arcs") about one of them: a
@@ -215,7 +215,7 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
             [("A", f"Big news, we finally brought home a {breed} from the rescue on {day}!", "adopt"),
              ("B", f"Stop it!! What's {psub} called?", None),
              ("A", f"{pet}. {psub.capitalize()} already stole my spot on the couch, lol.", "name"),
-             ("B", "Of course. Send me a million pictures please.", None)],
+             ("B", "Of course. Send me a million pictures please.", "pics")],
             [("A", f"Ugh, rough few days. {pet} had to have surgery on {ppos} back leg.", "surgery"),
              ("B", f"Oh no! Is {psub} okay?", None),
              ("A", f"The vet says {psub}'ll be fine, just a cone and no jumping for a while. I barely slept though.",
@@ -237,10 +237,10 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
             [("B", "How's the new gig going?", None),
              ("A", f"Honestly better than I expected. Being a {job} at {where} is hectic but the team is lovely.",
               "job"),
-             ("B", "That's great, you sounded so stressed about it before.", None)],
+             ("B", "That's great, you sounded so stressed about it before.", "stress")],
             [("A", f"So... they offered me the {promo} role!", "promo"),
              ("B", "WHAT. Congratulations!! You earned it.", None),
-             ("A", "Thanks! More money, way more responsibility. Still processing it.", None)],
+             ("A", "Thanks! More money, way more responsibility. Still processing it.", "promo2")],
             [("A", f"Okay, big life update: I quit. I {free}.", "quit"),
              ("B", "Whoa, brave move. How does it feel?", None),
              ("A", "Terrifying and freeing at the same time. I'm my own boss now.", "quit2")],
@@ -324,7 +324,7 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
              ("A", f"Oh yeah, {result}. I love them anyway.", "made")],
             [("A", "The class is doing a little market at the end of the month, I'm selling some of my stuff!",
               "market"),
-             ("B", "I'm coming. Save me something.", None)],
+             ("B", "I'm coming. Save me something.", "coming")],
         ],
         questions=[
             ("single_hop", f"What class does {A} take at the community center?", ["class"], craft),
@@ -421,10 +421,10 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
     arcs.append(Arc(
         parts=[
             [("A", f"My car finally died on the highway. RIP to {old_car}.", "died"),
-             ("B", "Noooo. You loved that thing.", None)],
+             ("B", "Noooo. You loved that thing.", "loved")],
             [("A", f"Got a new ride! Well, new to me: {new_car}.", "newcar"),
              ("B", "Upgrade! Road trip?", None),
-             ("A", "Already planning one, obviously.", None)],
+             ("A", "Already planning one, obviously.", "roadtrip")],
         ],
         questions=[
             ("multi_hop", f"What car did {A} get after the old one died?",
@@ -452,7 +452,7 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
         parts=[
             [("A", f"I've been obsessed with making {dish}. Currently babysitting {detail}.", "cook"),
              ("B", "You're turning into a real chef.", None),
-             ("A", "Ha, my kitchen would disagree, it's a disaster zone.", None)],
+             ("A", "Ha, my kitchen would disagree, it's a disaster zone.", "mess")],
         ],
         questions=[
             ("single_hop", f"What has {A} been obsessed with cooking?", ["cook"], dish),
@@ -510,7 +510,7 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
     # the planted truth of each arc, from which bench/data/conversation_facts.py writes the
     # facts a capable model would derive (no random draws here: the turns stay as they were)
     truths = [
-        ("pet", {"breed": breed, "animal": animal, "pet": pet, "ppos": ppos}),
+        ("pet", {"breed": breed, "animal": animal, "pet": pet, "ppos": ppos, "day": day}),
         ("job", {"job": job, "where": where, "promo": promo, "free": free}),
         ("trip", {"first": first, "second": second, "reason": reason}),
         ("race", {"race": race, "dist": dist}),
@@ -542,7 +542,7 @@ def _fmt(text: str, a: Person, b: Person) -> str:
 
 
 def _conversation(
-    rng: random.Random, index: int, one: Person, two: Person
+    rng: random.Random, facts_rng: random.Random, index: int, one: Person, two: Person
 ) -> tuple[list[dict], list[dict], list[dict]]:
     namespace = f"/conv/c{index:02d}"
     sessions = rng.randint(18, 20)
@@ -570,8 +570,8 @@ def _conversation(
         for position in positions:
             load[position] += 1
         later = list(range(positions[0] + 1, sessions))
-        for echo in arc.echoes if later else []:
-            slots[rng.choice(later)].append((subject, friend, [(echo[0], echo[1], None)], arc_index, -1))
+        for number, echo in enumerate(arc.echoes if later else []):
+            slots[rng.choice(later)].append((subject, friend, [(echo[0], echo[1], f"echo{number}")], arc_index, -1))
         for part_index, position in enumerate(positions):
             slots[position].append((subject, friend, arc.parts[part_index], arc_index, part_index))
 
@@ -628,14 +628,28 @@ def _conversation(
             questions.append({"namespace": namespace, "kind": kind, "query": text, "evidence": evidence,
                               "answer": answer, "subject": person.name, "shape": "list"})
 
+    # what a model derives per session: a fact for most story turns, one for each chit-chat
+    # turn that states something (bench/data/conversation_facts.py)
     facts: list[dict] = []
+
+    def fact(dia_id: str, text: str, entity: str, prop: str, value: str, subject: str) -> None:
+        session = session_of[dia_id]
+        facts.append({"namespace": namespace, "session": session, "content": text, "evidence": [dia_id],
+                      "valid_from": dates[session - 1].isoformat(), "entity": entity, "property": prop,
+                      "value": value, "subject": subject})
+
     for arc_index, (subject, _, arc) in enumerate(chosen):
-        for tags, text, entity, prop, value in conversation_facts.arc_facts(arc):
-            evidence = sorted({where[(arc_index, t)] for t in tags}, key=_turn_order)
-            session = max(session_of[d] for d in evidence)
-            facts.append({"namespace": namespace, "session": session, "content": text, "evidence": evidence,
-                          "valid_from": dates[session - 1].isoformat(), "entity": entity, "property": prop,
-                          "value": value, "subject": subject.name})
+        for tag, text, entity, prop, value in conversation_facts.arc_facts(arc, facts_rng):
+            if (arc_index, tag) in where:  # an echo is only said when a later session exists
+                fact(where[(arc_index, tag)], text, entity, prop, value, subject.name)
+    people = {p.name: p for p in (one, two)}
+    for turn in turns:
+        speaker = people[turn["speaker"]]
+        friend = two if speaker is one else one
+        said = turn["content"][len(speaker.name) + 2:]
+        derived = conversation_facts.chat_fact(said, vars(speaker), friend.name, facts_rng)
+        if derived:
+            fact(turn["dia_id"], derived[0], speaker.name, derived[1], derived[2], speaker.name)
     facts.sort(key=lambda f: (f["session"], _turn_order(f["evidence"][-1])))  # as each session yields them
     return turns, questions, facts
 
@@ -656,7 +670,7 @@ def build(seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
         (n1, g1), (n2, g2) = people[2 * index], people[2 * index + 1]
         one = Person(n1, **PRONOUNS[g1])
         two = Person(n2, **PRONOUNS[g2])
-        conv_turns, conv_questions, conv_facts = _conversation(rng, index, one, two)
+        conv_turns, conv_questions, conv_facts = _conversation(rng, random.Random(f"{seed}:facts:{index}"), index, one, two)
         turns += conv_turns
         split = "dev" if index % 2 == 0 else "test"
         for number, q in enumerate(conv_questions, start=1):
