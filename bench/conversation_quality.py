@@ -166,6 +166,12 @@ def aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
     return {k: sum(r[k] for r in rows if k in r) / sum(1 for r in rows if k in r) for k in keys} | {"n": len(rows)}
 
 
+def tokens(per_kind: dict[str, list[dict[str, float]]]) -> tuple[float, float]:
+    """Mean and p95 of the answers' tokens, every question once (recall systems only)."""
+    sent = sorted(r["tokens"] for kind, rows in per_kind.items() if kind != "list" for r in rows if "tokens" in r)
+    return (sum(sent) / len(sent), float(np.percentile(sent, 95))) if sent else (math.nan, math.nan)
+
+
 def overall(per_kind: dict[str, list[dict[str, float]]]) -> dict[str, float]:
     """Every question once (the ``"list"`` bucket repeats questions of other kinds)."""
     return aggregate([r for kind, rows in per_kind.items() if kind != "list" for r in rows])
@@ -177,9 +183,11 @@ def evaluate(
 ) -> dict[str, list[dict[str, float]]]:
     """Per-kind lists of per-question scores of one system (``config``: a ``RecallConfig``,
     default as shipped; plus ``"list"``: the questions that gather a person's threads, also
-    counted in their kind)."""
+    counted in their kind). For ``recall``, ``tokens``: the tool's answer at its defaults
+    (limit 10, one turn of context), serialised as sent, in ``max_tokens`` units."""
     from stash_pipeline.memory import recall
     from stash_pipeline.memory.recall_config import DEFAULT
+    from stash_pipeline.memory.recall_shape import serialised_tokens
 
     query_vectors = common.dataset_vectors([q["query"] for q in questions])
     out: dict[str, list[dict[str, float]]] = defaultdict(list)
@@ -194,6 +202,9 @@ def evaluate(
             covers = [hit_covers(h, keys) for h in hits]
             is_fact = [h.kind == "fact" for h in hits]
         scores = score(covers, {(ns, d) for d in q["evidence"]}, is_fact)
+        if system == "recall":  # what the agent is sent: the tool's answer at its defaults
+            answer = recall.recall_results(store, q["query"], [ns], limit=LIMIT, config=config or DEFAULT)
+            scores["tokens"] = float(serialised_tokens(answer))
         out[q["kind"]].append(scores)
         if q.get("shape") == "list":
             out["list"].append(scores)

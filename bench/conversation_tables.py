@@ -141,6 +141,11 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]], *, sw
                        "recall@k of evidence turns (a fact hit counts its source turns), limit 10",
                        ["condition", "system", "dev r@5", "dev r@10", "dev MRR", "test r@5", "test r@10", "test MRR",
                         "test facts' share", "test r@10 via episode hits"], rows)
+    rows = [[condition, system, *cq.tokens(per["dev"]), *cq.tokens(per["test"])]
+            for (condition, system), per in results.items() if system.startswith("recall")]
+    common.print_table("Tokens per answer: recall's answer as the tool sends it (limit 10, context 1), "
+                       "serialised, in max_tokens units (4 characters each)",
+                       ["condition", "system", "dev mean", "dev p95", "test mean", "test p95"], rows)
     rows = []
     for kind in KINDS:
         for (condition, system), per in results.items():
