@@ -13,8 +13,9 @@ meaning (``score_parts["weight"]`` shows the weight). Then recall's post-ranking
 * **groups by lineage** (``plan``): walking the candidates best first, a fact takes the
   candidates among its source episodes with it; an episode that a fact in the pool cites
   is represented by that fact (the best-ranked one), at the episode's place if that is
-  higher. The group ranks by its best member, and its score is that member's. The fact
-  carries every source episode compactly (``SourceTurn``: id, when, the start of its
+  higher; a hit saying what a better one says word for word (the same "lol" in another
+  session, a fact restated) folds into it. The group ranks by its best member, and its
+  score is that member's. The fact carries every source episode compactly (``SourceTurn``: id, when, the start of its
   text, and the score of those that were candidates): nothing found is lost from the
   answer, and ``grouped`` names what was folded in for ``include_score_parts``;
 * **diversifies** (``diversify``, maximal marginal relevance over sessions): each next
@@ -84,6 +85,7 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
     position = {("episode", h.id): i for i, h in enumerate(hits) if h.kind == "episode"}
     taken: set[int] = set()
     groups: list[Group] = []
+    said: dict[tuple[str, str], Group] = {}
     for index, hit in enumerate(hits):
         if index in taken:
             continue
@@ -98,6 +100,10 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
                     members.append(j)
         taken.update(members)
         head_hit = hits[head]
+        same = said.get(_said(head_hit))
+        if same is not None:  # the same words again (another session's "lol", a fact restated)
+            same.folded.extend(hits[m] for m in sorted(members))
+            continue
         if head_hit.kind == "fact":
             sessions = {_session(head_hit.namespace, sources[i]["occurred_at"], sources[i]["metadata"])
                         for i in head_hit.source_episode_ids or () if i in sources}
@@ -107,7 +113,13 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
         groups.append(Group(head=head_hit, score=max(h.score for h in member_hits),
                             folded=[hits[m] for m in sorted(members) if m != head], sessions=frozenset(sessions),
                             rank=max(rank.get((h.kind, h.id), h.score) for h in member_hits)))
+        said[_said(head_hit)] = groups[-1]
     return groups
+
+
+def _said(hit: RecallHit) -> tuple[str, str]:
+    """What a hit says, for telling repeats apart: its kind and its words, case and spacing aside."""
+    return hit.kind, " ".join((hit.content or "").lower().split()).rstrip(".!?")
 
 
 def diversify(groups: list[Group], limit: int, diversity: float) -> list[tuple[Group, float]]:

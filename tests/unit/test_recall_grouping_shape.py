@@ -123,3 +123,19 @@ def test_context_turns_leave_out_the_results_and_the_sources_sent() -> None:
     out = group(ranked, 3, rows(10), NEUTRAL)
     assert [(h.kind, h.id) for h, _ in out] == [("fact", 1), ("episode", 12), ("episode", 13)]
     assert out[1][1] == [{"id": 11, "content": "turn 11"}]  # 10 is the fact's source, 13 a result
+
+
+def test_a_hit_repeating_a_better_ones_words_folds_into_it_and_frees_its_slot() -> None:
+    lol = [episode(i, 0.9 - i / 100, session=i).model_copy(update={"content": "Jon: Lol  yes, exactly!"})
+           for i in (1, 2)]
+    restated = fact(7, 0.6, [30]).model_copy(update={"content": "jon is tired"})
+    hits = [*lol, fact(6, 0.7, [20]).model_copy(update={"content": "Jon is tired."}), restated, episode(3, 0.5)]
+    out = shape(hits, 3, rows(20, 30), NEUTRAL)
+    assert keys(out) == [("episode", 1), ("fact", 6), ("episode", 3)]
+    assert out[0].grouped == [{"kind": "episode", "id": 2, "score": 0.88}]
+    assert out[1].grouped == [{"kind": "fact", "id": 7, "score": 0.6}]
+    assert [s.id for s in out[1].sources] == [20]  # a fact's sources stay its own lineage
+    # the same words in a fact and an episode are different kinds of record: both stay
+    said = [episode(1, 0.9).model_copy(update={"content": "Jon is tired"}), fact(6, 0.8, [20]).model_copy(
+        update={"content": "Jon is tired"})]
+    assert keys(shape(said, 2, rows(20), NEUTRAL)) == [("episode", 1), ("fact", 6)]
