@@ -47,6 +47,7 @@ def parameters(text: str, config: RecallConfig, *, enabled: bool) -> dict[str, A
         "max_named": config.max_named,
         "links_per_entity": config.links_per_entity,
         "max_neighbours": config.max_neighbours,
+        "entity_scan": config.entity_scan,
         "facts_per_entity": config.facts_per_entity,
         "max_facts": config.max_facts,
         "entity_credit": config.entity_credit,

@@ -63,7 +63,10 @@ class RecallConfig:
     max_named: int = 5
     links_per_entity: int = 20
     max_neighbours: int = 10
-    #: per entity its newest facts; the leg's best facts at most
+    #: per entity, of its newest entity_scan facts the facts_per_entity nearest the query
+    #: (a person has facts about everything they said: the newest few are chit-chat);
+    #: the leg's best facts at most
+    entity_scan: int = 200
     facts_per_entity: int = 20
     max_facts: int = 20
     #: the credit for the naming alias's words (recall.sql, entity_leg): a factor of their

@@ -126,6 +126,24 @@ def test_a_named_person_gets_her_current_facts_under_any_alias_not_superseded_on
     assert graph["work"] not in without  # the chatter outranks it on words alone
 
 
+def test_of_a_talkative_persons_newest_facts_the_leg_takes_those_nearest_the_query(store, graph):
+    # thirty newer facts about Alice that have nothing to do with her work: the newest
+    # facts_per_entity would all be these
+    chatter = [f"Alice mentioned the weather of day {i}, sunny then pouring." for i in range(30)]
+    for i, text in enumerate(chatter):
+        _fact(store, text, "Alice Chen", f"chat_{i}", "weather")
+    config = VARIANTS["no_grouping"].replace(facts_per_entity=5, max_facts=5)
+    # (the test embedder is lexical: "Kestrel team" is what the query shares with the fact)
+    leg = [h for h in recall.recall(store, "Which Kestrel team is Alice in?", [NS], config=config, limit=30)
+           if h.kind == "fact" and h.score_parts.get("entity") is not None]
+    assert graph["work"] in _ids(leg) and len(leg) == 5
+    # a scan bound that leaves only chatter in reach finds only chatter
+    bounded = config.replace(entity_scan=5)
+    leg = [h for h in recall.recall(store, "Which Kestrel team is Alice in?", [NS], config=bounded, limit=30)
+           if h.kind == "fact" and h.score_parts.get("entity") is not None]
+    assert leg and graph["work"] not in _ids(leg)
+
+
 def test_one_hop_reaches_the_current_project_not_the_old_one(store, graph):
     # the leg's own rows and parts: grouping off (it fetches past the limit, where the
     # hybrid row of a fact, with its own parts, would join the leg's)
