@@ -117,9 +117,11 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
     return groups
 
 
-def _said(hit: RecallHit) -> tuple[str, str]:
-    """What a hit says, for telling repeats apart: its kind and its words, case and spacing aside."""
-    return hit.kind, " ".join((hit.content or "").lower().split()).rstrip(".!?")
+def _said(hit: RecallHit) -> tuple[str, str, bool | None]:
+    """What a hit says, for telling repeats apart: its kind and words (case and spacing
+    aside) and, for a fact, whether it is current: a retired statement never hides behind
+    the same words still true, nor they behind it."""
+    return hit.kind, " ".join((hit.content or "").lower().split()).rstrip(".!?"), hit.current
 
 
 def diversify(groups: list[Group], limit: int, diversity: float) -> list[tuple[Group, float]]:

@@ -139,3 +139,7 @@ def test_a_hit_repeating_a_better_ones_words_folds_into_it_and_frees_its_slot() 
     said = [episode(1, 0.9).model_copy(update={"content": "Jon is tired"}), fact(6, 0.8, [20]).model_copy(
         update={"content": "Jon is tired"})]
     assert keys(shape(said, 2, rows(20), NEUTRAL)) == [("episode", 1), ("fact", 6)]
+    # with history, a retired fact and the same words still current are two results
+    retired = fact(8, 0.9, [20]).model_copy(update={"content": "Jon is tired", "current": False})
+    current = fact(9, 0.8, [30]).model_copy(update={"content": "Jon is tired"})
+    assert keys(shape([retired, current], 2, rows(20, 30), NEUTRAL)) == [("fact", 8), ("fact", 9)]
