@@ -134,9 +134,12 @@ def assert_facts(store: Any, data: dict[str, list[dict[str, Any]]], keys: dict[i
     return out
 
 
-def score(covers: list[set[Key]], evidence: set[Key], facts: list[bool] | None = None) -> dict[str, float]:
+def score(covers: list[set[Key]], evidence: set[Key], facts: list[bool] | None = None,
+          cited: set[Key] | None = None) -> dict[str, float]:
     """Scores of one ranked answer; ``covers[i]`` = the evidence turns result i shows (an
-    episode hit itself; a fact hit its source turns), ``facts[i]`` = result i is a fact."""
+    episode hit itself; a fact hit its source turns), ``facts[i]`` = result i is a fact.
+    With ``cited`` (the turns some fact cites), the evidence missed in the top 10 split into
+    turns a fact cites (``missed_cited``: the fact did not rank) and turns none does."""
     covers = covers[:LIMIT]
     facts = (facts or [False] * len(covers))[:LIMIT]
     out = {}
@@ -148,6 +151,10 @@ def score(covers: list[set[Key]], evidence: set[Key], facts: list[bool] | None =
     out["fact_share"] = sum(facts) / len(covers) if covers else 0.0
     through_episodes = set().union(*(c for c, f in zip(covers, facts, strict=True) if not f)) if covers else set()
     out["r@10_episodes"] = len(evidence & through_episodes) / len(evidence)
+    if cited is not None:
+        missed = evidence - set().union(*covers)
+        out["missed_cited"] = len(missed & cited) / len(evidence)
+        out["missed_uncited"] = len(missed - cited) / len(evidence)
     return out
 
 
@@ -179,11 +186,11 @@ def overall(per_kind: dict[str, list[dict[str, float]]]) -> dict[str, float]:
 
 def evaluate(
     store: Any, questions: list[dict[str, Any]], keys: dict[int, Key], baselines: PythonBaselines, system: str,
-    config: Any = None,
+    config: Any = None, cited: set[Key] | None = None,
 ) -> dict[str, list[dict[str, float]]]:
     """Per-kind lists of per-question scores of one system (``config``: a ``RecallConfig``,
     default as shipped; plus ``"list"``: the questions that gather a person's threads, also
-    counted in their kind). For ``recall``, ``tokens``: the tool's answer at its defaults
+    counted in their kind; ``cited``: see ``score``). For ``recall``, ``tokens``: the tool's answer at its defaults
     (limit 10, one turn of context), serialised as sent, in ``max_tokens`` units."""
     from stash_pipeline.memory import recall
     from stash_pipeline.memory.recall_config import DEFAULT
@@ -201,7 +208,7 @@ def evaluate(
             hits = recall.recall(store, q["query"], [ns], limit=LIMIT, mode=mode, config=config or DEFAULT)
             covers = [hit_covers(h, keys) for h in hits]
             is_fact = [h.kind == "fact" for h in hits]
-        scores = score(covers, {(ns, d) for d in q["evidence"]}, is_fact)
+        scores = score(covers, {(ns, d) for d in q["evidence"]}, is_fact, cited)
         if system == "recall":  # what the agent is sent: the tool's answer at its defaults
             answer = recall.recall_results(store, q["query"], [ns], limit=LIMIT, config=config or DEFAULT)
             scores["tokens"] = float(serialised_tokens(answer))

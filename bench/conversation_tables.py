@@ -15,9 +15,10 @@ then with the derived facts, dev and test, per kind.
    are swept on DEV (skipped with ``--skip-sweep``).
 
 A fact hit counts its source turns as found (``conversation_quality.hit_covers``). Also
-reported: the share of the ten slots facts take, and the evidence found through episode
-hits alone. ``list`` = the questions that gather one person's threads across sessions
-(multi-hop and inferential ones, also counted in their kind).
+reported: the share of the ten slots facts take, the evidence found through episode
+hits alone, the evidence missed split by whether a fact cites it, and tokens per answer.
+``list`` = the questions that gather one person's threads across sessions (multi-hop and
+inferential ones, also counted in their kind).
 """
 
 from __future__ import annotations
@@ -122,14 +123,15 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]], *, sw
     common.log(f"conversational set: asserting {len(data['facts'])} derived facts")
     cq.assert_facts(store, data, keys)
     best_grouping = _grouping_sweep(store, splits["dev"], keys, baselines) if sweep else DEFAULT
+    cited = {(f["namespace"], d) for f in data["facts"] for d in f["evidence"]}
     for split in splits:
         common.log(f"conversational set, episodes + facts: {split}")
-        run("+facts", "text", split, config=plain)
-        run("+facts", "vector", split, config=plain)
-        run("+facts", "recall", split, "recall_ungrouped", config=plain)
-        run("+facts", "recall", split, config=DEFAULT)
+        run("+facts", "text", split, config=plain, cited=cited)
+        run("+facts", "vector", split, config=plain, cited=cited)
+        run("+facts", "recall", split, "recall_ungrouped", config=plain, cited=cited)
+        run("+facts", "recall", split, config=DEFAULT, cited=cited)
         if best_grouping != DEFAULT:
-            run("+facts", "recall", split, "recall_dev_best", config=best_grouping)
+            run("+facts", "recall", split, "recall_dev_best", config=best_grouping, cited=cited)
     print(f"shipped config: {DEFAULT}\n")
 
     rows = []
@@ -141,6 +143,12 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]], *, sw
                        "recall@k of evidence turns (a fact hit counts its source turns), limit 10",
                        ["condition", "system", "dev r@5", "dev r@10", "dev MRR", "test r@5", "test r@10", "test MRR",
                         "test facts' share", "test r@10 via episode hits"], rows)
+    rows = [[system, *(cq.overall(per[split])[k] for split in splits for k in ("r@10", "missed_cited", "missed_uncited"))]
+            for (condition, system), per in results.items() if condition == "+facts"]
+    common.print_table("Where the evidence goes with facts, top 10: found, cited by a fact that did not rank, "
+                       f"cited by none ({len(cited):,} of the turns are cited)",
+                       ["system", "dev found", "dev missed, cited", "dev missed, uncited",
+                        "test found", "test missed, cited", "test missed, uncited"], rows)
     rows = [[condition, system, *cq.tokens(per["dev"]), *cq.tokens(per["test"])]
             for (condition, system), per in results.items() if system.startswith("recall")]
     common.print_table("Tokens per answer: recall's answer as the tool sends it (limit 10, context 1), "
