@@ -15,9 +15,10 @@ meaning (``score_parts["weight"]`` shows the weight). Then recall's post-ranking
   is represented by that fact (the best-ranked one), at the episode's place if that is
   higher; a hit saying what a better one says word for word (the same "lol" in another
   session, a fact restated) folds into it. The group ranks by its best member, and its
-  score is that member's. The fact carries every source episode compactly (``SourceTurn``: id, when, the start of its
-  text, and the score of those that were candidates): nothing found is lost from the
-  answer, and ``grouped`` names what was folded in for ``include_score_parts``;
+  score is that member's. The fact carries every source episode compactly
+  (``SourceTurn``: id, when, the start of its text, and the score of those that were
+  candidates): nothing found is lost from the answer, and ``grouped`` names what was
+  folded in for ``include_score_parts``;
 * **diversifies** (``diversify``, maximal marginal relevance over sessions): each next
   result is the group with the best ``rank - diversity * redundancy``, where redundancy
   is the share of its sessions that results already chosen come from. Questions that
@@ -85,7 +86,7 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
     position = {("episode", h.id): i for i, h in enumerate(hits) if h.kind == "episode"}
     taken: set[int] = set()
     groups: list[Group] = []
-    said: dict[tuple[str, str], Group] = {}
+    said: dict[tuple[str, str, bool | None], Group] = {}
     for index, hit in enumerate(hits):
         if index in taken:
             continue
