@@ -158,11 +158,13 @@ def score(covers: list[set[Key]], evidence: set[Key], facts: list[bool] | None =
     return out
 
 
-def hit_covers(hit: Any, keys: dict[int, Key]) -> set[Key]:
-    """The evidence turns a recall hit shows: itself, or a fact's source turns."""
-    if hit.kind == "episode":
-        return {keys[hit.id]}
-    return {keys[i] for i in hit.source_episode_ids or () if i in keys}
+def result_covers(result: dict[str, Any], keys: dict[int, Key]) -> set[Key]:
+    """The evidence turns a result of the recall tool's answer shows: itself, or a fact's
+    source turns (its ``sources``, or ``source_episode_ids`` when they are not all sent)."""
+    if result["kind"] == "episode":
+        return {keys[result["id"]]}
+    ids = [s["id"] for s in result.get("sources", ())] + result.get("source_episode_ids", [])
+    return {keys[i] for i in ids if i in keys}
 
 
 def aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -175,7 +177,7 @@ def aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
 
 def tokens(per_kind: dict[str, list[dict[str, float]]]) -> tuple[float, float]:
     """Mean and p95 of the answers' tokens, every question once (recall systems only)."""
-    sent = sorted(r["tokens"] for kind, rows in per_kind.items() if kind != "list" for r in rows if "tokens" in r)
+    sent = [r["tokens"] for kind, rows in per_kind.items() if kind != "list" for r in rows if "tokens" in r]
     return (sum(sent) / len(sent), float(np.percentile(sent, 95))) if sent else (math.nan, math.nan)
 
 
@@ -190,8 +192,9 @@ def evaluate(
 ) -> dict[str, list[dict[str, float]]]:
     """Per-kind lists of per-question scores of one system (``config``: a ``RecallConfig``,
     default as shipped; plus ``"list"``: the questions that gather a person's threads, also
-    counted in their kind; ``cited``: see ``score``). For ``recall``, ``tokens``: the tool's answer at its defaults
-    (limit 10, one turn of context), serialised as sent, in ``max_tokens`` units."""
+    counted in their kind; ``cited``: see ``score``). The recall systems are scored on the
+    tool's answer at its defaults (limit 10, one turn of context), and ``tokens`` is that
+    answer serialised as sent, in ``max_tokens`` units."""
     from stash_pipeline.memory import recall
     from stash_pipeline.memory.recall_config import DEFAULT
     from stash_pipeline.memory.recall_shape import serialised_tokens
@@ -205,12 +208,11 @@ def evaluate(
             is_fact = None
         else:
             mode = {"vector": "vector", "text": "text"}.get(system, "hybrid")
-            hits = recall.recall(store, q["query"], [ns], limit=LIMIT, mode=mode, config=config or DEFAULT)
-            covers = [hit_covers(h, keys) for h in hits]
-            is_fact = [h.kind == "fact" for h in hits]
+            answer = recall.recall_results(store, q["query"], [ns], limit=LIMIT, mode=mode, config=config or DEFAULT)
+            covers = [result_covers(r, keys) for r in answer["results"]]
+            is_fact = [r["kind"] == "fact" for r in answer["results"]]
         scores = score(covers, {(ns, d) for d in q["evidence"]}, is_fact, cited)
-        if system == "recall":  # what the agent is sent: the tool's answer at its defaults
-            answer = recall.recall_results(store, q["query"], [ns], limit=LIMIT, config=config or DEFAULT)
+        if is_fact is not None:
             scores["tokens"] = float(serialised_tokens(answer))
         out[q["kind"]].append(scores)
         if q.get("shape") == "list":

@@ -14,7 +14,7 @@ then with the derived facts, dev and test, per kind.
    result, ``memory/recall_grouping.py``); the grouping knobs (``RecallConfig`` fields)
    are swept on DEV (skipped with ``--skip-sweep``).
 
-A fact hit counts its source turns as found (``conversation_quality.hit_covers``). Also
+A fact hit counts its source turns as found (``conversation_quality.result_covers``). Also
 reported: the share of the ten slots facts take, the evidence found through episode
 hits alone, the evidence missed split by whether a fact cites it, and tokens per answer.
 ``list`` = the questions that gather one person's threads across sessions (multi-hop and
