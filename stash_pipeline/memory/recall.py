@@ -73,9 +73,9 @@ def recall(
     withdrawn or forgotten by then, with a fact's interval as Stash believed it then, see
     ``memory.facts``). ``include_history`` without either time returns retired facts too.
     ``config`` is the ranking's tuning (``memory/recall_config.py``). A fact hit carries its
-    source episodes (``sources``), which then take no slot of their own, and a hit that
-    repeats a better one's words word for word takes none either (``memory/recall_grouping.py``;
-    ``config.grouping`` off: every hit its own slot).
+    source episodes (``sources``), which then take no slot of their own, nor does a hit
+    repeating a better one word for word (``memory/recall_grouping.py``; ``config.grouping``
+    off: every hit its own slot).
 
     The arguments are taken as checked (the ``recall`` operation's model parses them:
     paths, limit, times, ``max_tokens``); the query's text and ``mode`` are checked here.
