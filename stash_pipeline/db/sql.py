@@ -11,10 +11,10 @@ statement with ``%(name)s`` parameters. Names are unique across all files.
 
 A block named with a parameter list, ``-- name(kind, t) --``, is a fragment: no query of
 its own, but a piece of its file's queries, used as ``{{ name(kind=fact, t=f) }}`` (or
-``{{ name }}`` without parameters); in its body ``{{ kind }}`` is the value given. Uses
-are expanded innermost first, so ``{{ visible_{{ kind }}(t={{ t }}) }}`` picks a fragment
-by a parameter. Expansion happens here, once, at load: a query is plain SQL by the time
-it runs.
+``{{ name }}`` without parameters); in its body ``{{ kind }}`` is the value given. A value
+is any SQL text up to the next comma outside parentheses. Uses are expanded innermost
+first, so ``{{ visible_{{ kind }}(t={{ t }}) }}`` picks a fragment by a parameter.
+Expansion happens here, once, at load: a query is plain SQL by the time it runs.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from pathlib import Path
 
 QUERY_DIR = Path(__file__).parent / "queries"
 _HEADER = re.compile(r"^--\s*([a-z0-9_]+)(\([a-z0-9_, ]*\))?\s*--\s*$", re.MULTILINE)
-#: an innermost use: no braces inside
-_USE = re.compile(r"\{\{\s*([a-z0-9_]+)\s*(?:\(([^{}()]*)\))?\s*\}\}")
-_ARGUMENT = re.compile(r"\s*([a-z0-9_]+)\s*=\s*([\w.]*)\s*")
+#: an innermost use: no other use inside
+_USE = re.compile(r"\{\{((?:(?!\{\{|\}\}).)*)\}\}", re.DOTALL)
+_CALL = re.compile(r"\s*([a-z0-9_]+)\s*(?:\((.*)\))?\s*", re.DOTALL)
+_ARGUMENT = re.compile(r"\s*([a-z0-9_]+)\s*=(.*)", re.DOTALL)
 
 
 def _body(text: str) -> str:
@@ -36,14 +37,17 @@ def _body(text: str) -> str:
 def _expand(text: str, fragments: dict[str, tuple[list[str], str]], values: dict[str, str], origin: str,
             used: set[str]) -> str:
     def use(match: re.Match[str]) -> str:
-        name, given = match.group(1), match.group(2)
+        call = _CALL.fullmatch(match.group(1))
+        if call is None:
+            raise ValueError(f"{origin}: {match.group(0)!r} is no fragment use")
+        name, given = call.group(1), call.group(2)
         if given is None and name in values:
             return values[name]
         if name not in fragments:
             raise ValueError(f"{origin}: {match.group(0)!r} names no fragment or parameter")
         params, body = fragments[name]
         used.add(name)
-        args = dict(_argument(a, origin) for a in given.split(",")) if given and given.strip() else {}
+        args = dict(_argument(a, origin) for a in _split(given)) if given and given.strip() else {}
         if sorted(args) != sorted(params):
             raise ValueError(f"{origin}: {match.group(0)!r} does not give {name}'s parameters {params}")
         return _expand(body, fragments, args, f"{origin} ({name})", used)
@@ -53,11 +57,22 @@ def _expand(text: str, fragments: dict[str, tuple[list[str], str]], values: dict
     return text
 
 
+def _split(text: str) -> list[str]:
+    """``text`` cut at each comma outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for at, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:at])
+            start = at + 1
+    return [*parts, text[start:]]
+
+
 def _argument(text: str, origin: str) -> tuple[str, str]:
     match = _ARGUMENT.fullmatch(text)
     if match is None:
         raise ValueError(f"{origin}: {text!r} is no name=value")
-    return match.group(1), match.group(2)
+    return match.group(1), match.group(2).strip()
 
 
 def parse(text: str, origin: str = "<string>") -> dict[str, str]:

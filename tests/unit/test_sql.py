@@ -91,3 +91,13 @@ def test_fragments_expand_innermost_first_and_are_no_queries():
     with pytest.raises(ValueError, match="used by no query"):
         sql.parse(text + "-- spare() --\nSELECT 2\n")
 
+
+def test_a_fragment_value_is_sql_up_to_a_comma_outside_parentheses():
+    text = ("-- read(t, where, order) --\nSELECT {{ t }}.id FROM facts {{ t }} WHERE {{ where }} ORDER BY {{ order }}\n"
+            "-- in_scope(t) --\n{{ t }}.namespace_id = ANY(%(ids)s)\n"
+            "-- q --\n{{ read(t=f, where=f.id IN (1, 2) AND {{ in_scope(t=f) }},\n order=coalesce(f.a, f.b) DESC) }}\n")
+    assert sql.parse(text) == {
+        "q": "SELECT f.id FROM facts f WHERE f.id IN (1, 2) AND f.namespace_id = ANY(%(ids)s) ORDER BY coalesce(f.a, f.b) DESC"}
+    with pytest.raises(ValueError, match="is no name=value"):  # a comma outside parentheses ends the value
+        sql.parse(text.replace("f.id IN (1, 2)", "f.id = 1, 2"))
+
