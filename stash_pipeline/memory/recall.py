@@ -216,7 +216,8 @@ def recall_parameters(
         "text_candidates": config.text_candidates,
         "text_pair_min": config.text_pair_min,
         "exact_scan_limit": config.exact_scan_limit,
-        "w_vector": config.w_vector,
+        # a single-signal mode is the hybrid score with one part's whole weight
+        "w_vector": config.w_vector if hybrid else float(use_vector),
         "k1": config.bm25_k1,
         "b": config.bm25_b,
         "stale_factor": config.stale_factor,

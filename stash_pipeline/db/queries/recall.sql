@@ -52,8 +52,7 @@ WITH {{ scope }}, {{ words }}, {{ small_scope }},
 -- the generic plan such an OR uses no namespace index.
 query_vector AS MATERIALIZED (
     SELECT v, (v IS NOT NULL OR NOT %(use_vector)s) AS ready
-    FROM (SELECT COALESCE(%(embedding)s::vector,
-                          (SELECT c.embedding FROM embedding_cache c WHERE {{ cached(c=c) }})) AS v) q
+    FROM (SELECT COALESCE(%(embedding)s::vector, (SELECT c.embedding FROM embedding_cache c WHERE {{ cached(c=c) }})) AS v) q
 ), scope AS MATERIALIZED (
     SELECT COALESCE(array_agg(n.id), '{}')::bigint[] AS ids FROM namespaces n WHERE NOT %(all_namespaces)s
       AND EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug) WHERE {{ names(n=n, p=p) }})
@@ -64,10 +63,9 @@ query_vector AS MATERIALIZED (
 -- row from the namespace index: the HNSW walk filters by namespace as it goes, so beside a
 -- large namespace it passes mostly others' rows before it has enough of a small one's; and
 -- a word rare in a small scope may be common beside it, so its rows are tested for words.
-exact AS MATERIALIZED (
-    SELECT NOT %(all_namespaces)s AND COALESCE((SELECT sum(s.documents) FROM recall_text_stats s
-                                                WHERE {{ in_scope(t=s) }}), 0) <= %(exact_scan_limit)s AS small
-)
+exact AS MATERIALIZED (SELECT NOT %(all_namespaces)s AND c.documents <= %(exact_scan_limit)s AS small FROM corpus c)
+-- small() --
+(SELECT small FROM exact)
 
 -- in_scope(t) --
 {{ t }}.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
@@ -99,15 +97,11 @@ query_lexemes AS (
 ), corpus AS (
     SELECT COALESCE(sum(s.documents), 0)::float8 AS documents,
            GREATEST(COALESCE(sum(s.total_length), 0)::float8 / NULLIF(sum(s.documents), 0), 1) AS average_length
-    FROM (SELECT documents, total_length FROM recall_text_stats WHERE %(all_namespaces)s
-          UNION ALL SELECT documents, total_length FROM recall_text_stats
-          WHERE NOT %(all_namespaces)s AND {{ in_scope(t=recall_text_stats) }}) s
-    WHERE %(use_text)s
+    FROM (SELECT * FROM recall_text_stats WHERE %(all_namespaces)s UNION ALL
+          SELECT * FROM recall_text_stats WHERE NOT %(all_namespaces)s AND {{ in_scope(t=recall_text_stats) }}) s
 ), terms AS MATERIALIZED (
-    SELECT q.lexeme, CASE WHEN %(all_namespaces)s
-        THEN (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t WHERE t.lexeme = q.lexeme)
-        ELSE (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
-              WHERE {{ in_scope(t=t) }} AND t.lexeme = q.lexeme) END AS df
+    SELECT q.lexeme, CASE WHEN %(all_namespaces)s THEN {{ term_documents(where=true) }}
+                          ELSE {{ term_documents(where={{ in_scope(t=t) }}) }} END AS df
     FROM query_lexemes q WHERE %(use_text)s
 ), weights AS (
     SELECT t.lexeme, t.df, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf,
@@ -115,12 +109,15 @@ query_lexemes AS (
            row_number() OVER (PARTITION BY t.df > 0 ORDER BY t.df, t.lexeme) AS rarity
     FROM terms t, corpus c
 ), tq AS (
-    SELECT (SELECT NULLIF(array_to_string(ARRAY(SELECT {{ quoted(w=w) }} FROM weights w
-                WHERE w.df > 0 AND (w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1)), ' | '), ''))::tsquery AS q_rare,
+    SELECT (SELECT string_agg({{ quoted(w=w) }}, ' | ') FROM weights w
+            WHERE w.df > 0 AND (w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1))::tsquery AS q_rare,
            (SELECT CASE WHEN count(*) = 2 AND min(w.df) > %(text_scan_limit)s THEN string_agg({{ quoted(w=w) }}, ' & ') END
             FROM weights w WHERE w.df > 0 AND w.rarity <= 2)::tsquery AS q_pair,
            (SELECT sum(w.idf) FROM weights w) AS full_match, ARRAY(SELECT w.lexeme FROM weights w) AS lexemes
 )
+
+-- term_documents(where) --
+(SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t WHERE {{ where }} AND t.lexeme = q.lexeme)
 
 -- matched(search) --
 -- The query's lexemes in a tsvector, picked out in C: setweight marks them 'A' and ts_filter
@@ -130,10 +127,13 @@ ts_filter(setweight({{ search }}, 'A', tq.lexemes), '{a}')
 -- bm25(search) --
 -- Okapi BM25 of a row's tsvector over the scope (corpus co, tq in the FROM): a lexeme's term
 -- frequency from its positions, the row's length in distinct lexemes.
-COALESCE((SELECT sum(w.idf * tf.n * (%(k1)s + 1)
-                     / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length({{ search }}) / co.average_length)))
+COALESCE((SELECT sum({{ bm25_term(n=tf.n, length=length({{ search }})) }})
           FROM unnest({{ matched(search={{ search }}) }}) AS u JOIN weights w ON w.lexeme = u.lexeme
           CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0)
+
+-- bm25_term(n, length) --
+-- One lexeme's part: idf * n * (k1 + 1) / (n + k1 * (1 - b + b * length / average length)).
+w.idf * {{ n }} * (%(k1)s + 1) / ({{ n }} + %(k1)s * (1 - %(b)s + %(b)s * {{ length }} / co.average_length))
 
 -- vector_leg(kind, t) --
 -- The nearest %(candidates)s rows of a kind by HNSW cosine, in the index's order of the
@@ -142,69 +142,53 @@ COALESCE((SELECT sum(w.idf * tf.n * (%(k1)s + 1)
 -- scope's rows are read and sorted). A row still waiting for its vector is no candidate.
 -- The rows carry the columns scoring needs: the scan has them in hand.
 {{ kind }}_vec AS (
-    (SELECT {{ t }}.id, {{ t }}.namespace_id, {{ t }}.search, {{ t }}.embedding, {{ carried_{{ kind }}(t={{ t }}) }}
-     FROM {{ kind }}s {{ t }} WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND NOT (SELECT small FROM exact)
-       AND {{ t }}.embedding IS NOT NULL AND (%(all_namespaces)s OR {{ in_scope(t={{ t }}) }})
-       AND {{ visible_{{ kind }}(t={{ t }}) }}
-     ORDER BY embedding_key({{ t }}.embedding) <=> embedding_key((SELECT v FROM query_vector)) LIMIT %(candidates)s)
-    UNION ALL
-    (SELECT {{ t }}.id, {{ t }}.namespace_id, {{ t }}.search, {{ t }}.embedding, {{ carried_{{ kind }}(t={{ t }}) }}
-     FROM {{ kind }}s {{ t }} WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND (SELECT small FROM exact)
-       AND {{ t }}.embedding IS NOT NULL AND {{ in_scope(t={{ t }}) }} AND {{ visible_{{ kind }}(t={{ t }}) }}
-     ORDER BY ({{ t }}.embedding <=> (SELECT v FROM query_vector)) + 0 LIMIT %(candidates)s)
+    {{ nearest(kind={{ kind }}, t={{ t }}, where=NOT {{ small }} AND (%(all_namespaces)s OR {{ in_scope(t={{ t }}) }}),
+               order=embedding_key({{ t }}.embedding) <=> embedding_key((SELECT v FROM query_vector))) }}
+    UNION ALL {{ nearest(kind={{ kind }}, t={{ t }}, where={{ small }} AND {{ in_scope(t={{ t }}) }},
+                         order=({{ t }}.embedding <=> (SELECT v FROM query_vector)) + 0) }}
 )
+-- nearest(kind, t, where, order) --
+    (SELECT {{ t }}.id, {{ t }}.namespace_id, {{ t }}.search, {{ t }}.embedding, {{ carried_{{ kind }}(t={{ t }}) }}
+     FROM {{ kind }}s {{ t }} WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND {{ t }}.embedding IS NOT NULL
+       AND {{ where }} AND {{ visible_{{ kind }}(t={{ t }}) }} ORDER BY {{ order }} LIMIT %(candidates)s)
 
 -- text_leg(kind, t) --
 -- Full-text matches of a kind (text_matches): the rows holding both rarest lexemes (q_pair:
 -- the word index intersects their lists, far fewer rows than every match of the rarest);
 -- then, only when fewer than %(text_pair_min)s rows hold the pair (a one-time test), the
 -- rare lexemes' (q_rare). No older row is dropped for a newer one while the rare words fit.
-{{ kind }}_pair AS ({{ text_matches(kind={{ kind }}, t={{ t }}, q=q_pair, also=no_condition) }}),
+{{ kind }}_pair AS ({{ text_matches(kind={{ kind }}, t={{ t }}, words={{ t }}.search @@ tq.q_pair) }}),
 {{ kind }}_text AS (
     SELECT id, search FROM {{ kind }}_pair
-    UNION ALL {{ text_matches(kind={{ kind }}, t={{ t }}, q=q_rare, also=few_pairs) }}
+    UNION ALL {{ text_matches(kind={{ kind }}, t={{ t }}, words={{ t }}.search @@ tq.q_rare AND (SELECT count(*) FROM {{ kind }}_pair)
+                < %(text_pair_min)s AND {{ t }}.id NOT IN (SELECT id FROM {{ kind }}_pair)) }}
 )
--- no_condition(kind, t) --
--- few_pairs(kind, t) --
- AND (SELECT count(*) FROM {{ kind }}_pair) < %(text_pair_min)s AND {{ t }}.id NOT IN (SELECT id FROM {{ kind }}_pair)
 
--- text_matches(kind, t, q, also) --
--- The newest %(text_scan_limit)s visible rows of a kind matching tq.q, read three ways behind
+-- text_matches(kind, t, words) --
+-- The newest %(text_scan_limit)s visible rows of a kind holding the words, read three ways behind
 -- one-time tests: all namespaces by the word index; a scope by the word index ANDed with the
 -- namespace index; a small scope by the namespace index, each row tested for the words ("IS
 -- TRUE" keeps the word index out). "id + 0": the matches are sorted, since walking the
 -- primary key backwards and testing each row for the words reads thousands of rows.
-    (SELECT {{ t }}.id, {{ t }}.search FROM {{ kind }}s {{ t }}, tq
-     WHERE %(use_text)s AND %(all_namespaces)s
-       AND {{ t }}.search @@ tq.{{ q }}{{ {{ also }}(kind={{ kind }}, t={{ t }}) }} AND {{ visible_{{ kind }}(t={{ t }}) }}
-     ORDER BY {{ t }}.id + 0 DESC LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT {{ t }}.id, {{ t }}.search FROM {{ kind }}s {{ t }}, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact)
-       AND {{ t }}.search @@ tq.{{ q }}{{ {{ also }}(kind={{ kind }}, t={{ t }}) }}
-       AND {{ in_scope(t={{ t }}) }} AND {{ visible_{{ kind }}(t={{ t }}) }}
-     ORDER BY {{ t }}.id + 0 DESC LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT {{ t }}.id, {{ t }}.search FROM {{ kind }}s {{ t }}, tq
-     WHERE %(use_text)s AND (SELECT small FROM exact)
-       AND ({{ t }}.search @@ tq.{{ q }}) IS TRUE{{ {{ also }}(kind={{ kind }}, t={{ t }}) }}
-       AND {{ in_scope(t={{ t }}) }} AND {{ visible_{{ kind }}(t={{ t }}) }}
-     ORDER BY {{ t }}.id + 0 DESC LIMIT %(text_scan_limit)s)
+    {{ newest(kind={{ kind }}, t={{ t }}, where=%(all_namespaces)s AND {{ words }}) }}
+    UNION ALL {{ newest(kind={{ kind }}, t={{ t }}, where=NOT %(all_namespaces)s AND NOT {{ small }} AND {{ words }}
+                        AND {{ in_scope(t={{ t }}) }}) }}
+    UNION ALL {{ newest(kind={{ kind }}, t={{ t }}, where={{ small }} AND ({{ words }}) IS TRUE AND {{ in_scope(t={{ t }}) }}) }}
+-- newest(kind, t, where) --
+    (SELECT {{ t }}.id, {{ t }}.search FROM {{ kind }}s {{ t }}, tq WHERE %(use_text)s AND {{ where }}
+       AND {{ visible_{{ kind }}(t={{ t }}) }} ORDER BY {{ t }}.id + 0 DESC LIMIT %(text_scan_limit)s)
 
 -- text_top() --
 -- The best %(text_candidates)s text matches of both kinds by BM25 (bm25's formula as one join
 -- and one aggregate over (match, lexeme) pairs, not a subquery per match) join the vector
 -- candidates; cosine is computed only for this short list.
 text_top AS (
-    SELECT m.kind, m.id
-    FROM (SELECT 'fact'::text AS kind, id, search, length(search) AS doc_length FROM fact_text
-          UNION ALL SELECT 'episode'::text, id, search, length(search) FROM episode_text) m
+    SELECT m.kind, m.id FROM (SELECT 'fact'::text AS kind, id, search, length(search) AS doc_length FROM fact_text
+                              UNION ALL SELECT 'episode'::text, id, search, length(search) FROM episode_text) m
     CROSS JOIN corpus co CROSS JOIN tq
     CROSS JOIN LATERAL unnest({{ matched(search=m.search) }}) AS u JOIN weights w ON w.lexeme = u.lexeme
     GROUP BY m.kind, m.id, m.doc_length, co.average_length
-    ORDER BY sum(w.idf * COALESCE(array_length(u.positions, 1), 1) * (%(k1)s + 1)
-                 / (COALESCE(array_length(u.positions, 1), 1)
-                    + %(k1)s * (1 - %(b)s + %(b)s * m.doc_length / co.average_length))) DESC, m.id DESC
+    ORDER BY sum({{ bm25_term(n=COALESCE(array_length(u.positions, 1), 1), length=m.doc_length) }}) DESC, m.id DESC
     LIMIT %(text_candidates)s
 )
 
@@ -219,15 +203,14 @@ text_top AS (
 -- scoring() --
 -- Every candidate of both legs scored once: cosine to the query, BM25 (bm25) and coverage,
 -- BM25 / full_match: the share of the query's information the row matches, comparable
--- across queries. The score is hybrid_score (in vector or text mode its one part; an
--- episode with no vector yet ranks by text alone). candidates detoasts each tsvector and
+-- across queries. The score is hybrid_score (an episode with no vector yet ranks by text
+-- alone). candidates detoasts each tsvector and
 -- vector once: setweight(.., 'D') and vector(.., -1, true) return it expanded, otherwise
 -- unchanged (a pointer in a materialised CTE is fetched again at every use).
 -- stale: an episode whose derived facts in scope are all retired scores stale_factor times,
--- so its correction outranks it. restates: a fact at least copy_similarity (cosine) like a
--- source episode says what that episode says and takes no fact weight. Both are an
--- aggregate per row on a lineage index (an EXISTS is a hashed subplan under the generic
--- plan, reading every fact's lineage). newer (when supersede): an episode among the best
+-- so its correction outranks it; it and restates are an aggregate per row on a lineage
+-- index (an EXISTS is a hashed subplan under the generic plan, reading every fact's
+-- lineage). newer (when supersede): an episode among the best
 -- supersede_pool with a newer episode candidate in its namespace (cosine >=
 -- supersede_similarity, matching every query lexeme it matches) scores supersede_margin
 -- times that one's score but at least superseded_factor times its own, just below its
@@ -241,22 +224,16 @@ scored AS MATERIALIZED (
     FROM candidates c, corpus co, tq
 ), judged AS MATERIALIZED (
     SELECT s.*, s.bm25 / NULLIF(tq.full_match, 0) AS coverage,
-           (CASE WHEN %(use_vector)s AND %(use_text)s THEN {{ hybrid_score(x=s) }}
-                 WHEN %(use_vector)s THEN GREATEST(s.cosine, 0)
-                 ELSE LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1) END)
+           ({{ hybrid_score(cosine=s.cosine, coverage=s.bm25 / NULLIF(tq.full_match, 0)) }})
            * CASE WHEN stale.derived > 0 AND stale.current = 0 THEN %(stale_factor)s::float8 ELSE 1 END AS score,
            copy.restates
     FROM scored s CROSS JOIN tq
     CROSS JOIN LATERAL (
-        SELECT count(*) AS derived,
-               count(*) FILTER (WHERE f.id IS NOT NULL AND fact_visible(f, NULL, NULL, false)) AS current
+        SELECT count(*) AS derived, count(*) FILTER (WHERE f.id IS NOT NULL AND fact_visible(f, NULL, NULL, false)) AS current
         FROM lineage l LEFT JOIN facts f ON f.id = l.child_id
         WHERE s.kind = 'episode' AND {{ present }} AND NOT %(include_history)s AND l.parent_kind = 'episode'
           AND l.parent_id = s.id AND l.child_kind = 'fact' AND (%(all_namespaces)s OR {{ in_scope(t=f) }})) stale
-    CROSS JOIN LATERAL (
-        SELECT count(*) > 0 AS restates FROM lineage l JOIN episodes e ON e.id = l.parent_id
-        WHERE s.kind = 'fact' AND l.child_kind = 'fact' AND l.child_id = s.id AND l.parent_kind = 'episode'
-          AND 1 - (s.embedding <=> e.embedding) >= %(copy_similarity)s) copy
+    CROSS JOIN LATERAL ({{ restates(kind=s.kind, id=s.id, embedding=s.embedding) }}) copy
 ), fused AS (
     SELECT j.kind, j.id, j.namespace_id, j.occurred_at, j.metadata, j.cosine, j.bm25, j.coverage, j.restates,
            CASE WHEN newer.score IS NULL THEN j.score ELSE GREATEST(%(superseded_factor)s::float8 * j.score,
@@ -265,15 +242,21 @@ scored AS MATERIALIZED (
     LEFT JOIN LATERAL (
         SELECT max(n.score) AS score FROM judged n
         WHERE %(supersede)s AND j.place <= %(supersede_pool)s AND j.kind = 'episode' AND n.kind = 'episode'
-          AND {{ present }} AND NOT %(include_history)s
-          AND n.namespace_id = j.namespace_id AND n.occurred_at > j.occurred_at AND n.matched @> j.matched
-          AND 1 - (n.embedding <=> j.embedding) >= %(supersede_similarity)s) newer ON true
+          AND {{ present }} AND NOT %(include_history)s AND n.namespace_id = j.namespace_id AND n.occurred_at > j.occurred_at
+          AND n.matched @> j.matched AND 1 - (n.embedding <=> j.embedding) >= %(supersede_similarity)s) newer ON true
 )
 
--- hybrid_score(x) --
--- A row's score from cosine and BM25: w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1).
-%(w_vector)s * GREATEST({{ x }}.cosine, 0)
-+ (1 - %(w_vector)s) * LEAST(COALESCE({{ x }}.bm25 / NULLIF(tq.full_match, 0), 0), 1)
+-- restates(kind, id, embedding) --
+-- A fact at least copy_similarity (cosine) like a source episode says what that episode says
+-- (and takes no fact weight).
+SELECT count(*) > 0 AS restates FROM lineage l JOIN episodes e ON e.id = l.parent_id
+WHERE {{ kind }} = 'fact' AND l.child_kind = 'fact' AND l.child_id = {{ id }} AND l.parent_kind = 'episode'
+  AND 1 - ({{ embedding }} <=> e.embedding) >= %(copy_similarity)s
+
+-- hybrid_score(cosine, coverage) --
+-- A row's score: w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1), a missing
+-- part 0 (recall sends w_vector 1 in vector mode and 0 in text mode).
+%(w_vector)s * GREATEST({{ cosine }}, 0) + (1 - %(w_vector)s) * LEAST(COALESCE({{ coverage }}, 0), 1)
 
 -- turns_beside(t, hit, window) --
 -- The %(window)s turns before and after an episode hit in its namespace, not forgotten, read
@@ -282,15 +265,13 @@ scored AS MATERIALIZED (
 -- take it and the row comparison places the scan (for "namespace_id = AND id <" the generic
 -- plan walks the primary key through the other namespaces' rows; needs incremental sorts
 -- off). Callers filter by time after the LIMIT: inside it, it would walk every later turn.
+    {{ turns_toward(t={{ t }}, hit={{ hit }}, window={{ window }}, namespace=>=, row=<, order=DESC) }}
+    UNION ALL {{ turns_toward(t={{ t }}, hit={{ hit }}, window={{ window }}, namespace=<=, row=>, order=ASC) }}
+-- turns_toward(t, hit, window, namespace, row, order) --
     (SELECT {{ t }}.id, {{ t }}.content, {{ t }}.occurred_at, {{ t }}.created_at, {{ t }}.metadata FROM episodes {{ t }}
-     WHERE {{ t }}.namespace_id >= {{ hit }}.namespace_id
-       AND ({{ t }}.namespace_id, {{ t }}.id) < ({{ hit }}.namespace_id, {{ hit }}.id) AND {{ t }}.deleted_at IS NULL
-     ORDER BY {{ t }}.namespace_id DESC, {{ t }}.id DESC LIMIT %({{ window }})s)
-    UNION ALL
-    (SELECT {{ t }}.id, {{ t }}.content, {{ t }}.occurred_at, {{ t }}.created_at, {{ t }}.metadata FROM episodes {{ t }}
-     WHERE {{ t }}.namespace_id <= {{ hit }}.namespace_id
-       AND ({{ t }}.namespace_id, {{ t }}.id) > ({{ hit }}.namespace_id, {{ hit }}.id) AND {{ t }}.deleted_at IS NULL
-     ORDER BY {{ t }}.namespace_id, {{ t }}.id LIMIT %({{ window }})s)
+     WHERE {{ t }}.namespace_id {{ namespace }} {{ hit }}.namespace_id AND {{ t }}.deleted_at IS NULL
+       AND ({{ t }}.namespace_id, {{ t }}.id) {{ row }} ({{ hit }}.namespace_id, {{ hit }}.id)
+     ORDER BY {{ t }}.namespace_id {{ order }}, {{ t }}.id {{ order }} LIMIT %({{ window }})s)
 
 -- same_session(turn, hit) --
 -- The same session: the same occurred_at when it was given (episodes written without one in
@@ -307,8 +288,7 @@ scored AS MATERIALIZED (
 -- best %(fetch_limit)s by score times fusion's weight (subject_weight aside).
 pool AS (SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s),
 neighbours AS (
-    SELECT n.id, max(p.score) AS score
-    FROM pool p CROSS JOIN LATERAL ({{ turns_beside(t=e, hit=p, window=context_window) }}) n
+    SELECT n.id, max(p.score) AS score FROM pool p CROSS JOIN LATERAL ({{ turns_beside(t=e, hit=p, window=context_window) }}) n
     WHERE %(neighbour_weight)s::float8 > 0 AND {{ present }} AND {{ same_session(turn=n, hit=p) }} GROUP BY n.id
 ), extra AS MATERIALIZED (
     SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> (SELECT v FROM query_vector)) AS cosine,
@@ -317,16 +297,16 @@ neighbours AS (
 ), own AS (
     SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score, f.restates FROM fused f
     UNION ALL
-    SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0), {{ hybrid_score(x=x) }}, false FROM extra x, tq
+    SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0),
+           {{ hybrid_score(cosine=x.cosine, coverage=x.bm25 / NULLIF(tq.full_match, 0)) }}, false
+    FROM extra x, tq
 ), ranked AS (
     SELECT x.* FROM (
         SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
                %(neighbour_weight)s::float8 * nb.score AS context_score,
                o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score, o.restates
         FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id) x
-    ORDER BY x.score * CASE WHEN x.kind = 'fact' AND NOT x.restates AND COALESCE(x.cosine, 1) >= %(weight_min_cosine)s
-                            THEN %(fact_weight)s::float8 ELSE 1 END DESC, x.kind, x.id DESC
-    LIMIT %(fetch_limit)s
+    ORDER BY x.score * {{ weight(x=x, reached=false) }} DESC, x.kind, x.id DESC LIMIT %(fetch_limit)s
 )
 
 -- links(near, far) --
@@ -349,11 +329,8 @@ neighbours AS (
 -- otherwise walk an entity_id index for a LIMIT, sort by walking the facts primary key, or
 -- compute a score several times.
 entity_matched AS MATERIALIZED (
-    SELECT a.entity_id, a.alias FROM entity_aliases a
-    WHERE %(all_namespaces)s AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
-    UNION ALL
-    SELECT a.entity_id, a.alias FROM entity_aliases a WHERE NOT %(all_namespaces)s AND {{ in_scope(t=a) }}
-      AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
+    {{ aliases_named(where=%(all_namespaces)s) }}
+    UNION ALL {{ aliases_named(where=NOT %(all_namespaces)s AND {{ in_scope(t=a) }}) }}
 ), entity_named AS MATERIALIZED (
     SELECT m.entity_id, string_agg(m.alias, ' ' ORDER BY m.alias) AS aliases
     FROM entity_matched m GROUP BY m.entity_id ORDER BY m.entity_id LIMIT %(max_named)s
@@ -388,32 +365,28 @@ entity_matched AS MATERIALIZED (
     FROM (SELECT t.id, t.hop, m.words FROM entity_facts t JOIN entity_words m ON m.entity_id = t.named_id) r
     CROSS JOIN LATERAL (SELECT x.embedding, x.search FROM facts x WHERE x.id = r.id) f CROSS JOIN corpus co CROSS JOIN tq
 ), entity_ranked AS (
-    SELECT c.id, c.cosine, c.bm25, c.coverage,
-           %(w_vector)s * GREATEST(c.cosine, 0) + (1 - %(w_vector)s) * LEAST(COALESCE(c.coverage, 0), 1) AS score
+    SELECT c.id, c.cosine, c.bm25, c.coverage, {{ hybrid_score(cosine=c.cosine, coverage=c.coverage) }} AS score
     FROM (SELECT s.id, s.cosine, s.bm25, (s.bm25 + CASE WHEN s.missing > 0 THEN power(%(hop_factor)s::float8, s.hop)
               * GREATEST(%(entity_credit)s::float8 * s.missing, %(entity_match)s::float8 * tq.full_match)
               ELSE 0 END) / NULLIF(tq.full_match, 0) AS coverage FROM entity_scored s, tq) c
     ORDER BY score DESC, c.id DESC LIMIT %(max_facts)s
-), entity_copies AS MATERIALIZED (
-    SELECT DISTINCT x.id FROM entity_ranked x
-    JOIN lineage l ON l.child_kind = 'fact' AND l.child_id = x.id AND l.parent_kind = 'episode'
-    JOIN facts f ON f.id = x.id JOIN episodes e ON e.id = l.parent_id
-    WHERE 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s
 )
+
+-- aliases_named(where) --
+    SELECT a.entity_id, a.alias FROM entity_aliases a
+    WHERE {{ where }} AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
 
 -- fusion() --
 -- The hybrid rows and the entity leg's: a fact found by both keeps its hybrid row (text and
 -- context parts) with the higher score, entity_score the leg's; then the best %(fetch_limit)s
--- by score times weight, and with %(entity_pool)s every fact the leg found. The weight:
--- fact_weight on a fact, subject_weight too on one the leg reached, none on one that
--- restates its source or, not reached by the leg, lies below weight_min_cosine to the query
--- (matched on a stray word).
+-- by score times weight, and with %(entity_pool)s every fact the leg found.
 both_legs AS (
     SELECT r.kind, r.id, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.score,
            NULL::float8 AS entity_score, 0 AS leg, r.restates FROM ranked r
     UNION ALL
-    SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1,
-           x.id IN (SELECT id FROM entity_copies) FROM entity_ranked x
+    SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1, copy.restates
+    FROM entity_ranked x JOIN facts f ON f.id = x.id
+    CROSS JOIN LATERAL ({{ restates(kind='fact', id=x.id, embedding=f.embedding) }}) copy
 ), fused_legs AS (
     SELECT DISTINCT ON (b.kind, b.id) b.kind, b.id, b.cosine, b.bm25, b.coverage, b.own_score, b.context_score,
            b.restates, max(b.score) OVER (PARTITION BY b.kind, b.id) AS score,
@@ -421,12 +394,16 @@ both_legs AS (
     FROM both_legs b ORDER BY b.kind, b.id, b.leg
 ), weighed AS (
     SELECT t.*, w.weight, row_number() OVER (ORDER BY t.score * w.weight DESC, t.kind, t.id DESC) AS place
-    FROM fused_legs t CROSS JOIN LATERAL (
-        SELECT CASE WHEN t.kind <> 'fact' OR t.restates THEN 1
-                    WHEN t.entity_score IS NOT NULL THEN %(fact_weight)s::float8 * %(subject_weight)s::float8
-                    WHEN COALESCE(t.cosine, 1) < %(weight_min_cosine)s THEN 1 ELSE %(fact_weight)s::float8 END AS weight) w
-),
-top AS (SELECT t.* FROM weighed t WHERE t.place <= %(fetch_limit)s OR (%(entity_pool)s AND t.entity_score IS NOT NULL))
+    FROM fused_legs t CROSS JOIN LATERAL (SELECT {{ weight(x=t, reached=t.entity_score IS NOT NULL) }} AS weight) w
+), top AS (SELECT t.* FROM weighed t WHERE t.place <= %(fetch_limit)s OR (%(entity_pool)s AND t.entity_score IS NOT NULL))
+
+-- weight(x, reached) --
+-- A row's weight in the ranking: fact_weight on a fact, subject_weight too on one the entity
+-- leg reached; none on one that restates its source or, not reached, lies below
+-- weight_min_cosine to the query (matched on a stray word).
+CASE WHEN {{ x }}.kind <> 'fact' OR {{ x }}.restates THEN 1
+     WHEN {{ reached }} THEN %(fact_weight)s::float8 * %(subject_weight)s::float8
+     WHEN COALESCE({{ x }}.cosine, 1) < %(weight_min_cosine)s THEN 1 ELSE %(fact_weight)s::float8 END
 
 -- result() --
 -- The rows in rank order with what grouping and shaping need: a fact's source episode ids
@@ -446,9 +423,8 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
                                      'content', left(s.content, %(excerpt_chars)s::int + 1))
            FROM lineage l JOIN episodes s ON s.id = l.parent_id
            WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
-             AND (CASE WHEN %(known_at)s::timestamptz IS NULL THEN s.deleted_at IS NULL
-                       ELSE s.created_at <= %(known_at)s::timestamptz
-                            AND (s.deleted_at IS NULL OR s.deleted_at > %(known_at)s::timestamptz) END)
+             AND s.created_at <= COALESCE(%(known_at)s::timestamptz, 'infinity')
+             AND (s.deleted_at IS NULL OR s.deleted_at > COALESCE(%(known_at)s::timestamptz, 'infinity'))
            ORDER BY s.id) END AS sources,
        e.metadata, e.occurred_at,
        CASE WHEN r.kind = 'episode' AND %(context)s > 0 THEN ARRAY(
