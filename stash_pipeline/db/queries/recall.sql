@@ -7,13 +7,10 @@
 -- sort it by distance instead of asking the HNSW index (each ordered read has an index
 -- giving its order, so no plan walks a whole index to avoid a sort); no parallel workers,
 -- dearer to start than a recall's few hundred rows are to read.
-SELECT set_config('hnsw.ef_search', %(ef_search)s, true) AS ef_search,
-       set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
-       set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
-       set_config('enable_seqscan', 'off', true) AS enable_seqscan,
-       set_config('enable_sort', 'off', true) AS enable_sort,
-       set_config('enable_incremental_sort', 'off', true) AS enable_incremental_sort,
-       set_config('max_parallel_workers_per_gather', '0', true) AS max_parallel_workers_per_gather
+SELECT set_config(s.name, s.value, true) AS value
+FROM (VALUES ('hnsw.ef_search', %(ef_search)s), ('hnsw.iterative_scan', 'relaxed_order'),
+             ('plan_cache_mode', 'force_generic_plan'), ('enable_seqscan', 'off'), ('enable_sort', 'off'),
+             ('enable_incremental_sort', 'off'), ('max_parallel_workers_per_gather', '0')) AS s(name, value)
 
 -- recall_check --
 -- Pipelined with recall_search_params and recall (one round trip): which %(paths)s name no
@@ -195,8 +192,7 @@ text_top AS (
 -- candidates_of(kind, t) --
     SELECT '{{ kind }}'::text AS kind, v.id, v.namespace_id, setweight(v.search, 'D') AS search,
            vector(v.embedding, -1, true) AS embedding, v.occurred_at, v.metadata FROM {{ kind }}_vec v
-    UNION ALL
-    SELECT '{{ kind }}'::text, {{ t }}.id, {{ t }}.namespace_id, setweight({{ t }}.search, 'D'),
+    UNION ALL SELECT '{{ kind }}'::text, {{ t }}.id, {{ t }}.namespace_id, setweight({{ t }}.search, 'D'),
            vector({{ t }}.embedding, -1, true), {{ carried_{{ kind }}(t={{ t }}) }} FROM {{ kind }}s {{ t }}
     WHERE {{ t }}.id IN (SELECT id FROM text_top WHERE kind = '{{ kind }}') AND {{ t }}.id NOT IN (SELECT id FROM {{ kind }}_vec)
 
@@ -296,8 +292,7 @@ neighbours AS (
     WHERE e.id IN (SELECT n.id FROM neighbours n) AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
 ), own AS (
     SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score, f.restates FROM fused f
-    UNION ALL
-    SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0),
+    UNION ALL SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0),
            {{ hybrid_score(cosine=x.cosine, coverage=x.bm25 / NULLIF(tq.full_match, 0)) }}, false
     FROM extra x, tq
 ), ranked AS (
@@ -346,14 +341,12 @@ entity_matched AS MATERIALIZED (
     FROM entity_links l WHERE l.entity_id NOT IN (SELECT entity_id FROM entity_named)
     GROUP BY l.entity_id ORDER BY max(l.id) DESC LIMIT %(max_neighbours)s
 ), entity_reached AS (
-    SELECT x.hop, x.named_id, f.id
-    FROM (SELECT entity_id, 0 AS hop, entity_id AS named_id FROM entity_named
-          UNION ALL SELECT nb.entity_id, 1, nb.named_id FROM entity_neighbours nb) x
+    SELECT x.hop, x.named_id, f.id FROM (SELECT entity_id, 0 AS hop, entity_id AS named_id FROM entity_named
+                                        UNION ALL SELECT nb.entity_id, 1, nb.named_id FROM entity_neighbours nb) x
     CROSS JOIN LATERAL (
-        SELECT n.id FROM (
-            SELECT f.id, f.embedding FROM facts f
-            WHERE f.entity_id = x.entity_id AND (%(all_namespaces)s OR {{ in_scope(t=f) }}) AND {{ visible_fact(t=f) }}
-            ORDER BY f.valid_from DESC, f.id DESC LIMIT %(entity_scan)s) n
+        SELECT n.id FROM (SELECT f.id, f.embedding FROM facts f
+                          WHERE f.entity_id = x.entity_id AND (%(all_namespaces)s OR {{ in_scope(t=f) }})
+                            AND {{ visible_fact(t=f) }} ORDER BY f.valid_from DESC, f.id DESC LIMIT %(entity_scan)s) n
         ORDER BY n.embedding <=> (SELECT v FROM query_vector), n.id DESC LIMIT %(facts_per_entity)s) f
 ), entity_facts AS MATERIALIZED (
     SELECT r.id, min(r.hop) AS hop, (array_agg(r.named_id ORDER BY r.hop, r.named_id))[1] AS named_id
@@ -383,8 +376,7 @@ entity_matched AS MATERIALIZED (
 both_legs AS (
     SELECT r.kind, r.id, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.score,
            NULL::float8 AS entity_score, 0 AS leg, r.restates FROM ranked r
-    UNION ALL
-    SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1, copy.restates
+    UNION ALL SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1, copy.restates
     FROM entity_ranked x JOIN facts f ON f.id = x.id
     CROSS JOIN LATERAL ({{ restates(kind='fact', id=x.id, embedding=f.embedding) }}) copy
 ), fused_legs AS (
@@ -436,5 +428,4 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
            ORDER BY c.id) END AS context
 FROM top r
 LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id LEFT JOIN episodes e ON r.kind = 'episode' AND e.id = r.id
-JOIN namespaces n ON n.id = COALESCE(f.namespace_id, e.namespace_id)
-ORDER BY r.place
+JOIN namespaces n ON n.id = COALESCE(f.namespace_id, e.namespace_id) ORDER BY r.place
