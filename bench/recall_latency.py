@@ -152,7 +152,7 @@ def recall_statement_params(store: Any, query: str, **options: Any) -> dict[str,
     original = Database.pipelined
 
     def spy(self: Any, *statements: tuple[str, Any], **options: Any) -> list[list[dict[str, Any]]]:
-        captured.update(dict(statements)["recall"])
+        captured.update(dict(statements).get("recall", {}))
         return original(self, *statements, **options)
 
     Database.pipelined = spy  # type: ignore[method-assign]

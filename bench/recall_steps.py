@@ -36,8 +36,10 @@ def after(store: Any, query: str, namespace: str, *, limit: int = 10, context: i
     embedder = store.embedder
     params = recall.recall_parameters(query, [namespace], None, limit=limit, as_of=None, known_at=None,
                                       include_history=False, use_vector=True, use_text=True, context=context,
-                                      config=config) | {
-        "text_hash": query_key(query, [namespace]), "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
+                                      config=config)
+    params |= {"embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
+    masked = recall.embedded_text(store, query, [namespace], params, config)
+    params["text_hash"] = query_key(query, [namespace], masked=None if masked == query else masked)
     ms["one round trip"], (needs_vector, rows) = common.timed(lambda: recall.round_trip(store, params, config))
     assert not needs_vector, "the bench's queries are in the embedding cache"
     ms["grouping"], ranked = common.timed(lambda: recall_grouping.group(

@@ -19,8 +19,10 @@
   hash followed by a hash of the namespaces the call serves (the namespace written, or
   the trees asked). A call reuses only a vector the same scope made before, so its
   answer time never tells whether another tenant stored or asked that text; a text's
-  first call in a scope waits for the model. Background work (stages, import, re-embed)
-  uses the plain text hash.
+  first call in a scope waits for the model. A hybrid recall's query that names an entity
+  common in scope has a vector mixed from it and from it with that name masked
+  (``memory/recall.embedded_text``), cached under a key of both. Background work (stages,
+  import, re-embed) uses the plain text hash.
 * A query with a local model (``embeds_first``): agents rarely ask the same question
   twice, so a query this process has not cached is embedded before its one round trip
   rather than looked up first and found missing; one it has cached is read from the cache
@@ -32,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -52,6 +55,9 @@ LOCK_DIM_KEY = "vector_dim"
 LOCK_ENDPOINT_KEY = "embedding_endpoint"
 #: query keys a process remembers having cached (about 100 bytes each)
 CACHED_QUERIES = 100_000
+#: seconds a process reuses the text a recall query was embedded as (its common names
+#: masked) before it asks the database for the names again
+MASKED_FOR = 10.0
 
 
 def text_hash(text: str) -> str:
@@ -59,12 +65,14 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def query_key(text: str, paths: Iterable[str]) -> str:
+def query_key(text: str, paths: Iterable[str], *, masked: str | None = None) -> str:
     """The cache key of a text embedded for a call over the namespaces ``paths`` (see above):
-    ``text_hash(text)`` followed by the hex SHA-256 of the sorted paths. Hex throughout,
-    so ``forget_texts`` finds every scope's entry of a text by the text hash's prefix."""
-    scope = hashlib.sha256("\n".join(sorted(set(paths))).encode("utf-8")).hexdigest()
-    return text_hash(text) + scope
+    ``text_hash(text)`` followed by the hex SHA-256 of the sorted paths (and of ``masked``,
+    the text with names masked that a hybrid recall's vector is mixed from). Hex
+    throughout, so ``forget_texts`` finds every scope's entry of a text by the text hash's
+    prefix."""
+    scope = "\n".join(sorted(set(paths))) + ("" if masked is None else "\nmasked as: " + masked)
+    return text_hash(text) + hashlib.sha256(scope.encode("utf-8")).hexdigest()
 
 
 def as_array(value: Any) -> np.ndarray:
@@ -117,6 +125,7 @@ class CachedEmbedder:
         self._lock_checked = not enforce_lock
         self._guard = threading.Lock()
         self._cached_queries: OrderedDict[str, None] = OrderedDict()
+        self._embedded_as: OrderedDict[str, tuple[float, str]] = OrderedDict()
 
     # -- the lock -----------------------------------------------------------------
     def check_lock(self) -> None:
@@ -176,6 +185,21 @@ class CachedEmbedder:
             self._cached_queries.move_to_end(key)
             while len(self._cached_queries) > CACHED_QUERIES:
                 self._cached_queries.popitem(last=False)
+
+    def embedded_as(self, key: str) -> str | None:
+        """The text query ``key`` was embedded as when this process last looked up the names
+        to mask in it, if that was within ``MASKED_FOR`` seconds."""
+        with self._guard:
+            found = self._embedded_as.get(key)
+        return found[1] if found and time.monotonic() - found[0] < MASKED_FOR else None
+
+    def note_embedded_as(self, key: str, text: str) -> None:
+        """Record the text query ``key`` is embedded as (the most recent ``CACHED_QUERIES``)."""
+        with self._guard:
+            self._embedded_as[key] = (time.monotonic(), text)
+            self._embedded_as.move_to_end(key)
+            while len(self._embedded_as) > CACHED_QUERIES:
+                self._embedded_as.popitem(last=False)
 
     # -- embedding ----------------------------------------------------------------
     def embed(self, texts: list[str], scope: Iterable[str] | None = None) -> list[np.ndarray]:

@@ -7,7 +7,8 @@ links, facts, scores) is part of the ``recall`` statement, its rule in the heade
 query's word n-grams (1 to ``max_alias_words`` words, a possessive "'s" dropped), each
 normalised as aliases are (``entities.normalise``), at most ``max_phrases`` of them; the
 statement looks them up by the unique (namespace_id, normalised) alias index. Exact
-alias match only: no fuzzy matching on the hot path. Hybrid mode only.
+alias match only: no fuzzy matching on the hot path. Hybrid mode only. ``masked``: the
+query with the names it holds replaced by a pronoun, for the vector leg.
 """
 
 from __future__ import annotations
@@ -38,6 +39,37 @@ def query_phrases(text: str, config: RecallConfig = DEFAULT) -> list[str]:
             if phrase:
                 seen.setdefault(phrase, None)
     return list(seen)[: config.max_phrases]
+
+
+def masked(text: str, named: list[str], config: RecallConfig = DEFAULT) -> str:
+    """``text`` with each run of words that names an entity (``named``: normalised phrases,
+    as ``query_phrases`` makes them) replaced by "they", "X's" by "their", longest first.
+
+    A hybrid recall's query vector is mostly this form's (``recall.query_vector``): a model
+    matches a name in the query to every text that carries it ("Would Priya like a handmade
+    gift?" is nearest to Priya's "lol, yes"); the text and entity legs still go by the name.
+
+    >>> masked("Would Alice Chen's team like it?", ["alice chen"])
+    'Would their team like it?'
+    """
+    if not named:
+        return text
+    names = set(named)
+    words = list(_WORD.finditer(text))
+    out, at, i = [], 0, 0
+    while i < len(words):
+        for size in range(min(config.max_alias_words, len(words) - i), 0, -1):
+            run = words[i : i + size]
+            if " ".join(normalise(w.group()) for w in run) in names:
+                end = run[-1].end()
+                possessive = _POSSESSIVE.match(text, end)
+                out += [text[at : run[0].start()], "their" if possessive else "they"]
+                at = possessive.end() if possessive else end
+                i += size + (1 if possessive and i + size < len(words) and words[i + size].start() < at else 0)
+                break
+        else:
+            i += 1
+    return "".join(out) + text[at:]
 
 
 def parameters(text: str, config: RecallConfig, *, enabled: bool) -> dict[str, Any]:

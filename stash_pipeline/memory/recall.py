@@ -7,7 +7,9 @@ What recall finds and how it ranks is the ``recall`` statement of
 and mode are checked (the other values arrive parsed, by the ``recall`` operation's
 model), supersession is turned off for a query that asks about a time
 (``asks_about_time``: the old value may be the answer), the entity leg's phrases are made
-(``memory/entity_recall.py``), and the statement runs in one round trip (``round_trip``).
+(``memory/entity_recall.py``), a query naming an entity common in scope gets a vector
+mostly of its text with that name masked (``query_vector``; the text and entity legs keep
+the name), and the statement runs in one round trip (``round_trip``).
 ``relevance`` is the score clipped to [0, 1], absolute, so an agent can threshold it at
 ``relevance_floor``. Grouping (``memory/recall_grouping.py``) folds the rows into one
 result per piece of evidence; ``recall_results`` is the lean JSON shape for agents
@@ -20,6 +22,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from typing import Any
+
+import numpy as np
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import NULL_VECTOR
@@ -108,9 +112,12 @@ def _search(
     config: RecallConfig,
 ) -> list[dict[str, Any]]:
     """The ranked rows of one recall, each episode's ``context`` turns with it, in one round
-    trip (``round_trip``). A query this process has not cached is embedded first when the
-    model is local (``CachedEmbedder.embeds_first``); otherwise its vector is read from the
-    cache, and a second round trip follows the model only when it was not there."""
+    trip (``round_trip``). In hybrid mode the query's vector is mixed with that of the query
+    with the names common in scope masked (``query_vector``): a short round trip names them
+    (``embedded_text``) unless this process did so in the last seconds.
+    A text this process has not cached is embedded before the round trip when the model is
+    local (``CachedEmbedder.embeds_first``); otherwise its vector is read from the cache,
+    and a second round trip follows the model only when it was not there."""
     text = validate.content(store.settings, query, "query")
     if mode not in MODES:
         raise errors.InvalidInput(f"mode must be one of {', '.join(MODES)}")
@@ -122,19 +129,46 @@ def _search(
     params = recall_parameters(text, paths, None, limit=limit, as_of=as_of, known_at=known_at,
                                include_history=bool(include_history), use_vector=use_vector, use_text=use_text,
                                context=context, config=config) | {
-        "text_hash": query_key(text, paths), "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
-    key = params["text_hash"]
+        "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
+    masked = embedded_text(store, text, paths, params, config) if use_vector and use_text else text
+    key = params["text_hash"] = query_key(text, paths, masked=None if masked == text else masked)
     if use_vector and embedder.embeds_first(key):  # a new query, a local model: embed, then one round trip
-        params["embedding"] = embedder.compute({key: text})[key]
+        params["embedding"] = query_vector(embedder, text, masked, config)
         _, rows = round_trip(store, params, config, cache=True)
     else:
         needs_vector, rows = round_trip(store, params, config)
         if needs_vector:  # not cached after all: the model embeds it, then the search runs
-            params["embedding"] = embedder.compute({key: text})[key]
+            params["embedding"] = query_vector(embedder, text, masked, config)
             _, rows = round_trip(store, params, config, cache=True)
     if use_vector:
         embedder.note_cached(key)
     return rows
+
+
+def embedded_text(store: Store, text: str, paths: list[str], params: dict[str, Any], config: RecallConfig) -> str:
+    """A hybrid query with the names common in scope masked (``recall_names``,
+    ``entity_recall.masked``), looked up in a short round trip unless this process did so
+    within ``cache.MASKED_FOR`` seconds; the query itself when it names none."""
+    if not (config.mask_names and params["phrases"]):
+        return text
+    asked = query_key(text, paths)
+    masked = store.embedder.embedded_as(asked)
+    if masked is None:
+        (named,) = store.db.pipelined(("recall_names", params), prepare=True)
+        masked = entity_recall.masked(text, [r["normalised"] for r in named], config)
+        store.embedder.note_embedded_as(asked, masked)
+    return masked
+
+
+def query_vector(embedder: Any, text: str, masked: str, config: RecallConfig) -> Any:
+    """The vector of ``text``; of a query with names masked, ``mask_weight`` times the masked
+    text's vector plus the rest times the query's own, renormalised (one model call): the
+    model matches a name to every turn its speaker said, so it counts for less."""
+    if masked == text:
+        return embedder.compute({"q": text})["q"]
+    vectors = embedder.compute({"m": masked, "q": text})
+    mixed = config.mask_weight * vectors["m"] + (1 - config.mask_weight) * vectors["q"]
+    return (mixed / np.linalg.norm(mixed)).astype(np.float32)
 
 
 def round_trip(
@@ -193,6 +227,7 @@ def recall_parameters(
     return {
         "query": text,
         "embedding": embedding,
+        "mask_share": config.mask_share,  # recall_names: the names common in scope
         "use_vector": use_vector,
         "use_text": use_text,
         "all_namespaces": "/" in paths,

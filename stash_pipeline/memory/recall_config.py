@@ -55,6 +55,12 @@ class RecallConfig:
     time_guard: bool = True
     #: the entity leg (memory/entity_recall.py) in hybrid mode
     entity_leg: bool = True
+    #: the query vector of a hybrid recall naming an entity whose every word is in at least
+    #: mask_share of the scope's rows (recall.sql, recall_names): mask_weight times the vector
+    #: of the query with that name masked (entity_recall.masked), plus the rest times its own
+    mask_names: bool = True
+    mask_share: float = 0.1
+    mask_weight: float = 0.7
     #: longest alias looked up, in words ("warehouse robot controller" has three)
     max_alias_words: int = 4
     #: n-grams looked up at most (a long query's first ones): bounds the index probes
@@ -115,4 +121,5 @@ VARIANTS: dict[str, RecallConfig] = {
     "no_neighbours": DEFAULT.replace(neighbour_weight=0.0),
     "no_time_guard": DEFAULT.replace(time_guard=False),
     "no_grouping": DEFAULT.replace(grouping=False),
+    "names_in_vector": DEFAULT.replace(mask_names=False),
 }

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
+from stash_pipeline.embedding import cache
+from stash_pipeline.embedding.cache import as_array, query_key
 from stash_pipeline.memory import (
     entities,
     entity_recall,
@@ -146,9 +149,10 @@ def test_of_a_talkative_persons_newest_facts_the_leg_takes_those_nearest_the_que
 
 def test_one_hop_reaches_the_current_project_not_the_old_one(store, graph):
     # the leg's own rows and parts: grouping off (it fetches past the limit, where the
-    # hybrid row of a fact, with its own parts, would join the leg's)
+    # hybrid row of a fact, with its own parts, would join the leg's) and the name left in
+    # the query's vector (masked, it brings the direct fact to the vector leg too)
     hits = recall.recall(store, "Which database does Alice's project use?", [NS],
-                         config=VARIANTS["no_grouping"])
+                         config=VARIANTS["no_grouping"].replace(mask_names=False))
     found = _ids(hits)
     assert graph["database"] in found
     assert graph["old_database"] not in found  # its relationship's source fact is superseded
@@ -218,3 +222,69 @@ def test_query_phrases_are_normalised_ngrams_without_possessives():
     assert "loyalty platform" in phrases  # "loyalty-platform" normalises as its alias does
     assert "chen s" not in phrases and "s" not in phrases
     assert len(entity_recall.query_phrases(" ".join(f"w{i}" for i in range(100)))) == DEFAULT.max_phrases
+
+
+def cached_vector(store: Any, text: str, scope: list[str], masked: str | None = None) -> Any:
+    """The vector the embedding cache holds for query ``text`` (mixed with ``masked``) over ``scope``."""
+    with store.db.transaction() as tx:
+        row = tx.conn.execute("SELECT embedding FROM embedding_cache WHERE text_hash = %s",
+                              (query_key(text, scope, masked=masked),)).fetchone()
+    return None if row is None else as_array(row["embedding"])
+
+
+def test_a_name_common_in_scope_is_masked_in_most_of_the_query_vector(store, graph):
+    query = "What does Alice Chen's team work on?"
+    masked = "What does their team work on?"
+    recall.recall(store, query, [NS])
+    vectors = store.embedder.compute({"m": masked, "q": query})
+    mixed = DEFAULT.mask_weight * vectors["m"] + (1 - DEFAULT.mask_weight) * vectors["q"]
+    assert cached_vector(store, query, [NS], masked) == pytest.approx(mixed / np.linalg.norm(mixed), abs=1e-6)
+    assert cached_vector(store, query, [NS]) is None
+    recall.recall(store, query, [OTHER])  # no alias there: the query as asked
+    assert cached_vector(store, query, [OTHER]) == pytest.approx(vectors["q"], abs=1e-6)
+    recall.recall(store, "Is Alice in?", [NS], config=DEFAULT.replace(mask_names=False))
+    assert cached_vector(store, "Is Alice in?", [NS]) is not None
+    recall.recall(store, "Is Alice out?", [NS], mode="vector")  # a single-signal mode: as asked
+    assert cached_vector(store, "Is Alice out?", [NS]) is not None
+    # the text and entity legs still go by the name
+    assert graph["role"] in _ids(recall.recall(store, "Alice staff", [NS]))
+
+
+def test_only_a_name_in_many_of_the_scopes_rows_is_masked(store):
+    """A speaker's name on every turn tells the turns little apart; a project named once is
+    what the question is about, so its name stays in the vector."""
+    slug = "/chat/tom"
+    namespaces.create(store, slug)
+    episodes.remember_batch(store, slug, [{"content": f"Tom: note {i} about the week"} for i in range(30)])
+    facts.assert_fact(store, slug, "Tom leads the Zephyr launch", entity="Tom", property="leads", value="launch")
+    facts.assert_fact(store, slug, "Zephyr ships on Friday", entity="Zephyr", property="ships", value="Friday")
+    recall.recall(store, "When does Tom ship Zephyr?", [slug])
+    assert cached_vector(store, "When does Tom ship Zephyr?", [slug], "When does they ship Zephyr?") is not None
+    # with a share no name reaches, nothing is masked
+    recall.recall(store, "Does Tom like Zephyr?", [slug], config=DEFAULT.replace(mask_share=1.01))
+    assert cached_vector(store, "Does Tom like Zephyr?", [slug]) is not None
+
+
+def test_a_process_looks_the_names_up_again_after_a_while(store, monkeypatch):
+    slug = "/chat/ana"
+    namespaces.create(store, slug)
+    episodes.remember_batch(store, slug, [{"content": f"note {i} about the week"} for i in range(30)])
+    facts.assert_fact(store, slug, "Ana runs the Friday demo", entity="Ana", property="runs", value="demo")
+    query = "What does Ana run?"
+    recall.recall(store, query, [slug])  # Ana in 1 of 31 rows: kept
+    assert cached_vector(store, query, [slug]) is not None
+    episodes.remember_batch(store, slug, [{"content": f"Ana: chat {i}"} for i in range(30)])
+    recall.recall(store, query, [slug])  # a moment later: the names looked up before
+    assert cached_vector(store, query, [slug], "What does they run?") is None
+    monkeypatch.setattr(cache, "MASKED_FOR", 0.0)
+    recall.recall(store, query, [slug])  # now in half the rows: masked
+    assert cached_vector(store, query, [slug], "What does they run?") is not None
+
+
+def test_masked_replaces_each_named_run_of_words_by_a_pronoun():
+    masked = entity_recall.masked
+    assert masked("Would Priya like a handmade gift?", ["priya"]) == "Would they like a handmade gift?"
+    assert masked("Did Alice Chen's team ship?", ["alice", "alice chen"]) == "Did their team ship?"  # longest first
+    assert masked("Did ALICE and achen meet Bob?", ["alice", "achen"]) == "Did they and they meet Bob?"
+    assert masked("Alicea met Alice.", ["alice"]) == "Alicea met they."  # whole words only
+    assert masked("Nobody named here", []) == "Nobody named here"

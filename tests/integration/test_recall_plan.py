@@ -30,7 +30,7 @@ def recall_parameters(store: Any, text: str, **options: Any) -> dict[str, Any]:
     original = Database.pipelined
 
     def spy(self: Database, *statements: tuple[str, Any], **options: Any) -> list[list[dict[str, Any]]]:
-        captured.update(dict(statements)["recall"])
+        captured.update(dict(statements).get("recall", {}))
         return original(self, *statements, **options)
 
     Database.pipelined = spy  # type: ignore[method-assign]

@@ -127,7 +127,8 @@ def test_the_one_statement_insert_keeps_term_statistics_current(store):
 
 def test_recall_of_a_query_seen_before_is_one_checkout_and_one_round_trip(store, traced):
     """Cached query vector, scope, entity leg, hybrid ranking, fusion and context turns:
-    one wait for the server. A new query with a local model waits once too, after the model."""
+    one wait for the server. A new query with a local model waits twice: for the names it
+    holds (masked in the text the model embeds), then, after the model, for the search."""
     namespaces.create(store, "/projects/x")
     episodes.remember_batch(store, "/projects/x", [
         {"content": text, "metadata": {"session": "s1"}}
@@ -139,9 +140,9 @@ def test_recall_of_a_query_seen_before_is_one_checkout_and_one_round_trip(store,
     store.embedder.ensure_lock()  # once per process
     traced.clear()
     first = recall.recall_results(store, query, ["/projects/x"], limit=2, context=1, score_parts=True)
-    # the model embeds the query first (this process never cached it), and the round trip
-    # caches the vector in the same transaction
-    assert round_trips(traced) == (1, 1)
+    # this process never asked it: recall_names names "alice", the model embeds "what does
+    # they do for the deploy", and the round trip caches that vector in the same transaction
+    assert round_trips(traced) == (2, 2)
     traced.clear()
     out = recall.recall_results(store, query, ["/projects/x"], limit=2, context=1, score_parts=True)
     assert round_trips(traced) == (1, 1)

@@ -14,6 +14,8 @@ ELSEWHERE = {
     "ef_search": "recall_search_params",
     "relevance_floor": "the documented threshold for RecallHit.relevance (no ranking effect)",
     "diversity": "recall_grouping.diversify, over the statement's rows (tests/unit/test_recall_grouping_shape.py)",
+    "mask_names": "recall.embedded_text: whether a hybrid query's vector is mixed with its names masked",
+    "mask_weight": "recall.embedded_text: the masked text's share of the query vector",
 }
 
 

@@ -20,6 +20,22 @@ SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
        (%(use_vector)s AND %(embedding)s::vector IS NULL
         AND NOT EXISTS (SELECT 1 FROM embedding_cache c WHERE {{ cached(c=c) }})) AS needs_vector
 
+-- recall_names --
+-- Before a hybrid recall embeds its query: which of its %(phrases)s name an entity in the trees
+-- %(paths)s so often that the name tells their rows little apart, each of its words in at
+-- least %(mask_share)s of them (a speaker's name on every turn they spoke). Recall masks
+-- those out of the text its vector is made from; a rarer name (a project, a service) is what
+-- the query is about.
+WITH scope AS MATERIALIZED (
+    SELECT array_agg(n.id) AS ids, COALESCE(sum(s.documents), 0) AS documents
+    FROM namespaces n LEFT JOIN recall_text_stats s ON s.namespace_id = n.id
+    WHERE %(all_namespaces)s OR EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug) WHERE {{ names(n=n, p=p) }})
+)
+SELECT DISTINCT a.normalised FROM entity_aliases a, scope
+WHERE a.normalised = ANY(%(phrases)s::text[]) AND a.namespace_id = ANY(scope.ids)
+  AND %(mask_share)s * scope.documents <= (SELECT min({{ term_documents(where=t.namespace_id = ANY(scope.ids), lexeme=l) }})
+                                          FROM unnest(tsvector_to_array(to_tsvector('english', a.normalised))) l)
+
 -- names(n, p) --
 -- Namespace n is path p or below it (resolve_namespace_tree's rule).
 {{ n }}.slug = {{ p }}.slug
@@ -97,8 +113,8 @@ query_lexemes AS (
     FROM (SELECT * FROM recall_text_stats WHERE %(all_namespaces)s UNION ALL
           SELECT * FROM recall_text_stats WHERE NOT %(all_namespaces)s AND {{ in_scope(t=recall_text_stats) }}) s
 ), terms AS MATERIALIZED (
-    SELECT q.lexeme, CASE WHEN %(all_namespaces)s THEN {{ term_documents(where=true) }}
-                          ELSE {{ term_documents(where={{ in_scope(t=t) }}) }} END AS df
+    SELECT q.lexeme, CASE WHEN %(all_namespaces)s THEN {{ term_documents(where=true, lexeme=q.lexeme) }}
+                          ELSE {{ term_documents(where={{ in_scope(t=t) }}, lexeme=q.lexeme) }} END AS df
     FROM query_lexemes q WHERE %(use_text)s
 ), weights AS (
     SELECT t.lexeme, t.df, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf,
@@ -113,8 +129,8 @@ query_lexemes AS (
            (SELECT sum(w.idf) FROM weights w) AS full_match, ARRAY(SELECT w.lexeme FROM weights w) AS lexemes
 )
 
--- term_documents(where) --
-(SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t WHERE {{ where }} AND t.lexeme = q.lexeme)
+-- term_documents(where, lexeme) --
+(SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t WHERE {{ where }} AND t.lexeme = {{ lexeme }})
 
 -- matched(search) --
 -- The query's lexemes in a tsvector, picked out in C: setweight marks them 'A' and ts_filter
