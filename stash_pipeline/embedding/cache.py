@@ -67,11 +67,11 @@ def text_hash(text: str) -> str:
 
 def query_key(text: str, paths: Iterable[str], *, masked: str | None = None) -> str:
     """The cache key of a text embedded for a call over the namespaces ``paths`` (see above):
-    ``text_hash(text)`` followed by the hex SHA-256 of the sorted paths (and of ``masked``,
-    the text with names masked that a hybrid recall's vector is mixed from). Hex
-    throughout, so ``forget_texts`` finds every scope's entry of a text by the text hash's
-    prefix."""
-    scope = "\n".join(sorted(set(paths))) + ("" if masked is None else "\nmasked as: " + masked)
+    ``text_hash(text)`` followed by the hex SHA-256 of the sorted paths (and of ``masked``
+    when it differs from ``text``: the text with names masked that a hybrid recall's vector
+    is mixed from). Hex throughout, so ``forget_texts`` finds every scope's entry of a text
+    by the text hash's prefix."""
+    scope = "\n".join(sorted(set(paths))) + ("" if masked in (None, text) else "\nmasked as: " + masked)
     return text_hash(text) + hashlib.sha256(scope.encode("utf-8")).hexdigest()
 
 
@@ -180,11 +180,7 @@ class CachedEmbedder:
 
     def note_cached(self, key: str) -> None:
         """Record that the cache holds query ``key`` (the most recent ``CACHED_QUERIES``)."""
-        with self._guard:
-            self._cached_queries[key] = None
-            self._cached_queries.move_to_end(key)
-            while len(self._cached_queries) > CACHED_QUERIES:
-                self._cached_queries.popitem(last=False)
+        self._note(self._cached_queries, key, None)
 
     def embedded_as(self, key: str) -> str | None:
         """The text query ``key`` was embedded as when this process last looked up the names
@@ -195,11 +191,14 @@ class CachedEmbedder:
 
     def note_embedded_as(self, key: str, text: str) -> None:
         """Record the text query ``key`` is embedded as (the most recent ``CACHED_QUERIES``)."""
+        self._note(self._embedded_as, key, (time.monotonic(), text))
+
+    def _note(self, seen: OrderedDict[str, Any], key: str, value: Any) -> None:
         with self._guard:
-            self._embedded_as[key] = (time.monotonic(), text)
-            self._embedded_as.move_to_end(key)
-            while len(self._embedded_as) > CACHED_QUERIES:
-                self._embedded_as.popitem(last=False)
+            seen[key] = value
+            seen.move_to_end(key)
+            while len(seen) > CACHED_QUERIES:
+                seen.popitem(last=False)
 
     # -- embedding ----------------------------------------------------------------
     def embed(self, texts: list[str], scope: Iterable[str] | None = None) -> list[np.ndarray]:

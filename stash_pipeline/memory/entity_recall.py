@@ -65,7 +65,9 @@ def masked(text: str, named: list[str], config: RecallConfig = DEFAULT) -> str:
                 possessive = _POSSESSIVE.match(text, end)
                 out += [text[at : run[0].start()], "their" if possessive else "they"]
                 at = possessive.end() if possessive else end
-                i += size + (1 if possessive and i + size < len(words) and words[i + size].start() < at else 0)
+                i += size
+                while i < len(words) and words[i].start() < at:  # the "s" of a possessive
+                    i += 1
                 break
         else:
             i += 1

@@ -131,7 +131,7 @@ def _search(
                                context=context, config=config) | {
         "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
     masked = embedded_text(store, text, paths, params, config) if use_vector and use_text else text
-    key = params["text_hash"] = query_key(text, paths, masked=None if masked == text else masked)
+    key = params["text_hash"] = query_key(text, paths, masked=masked)
     if use_vector and embedder.embeds_first(key):  # a new query, a local model: embed, then one round trip
         params["embedding"] = query_vector(embedder, text, masked, config)
         _, rows = round_trip(store, params, config, cache=True)
