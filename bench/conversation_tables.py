@@ -4,13 +4,14 @@ then with the derived facts, dev and test, per kind.
 1. Every turn is imported as an episode (``conversation_quality.load``); the ranking
    constants w_vector x neighbour_weight are swept on DEV (skipped with ``--skip-sweep``).
 2. **Episodes only**: Okapi BM25 and the min-max mix in Python, vector-only, recall with
-   and without its entity leg (an older recall: ``retrieval_quality --baseline-rev REV``).
+   without its entity leg and with speakers' names kept whole in its query vector
+   (``names_kept``), and as shipped (an older recall: ``retrieval_quality --baseline-rev REV``).
 3. The set's derived facts (bench/data/conversation_facts.py, 2,979) are asserted as a
    caller would: ``assert_fact`` with ``source_episode_ids`` = the cited turns and
    ``valid_from`` = the session date; the speakers are entities, so every fact's subject
    is one.
 4. **Episodes + facts**: text-only (BM25 in SQL) and vector-only, recall without grouping
-   (each hit its own slot) and recall as shipped (a fact with its source turns is one
+   (each hit its own slot), with names kept, and as shipped (a fact with its source turns is one
    result, ``memory/recall_grouping.py``); the grouping knobs (``RecallConfig`` fields)
    are swept on DEV (skipped with ``--skip-sweep``).
 
@@ -117,6 +118,7 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]], *, sw
         for system in cq.SYSTEMS:
             run("episodes", system, split)
         run("episodes", "recall", split, "recall_no_entities", config=VARIANTS["no_entity_leg"])
+        run("episodes", "recall", split, "recall_names_kept", config=VARIANTS["names_kept"])
         if best_ranking:
             run("episodes", "recall", split, "recall_dev_best", config=DEFAULT.replace(**best_ranking))
 
@@ -129,6 +131,7 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]], *, sw
         run("+facts", "text", split, config=plain, cited=cited)
         run("+facts", "vector", split, config=plain, cited=cited)
         run("+facts", "recall", split, "recall_ungrouped", config=plain, cited=cited)
+        run("+facts", "recall", split, "recall_names_kept", config=VARIANTS["names_kept"], cited=cited)
         run("+facts", "recall", split, config=DEFAULT, cited=cited)
         if best_grouping != DEFAULT:
             run("+facts", "recall", split, "recall_dev_best", config=best_grouping, cited=cited)

@@ -121,5 +121,5 @@ VARIANTS: dict[str, RecallConfig] = {
     "no_neighbours": DEFAULT.replace(neighbour_weight=0.0),
     "no_time_guard": DEFAULT.replace(time_guard=False),
     "no_grouping": DEFAULT.replace(grouping=False),
-    "names_in_vector": DEFAULT.replace(mask_names=False),
+    "names_kept": DEFAULT.replace(mask_names=False),
 }
