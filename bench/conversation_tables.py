@@ -2,7 +2,7 @@
 then with the derived facts, dev and test, per kind.
 
 1. Every turn is imported as an episode (``conversation_quality.load``); the ranking
-   constants w_vector x neighbour_weight are swept on DEV (skipped with ``--skip-sweep``).
+   constants w_vector_masked x neighbour_weight are swept on DEV (skipped with ``--skip-sweep``).
 2. **Episodes only**: Okapi BM25 and the min-max mix in Python, vector-only, recall with
    without its entity leg and with speakers' names kept whole in its query vector
    (``names_kept``), and as shipped (an older recall: ``retrieval_quality --baseline-rev REV``).
@@ -29,7 +29,8 @@ from typing import Any
 
 from bench import common, conversation_quality, entity_quality
 
-GRID_W_VECTOR = (0.3, 0.4, 0.5)
+#: the cosine's weight for a query whose speaker's name is masked: nearly every question here
+GRID_W_VECTOR_MASKED = (0.4, 0.5, 0.6, 0.7)
 GRID_NEIGHBOUR = (0.0, 0.2, 0.35, 0.5)
 #: the grouping knobs tried on DEV, as changes to the shipped RecallConfig
 GROUPING_GRID: tuple[dict[str, Any], ...] = (
@@ -51,15 +52,15 @@ PerKind = dict[str, list[dict[str, float]]]
 
 
 def _ranking_sweep(store: Any, dev: list[dict[str, Any]], keys: Any, baselines: Any) -> dict[str, float]:
-    """w_vector x neighbour_weight on DEV, episodes only; prints the table, returns the best
+    """w_vector_masked x neighbour_weight on DEV, episodes only; prints the table, returns the best
     as changes to the shipped config (none when the shipped values are best)."""
     from stash_pipeline.memory.recall_config import DEFAULT
 
     cq = conversation_quality
-    shipped = {"w_vector": DEFAULT.w_vector, "neighbour_weight": DEFAULT.neighbour_weight}
+    shipped = {"w_vector_masked": DEFAULT.w_vector_masked, "neighbour_weight": DEFAULT.neighbour_weight}
     sweep = []
-    for w_vector, neighbour in itertools.product(GRID_W_VECTOR, GRID_NEIGHBOUR):
-        point = {"w_vector": w_vector, "neighbour_weight": neighbour}
+    for w_vector, neighbour in itertools.product(GRID_W_VECTOR_MASKED, GRID_NEIGHBOUR):
+        point = {"w_vector_masked": w_vector, "neighbour_weight": neighbour}
         sweep.append((point, cq.overall(cq.evaluate(store, dev, keys, baselines, "recall", DEFAULT.replace(**point)))))
     sweep.sort(key=lambda item: (-item[1]["r@10"], -item[1]["mrr"]))
     common.print_table("Conversational set, DEV split, episodes only: ranking constants (real query)",

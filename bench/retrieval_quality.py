@@ -11,7 +11,7 @@
    citing one turn), in bench/conversation_tables.py: episodes only (Okapi BM25 and a min-max
    cosine + BM25 mix in Python, vector-only, recall), then
    with the derived facts asserted (text-only, vector-only, recall without grouping,
-   recall); the ranking constants (w_vector x neighbour_weight, episodes only) and the
+   recall); the ranking constants (w_vector_masked x neighbour_weight, episodes only) and the
    grouping knobs (with the facts) are swept on DEV; both splits reported, per kind.
 2. The agent-memory set (bench/data: 2,300 episodes over 7 namespaces, 73 asserted facts
    of which 15 are retired by supersede, 325 questions; plus, with --large,

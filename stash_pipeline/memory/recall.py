@@ -9,7 +9,7 @@ model), supersession is turned off for a query that asks about a time
 (``asks_about_time``: the old value may be the answer), the entity leg's phrases are made
 (``memory/entity_recall.py``), a query naming an entity common in scope gets a vector
 mostly of its text with that name masked (``query_vector``; the text and entity legs keep
-the name), and the statement runs in one round trip (``round_trip``).
+the name) and weighs the cosine by ``w_vector_masked``, and the statement runs in one round trip (``round_trip``).
 ``relevance`` is the score clipped to [0, 1], absolute, so an agent can threshold it at
 ``relevance_floor``. Grouping (``memory/recall_grouping.py``) folds the rows into one
 result per piece of evidence; ``recall_results`` is the lean JSON shape for agents
@@ -131,6 +131,8 @@ def _search(
                                context=context, config=config) | {
         "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
     masked = embedded_text(store, text, paths, params, config) if use_vector and use_text else text
+    if masked != text:  # the words left carry the question: the cosine counts for more
+        params["w_vector"] = config.w_vector_masked
     key = params["text_hash"] = query_key(text, paths, masked=masked)
     if use_vector and embedder.embeds_first(key):  # a new query, a local model: embed, then one round trip
         params["embedding"] = query_vector(embedder, text, masked, config)

@@ -61,6 +61,9 @@ class RecallConfig:
     mask_names: bool = True
     mask_share: float = 0.1
     mask_weight: float = 0.7
+    #: ... and the cosine's weight in its rows' score instead of w_vector: such a name is
+    #: a weak word for the text leg too, and the masked words carry the question
+    w_vector_masked: float = 0.6
     #: longest alias looked up, in words ("warehouse robot controller" has three)
     max_alias_words: int = 4
     #: n-grams looked up at most (a long query's first ones): bounds the index probes

@@ -169,6 +169,17 @@ def test_one_hop_reaches_the_current_project_not_the_old_one(store, graph):
                                                        config=off))
 
 
+def test_a_query_whose_names_were_masked_weighs_its_cosine_by_w_vector_masked(store, graph):
+    query = "Which database does Alice's project use?"
+
+    def scores(**changes: Any) -> dict[int, float]:
+        return {h.id: h.score for h in recall.recall(store, query, [NS], config=DEFAULT.replace(**changes))}
+
+    assert scores(w_vector_masked=0.6) != scores(w_vector_masked=0.9)  # "Alice" is masked in NS
+    assert scores(mask_names=False, w_vector_masked=0.6) == scores(mask_names=False, w_vector_masked=0.9)
+    assert scores(mask_names=False, w_vector=0.6) != scores(mask_names=False, w_vector=0.9)
+
+
 def test_every_fact_the_leg_found_joins_the_candidates_weighted_as_about_the_subject(store, graph):
     # grouping's pool: with no over-fetch and one result asked for, the statement still
     # returns every fact the entity leg reached, each ranked by fact_weight * subject_weight

@@ -15,7 +15,8 @@ ELSEWHERE = {
     "relevance_floor": "the documented threshold for RecallHit.relevance (no ranking effect)",
     "diversity": "recall_grouping.diversify, over the statement's rows (tests/unit/test_recall_grouping_shape.py)",
     "mask_names": "recall.embedded_text: whether a hybrid query's vector is mixed with its names masked",
-    "mask_weight": "recall.embedded_text: the masked text's share of the query vector",
+    "mask_weight": "recall.query_vector: the masked text's share of the query vector",
+    "w_vector_masked": "recall._search: the w_vector sent for a query whose names were masked",
 }
 
 

@@ -267,7 +267,8 @@ WHERE {{ kind }} = 'fact' AND l.child_kind = 'fact' AND l.child_id = {{ id }} AN
 
 -- hybrid_score(cosine, coverage) --
 -- A row's score: w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1), a missing
--- part 0 (recall sends w_vector 1 in vector mode and 0 in text mode).
+-- part 0 (recall sends w_vector 1 in vector mode, 0 in text mode, and w_vector_masked for a
+-- hybrid query whose names it masked).
 %(w_vector)s * GREATEST({{ cosine }}, 0) + (1 - %(w_vector)s) * LEAST(COALESCE({{ coverage }}, 0), 1)
 
 -- turns_beside(t, hit, window) --
