@@ -27,19 +27,14 @@ AFTER_STEPS = ("one round trip", "grouping", "shaping")
 def after(store: Any, query: str, namespace: str, *, limit: int = 10, context: int = 1,
           config: Any = None) -> tuple[dict[str, float], Any]:
     """The current path's steps (ms each) and its answer, as ``recall.recall_results`` runs them."""
-    from stash_pipeline.embedding.cache import query_key
     from stash_pipeline.memory import recall, recall_grouping
     from stash_pipeline.memory.recall_config import DEFAULT
 
     config = config or DEFAULT
     ms: dict[str, float] = {}
-    embedder = store.embedder
-    params = recall.recall_parameters(query, [namespace], None, limit=limit, as_of=None, known_at=None,
-                                      include_history=False, use_vector=True, use_text=True, context=context,
-                                      config=config)
-    params |= {"embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
-    masked = recall.embedded_text(store, query, [namespace], params, config)
-    params["text_hash"] = query_key(query, [namespace], masked=masked)
+    params, _ = recall.search_parameters(store, query, [namespace], limit=limit, as_of=None, known_at=None,
+                                         include_history=False, use_vector=True, use_text=True, context=context,
+                                         config=config)
     ms["one round trip"], (needs_vector, rows) = common.timed(lambda: recall.round_trip(store, params, config))
     assert not needs_vector, "the bench's queries are in the embedding cache"
     ms["grouping"], ranked = common.timed(lambda: recall_grouping.group(

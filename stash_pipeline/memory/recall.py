@@ -46,7 +46,7 @@ MODES = ("hybrid", "vector", "text")
 __all__ = [
     "MODES",
     "asks_about_time", "compact", "estimate_tokens", "recall", "recall_parameters", "recall_results",
-    "round_trip", "serialised_tokens", "shape_results", "to_hit",
+    "round_trip", "search_parameters", "serialised_tokens", "shape_results", "to_hit",
 ]
 
 
@@ -126,14 +126,10 @@ def _search(
     embedder = store.embedder
     if use_vector:
         embedder.ensure_lock()  # (once per process) the model the stored vectors were made with
-    params = recall_parameters(text, paths, None, limit=limit, as_of=as_of, known_at=known_at,
-                               include_history=bool(include_history), use_vector=use_vector, use_text=use_text,
-                               context=context, config=config) | {
-        "embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
-    masked = embedded_text(store, text, paths, params, config) if use_vector and use_text else text
-    if masked != text:  # the words left carry the question: the cosine counts for more
-        params["w_vector"] = config.w_vector_masked
-    key = params["text_hash"] = query_key(text, paths, masked=masked)
+    params, masked = search_parameters(store, text, paths, limit=limit, as_of=as_of, known_at=known_at,
+                                       include_history=bool(include_history), use_vector=use_vector,
+                                       use_text=use_text, context=context, config=config)
+    key = params["text_hash"]
     if use_vector and embedder.embeds_first(key):  # a new query, a local model: embed, then one round trip
         params["embedding"] = query_vector(embedder, text, masked, config)
         _, rows = round_trip(store, params, config, cache=True)
@@ -145,6 +141,21 @@ def _search(
     if use_vector:
         embedder.note_cached(key)
     return rows
+
+
+def search_parameters(store: Store, text: str, paths: list[str], *, use_vector: bool, use_text: bool,
+                      config: RecallConfig, **options: Any) -> tuple[dict[str, Any], str]:
+    """The statement's parameters for one recall and the text its vector is made from: a
+    hybrid query naming an entity common in scope has it masked (``embedded_text``) and
+    weighs the cosine by ``w_vector_masked`` (the words left carry the question)."""
+    embedder = store.embedder
+    params = recall_parameters(text, paths, None, use_vector=use_vector, use_text=use_text, config=config,
+                               **options) | {"embedding_model": embedder.name, "embedding_endpoint": embedder.endpoint}
+    masked = embedded_text(store, text, paths, params, config) if use_vector and use_text else text
+    if masked != text:
+        params["w_vector"] = config.w_vector_masked
+    params["text_hash"] = query_key(text, paths, masked=masked)
+    return params, masked
 
 
 def embedded_text(store: Store, text: str, paths: list[str], params: dict[str, Any], config: RecallConfig) -> str:
