@@ -39,7 +39,7 @@ TRACE_DEPTH_MAX = 25
 #: remember_batch: episodes in one call, at most
 BATCH_MAX = 1000
 
-FactOrigin = Literal["synthesis", "hypothesis", "failure_pattern", "asserted"]
+FactOrigin = Literal["synthesis", "hypothesis", "failure_pattern", "asserted", "profile"]
 GoalStatus = Literal["active", "completed", "abandoned"]
 HypothesisStatus = Literal["proposed", "testing", "confirmed", "rejected"]
 #: resolve_contradiction: what happens to the two facts

@@ -20,7 +20,9 @@ WITH ns AS (
                        AND e.id < COALESCE((SELECT min(p.id) FROM episodes p
                                             WHERE p.namespace_id = ns.id AND p.embedding IS NULL
                                               AND p.deleted_at IS NULL), 9223372036854775807)), 0) AS episode_head,
-           COALESCE((SELECT max(f.id) FROM facts f WHERE f.namespace_id = ns.id), 0) AS fact_head,
+           -- profile facts are the profiles stage's output, no stage's input: not in the head
+           COALESCE((SELECT max(f.id) FROM facts f
+                     WHERE f.namespace_id = ns.id AND f.origin <> 'profile'), 0) AS fact_head,
            COALESCE((SELECT max(x.id) FROM failures x
                      WHERE x.namespace_id = ns.id AND x.deleted_at IS NULL), 0) AS failure_head,
            EXISTS (SELECT 1 FROM goals g WHERE g.namespace_id = ns.id AND g.status = 'active'
@@ -77,7 +79,8 @@ SELECT x.namespace_id, x.stage,
                                  WHERE e.namespace_id = x.namespace_id AND e.deleted_at IS NULL
                                    AND e.id > x.cursor AND e.id <= x.head)
            WHEN 'facts' THEN (SELECT count(*) FROM facts f
-                              WHERE f.namespace_id = x.namespace_id AND f.id > x.cursor AND f.id <= x.head)
+                              WHERE f.namespace_id = x.namespace_id AND f.id > x.cursor AND f.id <= x.head
+                                AND f.origin <> 'profile')
            ELSE 0
        END AS backlog
 FROM unnest(%(namespace_ids)s::bigint[], %(stages)s::text[], %(sources)s::text[],

@@ -18,7 +18,7 @@ SELECT slug FROM namespaces ORDER BY slug
 -- exempt; every other fact, relationship, pattern and extracted causal link must have one.
 SELECT
   (SELECT count(*) FROM facts f
-    WHERE f.namespace_id = n.id AND f.origin IN ('synthesis', 'failure_pattern')
+    WHERE f.namespace_id = n.id AND f.origin IN ('synthesis', 'failure_pattern', 'profile')
       AND NOT EXISTS (SELECT 1 FROM lineage l WHERE l.child_kind = 'fact' AND l.child_id = f.id))
     AS fact,
   (SELECT count(*) FROM relationships r

@@ -53,7 +53,8 @@ ORDER BY l.child_kind, l.child_id
 -- lineage_cascade_children --
 -- One withdrawal round: the not-yet-withdrawn derived rows with a parent in the frontier,
 -- and whether each still has a living parent. Roots count as dead even while their row
--- still exists (purge runs the cascade before the DELETE).
+-- still exists (purge runs the cascade before the DELETE). A profile fact lists its
+-- members as current, so it lives only while every parent does.
 WITH frontier AS (
     SELECT DISTINCT kind, id FROM unnest(%(kinds)s::text[], %(ids)s::bigint[]) AS f(kind, id)
 ),
@@ -67,10 +68,12 @@ children AS (
     WHERE l.child_kind IN ('fact', 'relationship', 'causal_link', 'pattern')
 )
 SELECT c.kind, c.id,
-       EXISTS (
-           SELECT 1 FROM lineage p
-           WHERE p.child_kind = c.kind AND p.child_id = c.id
-             AND NOT EXISTS (SELECT 1 FROM roots r WHERE r.kind = p.parent_kind AND r.id = p.parent_id)
+       (SELECT CASE WHEN c.kind = 'fact' AND EXISTS (SELECT 1 FROM facts pf WHERE pf.id = c.id
+                                                                        AND pf.origin = 'profile')
+                    THEN bool_and(alive) ELSE bool_or(alive) END
+          FROM lineage p
+          CROSS JOIN LATERAL (SELECT
+             NOT EXISTS (SELECT 1 FROM roots r WHERE r.kind = p.parent_kind AND r.id = p.parent_id)
              AND CASE p.parent_kind
                  WHEN 'episode' THEN EXISTS (SELECT 1 FROM episodes e
                                              WHERE e.id = p.parent_id AND e.deleted_at IS NULL)
@@ -92,8 +95,8 @@ SELECT c.kind, c.id,
                  WHEN 'hypothesis_evidence' THEN EXISTS (SELECT 1 FROM hypothesis_evidence x
                                                          WHERE x.id = p.parent_id)
                  ELSE false
-             END
-       ) AS has_live_parent
+             END AS alive) a
+         WHERE p.child_kind = c.kind AND p.child_id = c.id) IS TRUE AS has_live_parent
 FROM children c
 
 -- lineage_withdraw_facts --

@@ -2,9 +2,10 @@
 
 -- stage_facts_after --
 -- The next facts after a stage cursor (optionally up to an upper id), ALL of them so the
--- cursor can pass retired ones; "current" tells which ones the stage may use.
+-- cursor can pass retired ones; "current" tells which ones the stage may use. Profile
+-- facts restate their members, so no stage takes them as input.
 SELECT id, content, entity, property, value, confidence,
-       (withdrawn_at IS NULL AND valid_from <= now()
+       (origin <> 'profile' AND withdrawn_at IS NULL AND valid_from <= now()
         AND (valid_until IS NULL OR valid_until > now())) AS current
   FROM facts
  WHERE namespace_id = %(namespace_id)s AND id > %(cursor)s
@@ -13,10 +14,10 @@ SELECT id, content, entity, property, value, confidence,
  LIMIT %(limit)s
 
 -- stage_current_facts_by_ids --
--- Current facts by id (dead-letter retries); retired ones are not fed to stages.
+-- Current facts by id (dead-letter retries); retired ones (and profiles) are not fed to stages.
 SELECT id, content, entity, property, value, confidence, true AS current
   FROM facts
- WHERE namespace_id = %(namespace_id)s AND id = ANY(%(ids)s::bigint[])
+ WHERE namespace_id = %(namespace_id)s AND id = ANY(%(ids)s::bigint[]) AND origin <> 'profile'
    AND withdrawn_at IS NULL AND valid_from <= now() AND (valid_until IS NULL OR valid_until > now())
  ORDER BY id
 

@@ -49,7 +49,7 @@ SELECT id, content, occurred_at, metadata FROM (
 WITH about AS MATERIALIZED (
     SELECT id, content, embedding FROM facts
      WHERE namespace_id = %(namespace_id)s AND lower(entity) = ANY(%(names)s::text[])
-       AND withdrawn_at IS NULL AND (valid_until IS NULL OR valid_until > now())
+       AND origin <> 'profile' AND withdrawn_at IS NULL AND (valid_until IS NULL OR valid_until > now())
      ORDER BY id DESC
      LIMIT %(scan)s
 )
@@ -59,10 +59,11 @@ SELECT id, content FROM about
 
 -- stage_facts_nearest_current --
 -- The current fact nearest to a vector in one namespace, with its cosine similarity (read
--- by the half-precision key's index, 0019; the similarity is full precision).
+-- by the half-precision key's index, 0019; the similarity is full precision). Profiles
+-- are not candidates: a new fact reinforces or contradicts a member, not its summary.
 SELECT id, confidence, 1 - (embedding <=> %(embedding)s) AS similarity
   FROM facts
- WHERE namespace_id = %(namespace_id)s
+ WHERE namespace_id = %(namespace_id)s AND origin <> 'profile'
    AND withdrawn_at IS NULL AND valid_from <= now() AND (valid_until IS NULL OR valid_until > now())
  ORDER BY embedding_key(embedding) <=> embedding_key(%(embedding)s::vector)
  LIMIT 1
