@@ -10,7 +10,7 @@ then checks, with a bound on every wait:
 2. ``stash token create`` in the mcp container;
 3. MCP over streamable HTTP at /mcp with that bearer token: initialize, remember, recall
    (the remembered text comes back; every recall under RECALL_LIMIT_S);
-4. the Dagster webserver's GraphQL lists the eight stage assets;
+4. the Dagster webserver's GraphQL lists the nine stage assets;
 5. a sensor-launched run (watermark sensor) succeeds against the scripted model, which
    answered at least one chat request, and no run's event log holds an error;
 6. stop + up: the token still works, the first recall after the restart finds the
@@ -49,7 +49,7 @@ RUN_TIMEOUT_S = 420
 NAMESPACE = "/smoke"
 TEXTS = ["Alice lives in Paris near the river Seine", "Bob deploys Kubernetes clusters every Friday"]
 STAGES = {"facts", "relationships", "causal_links", "patterns", "goal_progress",
-          "failure_patterns", "hypothesis_evidence", "decay"}
+          "failure_patterns", "hypothesis_evidence", "profiles", "decay"}
 SERVICES = {"postgres", "migrate", "dagster-migrate", "mcp", "user-code", "dagster-webserver", "dagster-daemon",
             "model"}
 ONE_SHOT = {"migrate", "dagster-migrate"}

@@ -53,6 +53,7 @@ from stash_pipeline.stages import (
     goal_progress,
     hypothesis_evidence,
     patterns,
+    profiles,
     prompts,
     relationships,
 )
@@ -163,6 +164,9 @@ STAGES: tuple[StageSpec, ...] = (
               hypothesis_evidence.run, ("facts",), "facts", gate="open_hypothesis",
               prompts=((prompts.HYPOTHESIS_EVIDENCE, prompts.HypothesisAnswer),),
               items_per_call=lambda settings: hypothesis_evidence.BATCH),
+    StageSpec("profiles", "Gather each entity's current facts per aspect into a profile fact (no model).",
+              profiles.run, ("facts",), "facts", outputs=("fact",), rebuild_query="rebuild_withdraw_profiles",
+              needs_model=False, pool=None),
     StageSpec("decay", "Decay stale current facts and expire those below the threshold (pure SQL).",
               decay.run, ("facts",), "none", needs_model=False, pool=None),
 )

@@ -30,6 +30,7 @@ EXPECTED_DEPS = {
     "goal_progress": {"facts"},
     "hypothesis_evidence": {"facts"},
     "failure_patterns": {"episodes"},
+    "profiles": {"facts"},
     "decay": {"facts"},
     "episode_embeddings": set(),
 }

@@ -48,6 +48,6 @@ def test_sweep_requests_every_namespace_with_work_uncapped(
     result = consolidation_sweep(dg.build_schedule_context(instance=instance, resources={"stash": stash}))
     assert isinstance(result, list)
     pairs = {(k.to_user_string(), r.partition_key) for r in result for k in r.asset_selection or []}
-    assert pairs == {("facts", "/a"), ("relationships", "/c"), ("causal_links", "/c")}
+    assert pairs == {("facts", "/a"), ("relationships", "/c"), ("causal_links", "/c"), ("profiles", "/c")}
     assert {r.tags["stash/trigger"] for r in result} == {"sweep"}
     assert consolidation_sweep.cron_schedule == "0 * * * *"

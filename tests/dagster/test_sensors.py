@@ -197,6 +197,7 @@ def test_watermark_requests_exactly_the_pairs_with_backlog(
         ("causal_links", "/b"),
         ("goal_progress", "/b"),
         ("hypothesis_evidence", "/b"),
+        ("profiles", "/b"),
     }
     by_ns = {r.partition_key: r for r in result.run_requests or []}
     assert set(by_ns) == {"/a", "/b"}  # one run per namespace, stages in graph order
@@ -205,6 +206,7 @@ def test_watermark_requests_exactly_the_pairs_with_backlog(
         "causal_links",
         "goal_progress",
         "hypothesis_evidence",
+        "profiles",
     ]
     assert by_ns["/a"].tags["stash/trigger"] == "watermark"
     # partitions the discovery sensor has not added yet are added in the same tick
@@ -233,6 +235,12 @@ def test_watermark_skips_partitions_with_a_run_in_flight(
 def test_watermark_skips_model_stages_without_a_reasoner(
     backlog: Store, instance: dg.DagsterInstance, settings: object
 ) -> None:
+    from stash_pipeline.consolidation import runner
+
+    # the profiles stage needs no model: it runs; every model stage waits
+    result = tick(watermark_sensor, instance, resource_for(settings), None)  # type: ignore[arg-type]
+    assert requested(result) == {("profiles", "/b")}
+    runner.run_stage(backlog, "/b", "profiles")
     result = tick(watermark_sensor, instance, resource_for(settings), None)  # type: ignore[arg-type]
     assert result.run_requests == []
     # not "caught up": the skip reason names what is blocked and what to set

@@ -14,6 +14,14 @@ UPDATE facts
  WHERE namespace_id = %(namespace_id)s AND origin = 'synthesis' AND withdrawn_at IS NULL
 RETURNING id
 
+-- rebuild_withdraw_profiles --
+-- Withdraw the profile facts of the namespace (all are gathered by the profiles stage).
+UPDATE facts
+   SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at = now(),
+       retired_at = COALESCE(retired_at, now())
+ WHERE namespace_id = %(namespace_id)s AND origin = 'profile' AND withdrawn_at IS NULL
+RETURNING id
+
 -- rebuild_withdraw_relationships --
 -- Withdraw every live relationship of the namespace (all are extracted by the stage).
 UPDATE relationships

@@ -112,4 +112,4 @@ def test_one_entry_adds_a_stage_everywhere(tmp_path: Path, database_url: str) ->
     (preview,) = out["rebuild"]
     assert preview["stage"] == "echo" and preview["status"] == "preview"
     # the consolidate tool and `stash consolidate run` offer it (its schema names it, its model takes it)
-    assert "hypothesis_evidence, echo, decay." in out["consolidate_stage"] and out["consolidate_accepts"] == "echo"
+    assert "profiles, echo, decay." in out["consolidate_stage"] and out["consolidate_accepts"] == "echo"

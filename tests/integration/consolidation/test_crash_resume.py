@@ -6,7 +6,7 @@ import pytest
 
 from stash_pipeline.consolidation import runner
 from stash_pipeline.memory import failures, goals, hypotheses, lineage
-from stash_pipeline.stages import STAGE_NAMES
+from stash_pipeline.stages import STAGES
 from tests.integration.consolidation.conftest import rows, seed
 
 EPISODES = [
@@ -55,7 +55,7 @@ def _prepare(store, slug):
     seed(store, slug, EPISODES)
 
 
-MODEL_STAGES = [s for s in STAGE_NAMES if s != "decay"]
+MODEL_STAGES = [s.name for s in STAGES if s.needs_model]
 
 
 @pytest.mark.parametrize("stage", MODEL_STAGES)

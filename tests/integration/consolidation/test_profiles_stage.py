@@ -1,0 +1,138 @@
+"""The profiles stage: an entity's current facts per aspect in one fact, traceable to its
+members and their episodes, never outliving a member, and no stage's input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stash_pipeline.consolidation import rebuild, runner
+from stash_pipeline.memory import episodes, facts, recall
+from tests.integration.consolidation.conftest import rows, seed
+
+HOBBIES = [
+    "Evan took up watercolour painting as a hobby in his free time",
+    "Evan goes kayaking for fun at weekends",
+    "Evan's pastime is playing chess at the club in the evenings",
+]
+
+
+@pytest.fixture
+def pstore(make_store: Any) -> Any:
+    return make_store(embedder="minilm-int8", vector_dim=384)
+
+
+def _assert_hobbies(store: Any, namespace: str = "/p") -> tuple[list[int], list[int]]:
+    episode_ids = seed(store, namespace, HOBBIES)
+    fact_ids = [
+        facts.assert_fact(store, namespace, text, entity="Evan", property=f"hobby {i}", value=text,
+                          source_episode_ids=[episode_id])["fact"].id
+        for i, (text, episode_id) in enumerate(zip(HOBBIES, episode_ids, strict=True))
+    ]
+    return episode_ids, fact_ids
+
+
+def _profiles(store: Any, current: bool = True) -> list[dict[str, Any]]:
+    return rows(store, "SELECT id, content, entity_id, withdrawn_at FROM facts WHERE origin = 'profile'"
+                       + (" AND withdrawn_at IS NULL" if current else "") + " ORDER BY id")
+
+
+def test_a_profile_gathers_the_entity_facts_with_their_sources(pstore):
+    episode_ids, fact_ids = _assert_hobbies(pstore)
+    report = runner.run_stage(pstore, "/p", "profiles")
+    assert report.status == "ok" and report.details["profiles_written"] == 1
+    [profile] = _profiles(pstore)
+    assert profile["content"].startswith("Evan's hobbies and interests: ")
+    assert "watercolour painting" in profile["content"] and "kayaking" in profile["content"]
+    parents = rows(pstore, "SELECT parent_kind, parent_id FROM lineage WHERE child_kind = 'fact' AND child_id = %(id)s",
+                   id=profile["id"])
+    assert {(p["parent_kind"], p["parent_id"]) for p in parents} == {
+        *(("fact", i) for i in fact_ids), *(("episode", i) for i in episode_ids)}
+    [member] = rows(pstore, "SELECT entity_id FROM facts WHERE id = %(id)s", id=fact_ids[0])
+    assert profile["entity_id"] == member["entity_id"] is not None
+
+    hit = recall.recall(pstore, "What does Evan do for fun?", ["/p"], limit=3)
+    shown = next(h for h in hit if h.kind == "fact" and h.id == profile["id"])
+    assert sorted(shown.source_episode_ids) == sorted(episode_ids)
+
+
+def test_profiles_are_no_stage_input_and_a_rerun_writes_nothing(pstore):
+    _assert_hobbies(pstore)
+    runner.run_stage(pstore, "/p", "profiles")
+    backlog = {r["stage"]: r for r in runner.status(pstore, "/p")}
+    assert not backlog["profiles"]["has_work"]
+    assert backlog["relationships"]["backlog"] == len(HOBBIES)  # the members, not the profile
+    again = runner.run_stage(pstore, "/p", "profiles")
+    assert again.details.get("profiles_written", 0) == 0 and len(_profiles(pstore)) == 1
+    [head] = rows(pstore, "SELECT max(id) AS id FROM facts WHERE origin <> 'profile'")
+    [cursor] = rows(pstore, "SELECT cursor FROM stage_checkpoints WHERE stage = 'profiles'")
+    assert cursor["cursor"] == head["id"]
+
+
+def test_a_profile_goes_with_a_retired_member_and_comes_back_rewritten(pstore):
+    episode_ids, _ = _assert_hobbies(pstore)
+    runner.run_stage(pstore, "/p", "profiles")
+    # superseded: the member's replacement ends it, the trigger withdraws the profile
+    facts.assert_fact(pstore, "/p", "Evan gave up kayaking and took up sailing for fun at weekends",
+                      entity="Evan", property="hobby 1", value="sailing", supersede=True)
+    assert _profiles(pstore) == []
+    runner.run_stage(pstore, "/p", "profiles")
+    [profile] = _profiles(pstore)
+    assert "sailing" in profile["content"] and "goes kayaking" not in profile["content"]
+
+    # a source episode purged: its fact goes, and the profile with it; the entity's next
+    # fact brings a profile of what is left
+    episodes.purge(pstore, episode_ids[0], "/p")
+    assert _profiles(pstore) == []
+    facts.assert_fact(pstore, "/p", "Evan plays the guitar for fun in the evenings", entity="Evan",
+                      property="hobby 3", value="guitar")
+    runner.run_stage(pstore, "/p", "profiles")
+    [profile] = _profiles(pstore)
+    assert "guitar" in profile["content"] and "watercolour" not in profile["content"]
+
+
+def test_a_purged_member_takes_its_profile_along(pstore):
+    _, fact_ids = _assert_hobbies(pstore)
+    runner.run_stage(pstore, "/p", "profiles")
+    facts.purge(pstore, fact_ids[0], "/p")
+    assert _profiles(pstore) == []
+    gone = _profiles(pstore, current=False)
+    assert gone and "watercolour" in gone[0]["content"]
+
+
+def test_a_rebuild_withdraws_the_profiles_and_the_next_run_writes_them_again(pstore):
+    _assert_hobbies(pstore)
+    runner.run_stage(pstore, "/p", "profiles")
+    [before] = _profiles(pstore)
+    [report] = rebuild.rebuild(pstore, "/p", "profiles", apply=True)
+    assert report.withdrawn == 1 and _profiles(pstore) == []
+    runner.run_stage(pstore, "/p", "profiles")
+    [after] = _profiles(pstore)
+    assert after["content"] == before["content"] and after["id"] != before["id"]
+
+
+def test_a_crash_mid_batch_commits_nothing_and_the_rerun_writes_it_all(pstore, monkeypatch):
+    from stash_pipeline.memory import lineage
+
+    _assert_hobbies(pstore)
+    for i, text in enumerate(["Maria plays the piano for fun in her free time",
+                              "Maria's hobby is knitting scarves in the evenings"]):
+        facts.assert_fact(pstore, "/p", text, entity="Maria", property=f"hobby {i}", value=text)
+    real_add, calls = lineage.add, []
+
+    def crash_on_second(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise RuntimeError("injected crash")
+        return real_add(*args, **kwargs)
+
+    monkeypatch.setattr(lineage, "add", crash_on_second)
+    with pytest.raises(RuntimeError, match="injected crash"):
+        runner.run_stage(pstore, "/p", "profiles")
+    monkeypatch.setattr(lineage, "add", real_add)
+    assert _profiles(pstore, current=False) == []
+    assert rows(pstore, "SELECT cursor FROM stage_checkpoints WHERE stage = 'profiles'") in ([], [{"cursor": 0}])
+    assert runner.run_stage(pstore, "/p", "profiles").details["profiles_written"] == 2
+    assert [p["content"].split(":")[0] for p in _profiles(pstore)] == [
+        "Evan's hobbies and interests", "Maria's hobbies and interests"]
