@@ -418,7 +418,8 @@ CASE WHEN {{ x }}.kind <> 'fact' OR {{ x }}.restates THEN 1
 -- The rows in rank order with what grouping and shaping need: a fact's source episode ids
 -- and, with %(excerpt_chars)s set, its source turns (when each occurred, its session marks,
 -- its first excerpt_chars characters and one more so the caller can tell the text was cut;
--- forgotten ones as known at known_at, now by default, left out); an episode hit's context:
+-- forgotten ones as known at known_at, now by default, left out; none for a profile, whose
+-- content already gathers what its members say: its ids suffice); an episode hit's context:
 -- up to %(context)s turns each side in its session (turns_beside), with as_of or known_at
 -- those stored by known_at and occurred by as_of (episode_visible's rule).
 SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
@@ -427,7 +428,7 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
        CASE WHEN r.kind = 'fact' THEN ARRAY(SELECT l.parent_id FROM lineage l
            WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode' ORDER BY l.parent_id)
        END AS source_episode_ids,
-       CASE WHEN r.kind = 'fact' AND %(excerpt_chars)s::int IS NOT NULL THEN ARRAY(
+       CASE WHEN r.kind = 'fact' AND f.origin <> 'profile' AND %(excerpt_chars)s::int IS NOT NULL THEN ARRAY(
            SELECT jsonb_build_object('id', s.id, 'occurred_at', s.occurred_at, 'metadata', s.metadata,
                                      'content', left(s.content, %(excerpt_chars)s::int + 1))
            FROM lineage l JOIN episodes s ON s.id = l.parent_id
