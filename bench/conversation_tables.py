@@ -14,6 +14,10 @@ then with the derived facts, dev and test, per kind.
    (each hit its own slot), with names kept, and as shipped (a fact with its source turns is one
    result, ``memory/recall_grouping.py``); the grouping knobs (``RecallConfig`` fields)
    are swept on DEV (skipped with ``--skip-sweep``).
+5. **Episodes + facts + profiles**: the profiles stage runs over the asserted facts (one
+   fact per speaker and aspect gathering their facts across sessions,
+   ``stash_pipeline/stages/profiles.py``), as the pipeline runs it after the facts stage;
+   vector-only and recall as shipped again.
 
 A fact hit counts its source turns as found (``conversation_quality.result_covers``). Also
 reported: the share of the ten slots facts take, the evidence found through episode
@@ -98,6 +102,7 @@ def _grouping_sweep(store: Any, dev: list[dict[str, Any]], keys: Any, baselines:
 
 def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]], *, sweep: bool = True) -> dict[str, Any]:
     """Load the conversational set, measure episodes only and episodes + facts, print tables."""
+    from stash_pipeline.consolidation import runner
     from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
 
     cq = conversation_quality
@@ -136,6 +141,14 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]], *, sw
         run("+facts", "recall", split, config=DEFAULT, cited=cited)
         if best_grouping != DEFAULT:
             run("+facts", "recall", split, "recall_dev_best", config=best_grouping, cited=cited)
+    common.log("conversational set: the profiles stage over the asserted facts")
+    written = sum(runner.run_stage(store, namespace, "profiles").details.get("profiles_written", 0)
+                  for namespace in sorted({t["namespace"] for t in data["turns"]}))
+    common.log(f"conversational set: {written} profiles")
+    for split in splits:
+        common.log(f"conversational set, episodes + facts + profiles: {split}")
+        run("+facts +profiles", "vector", split, config=plain, cited=cited)
+        run("+facts +profiles", "recall", split, config=DEFAULT, cited=cited)
     print(f"shipped config: {DEFAULT}\n")
 
     rows = []
@@ -147,11 +160,12 @@ def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]], *, sw
                        "recall@k of evidence turns (a fact hit counts its source turns), limit 10",
                        ["condition", "system", "dev r@5", "dev r@10", "dev MRR", "test r@5", "test r@10", "test MRR",
                         "test facts' share", "test r@10 via episode hits"], rows)
-    rows = [[system, *(cq.overall(per[split])[k] for split in splits for k in ("r@10", "missed_cited", "missed_uncited"))]
-            for (condition, system), per in results.items() if condition == "+facts"]
+    rows = [[condition, system,
+             *(cq.overall(per[split])[k] for split in splits for k in ("r@10", "missed_cited", "missed_uncited"))]
+            for (condition, system), per in results.items() if condition.startswith("+facts")]
     common.print_table("Where the evidence goes with facts, top 10: found, cited by a fact that did not rank, "
                        f"cited by none ({len(cited):,} of the turns are cited)",
-                       ["system", "dev found", "dev missed, cited", "dev missed, uncited",
+                       ["condition", "system", "dev found", "dev missed, cited", "dev missed, uncited",
                         "test found", "test missed, cited", "test missed, uncited"], rows)
     rows = [[condition, system, *cq.tokens(per["dev"]), *cq.tokens(per["test"])]
             for (condition, system), per in results.items() if system.startswith("recall")]

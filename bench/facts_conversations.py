@@ -23,7 +23,8 @@ episodes dead-lettered (and why), model calls per episode (facts prompts and all
 and recall@5/@10 and MRR on the questions (dev and test, by kind) with the stage's own
 facts: a fact hit counts its source turns as found, so ten results can show more evidence
 than ten turns. The same questions are asked before the stage runs (episodes only), in
-the same run, as the baseline.
+the same run, as the baseline, and again after the profiles stage gathered the stage's
+facts per speaker and aspect (as the pipeline runs it next).
 """
 
 from __future__ import annotations
@@ -172,6 +173,11 @@ def run(conversations_n: int | None = None, embedder: str = "minilm") -> dict[st
             conn.commit()
         common.log("with the stage's facts: asking the questions")
         after = evaluate(store, data["questions"], keys)
+        common.log("profiles stage")
+        for namespace in chosen:
+            consolidation.run_stage(store, namespace, "profiles")
+        common.log("with the stage's facts and their profiles: asking the questions")
+        profiled = evaluate(store, data["questions"], keys)
     reasons = Counter(reason(r["last_error"]) for r in letters)
     examples = [r["last_error"][:160] for r in letters[:5]]
     episodes_n = len(data["turns"])
@@ -189,7 +195,8 @@ def run(conversations_n: int | None = None, embedder: str = "minilm") -> dict[st
         "seconds": round(stage_seconds, 1),
         "recall": {name: {group: {m: _mean(rows, m) for m in ("r@5", "r@10", "mrr")} | {"n": len(rows)}
                           for group, rows in result.items()}
-                   for name, result in (("episodes only", before), ("episodes + stage facts", after))},
+                   for name, result in (("episodes only", before), ("episodes + stage facts", after),
+                                        ("+ profiles", profiled))},
     }
 
 
@@ -210,11 +217,12 @@ def report(result: dict[str, Any]) -> str:
     rows = []
     for group in [f"{split}/{kind}" for split in ("dev", "test") for kind in ("all", *KINDS)]:
         cells: list[Any] = [group]
-        for name in ("episodes only", "episodes + stage facts"):
+        for name in ("episodes only", "episodes + stage facts", "+ profiles"):
             m = r["recall"][name].get(group)
             cells += [m["r@5"], m["r@10"], m["mrr"]] if m else ["", "", ""]
         cells.insert(1, r["recall"]["episodes only"].get(group, {}).get("n", 0))
         rows.append(cells)
     table = common.print_table("Recall with the stage's own facts (a fact hit counts its source turns)",
-                               ["split/kind", "n", "episodes r@5", "r@10", "MRR", "+ facts r@5", "r@10", "MRR"], rows)
+                               ["split/kind", "n", "episodes r@5", "r@10", "MRR", "+ facts r@5", "r@10", "MRR",
+                                "+ profiles r@5", "r@10", "MRR"], rows)
     return "\n".join(lines) + "\n\n" + table
