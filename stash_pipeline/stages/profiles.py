@@ -16,7 +16,9 @@ event time from the latest member's start to the earliest member's end; lineage 
 member and to the members' source episodes (recall shows those as its sources). An
 entity's current profiles that its facts no longer give are withdrawn, identical ones kept.
 A profile never outlives a member: a member withdrawn, superseded or expired withdraws
-it (migration 0020), and the member's replacement brings the entity back here.
+it (migration 0020), and the member's replacement brings the entity back here. The batch
+share-locks the members it writes profiles of; one retired since the read keeps its
+profile out.
 Cursor: the last fact id read. Profiles are no stage's input (nor in any stage's backlog).
 Idempotency: a second run over the same facts writes nothing (contents compare equal).
 """
@@ -32,7 +34,7 @@ from stash_pipeline.embedding.vectors import unit_vector
 from stash_pipeline.memory import facts
 
 if TYPE_CHECKING:
-    from stash_pipeline.stages.context import StageContext
+    from stash_pipeline.stages.context import Batch, StageContext
 
 #: aspect -> the description its facts are compared with (by cosine of the embeddings)
 ASPECTS: dict[str, str] = {
@@ -68,35 +70,38 @@ def run(ctx: StageContext) -> None:
         members = ctx.read("stage_profiles_members", namespace_id=ctx.namespace_id, entity_ids=entity_ids)
         ctx.report.rows_in += len(members)
         wanted = [draft for entity_facts in _by_entity(members).values() for draft in gather(entity_facts, aspects)]
-        vectors = ctx.embed([d["content"] for d in wanted])
+        for draft, vector in zip(wanted, ctx.embed([d["content"] for d in wanted]), strict=True):
+            draft["embedding"] = vector
         with ctx.batch(cursor=int(touched["last_id"])) as batch:
-            current = batch.tx.all("stage_profiles_current", namespace_id=ctx.namespace_id, entity_ids=entity_ids)
-            kept = {(int(r["entity_id"]), r["content"]) for r in current}
-            given = {(d["entity_id"], d["content"]) for d in wanted}
-            stale = [int(r["id"]) for r in current if (int(r["entity_id"]), r["content"]) not in given]
-            batch.tx.execute("stage_profiles_withdraw", ids=stale)
-            written = 0
-            for draft, vector in zip(wanted, vectors, strict=True):
-                if (draft["entity_id"], draft["content"]) in kept:
-                    continue
-                row = facts.insert_fact(
-                    batch.tx,
-                    ctx.store,
-                    namespace_id=ctx.namespace_id,
-                    content=draft["content"],
-                    origin="profile",
-                    confidence=draft["confidence"],
-                    entity=draft["entity"],
-                    parents=draft["parents"],
-                    embedding=vector,
-                    valid_from=draft["valid_from"],
-                    valid_until=draft["valid_until"],
-                )
-                batch.tx.execute("entity_link_fact", id=int(row["id"]), entity_id=draft["entity_id"])
-                written += 1
+            written, withdrawn = _write(ctx, batch, wanted, entity_ids)
             batch.wrote(written)
-        ctx.report.details["profiles_written"] = ctx.report.details.get("profiles_written", 0) + written
-        ctx.report.details["profiles_withdrawn"] = ctx.report.details.get("profiles_withdrawn", 0) + len(stale)
+        for key, count in (("profiles_written", written), ("profiles_withdrawn", withdrawn)):
+            ctx.report.details[key] = ctx.report.details.get(key, 0) + count
+
+
+def _write(ctx: StageContext, batch: Batch, wanted: list[dict[str, Any]], entity_ids: list[int]) -> tuple[int, int]:
+    """The entities' profiles as ``wanted`` (those whose members are all still current):
+    new ones inserted, identical ones kept, the rest withdrawn. Returns (written, withdrawn)."""
+    member_ids = sorted({i for d in wanted for kind, i in d["parents"] if kind == "fact"})
+    live = {int(r["id"]) for r in batch.tx.all("stage_profiles_lock_members", ids=member_ids)}
+    wanted = [d for d in wanted if all(i in live for kind, i in d["parents"] if kind == "fact")]
+    current = batch.tx.all("stage_profiles_current", namespace_id=ctx.namespace_id, entity_ids=entity_ids)
+    given = {(d["entity_id"], d["content"]) for d in wanted}
+    kept = {(int(r["entity_id"]), r["content"]) for r in current}
+    stale = [int(r["id"]) for r in current if (int(r["entity_id"]), r["content"]) not in given]
+    batch.tx.execute("stage_profiles_withdraw", ids=stale)
+    written = 0
+    for draft in wanted:
+        if (draft["entity_id"], draft["content"]) in kept:
+            continue
+        row = facts.insert_fact(
+            batch.tx, ctx.store, namespace_id=ctx.namespace_id, content=draft["content"], origin="profile",
+            confidence=draft["confidence"], entity=draft["entity"], parents=draft["parents"],
+            embedding=draft["embedding"], valid_from=draft["valid_from"], valid_until=draft["valid_until"],
+        )
+        batch.tx.execute("entity_link_fact", id=int(row["id"]), entity_id=draft["entity_id"])
+        written += 1
+    return written, len(stale)
 
 
 def _by_entity(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:

@@ -25,6 +25,15 @@ SELECT f.id, f.entity_id, f.entity, f.content, f.confidence, f.embedding, f.vali
    AND (f.valid_until IS NULL OR f.valid_until > now())
  ORDER BY f.id
 
+-- stage_profiles_lock_members --
+-- Of the members read before the batch, those still current, share-locked until it commits:
+-- a member retired meanwhile keeps its profile out, and one retiring later waits for the
+-- commit, so its trigger sees the new profile's lineage and withdraws it.
+SELECT id FROM facts
+ WHERE id = ANY(%(ids)s::bigint[]) AND withdrawn_at IS NULL AND valid_from <= now()
+   AND (valid_until IS NULL OR valid_until > now())
+   FOR SHARE
+
 -- stage_profiles_current --
 -- The current profiles of the entities.
 SELECT id, entity_id, content

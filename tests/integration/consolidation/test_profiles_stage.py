@@ -136,3 +136,19 @@ def test_a_crash_mid_batch_commits_nothing_and_the_rerun_writes_it_all(pstore, m
     assert runner.run_stage(pstore, "/p", "profiles").details["profiles_written"] == 2
     assert [p["content"].split(":")[0] for p in _profiles(pstore)] == [
         "Evan's hobbies and interests", "Maria's hobbies and interests"]
+
+
+def test_a_member_retired_while_the_stage_runs_keeps_its_profile_out(pstore, monkeypatch):
+    from stash_pipeline.stages import profiles
+
+    _, fact_ids = _assert_hobbies(pstore)
+    real_gather = profiles.gather
+
+    def gather_then_retire(entity_facts, aspects):
+        drafts = real_gather(entity_facts, aspects)
+        facts.withdraw(pstore, fact_ids[0], "retired meanwhile", "/p")  # after the read, before the batch
+        return drafts
+
+    monkeypatch.setattr(profiles, "gather", gather_then_retire)
+    assert runner.run_stage(pstore, "/p", "profiles").details["profiles_written"] == 0
+    assert _profiles(pstore, current=False) == []
