@@ -175,8 +175,8 @@ def run_all(
 ) -> list[StageReport]:
     """Run the chosen stages (default all) for one exact namespace, in stage-table order.
 
-    A model outage or a spent token budget skips the remaining model stages (decay
-    still runs); their reports say so. Never raises ModelUnavailable.
+    A model outage or a spent token budget skips the remaining model stages (those
+    without a model still run); their reports say so. Never raises ModelUnavailable.
     """
     wanted = set(stages) if stages is not None else None
     if wanted is not None:
