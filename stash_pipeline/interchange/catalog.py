@@ -160,6 +160,7 @@ WITHDRAWABLE = tuple(t.kind for t in TABLES if "withdrawn_at" in t.times.split()
 #: tables with a namespace that are not part of an export, and why (the catalog test reads this)
 NOT_EXPORTED = {
     "model_calls": "operational log of model calls",
+    "profile_requests": "the profiles stage's work queue; a restored tree gathers every profile again",
     "recall_term_stats": "derived by the database from episodes and facts",
     "recall_text_stats": "derived by the database from episodes and facts",
     "stage_checkpoints": "consolidation restarts from the beginning in a restored tree",

@@ -20,7 +20,8 @@ Columns that decide when a stage has work (``stage_backlog``):
   (``episodes`` | ``facts`` | ``failures``; ``none`` = no watermark, scheduled only);
 * ``head_stage`` — the head is this upstream stage's cursor instead of the source's
   newest id (patterns see facts only after relationships processed them);
-* ``aux_source`` — a second table watched through the checkpoint's ``aux_cursor``;
+* ``aux_source`` — a second table watched through the checkpoint's ``aux_cursor``
+  (``profile_requests``: entities whose profiles were withdrawn, deleted once handled);
 * ``gate`` — work only while the namespace has one: ``active_goal`` |
   ``open_hypothesis`` | ``failure``.
 
@@ -75,6 +76,8 @@ __all__ = [
 ]
 
 Source = Literal["episodes", "facts", "failures", "none"]
+#: a second source: one of those, or the requests to write an entity's profiles again
+AuxSource = Literal["episodes", "facts", "failures", "profile_requests"]
 Gate = Literal["active_goal", "open_hypothesis", "failure"]
 
 
@@ -87,7 +90,7 @@ class StageSpec:
     deps: tuple[str, ...]
     source: Source
     head_stage: str | None = None
-    aux_source: Source | None = None
+    aux_source: AuxSource | None = None
     gate: Gate | None = None
     #: every (system prompt, answer schema) the stage sends; part of its code version
     prompts: tuple[Prompt, ...] = ()
@@ -165,7 +168,8 @@ STAGES: tuple[StageSpec, ...] = (
               prompts=((prompts.HYPOTHESIS_EVIDENCE, prompts.HypothesisAnswer),),
               items_per_call=lambda settings: hypothesis_evidence.BATCH),
     StageSpec("profiles", "Gather each entity's current facts per aspect into a profile fact (no model).",
-              profiles.run, ("facts",), "facts", outputs=("fact",), rebuild_query="rebuild_withdraw_profiles",
+              profiles.run, ("facts",), "facts", aux_source="profile_requests",
+              outputs=("fact",), rebuild_query="rebuild_withdraw_profiles",
               needs_model=False, pool=None),
     StageSpec("decay", "Decay stale current facts and expire those below the threshold (pure SQL).",
               decay.run, ("facts",), "none", needs_model=False, pool=None),

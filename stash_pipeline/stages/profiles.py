@@ -5,8 +5,10 @@ sessions, each phrased around its own event; no one of them ranks for "What hobb
 does Evan pursue?". A profile fact gathers them: "Evan's hobbies and interests: took up
 watercolour painting; goes kayaking on weekends; ...", and recall finds it like any fact.
 
-Input: the entities (``facts.entity_id``) of the facts after the stage's cursor, read in
-chunks of ``BATCH``; for each, its current facts (profiles aside).
+Input: the entities whose profiles were withdrawn (``profile_requests``, the second
+source: a member retired, a source forgotten; deleted once handled), then those
+(``facts.entity_id``) of the facts after the stage's cursor, read in chunks of
+``BATCH``; for each, its current facts (profiles aside).
 Assignment: a fact joins the aspect of ``ASPECTS`` its vector is nearest to, if at least
 ``MIN_SIMILARITY`` (cosine, the stored embedding against the aspect's description);
 an aspect keeps its ``MEMBERS`` nearest facts, skipping one at ``DUPLICATE`` cosine or
@@ -16,10 +18,11 @@ event time from the latest member's start to the earliest member's end; lineage 
 member and to the members' source episodes (recall shows those as its sources). An
 entity's current profiles that its facts no longer give are withdrawn, identical ones kept.
 A profile never outlives a member: a member withdrawn, superseded or expired withdraws
-it (migration 0020), and the member's replacement brings the entity back here. The batch
-share-locks the members it writes profiles of; one retired since the read keeps its
-profile out.
-Cursor: the last fact id read. Profiles are no stage's input (nor in any stage's backlog).
+it and asks for the entity again (migration 0020). The batch share-locks the members it
+writes profiles of; one retired since the read keeps the entity's profiles out of the
+batch and asks for it again.
+Cursor: the last fact id read; aux cursor: the last request id handled. Profiles are no
+stage's input (nor in any stage's backlog).
 Idempotency: a second run over the same facts writes nothing (contents compare equal).
 """
 
@@ -62,30 +65,50 @@ BATCH = 1000
 
 def run(ctx: StageContext) -> None:
     aspects = np.asarray([unit_vector(v) for v in ctx.embed(list(ASPECTS.values()))])
+    (head,) = ctx.read("stage_profiles_requests_head", namespace_id=ctx.namespace_id)
+    after, upto = 0, int(head["id"])
+    while requests := ctx.read("stage_profiles_requests", namespace_id=ctx.namespace_id, after=after, upto=upto,
+                               limit=BATCH):
+        after = int(requests[-1]["id"])
+        _gather_and_write(ctx, aspects, sorted({int(r["entity_id"]) for r in requests}),
+                          aux_cursor=after, handled=[int(r["id"]) for r in requests])
     while True:
         (touched,) = ctx.read("stage_profiles_touched", namespace_id=ctx.namespace_id, cursor=ctx.cursor, limit=BATCH)
         if touched["last_id"] is None:
             return
-        entity_ids = list(touched["entity_ids"])
-        members = ctx.read("stage_profiles_members", namespace_id=ctx.namespace_id, entity_ids=entity_ids)
-        ctx.report.rows_in += len(members)
-        wanted = [draft for entity_facts in _by_entity(members).values() for draft in gather(entity_facts, aspects)]
-        for draft, vector in zip(wanted, ctx.embed([d["content"] for d in wanted]), strict=True):
-            draft["embedding"] = vector
-        with ctx.batch(cursor=int(touched["last_id"])) as batch:
-            written, withdrawn = _write(ctx, batch, wanted, entity_ids)
-            batch.wrote(written)
-        for key, count in (("profiles_written", written), ("profiles_withdrawn", withdrawn)):
-            ctx.report.details[key] = ctx.report.details.get(key, 0) + count
+        _gather_and_write(ctx, aspects, list(touched["entity_ids"]), cursor=int(touched["last_id"]))
+
+
+def _gather_and_write(ctx: StageContext, aspects: np.ndarray, entity_ids: list[int], *, cursor: int | None = None,
+                      aux_cursor: int | None = None, handled: list[int] | None = None) -> None:
+    """The entities' profiles from their current facts, in one batch with the cursor moved
+    and the requests ``handled`` deleted."""
+    members = ctx.read("stage_profiles_members", namespace_id=ctx.namespace_id, entity_ids=entity_ids)
+    ctx.report.rows_in += len(members)
+    wanted = [draft for entity_facts in _by_entity(members).values() for draft in gather(entity_facts, aspects)]
+    for draft, vector in zip(wanted, ctx.embed([d["content"] for d in wanted]), strict=True):
+        draft["embedding"] = vector
+    with ctx.batch(cursor=cursor, aux_cursor=aux_cursor) as batch:
+        written, withdrawn = _write(ctx, batch, wanted, entity_ids)
+        if handled:
+            batch.tx.execute("stage_profiles_requests_done", ids=handled)
+        batch.wrote(written)
+    for key, count in (("profiles_written", written), ("profiles_withdrawn", withdrawn)):
+        ctx.report.details[key] = ctx.report.details.get(key, 0) + count
 
 
 def _write(ctx: StageContext, batch: Batch, wanted: list[dict[str, Any]], entity_ids: list[int]) -> tuple[int, int]:
-    """The entities' profiles as ``wanted`` (those whose members are all still current):
-    new ones inserted, identical ones kept, the rest withdrawn. Returns (written, withdrawn)."""
+    """The entities' profiles as ``wanted`` (those whose members are all still current; an
+    entity with a member retired meanwhile is asked for again): new ones inserted,
+    identical ones kept, the rest withdrawn. Returns (written, withdrawn)."""
     member_ids = sorted({i for d in wanted for kind, i in d["parents"] if kind == "fact"})
     live = {int(r["id"]) for r in batch.tx.all("stage_profiles_lock_members", ids=member_ids)}
-    wanted = [d for d in wanted if all(i in live for kind, i in d["parents"] if kind == "fact")]
-    current = batch.tx.all("stage_profiles_current", namespace_id=ctx.namespace_id, entity_ids=entity_ids)
+    moved = sorted({d["entity_id"] for d in wanted if any(i not in live for kind, i in d["parents"] if kind == "fact")})
+    wanted = [d for d in wanted if d["entity_id"] not in moved]
+    if moved:
+        batch.tx.execute("stage_profiles_request", namespace_id=ctx.namespace_id, entity_ids=moved)
+    current = batch.tx.all("stage_profiles_current", namespace_id=ctx.namespace_id,
+                           entity_ids=[i for i in entity_ids if i not in moved])
     given = {(d["entity_id"], d["content"]) for d in wanted}
     kept = {(int(r["entity_id"]), r["content"]) for r in current}
     stale = [int(r["id"]) for r in current if (int(r["entity_id"]), r["content"]) not in given]

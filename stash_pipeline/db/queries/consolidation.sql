@@ -25,6 +25,8 @@ WITH ns AS (
                      WHERE f.namespace_id = ns.id AND f.origin <> 'profile'), 0) AS fact_head,
            COALESCE((SELECT max(x.id) FROM failures x
                      WHERE x.namespace_id = ns.id AND x.deleted_at IS NULL), 0) AS failure_head,
+           COALESCE((SELECT max(r.id) FROM profile_requests r WHERE r.namespace_id = ns.id), 0)
+               AS profile_request_head,
            EXISTS (SELECT 1 FROM goals g WHERE g.namespace_id = ns.id AND g.status = 'active'
                                            AND g.deleted_at IS NULL) AS has_goal,
            EXISTS (SELECT 1 FROM hypotheses h WHERE h.namespace_id = ns.id
@@ -50,6 +52,7 @@ WITH ns AS (
                WHEN 'episodes' THEN h.episode_head
                WHEN 'facts' THEN h.fact_head
                WHEN 'failures' THEN h.failure_head
+               WHEN 'profile_requests' THEN h.profile_request_head
                ELSE 0
            END AS aux_head,
            CASE s.gate

@@ -48,3 +48,27 @@ UPDATE facts
    SET withdrawn_at = now(), withdrawn_reason = 'profile rewritten', updated_at = now(),
        retired_at = COALESCE(retired_at, now())
  WHERE id = ANY(%(ids)s::bigint[]) AND origin = 'profile' AND withdrawn_at IS NULL
+
+-- stage_profiles_requests --
+-- The entities whose profiles were withdrawn (a member retired, a source forgotten), to
+-- gather again: the request ids (the stage's aux cursor) and the entities, after the id
+-- %(after)s and up to %(upto)s (what waited when the run began; later ones are the next run's).
+SELECT id, entity_id FROM profile_requests
+ WHERE namespace_id = %(namespace_id)s AND id > %(after)s AND id <= %(upto)s
+ ORDER BY id
+ LIMIT %(limit)s
+
+-- stage_profiles_requests_head --
+-- The newest request id of the namespace (0: none waits).
+SELECT COALESCE(max(id), 0) AS id FROM profile_requests WHERE namespace_id = %(namespace_id)s
+
+-- stage_profiles_requests_done --
+-- Delete the requests handled (by id: one asked again since has a new id and stays).
+DELETE FROM profile_requests WHERE id = ANY(%(ids)s::bigint[])
+
+-- stage_profiles_request --
+-- Ask again for the entities' profiles (a member retired while the batch was written).
+INSERT INTO profile_requests (namespace_id, entity_id)
+SELECT %(namespace_id)s, unnest(%(entity_ids)s::bigint[])
+    ON CONFLICT (namespace_id, entity_id)
+    DO UPDATE SET id = nextval(pg_get_serial_sequence('profile_requests', 'id')), requested_at = now()

@@ -81,15 +81,17 @@ def test_a_profile_goes_with_a_retired_member_and_comes_back_rewritten(pstore):
     [profile] = _profiles(pstore)
     assert "sailing" in profile["content"] and "goes kayaking" not in profile["content"]
 
-    # a source episode purged: its fact goes, and the profile with it; the entity's next
-    # fact brings a profile of what is left
+    # a source episode purged: its fact goes, and the profile with it; no new fact comes,
+    # the withdrawal asks for the entity again and the stage gathers what is left
     episodes.purge(pstore, episode_ids[0], "/p")
     assert _profiles(pstore) == []
-    facts.assert_fact(pstore, "/p", "Evan plays the guitar for fun in the evenings", entity="Evan",
-                      property="hobby 3", value="guitar")
-    runner.run_stage(pstore, "/p", "profiles")
+    assert {r["stage"]: r for r in runner.status(pstore, "/p")}["profiles"]["has_work"]
+    report = runner.run_stage(pstore, "/p", "profiles")
     [profile] = _profiles(pstore)
-    assert "guitar" in profile["content"] and "watercolour" not in profile["content"]
+    assert "watercolour" not in profile["content"] and "sailing" in profile["content"]
+    assert report.details["profiles_written"] == 1
+    assert rows(pstore, "SELECT * FROM profile_requests") == []
+    assert not {r["stage"]: r for r in runner.status(pstore, "/p")}["profiles"]["has_work"]
 
 
 def test_a_purged_member_takes_its_profile_along(pstore):
@@ -152,3 +154,9 @@ def test_a_member_retired_while_the_stage_runs_keeps_its_profile_out(pstore, mon
     monkeypatch.setattr(profiles, "gather", gather_then_retire)
     assert runner.run_stage(pstore, "/p", "profiles").details["profiles_written"] == 0
     assert _profiles(pstore, current=False) == []
+    # the entity is asked for again: the next run gathers the two members left
+    monkeypatch.setattr(profiles, "gather", real_gather)
+    assert len(rows(pstore, "SELECT entity_id FROM profile_requests")) == 1
+    runner.run_stage(pstore, "/p", "profiles")
+    [profile] = _profiles(pstore)
+    assert "watercolour" not in profile["content"] and "kayaking" in profile["content"]
