@@ -159,6 +159,26 @@ def overall(per_type: dict[str, list[dict[str, float]]]) -> dict[str, float]:
 # --- report -------------------------------------------------------------------------------
 
 
+def with_profiles(store: Any, test: list[dict[str, Any]], entity_test: list[dict[str, Any]], refs: dict[str, Ref],
+                  before: dict[str, list[dict[str, float]]]) -> list[list[Any]]:
+    """Recall on the agent-memory and entity TEST questions before and after the profiles
+    stage ran in every namespace (a profile hit finds nothing of these sets' answers itself:
+    what it costs is the slots it takes)."""
+    from stash_pipeline.consolidation import runner
+
+    entity_before = evaluate(store, entity_test, refs, "recall")
+    with store.db.connection() as conn:
+        slugs = [r["slug"] for r in conn.execute("SELECT slug FROM namespaces ORDER BY slug").fetchall()]
+        conn.commit()
+    written = sum(runner.run_stage(store, slug, "profiles").details.get("profiles_written", 0) for slug in slugs)
+    common.log(f"profiles stage: {written} profiles in {len(slugs)} namespaces")
+    rows = []
+    for name, questions, old in (("agent memory", test, before), ("entity", entity_test, entity_before)):
+        b, a = overall(old), overall(evaluate(store, questions, refs, "recall"))
+        rows.append([name, len(questions), b["r@5"], b["r@10"], b["mrr"], a["r@5"], a["r@10"], a["mrr"]])
+    return rows
+
+
 def metric_row(name: str, m: dict[str, float], baseline: dict[str, float] | None = None) -> list[Any]:
     row = [name, int(m["n"]), m["r@5"], m["r@10"], m["mrr"]]
     row.append(common.ratio(m["r@10"], baseline["r@10"]) if baseline else "1.00x")
@@ -201,6 +221,11 @@ def measure(args: argparse.Namespace) -> None:
         # the updated questions of the DEV split too: the supersession constants are tuned there
         dev_updated = [q for q in data["questions"] if q["split"] == "dev" and q["type"] == "updated"]
         per_system_dev = {s: evaluate(store, dev_updated, refs, s) for s in SYSTEMS}
+        profiled_rows = with_profiles(store, test, [q for q in entities["questions"] if q["split"] == "test"], refs,
+                                      per_system["recall"])
+    common.print_table("The profiles stage run in every namespace (as the pipeline runs it after the facts), "
+                       "TEST, recall as shipped", ["set", "questions", "r@5 before", "r@10 before", "MRR before",
+                                                   "r@5 with profiles", "r@10", "MRR"], profiled_rows)
     systems = list(SYSTEMS)
     base = overall(per_system["vector"])
     common.print_table(
