@@ -245,7 +245,8 @@ class RecallHit(Record):
 
     A fact hit carries ``sources``, its source episodes (``SourceTurn``); an episode that
     a fact already shows is folded into it (``memory/recall_grouping.py``), so one piece of
-    evidence takes one slot. ``grouped`` lists the candidates folded into this result (kind,
+    evidence takes one slot; so is a profile's member ranked below the profile
+    (``member_fact_ids``), and a profile whose members all rank above it. ``grouped`` lists the candidates folded into this result (kind,
     id, own score) for ``include_score_parts``.
     """
 
@@ -260,6 +261,8 @@ class RecallHit(Record):
     valid_from: datetime | None = None
     valid_until: datetime | None = None
     source_episode_ids: list[int] | None = None
+    #: a profile's members: the facts whose words it gathers
+    member_fact_ids: list[int] | None = None
     metadata: dict[str, Any] | None = None
     current: bool | None = None
     sources: list[SourceTurn] | None = None

@@ -13,8 +13,10 @@ meaning (``score_parts["weight"]`` shows the weight). Then recall's post-ranking
 * **groups by lineage** (``plan``): walking the candidates best first, a fact takes the
   candidates among its source episodes with it; an episode that a fact in the pool cites
   is represented by that fact (the best-ranked one), at the episode's place if that is
-  higher; a hit saying what a better one says word for word (the same "lol" in another
-  session, a fact restated) folds into it. The group ranks by its best member, and its
+  higher; a profile's member ranked below it folds into it (the profile holds its words),
+  a profile whose members all rank above it folds into the best of them (it says nothing
+  new), as does a hit saying what a better one says word for word (the same "lol" in another
+  session, a fact restated). The group ranks by its best member, and its
   score is that member's. The fact carries every source episode compactly
   (``SourceTurn``: id, when, the start of its text, and the score of those that were
   candidates): nothing found is lost from the answer, and ``grouped`` names what was
@@ -87,6 +89,10 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
     taken: set[int] = set()
     groups: list[Group] = []
     said: dict[tuple[str, str, bool | None], Group] = {}
+    #: (member fact id, current) -> the group of the best-ranked profile gathering it
+    gathered: dict[tuple[int, bool | None], Group] = {}
+    #: fact id -> the group it was placed in (as head or folded)
+    placed: dict[int, Group] = {}
     for index, hit in enumerate(hits):
         if index in taken:
             continue
@@ -101,9 +107,13 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
                     members.append(j)
         taken.update(members)
         head_hit = hits[head]
-        same = said.get(_said(head_hit))
-        if same is not None:  # the same words again (another session's "lol", a fact restated)
+        # a profile's member below it, or the same words again (another session's "lol", a
+        # fact restated); never a retired statement into a current one, nor the reverse
+        same = (gathered.get((head_hit.id, head_hit.current)) if head_hit.kind == "fact" else None) \
+            or said.get(_said(head_hit)) or _members_shown(head_hit, placed, groups)
+        if same is not None:
             same.folded.extend(hits[m] for m in sorted(members))
+            placed.update((hits[m].id, same) for m in members if hits[m].kind == "fact")
             continue
         if head_hit.kind == "fact":
             sessions = {_session(head_hit.namespace, sources[i]["occurred_at"], sources[i]["metadata"])
@@ -115,7 +125,21 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
                             folded=[hits[m] for m in sorted(members) if m != head], sessions=frozenset(sessions),
                             rank=max(rank.get((h.kind, h.id), h.score) for h in member_hits)))
         said[_said(head_hit)] = groups[-1]
+        placed.update((h.id, groups[-1]) for h in member_hits if h.kind == "fact")
+        for fact_id in head_hit.member_fact_ids or ():
+            gathered.setdefault((fact_id, head_hit.current), groups[-1])
     return groups
+
+
+def _members_shown(hit: RecallHit, placed: dict[int, Group], groups: list[Group]) -> Group | None:
+    """For a profile whose every member fact a better-ranked group already shows, the best
+    such group with the profile's ``current``: the profile would say nothing new there."""
+    members = hit.member_fact_ids
+    if not members or any(i not in placed for i in members):
+        return None
+    order = {id(g): n for n, g in enumerate(groups)}
+    best = min((placed[i] for i in members), key=lambda g: order[id(g)])
+    return best if best.head.current == hit.current else None
 
 
 def _said(hit: RecallHit) -> tuple[str, str, bool | None]:
@@ -164,7 +188,7 @@ def shape(
         head = group.head
         update: dict[str, Any] = {}
         folded_scores = {h.id: h.score for h in group.folded if h.kind == "episode"}
-        if head.kind == "fact":
+        if head.kind == "fact" and head.member_fact_ids is None:  # a profile: its ids suffice
             update["sources"] = [
                 SourceTurn(id=i, occurred_at=sources[i]["occurred_at"],
                            excerpt=_excerpt(sources[i]["content"], config.excerpt_chars), score=folded_scores.get(i))

@@ -79,6 +79,7 @@ def to_hit(row: dict[str, Any]) -> RecallHit:
         valid_from=row["valid_from"] if is_fact else None,
         valid_until=row["valid_until"] if is_fact else None,
         source_episode_ids=[int(i) for i in row["source_episode_ids"]] if is_fact else None,
+        member_fact_ids=[int(i) for i in row["member_fact_ids"]] if row["member_fact_ids"] is not None else None,
         metadata=None if is_fact else row["metadata"],
         current=bool(row["current"]) if is_fact else None,
     )

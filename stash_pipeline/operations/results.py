@@ -285,6 +285,7 @@ class RecallItem(BaseModel):
     valid_from: str | None = None
     valid_until: str | None = None
     source_episode_ids: list[int] | None = None
+    member_fact_ids: list[int] | None = None
     metadata: dict[str, Any] | None = None
     current: bool | None = None
     sources: list[SourceTurn] | None = None

@@ -143,3 +143,23 @@ def test_a_hit_repeating_a_better_ones_words_folds_into_it_and_frees_its_slot() 
     retired = fact(8, 0.9, [20]).model_copy(update={"content": "Jon is tired", "current": False})
     current = fact(9, 0.8, [30]).model_copy(update={"content": "Jon is tired"})
     assert keys(shape([retired, current], 2, rows(20, 30), NEUTRAL)) == [("fact", 8), ("fact", 9)]
+
+
+def test_a_profile_and_its_members_take_one_slot_unless_a_member_ranks_above() -> None:
+    profile = fact(5, 0.9, [10, 20]).model_copy(update={"member_fact_ids": [1, 2]})
+    hits = [profile, fact(1, 0.8, [10]), episode(10, 0.7), episode(3, 0.6), fact(2, 0.5, [20])]
+    out = shape(hits, 2, rows(10, 20), NEUTRAL)
+    assert keys(out) == [("fact", 5), ("episode", 3)]  # the members took no slot
+    assert out[0].grouped == [{"kind": "episode", "id": 10, "score": 0.7}, {"kind": "fact", "id": 1, "score": 0.8},
+                              {"kind": "fact", "id": 2, "score": 0.5}]
+    # a member ranked above its profile is the better answer: both stay
+    above = [fact(1, 0.95, [10]), profile, episode(3, 0.6)]
+    assert keys(shape(above, 3, rows(10, 20), NEUTRAL)) == [("fact", 1), ("fact", 5), ("episode", 3)]
+    # a profile whose members all rank above it says nothing new: it folds into the best one
+    all_above = [fact(1, 0.95, [10]), episode(3, 0.9), fact(2, 0.92, [20]), profile, episode(4, 0.5)]
+    out = shape(all_above, 3, rows(10, 20), NEUTRAL)
+    assert keys(out) == [("fact", 1), ("fact", 2), ("episode", 3)]
+    assert out[0].grouped == [{"kind": "fact", "id": 5, "score": 0.9}]
+    # with history, a retired profile never hides a member still current
+    retired = profile.model_copy(update={"current": False})
+    assert keys(shape([retired, fact(1, 0.8, [10])], 2, rows(10, 20), NEUTRAL)) == [("fact", 5), ("fact", 1)]

@@ -415,8 +415,8 @@ CASE WHEN {{ x }}.kind <> 'fact' OR {{ x }}.restates THEN 1
      WHEN COALESCE({{ x }}.cosine, 1) < %(weight_min_cosine)s THEN 1 ELSE %(fact_weight)s::float8 END
 
 -- result() --
--- The rows in rank order with what grouping and shaping need: a fact's source episode ids
--- and, with %(excerpt_chars)s set, its source turns (when each occurred, its session marks,
+-- The rows in rank order with what grouping and shaping need: a fact's source episode ids,
+-- a profile's member facts, and, with %(excerpt_chars)s set, its source turns (when each occurred, its session marks,
 -- its first excerpt_chars characters and one more so the caller can tell the text was cut;
 -- forgotten ones as known at known_at, now by default, left out; none for a profile, whose
 -- content already gathers what its members say: its ids suffice); an episode hit's context:
@@ -425,9 +425,8 @@ CASE WHEN {{ x }}.kind <> 'fact' OR {{ x }}.restates THEN 1
 SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
        n.slug AS namespace, COALESCE(f.content, e.content) AS content, f.confidence, f.valid_from, f.valid_until,
        f.withdrawn_at, CASE WHEN r.kind = 'fact' THEN fact_visible(f, NULL, NULL, false) END AS current,
-       CASE WHEN r.kind = 'fact' THEN ARRAY(SELECT l.parent_id FROM lineage l
-           WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode' ORDER BY l.parent_id)
-       END AS source_episode_ids,
+       CASE WHEN r.kind = 'fact' THEN COALESCE(p.episode_ids, '{}') END AS source_episode_ids,
+       CASE WHEN f.origin = 'profile' THEN COALESCE(p.fact_ids, '{}') END AS member_fact_ids,
        CASE WHEN r.kind = 'fact' AND f.origin <> 'profile' AND %(excerpt_chars)s::int IS NOT NULL THEN ARRAY(
            SELECT jsonb_build_object('id', s.id, 'occurred_at', s.occurred_at, 'metadata', s.metadata,
                                      'content', left(s.content, %(excerpt_chars)s::int + 1))
@@ -446,4 +445,8 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
            ORDER BY c.id) END AS context
 FROM top r
 LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id LEFT JOIN episodes e ON r.kind = 'episode' AND e.id = r.id
+LEFT JOIN LATERAL (  -- a fact's parents, read once by the lineage key
+    SELECT array_agg(l.parent_id ORDER BY l.parent_id) FILTER (WHERE l.parent_kind = 'episode') AS episode_ids,
+           array_agg(l.parent_id ORDER BY l.parent_id) FILTER (WHERE l.parent_kind = 'fact') AS fact_ids
+    FROM lineage l WHERE l.child_kind = 'fact' AND l.child_id = f.id) p ON true
 JOIN namespaces n ON n.id = COALESCE(f.namespace_id, e.namespace_id) ORDER BY r.place

@@ -52,9 +52,14 @@ def test_a_profile_gathers_the_entity_facts_with_their_sources(pstore):
     [member] = rows(pstore, "SELECT entity_id FROM facts WHERE id = %(id)s", id=fact_ids[0])
     assert profile["entity_id"] == member["entity_id"] is not None
 
-    hit = recall.recall(pstore, "What does Evan do for fun?", ["/p"], limit=3)
-    shown = next(h for h in hit if h.kind == "fact" and h.id == profile["id"])
-    assert sorted(shown.source_episode_ids) == sorted(episode_ids)
+    hits = recall.recall(pstore, "What does Evan do for fun?", ["/p"], limit=3)
+    place, shown = next((i, h) for i, h in enumerate(hits) if h.kind == "fact" and h.id == profile["id"])
+    assert sorted(shown.source_episode_ids) == sorted(episode_ids) and shown.member_fact_ids == sorted(fact_ids)
+    # a member ranked below its profile says nothing the profile does not: it takes no slot
+    assert all(i < place for i, h in enumerate(hits) if h.kind == "fact" and h.id in fact_ids)
+    [answer] = [r for r in recall.recall_results(pstore, "What does Evan do for fun?", ["/p"], limit=3)["results"]
+                if r["id"] == profile["id"]]
+    assert answer["member_fact_ids"] == sorted(fact_ids) and "sources" not in answer
 
 
 def test_profiles_are_no_stage_input_and_a_rerun_writes_nothing(pstore):
