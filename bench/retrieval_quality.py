@@ -99,7 +99,8 @@ def load_dataset(
 
 
 def score_question(ranked: Sequence[set[Ref]], relevant: set[Ref], stale: set[Ref]) -> dict[str, float]:
-    """``ranked[i]`` = what result i shows: the hit, and the source episodes a fact hit carries."""
+    """``ranked[i]`` = what result i shows: the hit, the source episodes a fact hit carries and
+    a profile's members."""
     top = list(ranked[:LIMIT])
     out = {f"r@{k}": len(relevant & set().union(*top[:k])) / len(relevant) for k in K_VALUES}
     first = next((i for i, refs in enumerate(top) if refs & relevant), None)
@@ -146,7 +147,8 @@ def evaluate(
     out: dict[str, list[dict[str, float]]] = defaultdict(list)
     for q in questions:
         hits = run_system(store, system, q, config=config)
-        ranked = [{(h.kind, h.id)} | {("episode", s.id) for s in getattr(h, "sources", None) or ()} for h in hits]
+        ranked = [{(h.kind, h.id)} | {("episode", s.id) for s in getattr(h, "sources", None) or ()}
+                  | {("fact", i) for i in getattr(h, "member_fact_ids", None) or ()} for h in hits]
         scores = score_question(ranked, {refs[k] for k in q["relevant"]}, {refs[k] for k in q["stale"]})
         out[q["type"]].append(scores)
     return out
@@ -162,8 +164,8 @@ def overall(per_type: dict[str, list[dict[str, float]]]) -> dict[str, float]:
 def with_profiles(store: Any, test: list[dict[str, Any]], entity_test: list[dict[str, Any]], refs: dict[str, Ref],
                   before: dict[str, list[dict[str, float]]]) -> list[list[Any]]:
     """Recall on the agent-memory and entity TEST questions before and after the profiles
-    stage ran in every namespace (a profile hit finds nothing of these sets' answers itself:
-    what it costs is the slots it takes)."""
+    stage ran in every namespace (a profile hit shows its members: their words in its text,
+    their ids in ``member_fact_ids``)."""
     from stash_pipeline.consolidation import runner
 
     entity_before = evaluate(store, entity_test, refs, "recall")
