@@ -246,8 +246,9 @@ class RecallHit(Record):
     A fact hit carries ``sources``, its source episodes (``SourceTurn``); an episode that
     a fact already shows is folded into it (``memory/recall_grouping.py``), so one piece of
     evidence takes one slot; so is a profile's member ranked below the profile
-    (``member_fact_ids``), and a profile whose members all rank above it. ``grouped`` lists the candidates folded into this result (kind,
-    id, own score) for ``include_score_parts``.
+    (``member_fact_ids``), and a profile whose members all rank above it. ``grouped``
+    lists the candidates folded into this result (kind, id, own score) for
+    ``include_score_parts``.
     """
 
     kind: Literal["fact", "episode"]

@@ -306,8 +306,8 @@ def recall_results(
     ``sources`` (``[{"id", "occurred_at", "excerpt"}]``, instead of ``source_episode_ids``;
     a profile, whose content gathers its members' words, only the ids, and its members as
     ``member_fact_ids``) and the episodes it represents, and a profile's members ranked
-    below it (or a profile below all its members), take no slot; with ``score_parts`` it also lists what
-    was folded into it (``grouped``) and each source's own ``score``. ``max_tokens`` bounds
+    below it (or a profile below all its members), take no slot; with ``score_parts`` it
+    also lists what was folded into it (``grouped``) and each source's own ``score``. ``max_tokens`` bounds
     the serialised results (every field, context and sources included), in rank order: a
     result that does not fit ends the list. The arguments are taken as checked, as ``recall``'s.
     """

@@ -15,9 +15,9 @@ meaning (``score_parts["weight"]`` shows the weight). Then recall's post-ranking
   is represented by that fact (the best-ranked one), at the episode's place if that is
   higher; a profile's member ranked below it folds into it (the profile holds its words),
   a profile whose members all rank above it folds into the best of them (it says nothing
-  new), as does a hit saying what a better one says word for word (the same "lol" in another
-  session, a fact restated). The group ranks by its best member, and its
-  score is that member's. The fact carries every source episode compactly
+  new), as does a hit saying what a better one says word for word (the same "lol" in
+  another session, a fact restated). The group ranks by its best member, and its score is
+  that member's. The fact carries every source episode compactly
   (``SourceTurn``: id, when, the start of its text, and the score of those that were
   candidates): nothing found is lost from the answer, and ``grouped`` names what was
   folded in for ``include_score_parts``;
@@ -88,11 +88,11 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
     position = {("episode", h.id): i for i, h in enumerate(hits) if h.kind == "episode"}
     taken: set[int] = set()
     groups: list[Group] = []
-    said: dict[tuple[str, str, bool | None], Group] = {}
-    #: (member fact id, current) -> the group of the best-ranked profile gathering it
-    gathered: dict[tuple[int, bool | None], Group] = {}
-    #: fact id -> the group it was placed in (as head or folded)
-    placed: dict[int, Group] = {}
+    # each to the index in ``groups``: what a group's head says; (member fact id, current)
+    # -> the best-ranked profile gathering it; fact id -> where it was placed (head or folded)
+    said: dict[tuple[str, str, bool | None], int] = {}
+    gathered: dict[tuple[int, bool | None], int] = {}
+    placed: dict[int, int] = {}
     for index, hit in enumerate(hits):
         if index in taken:
             continue
@@ -107,12 +107,16 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
                     members.append(j)
         taken.update(members)
         head_hit = hits[head]
-        # a profile's member below it, or the same words again (another session's "lol", a
-        # fact restated); never a retired statement into a current one, nor the reverse
-        same = (gathered.get((head_hit.id, head_hit.current)) if head_hit.kind == "fact" else None) \
-            or said.get(_said(head_hit)) or _members_shown(head_hit, placed, groups)
+        # a profile's member below it, the same words again (another session's "lol", a fact
+        # restated), a profile below all its members; never a retired statement into a current
+        # one, nor the reverse
+        same = gathered.get((head_hit.id, head_hit.current)) if head_hit.kind == "fact" else None
+        if same is None:
+            same = said.get(_said(head_hit))
+        if same is None:
+            same = _members_shown(head_hit, placed, groups)
         if same is not None:
-            same.folded.extend(hits[m] for m in sorted(members))
+            groups[same].folded.extend(hits[m] for m in sorted(members))
             placed.update((hits[m].id, same) for m in members if hits[m].kind == "fact")
             continue
         if head_hit.kind == "fact":
@@ -124,22 +128,21 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
         groups.append(Group(head=head_hit, score=max(h.score for h in member_hits),
                             folded=[hits[m] for m in sorted(members) if m != head], sessions=frozenset(sessions),
                             rank=max(rank.get((h.kind, h.id), h.score) for h in member_hits)))
-        said[_said(head_hit)] = groups[-1]
-        placed.update((h.id, groups[-1]) for h in member_hits if h.kind == "fact")
+        said[_said(head_hit)] = len(groups) - 1
+        placed.update((h.id, len(groups) - 1) for h in member_hits if h.kind == "fact")
         for fact_id in head_hit.member_fact_ids or ():
-            gathered.setdefault((fact_id, head_hit.current), groups[-1])
+            gathered.setdefault((fact_id, head_hit.current), len(groups) - 1)
     return groups
 
 
-def _members_shown(hit: RecallHit, placed: dict[int, Group], groups: list[Group]) -> Group | None:
+def _members_shown(hit: RecallHit, placed: dict[int, int], groups: list[Group]) -> int | None:
     """For a profile whose every member fact a better-ranked group already shows, the best
-    such group with the profile's ``current``: the profile would say nothing new there."""
+    such group if it has the profile's ``current``: the profile would say nothing new."""
     members = hit.member_fact_ids
     if not members or any(i not in placed for i in members):
         return None
-    order = {id(g): n for n, g in enumerate(groups)}
-    best = min((placed[i] for i in members), key=lambda g: order[id(g)])
-    return best if best.head.current == hit.current else None
+    best = min(placed[i] for i in members)
+    return best if groups[best].head.current == hit.current else None
 
 
 def _said(hit: RecallHit) -> tuple[str, str, bool | None]:
@@ -188,7 +191,7 @@ def shape(
         head = group.head
         update: dict[str, Any] = {}
         folded_scores = {h.id: h.score for h in group.folded if h.kind == "episode"}
-        if head.kind == "fact" and head.member_fact_ids is None:  # a profile: its ids suffice
+        if head.kind == "fact" and head.member_fact_ids is None:  # a profile sends only the ids
             update["sources"] = [
                 SourceTurn(id=i, occurred_at=sources[i]["occurred_at"],
                            excerpt=_excerpt(sources[i]["content"], config.excerpt_chars), score=folded_scores.get(i))

@@ -416,10 +416,11 @@ CASE WHEN {{ x }}.kind <> 'fact' OR {{ x }}.restates THEN 1
 
 -- result() --
 -- The rows in rank order with what grouping and shaping need: a fact's source episode ids,
--- a profile's member facts, and, with %(excerpt_chars)s set, its source turns (when each occurred, its session marks,
--- its first excerpt_chars characters and one more so the caller can tell the text was cut;
--- forgotten ones as known at known_at, now by default, left out; none for a profile, whose
--- content already gathers what its members say: its ids suffice); an episode hit's context:
+-- a profile's member facts, and, with %(excerpt_chars)s set, its source turns (when each
+-- occurred, its session marks, its first excerpt_chars characters and one more so the
+-- caller can tell the text was cut; forgotten ones as known at known_at, now by default,
+-- left out; none for a profile, whose content already gathers what its members say: its
+-- ids suffice); an episode hit's context:
 -- up to %(context)s turns each side in its session (turns_beside), with as_of or known_at
 -- those stored by known_at and occurred by as_of (episode_visible's rule).
 SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
