@@ -333,8 +333,10 @@ neighbours AS (
 -- %(links_per_entity)s visible relationships each way (links: source fact visible too)
 -- reaching at most %(max_neighbours)s neighbours, and per entity, of its newest
 -- %(entity_scan)s visible facts in scope, the %(facts_per_entity)s nearest the query (at
--- most entity_scan rows per entity are read and sorted), each once at its nearest hop; the
--- best %(max_facts)s by score. A fact scores as in scoring, except that the query words of the
+-- most entity_scan rows per entity are read and sorted), each once at its nearest hop; a
+-- profile only when its own entity is named (one hop away the query asks for one of the
+-- neighbour's facts, and the digest of them all would take that fact's place); the best
+-- %(max_facts)s by score. A fact scores as in scoring, except that the query words of the
 -- alias that named its entity count as matched when the fact lacks them: entity_credit
 -- times their idf but at least entity_match of full_match, times hop_factor one hop away; a
 -- fact that spells the name scores as without the leg. MATERIALIZED where the planner would
@@ -363,7 +365,8 @@ entity_matched AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT n.id FROM (SELECT f.id, f.embedding FROM facts f
                           WHERE f.entity_id = x.entity_id AND (%(all_namespaces)s OR {{ in_scope(t=f) }})
-                            AND {{ visible_fact(t=f) }} ORDER BY f.valid_from DESC, f.id DESC LIMIT %(entity_scan)s) n
+                            AND {{ visible_fact(t=f) }} AND (x.hop = 0 OR f.origin <> 'profile')
+                          ORDER BY f.valid_from DESC, f.id DESC LIMIT %(entity_scan)s) n
         ORDER BY n.embedding <=> (SELECT v FROM query_vector), n.id DESC LIMIT %(facts_per_entity)s) f
 ), entity_facts AS MATERIALIZED (
     SELECT r.id, min(r.hop) AS hop, (array_agg(r.named_id ORDER BY r.hop, r.named_id))[1] AS named_id

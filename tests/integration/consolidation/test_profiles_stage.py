@@ -9,6 +9,7 @@ import pytest
 
 from stash_pipeline.consolidation import rebuild, runner
 from stash_pipeline.memory import episodes, facts, recall
+from stash_pipeline.memory.recall_config import DEFAULT
 from tests.integration.consolidation.conftest import rows, seed
 
 HOBBIES = [
@@ -60,6 +61,32 @@ def test_a_profile_gathers_the_entity_facts_with_their_sources(pstore):
     [answer] = [r for r in recall.recall_results(pstore, "What does Evan do for fun?", ["/p"], limit=3)["results"]
                 if r["id"] == profile["id"]]
     assert answer["member_fact_ids"] == sorted(fact_ids) and "sources" not in answer
+
+
+def test_the_entity_leg_reaches_a_profile_only_through_its_own_name(pstore):
+    # Dana's friend is Evan: a question about Dana reaches Evan's facts one hop away, where
+    # the question asks for one of them, not for the digest of all of them
+    _, fact_ids = _assert_hobbies(pstore)
+    friend = facts.assert_fact(pstore, "/p", "Dana's best friend is Evan", entity="Dana", property="best friend",
+                               value="Evan")["fact"].id
+    runner.run_stage(pstore, "/p", "profiles")
+    [profile] = _profiles(pstore)
+    with pstore.db.transaction() as tx:
+        # only the relationships stage writes relationships: the row it would write
+        tx.conn.execute(
+            "INSERT INTO relationships (namespace_id, from_entity, relation_type, to_entity, source_fact_id,"
+            " from_entity_id, to_entity_id, valid_from, recorded_at)"
+            " SELECT f.namespace_id, 'Dana', 'best_friend', 'Evan', f.id, f.entity_id, m.entity_id, f.valid_from,"
+            " f.recorded_at FROM facts f, facts m WHERE f.id = %s AND m.id = %s", (friend, fact_ids[0]))
+
+    def reached(query: str) -> set[int]:
+        found = recall._search(pstore, query, ["/p"], limit=10, as_of=None, include_history=False, mode="hybrid",
+                               known_at=None, context=0, config=DEFAULT)
+        return {r["id"] for r in found if r["kind"] == "fact" and r["entity_score"] is not None}
+
+    one_hop = reached("What does Dana's best friend do for fun?")
+    assert set(fact_ids) & one_hop and profile["id"] not in one_hop
+    assert profile["id"] in reached("What does Evan do for fun?")
 
 
 def test_profiles_are_no_stage_input_and_a_rerun_writes_nothing(pstore):
