@@ -161,21 +161,23 @@ def overall(per_type: dict[str, list[dict[str, float]]]) -> dict[str, float]:
 # --- report -------------------------------------------------------------------------------
 
 
-def with_profiles(store: Any, test: list[dict[str, Any]], entity_test: list[dict[str, Any]], refs: dict[str, Ref],
-                  before: dict[str, list[dict[str, float]]]) -> list[list[Any]]:
-    """Recall on the agent-memory and entity TEST questions before and after the profiles
-    stage ran in every namespace (a profile hit shows its members: their words in its text,
-    their ids in ``member_fact_ids``)."""
+def with_profiles(store: Any, test: list[dict[str, Any]], entity_questions: list[dict[str, Any]],
+                  refs: dict[str, Ref], before: dict[str, list[dict[str, float]]]) -> list[list[Any]]:
+    """Recall on the agent-memory TEST questions and the entity set's DEV and TEST questions
+    before and after the profiles stage ran in every namespace (a profile hit shows its
+    members: their words in its text, their ids in ``member_fact_ids``)."""
     from stash_pipeline.consolidation import runner
 
-    entity_before = evaluate(store, entity_test, refs, "recall")
+    entity = {split: [q for q in entity_questions if q["split"] == split] for split in ("dev", "test")}
+    entity_before = {split: evaluate(store, questions, refs, "recall") for split, questions in entity.items()}
     with store.db.connection() as conn:
         slugs = [r["slug"] for r in conn.execute("SELECT slug FROM namespaces ORDER BY slug").fetchall()]
         conn.commit()
     written = sum(runner.run_stage(store, slug, "profiles").details.get("profiles_written", 0) for slug in slugs)
     common.log(f"profiles stage: {written} profiles in {len(slugs)} namespaces")
     rows = []
-    for name, questions, old in (("agent memory", test, before), ("entity", entity_test, entity_before)):
+    for name, questions, old in (("agent memory, test", test, before),
+                                 *((f"entity, {split}", entity[split], entity_before[split]) for split in entity)):
         b, a = overall(old), overall(evaluate(store, questions, refs, "recall"))
         rows.append([name, len(questions), b["r@5"], b["r@10"], b["mrr"], a["r@5"], a["r@10"], a["mrr"]])
     return rows
@@ -223,10 +225,9 @@ def measure(args: argparse.Namespace) -> None:
         # the updated questions of the DEV split too: the supersession constants are tuned there
         dev_updated = [q for q in data["questions"] if q["split"] == "dev" and q["type"] == "updated"]
         per_system_dev = {s: evaluate(store, dev_updated, refs, s) for s in SYSTEMS}
-        profiled_rows = with_profiles(store, test, [q for q in entities["questions"] if q["split"] == "test"], refs,
-                                      per_system["recall"])
+        profiled_rows = with_profiles(store, test, entities["questions"], refs, per_system["recall"])
     common.print_table("The profiles stage run in every namespace (as the pipeline runs it after the facts), "
-                       "TEST, recall as shipped", ["set", "questions", "r@5 before", "r@10 before", "MRR before",
+                       "recall as shipped", ["set, split", "questions", "r@5 before", "r@10 before", "MRR before",
                                                    "r@5 with profiles", "r@10", "MRR"], profiled_rows)
     systems = list(SYSTEMS)
     base = overall(per_system["vector"])
