@@ -23,7 +23,8 @@ Deciding (``decide_deferral``): STASH_EMBED_ON_WRITE=async defers, sync never do
 warm forward pass of one short text takes longer than STASH_EMBED_SYNC_BUDGET_MS: a
 fast embedder keeps the vector in the write's own statement (nothing waits, nothing is
 written twice), a slow one (MiniLM on a small CPU, any network embedder) leaves the
-write path.
+write path. The worker decides when it starts; with the database unreachable then (the
+stored model names the embedder), it decides at each sweep until the database answers.
 """
 
 from __future__ import annotations
@@ -115,6 +116,8 @@ def decide_deferral(store: Store) -> bool:
         return mode == "async"
     try:
         elapsed = forward_pass_ms(store)
+    except errors.DatabaseUnavailable:
+        raise  # says nothing of the embedder: the caller decides again later
     except Exception as exc:  # an unreachable embedding endpoint is slow by definition
         log.warning("could not time the embedder (%s); remember will not wait for vectors", exc)
         return True
@@ -137,6 +140,8 @@ class PendingVectorWorker:
         self.interval_s = store.settings.embed_pending_interval_s
         self.delay_s = store.settings.embed_pending_delay_s
         self.embedded = 0
+        #: whether ``auto`` has timed the embedder (other settings need no decision)
+        self.decided = store.settings.embed_on_write != "auto"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stash-pending-vectors", daemon=True)
 
@@ -152,10 +157,10 @@ class PendingVectorWorker:
 
     def _run(self) -> None:
         store = self.store
-        if store.settings.embed_on_write == "auto":
-            store.defer_vectors = decide_deferral(store)
         woken = False
         while not self._stop.is_set():
+            if not self.decided:
+                self._decide()
             if woken and self.delay_s:
                 self._stop.wait(self.delay_s)  # let a burst of writes gather into one batch
             try:
@@ -171,6 +176,15 @@ class PendingVectorWorker:
             woken = store.vectors_pending.wait(self.interval_s)
             # cleared before the next drain: a write after this point sets it again
             store.vectors_pending.clear()
+
+    def _decide(self) -> None:
+        """``decide_deferral``; with the database down, writes keep the setting they have
+        (and fail until it is back) and the next sweep tries again."""
+        try:
+            self.store.defer_vectors = decide_deferral(self.store)
+            self.decided = True
+        except errors.DatabaseUnavailable as exc:
+            log.warning("timing the embedder: %s; trying again in %.1f s", exc.message, self.interval_s)
 
 
 def start_worker(store: Store) -> PendingVectorWorker:

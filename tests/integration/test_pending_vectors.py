@@ -3,15 +3,21 @@ recall while a row waits, the batch that embeds it (SKIP LOCKED), export of wait
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from typing import Any
 
 import numpy as np
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from stash_pipeline.config import load_settings
 from stash_pipeline.embedding.cache import as_array
 from stash_pipeline.embedding.hashing import HashEmbedder
 from stash_pipeline.embedding.pending import PendingVectorWorker, backlog, embed_pending, embed_pending_batch
 from stash_pipeline.memory import episodes, namespaces, recall
+from stash_pipeline.store import Store
+from tests.conftest import free_port
 
 
 def _vector(store: Any, episode_id: int) -> np.ndarray | None:
@@ -152,6 +158,66 @@ def test_auto_defers_only_for_a_slow_embedder(make_store: Any) -> None:
     worker = PendingVectorWorker(slow).start()
     worker.stop()
     assert slow.defer_vectors is True
+
+
+class _Relay:
+    """A local port that refuses connections until ``open``, then relays each to ``target``."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target, self.port = target, free_port()
+        self.server: socket.socket | None = None
+
+    def open(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        assert self.server is not None
+        while True:
+            try:
+                client = self.server.accept()[0]
+            except OSError:  # closed
+                return
+            upstream = socket.create_connection(self.target)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        with source, sink:
+            while data := source.recv(65536):
+                sink.sendall(data)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def test_auto_decides_once_the_database_answers(database_url: str, tmp_path: Any) -> None:
+    # the service started while its database was down: with STASH_EMBEDDER unset the
+    # embedder is the model the database was written with, so timing it waits for the
+    # database instead of deferring for good
+    parts = conninfo_to_dict(database_url)
+    relay = _Relay((parts.get("host") or "127.0.0.1", int(parts.get("port") or 5432)))
+    url = make_conninfo(**(parts | {"host": "127.0.0.1", "port": str(relay.port)}))
+    settings = load_settings(database_url=url, home=tmp_path / "home", embed_on_write="auto",
+                             embed_sync_budget_ms=1000, embed_pending_interval_s=0.2)
+    store = Store.open(settings, timeout=0.5)
+    worker = PendingVectorWorker(store).start()
+    try:
+        time.sleep(1.5)  # a few sweeps against a refused port
+        assert not worker.decided and store.defer_vectors is False
+        relay.open()
+        for _ in range(100):
+            if worker.decided:
+                break
+            time.sleep(0.1)
+        assert worker.decided
+        assert store.defer_vectors is False  # the local model is far under a second
+    finally:
+        worker.stop()
+        store.close()
+        relay.close()
 
 
 def test_batch_with_nothing_waiting_claims_nothing(make_store: Any) -> None:
