@@ -133,14 +133,16 @@ def _mean(rows: list[dict[str, float]], key: str) -> float:
     return sum(r[key] for r in rows) / len(rows) if rows else float("nan")
 
 
-def run(conversations_n: int | None = None, embedder: str = "minilm") -> dict[str, Any]:
-    """Import, ask (episodes only), consolidate with the planted-truth model, ask again."""
+def run(conversations_n: int | None = None, embedder: str = "minilm",
+        data: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """Import, ask (episodes only), consolidate with the planted-truth model, ask again
+    (``data``: another set of the same shape, default the conversational set)."""
     from stash_pipeline.consolidation import runner as consolidation
     from stash_pipeline.consolidation.reasoner import reset_mode_cache
     from tests.support.openai_server import ScriptedOpenAI
     from tests.support.scripted_model import ScriptedModel
 
-    data = conversations.load()
+    data = data or conversations.load()
     chosen = sorted({t["namespace"] for t in data["turns"]})[:conversations_n]
     data = {name: [r for r in rows if r["namespace"] in chosen] for name, rows in data.items()}
     model = ScriptedModel(contradiction_class="compatible", contradiction_confidence=0.9)
