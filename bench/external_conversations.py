@@ -59,44 +59,52 @@ def convert(conversations: list[dict[str, Any]]) -> dict[str, list[dict[str, Any
     """The conversational set's turns, questions and facts from LoCoMo-format conversations."""
     data: dict[str, list[dict[str, Any]]] = {"turns": [], "questions": [], "facts": []}
     for index, sample in enumerate(conversations):
-        namespace = f"/external/{sample.get('sample_id', index)}"
-        split = "dev" if index % 2 == 0 else "test"
-        chat = sample["conversation"]
-        when: dict[int, datetime] = {}
-        known: set[str] = set()
-        for key, turns in chat.items():
-            match = _SESSION.fullmatch(key)
-            if not match or not isinstance(turns, list):
-                continue
-            when[int(match[1])] = session_time(chat[f"{key}_date_time"])
-            for turn in turns:
-                [dia_id] = turn_ids(turn["dia_id"])
-                text = turn["text"] + (f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else "")
-                data["turns"].append({"content": f"{turn['speaker']}: {text}", "dia_id": dia_id, "namespace": namespace,
-                                      "occurred_at": when[int(match[1])].isoformat(), "speaker": turn["speaker"]})
-                known.add(dia_id)
-        for number, qa in enumerate(sample.get("qa", [])):
-            evidence = [d for d in dict.fromkeys(turn_ids(qa.get("evidence", []))) if d in known]
-            kind = KIND_OF_CATEGORY.get(int(qa.get("category", 0)))
-            if kind is None or not evidence:
-                continue
-            sessions = {_TURN_ID.match(d)[1] for d in evidence}  # type: ignore[index]
-            data["questions"].append({"id": f"{namespace}/q{number:04d}", "kind": kind, "namespace": namespace,
-                                      "query": qa["question"], "evidence": evidence, "split": split,
-                                      "shape": "list" if len(sessions) > 1 else "single",
-                                      "answer": str(qa.get("answer", ""))})
-        for key, by_speaker in sample.get("observation", {}).items():
-            session = int(_SESSION.match(key)[1])  # type: ignore[index]
-            for speaker, observed in by_speaker.items():
-                for number, (text, cited) in enumerate(observed):
-                    evidence = [d for d in dict.fromkeys(turn_ids(cited)) if d in known]
-                    if evidence and text.strip():
-                        data["facts"].append({"content": text, "entity": speaker, "value": None,
-                                              "property": f"session {session} observation {number}",
-                                              "evidence": evidence, "key": f"{namespace}/s{session}/{speaker}/{number}",
-                                              "namespace": namespace, "session": session, "split": split,
-                                              "subject": speaker, "valid_from": when[session].isoformat()})
+        try:
+            _convert_one(index, sample, data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SystemExit(f"conversation {index} is not in the LoCoMo format: {exc!r}") from exc
     return data
+
+
+def _convert_one(index: int, sample: dict[str, Any], data: dict[str, list[dict[str, Any]]]) -> None:
+    """One conversation's turns, questions and facts appended to ``data``."""
+    namespace = f"/external/{sample.get('sample_id', index)}"
+    split = "dev" if index % 2 == 0 else "test"
+    chat = sample["conversation"]
+    when: dict[int, datetime] = {}
+    known: set[str] = set()
+    for key, turns in chat.items():
+        match = _SESSION.fullmatch(key)
+        if not match or not isinstance(turns, list):
+            continue
+        when[int(match[1])] = session_time(chat[f"{key}_date_time"])
+        for turn in turns:
+            [dia_id] = turn_ids(turn["dia_id"])
+            text = turn["text"] + (f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else "")
+            data["turns"].append({"content": f"{turn['speaker']}: {text}", "dia_id": dia_id, "namespace": namespace,
+                                  "occurred_at": when[int(match[1])].isoformat(), "speaker": turn["speaker"]})
+            known.add(dia_id)
+    for number, qa in enumerate(sample.get("qa", [])):
+        evidence = [d for d in dict.fromkeys(turn_ids(qa.get("evidence", []))) if d in known]
+        kind = KIND_OF_CATEGORY.get(int(qa.get("category", 0)))
+        if kind is None or not evidence:
+            continue
+        sessions = {_TURN_ID.match(d)[1] for d in evidence}  # type: ignore[index]
+        data["questions"].append({"id": f"{namespace}/q{number:04d}", "kind": kind, "namespace": namespace,
+                                  "query": qa["question"], "evidence": evidence, "split": split,
+                                  "shape": "list" if len(sessions) > 1 else "single",
+                                  "answer": str(qa.get("answer", ""))})
+    for key, by_speaker in sample.get("observation", {}).items():
+        session = int(_SESSION.match(key)[1])  # type: ignore[index]
+        for speaker, observed in by_speaker.items():
+            for number, (text, cited) in enumerate(observed):
+                evidence = [d for d in dict.fromkeys(turn_ids(cited)) if d in known]
+                if evidence and text.strip():
+                    data["facts"].append({"content": text, "entity": speaker, "value": None,
+                                          "property": f"session {session} observation {number}",
+                                          "evidence": evidence, "key": f"{namespace}/s{session}/{speaker}/{number}",
+                                          "namespace": namespace, "session": session, "split": split,
+                                          "subject": speaker, "valid_from": when[session].isoformat()})
 
 
 def main(argv: list[str] | None = None) -> None:

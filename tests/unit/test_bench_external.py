@@ -79,3 +79,5 @@ def test_a_file_it_cannot_read_says_why(tmp_path: Path):
         external.main([str(path)])
     with pytest.raises(SystemExit, match=r"missing\.json"):
         external.main([str(tmp_path / "missing.json")])
+    with pytest.raises(SystemExit, match="conversation 1 is not in the LoCoMo format"):
+        external.convert([_sample("conv-1"), {"sample_id": "conv-2", "qa": []}])
