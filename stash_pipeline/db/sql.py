@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from psycopg import sql
+
 QUERY_DIR = Path(__file__).parent / "queries"
 _HEADER = re.compile(r"^--\s*([a-z0-9_]+)(\([a-z0-9_, ]*\))?\s*--\s*$", re.MULTILINE)
 #: an innermost use: no other use inside
@@ -116,3 +118,10 @@ def query(name: str) -> str:
         return QUERIES[name]
     except KeyError:
         raise KeyError(f"unknown query {name!r}; add it to stash_pipeline/db/queries/*.sql") from None
+
+
+def named(name: str, **names: str) -> sql.Composed:
+    """A named query whose ``{placeholders}`` are table and column names from the table
+    catalog (space-separated names become a list); values still go in as parameters."""
+    return sql.SQL(query(name)).format(**{
+        key: sql.SQL(", ").join(sql.Identifier(n) for n in value.split()) for key, value in names.items()})

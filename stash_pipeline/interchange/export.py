@@ -33,9 +33,10 @@ from psycopg.types.string import TextLoader
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.sql import named
 from stash_pipeline.interchange import files
 from stash_pipeline.interchange.catalog import DERIVED, TABLES, Table
-from stash_pipeline.interchange.writer import json_dumps, named
+from stash_pipeline.interchange.writer import json_dumps
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import resolve_trees
 from stash_pipeline.store import Store

@@ -20,12 +20,11 @@ from datetime import date, datetime
 from typing import Any
 
 import numpy as np
-from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.db.sql import query
+from stash_pipeline.db.sql import named
 from stash_pipeline.interchange import catalog
 from stash_pipeline.interchange.catalog import Table
 from stash_pipeline.memory import validate
@@ -39,13 +38,6 @@ MAX_PROBLEMS = 100
 
 def json_dumps(value: Any) -> str:
     return json.dumps(value, default=lambda v: v.isoformat() if isinstance(v, datetime | date) else str(v))
-
-
-def named(name: str, **names: str) -> sql.Composed:
-    """A named query whose ``{placeholders}`` are table and column names from the catalog
-    (space-separated names become a list)."""
-    return sql.SQL(query(name)).format(**{
-        key: sql.SQL(", ").join(sql.Identifier(n) for n in value.split()) for key, value in names.items()})
 
 
 def vector_text(vector: Any) -> str:
