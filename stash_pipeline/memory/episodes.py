@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.embedding.cache import query_key
-from stash_pipeline.memory import lineage, validate
+from stash_pipeline.memory import erasure, lineage, validate
 from stash_pipeline.memory.namespaces import resolve_id
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.models import Episode, ForgetPreview
@@ -313,15 +313,9 @@ def forget(
 
 
 def purge(store: Store, episode_id: int, namespaces: Any = None) -> dict[str, Any]:
-    """Erase one episode (forgotten or not): the row, its lineage edges, its cached embedding."""
+    """Erase one episode (forgotten or not) and everything derived from it (``erasure.erase``)."""
     with store.db.transaction() as tx:
         row = _load(tx, episode_id, namespaces, include_deleted=True)
         ident = int(row["id"])
-        reason = f"source episode {ident} purged"
-        cascade = lineage.withdraw_cascade(
-            tx, [("episode", ident)], reason, settings=store.settings, scope=scope_ids(tx, namespaces)
-        )
-        tx.execute("episode_hard_delete", id=ident)
-        lineage.delete_nodes(tx, [("episode", ident)])
-        store.embedder.forget_texts(tx, [row["content"]])
-    return {"episode_id": ident, "namespace": row["namespace"], "purged": True, "cascade": cascade}
+        erased = erasure.erase(tx, store, [("episode", ident)], scope=scope_ids(tx, namespaces))
+    return {"episode_id": ident, "namespace": row["namespace"], "purged": True, "erased": erased}

@@ -31,7 +31,7 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.memory import entities, lineage, timeline, validate
+from stash_pipeline.memory import entities, erasure, lineage, timeline, validate
 from stash_pipeline.memory.namespaces import resolve_id, resolve_trees
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.models import Contradiction, Fact
@@ -385,19 +385,10 @@ def withdraw(store: Store, fact_id: int, reason: str, namespaces: Any = None) ->
 
 
 def purge(store: Store, fact_id: int, namespaces: Any = None) -> dict[str, Any]:
-    """Erase a fact: the row, its lineage, its cached embedding, its id in other facts' end
-    history (as their replacement); dependents are withdrawn."""
+    """Erase a fact and everything derived from it (``erasure.erase``): rows, end history,
+    lineage, cached vectors; what gathered it is gathered again from what remains."""
     with store.db.transaction() as tx:
         row = _load(tx, fact_id, namespaces)
         ident = int(row["id"])
-        cascade = lineage.withdraw_cascade(
-            tx, [("fact", ident)], f"source fact {ident} purged", settings=store.settings,
-            scope=scope_ids(tx, namespaces),
-        )
-        # relationships, causal links and contradictions on this fact go with it (FK cascade)
-        dependents = [(r["kind"], int(r["id"])) for r in tx.all("fact_dependents_for_purge", id=ident)]
-        tx.execute("fact_hard_delete", id=ident)
-        tx.execute("fact_purge_from_history", id=ident)  # no foreign key does it (see the query)
-        lineage.delete_nodes(tx, [("fact", ident), *dependents])
-        store.embedder.forget_texts(tx, [row["content"]])
-    return {"fact_id": ident, "namespace": row["namespace"], "purged": True, "cascade": cascade}
+        erased = erasure.erase(tx, store, [("fact", ident)], scope=scope_ids(tx, namespaces))
+    return {"fact_id": ident, "namespace": row["namespace"], "purged": True, "erased": erased}

@@ -12,7 +12,7 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.memory import validate
+from stash_pipeline.memory import erasure, validate
 from stash_pipeline.models import Namespace
 from stash_pipeline.store import Store
 
@@ -149,7 +149,8 @@ def show(store: Store, slug: str) -> dict[str, Any]:
 
 
 def delete(store: Store, slug: str, *, confirm: bool = False) -> dict[str, Any]:
-    """Delete a namespace tree and everything in it. Without confirm, only report what would go."""
+    """Delete a namespace tree and everything in it, with what rows elsewhere derived from it
+    (``erasure.erase_trees``). Without confirm, only report what would go."""
     path = validate.slug(slug)
     if path == "/":
         raise errors.InvalidInput("the root namespace '/' cannot be deleted")
@@ -157,6 +158,7 @@ def delete(store: Store, slug: str, *, confirm: bool = False) -> dict[str, Any]:
         tree = resolve_trees(tx, path)
         counts = tx.one("namespace_counts", ids=list(tree))
         if confirm:
+            erasure.erase_trees(tx, store, list(tree))
             tx.execute("delete_namespaces", ids=list(tree))
     return {"deleted": confirm, "namespaces": sorted(tree.values()), "counts": counts}
 

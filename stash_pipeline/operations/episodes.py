@@ -170,7 +170,7 @@ def _purge(store: Any, a: PurgeEpisode, namespaces: list[str] | None) -> Episode
 
 PURGE_EPISODE = Operation(
     name="purge_episode",
-    description="Erase one episode for good (row, lineage, cached embedding); derived facts are withdrawn.",
+    description="Erase one episode for good with everything derived from it (facts, links, profiles …: rows, history, lineage, cached embeddings).",
     arguments=PurgeEpisode,
     call=_purge,
     right="write",
@@ -179,7 +179,7 @@ PURGE_EPISODE = Operation(
     result=EpisodePurge,
     cli=CliView(
         path=("purge", "episode"),
-        summary="Erase one episode; facts derived only from it are withdrawn.",
+        summary="Erase one episode and everything derived from it.",
         example="stash purge episode 42 --yes",
         arguments={"id": "EPISODE_ID"},
     ),

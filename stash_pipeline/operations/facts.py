@@ -200,7 +200,7 @@ def _purge(store: Any, a: PurgeFact, namespaces: list[str] | None) -> FactPurge:
 
 PURGE_FACT = Operation(
     name="purge_fact",
-    description="Erase a fact for good (row, lineage, cached embedding); its dependents are withdrawn.",
+    description="Erase a fact for good with everything derived from it (relationships, links, patterns, profiles …: rows, history, lineage, cached embeddings).",
     arguments=PurgeFact,
     call=_purge,
     right="write",

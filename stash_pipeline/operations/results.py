@@ -29,6 +29,14 @@ class Cascade(Result):
     withdrawn: dict[str, Any] = {}
 
 
+class Erasure(Result):
+    """What a purge erased with the record: the facts derived from it, counts by kind
+    (only rows inside the caller's trees are named or counted)."""
+
+    erased_fact_ids: list[int] = []
+    erased: dict[str, int] = {}
+
+
 class AssertedFact(Result):
     fact: Fact
     contradictions: list[Contradiction]
@@ -51,7 +59,7 @@ class FactPurge(Result):
     fact_id: int
     namespace: str
     purged: bool
-    cascade: Cascade
+    erased: Erasure
 
 
 class Resolution(Result):
@@ -161,7 +169,7 @@ class EpisodePurge(Result):
     episode_id: int
     namespace: str
     purged: bool
-    cascade: Cascade
+    erased: Erasure
 
 
 class SelfTree(Result):
@@ -320,6 +328,7 @@ __all__ = [
     "EntitySplit",
     "EntityView",
     "EpisodePurge",
+    "Erasure",
     "FactLineage",
     "FactPurge",
     "FactWithdrawal",

@@ -66,8 +66,8 @@ def _purged(result: Any, as_json: bool, args: Any) -> None:
     if as_json:
         emit_json(result)
         return
-    withdrawn = result.cascade.withdrawn_fact_ids
-    extra = f"; withdrew facts {', '.join(map(str, withdrawn))}" if withdrawn else ""
+    erased = result.erased.erased_fact_ids
+    extra = f"; erased derived facts {', '.join(map(str, erased))}" if erased else ""
     click.echo(f"purged episode {result.episode_id} from {result.namespace}{extra}")
 
 
@@ -77,7 +77,7 @@ forget_command = command(ops.FORGET, render=_forgot, ask=_ask_to_forget)
 
 @click.group("purge")
 def purge_group() -> None:
-    """Erase an episode or a fact for good (text, lineage and cached embedding).
+    """Erase an episode or a fact for good, with everything derived from it.
 
     \b
     Example:

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from stash_pipeline.operations import facts as ops
-from stash_serve.cli.derive import command, sentence
+from stash_serve.cli.derive import command
 from stash_serve.cli.output import emit_json, fields
 
 
@@ -51,7 +51,13 @@ def _withdrawn(result: Any, as_json: bool, args: Any) -> None:
     print_cascade(result.cascade)
 
 
-_purged = sentence(lambda r, a: f"purged fact {r.fact_id}")
+def _purged(result: Any, as_json: bool, args: Any) -> None:
+    if as_json:
+        emit_json(result)
+        return
+    erased = result.erased.erased_fact_ids
+    extra = f"; erased derived facts {', '.join(map(str, erased))}" if erased else ""
+    click.echo(f"purged fact {result.fact_id}{extra}")
 
 
 def _describe(store: Any, args: Any) -> str:

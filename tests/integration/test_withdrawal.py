@@ -1,4 +1,5 @@
-"""Truth maintenance: forgetting/purging sources withdraws what they alone supported."""
+"""Truth maintenance: forgetting a source withdraws what it alone supported; purging one
+erases everything derived from it."""
 
 from __future__ import annotations
 
@@ -144,27 +145,36 @@ def test_relationship_without_lineage_dies_with_its_source_fact(store, world):
     assert not state(store, "patterns", world["pattern_ab"])
 
 
-def test_purge_episode_cascades_and_erases(store, world):
+def _exists(store, table, ident):
+    return sql(store, f"SELECT count(*) FROM {table} WHERE id = %s", ident)[0]["count"] == 1
+
+
+def test_purge_episode_erases_everything_derived_from_it(store, world):
     out = episodes.purge(store, world["ep1"])
-    assert out["cascade"]["withdrawn_fact_ids"] == sorted([world["a"], world["c"]])
-    assert out["cascade"]["recheck_fact_ids"] == [world["b"]]
-    assert out["cascade"]["withdrawn"] == {"fact": 2, "relationship": 2, "causal_link": 1, "pattern": 1}
-    assert sql(store, "SELECT count(*) FROM episodes WHERE id = %s", world["ep1"])[0]["count"] == 0
-    assert sql(store, "SELECT count(*) FROM lineage WHERE parent_kind = 'episode' AND parent_id = %s",
-               world["ep1"])[0]["count"] == 0
-    assert facts.get(store, world["b"]).source_episode_ids == [world["ep2"]]
-    hashes = sql(store, "SELECT count(*) FROM embedding_cache WHERE text_hash = encode(sha256(convert_to(%s, 'UTF8')), 'hex')",
-                 "Alice took over the billing service in March")
-    assert hashes[0]["count"] == 0
+    # B had ep2 too, but it summarises ep1 as well: a purge erases it (a withdrawal would not)
+    assert out["erased"]["erased_fact_ids"] == sorted([world["a"], world["b"], world["c"]])
+    assert out["erased"]["erased"] == {"episode": 1, "fact": 3, "relationship": 3, "pattern": 2}
+    for table, key in [("episodes", "ep1"), ("facts", "a"), ("facts", "b"), ("facts", "c"), ("relationships", "rel_a"),
+                       ("relationships", "rel_b"), ("relationships", "rel_c"), ("patterns", "pattern_a"),
+                       ("patterns", "pattern_ab"), ("causal_links", "link_ab")]:
+        assert not _exists(store, table, world[key]), (table, key)
+    assert _exists(store, "episodes", world["ep2"])
+    assert sql(store, "SELECT count(*) FROM lineage")[0]["count"] == 0
+    for text in ("Alice took over the billing service in March", "Billing runs on the payments cluster"):
+        hashes = sql(store, "SELECT count(*) FROM embedding_cache"
+                            " WHERE text_hash = encode(sha256(convert_to(%s, 'UTF8')), 'hex')", text)
+        assert hashes[0]["count"] == 0, text
 
 
-def test_purge_fact_withdraws_dependents(store, world):
+def test_purge_fact_erases_what_was_derived_from_it(store, world):
     out = facts.purge(store, world["a"])
-    assert out["cascade"]["withdrawn_fact_ids"] == [world["c"]]
-    # the relationship on A is deleted with A (foreign key); the pattern on A and C is withdrawn
-    assert sql(store, "SELECT count(*) FROM relationships WHERE id = %s", world["rel_a"])[0]["count"] == 0
-    assert state(store, "patterns", world["pattern_a"])
-    assert not state(store, "patterns", world["pattern_ab"])  # B still alive
+    assert out["erased"]["erased_fact_ids"] == [world["c"]]
+    # the relationships on A and C, both patterns citing A (pattern_ab keeps B, but quotes A)
+    # and the A->B link (a foreign key) go; B and its relationship stay, untouched
+    for table, key in [("facts", "a"), ("facts", "c"), ("relationships", "rel_a"), ("relationships", "rel_c"),
+                       ("patterns", "pattern_a"), ("patterns", "pattern_ab"), ("causal_links", "link_ab")]:
+        assert not _exists(store, table, world[key]), (table, key)
+    assert facts.get(store, world["b"]).current and not state(store, "relationships", world["rel_b"])
     assert sql(store, "SELECT count(*) FROM lineage WHERE (child_kind = 'fact' AND child_id = %s) "
                "OR (parent_kind = 'fact' AND parent_id = %s)", world["a"], world["a"])[0]["count"] == 0
 

@@ -1,0 +1,107 @@
+"""Erasure: a purge deletes a record and everything derived from it, wherever it lives.
+
+A derived row quotes, gathers or summarises its sources, so withdrawing it would keep
+the purged words readable (``get_fact``, ``include_history``, ``known_at`` reads, export).
+The rule: purging records erases them and every row whose lineage leads back to them,
+transitively and in any namespace, whatever other sources it also had. With each row go
+its end history, its lineage edges, its dead letters and its cached vector; an entity
+nothing names any more goes too. Facts are retired before they are deleted, so what
+gathers them reacts as to any retirement: an entity whose profile was erased is asked
+for again and the next run gathers what remains.
+
+Which table holds a kind, and which of its columns is embedded, comes from the table
+catalog: a new derived table is covered by its catalog entry and lineage.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.sql import named
+from stash_pipeline.interchange import catalog
+from stash_pipeline.memory import timeline
+from stash_pipeline.store import Store
+
+
+def erase(
+    tx: Session, store: Store, roots: Iterable[tuple[str, int]], *, scope: set[int] | None = None
+) -> dict[str, Any]:
+    """Delete ``roots`` and everything derived from them; returns what went.
+
+    The report names and counts only rows in ``scope`` (namespace ids; None: all) and
+    leaves the roots out of ``erased_fact_ids``: rows outside the caller's trees are
+    erased without a word about them.
+    """
+    root_set = {(kind, int(ident)) for kind, ident in roots}
+    if not root_set:
+        return {"erased_fact_ids": [], "erased": {}}
+    closure = tx.all("erasure_closure", kinds=[k for k, _ in root_set], ids=[i for _, i in root_set])
+    by_kind: dict[str, list[int]] = defaultdict(list)
+    for row in closure:
+        by_kind[row["kind"]].append(int(row["id"]))
+    shown: dict[str, list[int]] = {}
+    texts: list[str] = []
+    for kind, ids in by_kind.items():
+        table = catalog.BY_KIND[kind]
+        found = tx.conn.execute(named("erasure_rows", table=table.name), {"ids": ids}).fetchall()
+        shown[kind] = sorted(int(r["id"]) for r in found if scope is None or int(r["namespace_id"]) in scope)
+        if table.embedded:
+            texts += [r["text"] for r in tx.conn.execute(
+                named("erasure_texts", table=table.name, text=table.embedded), {"ids": ids})]
+    entities = _entities_of(tx, by_kind)
+    fact_ids = by_kind.get("fact", [])
+    if fact_ids:
+        tx.execute("erasure_retire_facts", ids=fact_ids)
+        timeline.gone(tx, store.settings, fact_ids)
+    # dependents first: a relationship or link on an erased fact would go by foreign key
+    # anyway, but deleting leaves-first keeps every statement's row count its own
+    for kind in sorted(by_kind, key=_delete_order):
+        tx.conn.execute(named("erasure_delete", table=catalog.BY_KIND[kind].name), {"ids": by_kind[kind]})
+    if fact_ids:
+        tx.execute("erasure_forget_history", ids=fact_ids)
+    kinds = [k for k, ids in by_kind.items() for _ in ids]
+    ids = [i for ids in by_kind.values() for i in ids]
+    tx.execute("erasure_delete_edges", kinds=kinds, ids=ids)
+    tx.execute("erasure_delete_dead_letters", kinds=kinds, ids=ids)
+    for row in tx.all("erasure_orphan_entities", ids=sorted(entities)):
+        texts.append(row["text"])
+        if scope is None or int(row["namespace_id"]) in scope:
+            shown.setdefault("entity", []).append(int(row["id"]))
+    store.embedder.forget_texts(tx, [t for t in texts if t])
+    root_facts = {i for k, i in root_set if k == "fact"}
+    return {
+        "erased_fact_ids": [i for i in shown.get("fact", []) if i not in root_facts],
+        "erased": {kind: len(ids) for kind, ids in sorted(shown.items()) if ids},
+    }
+
+
+def erase_trees(tx: Session, store: Store, namespace_ids: list[int]) -> dict[str, Any]:
+    """Before namespaces are deleted: erase what rows outside them derived from their rows,
+    and forget the cached vectors of their texts (the rows themselves go with the namespaces)."""
+    roots: list[tuple[str, int]] = []
+    texts: list[str] = []
+    for table in catalog.TABLES:
+        if table.lineage:
+            found = tx.conn.execute(named("erasure_tree_roots", table=table.name),
+                                    {"ids": namespace_ids, "kind": table.kind})
+            roots += [(table.kind, int(r["id"])) for r in found]
+        if table.embedded:
+            texts += [r["text"] for r in tx.conn.execute(
+                named("erasure_tree_texts", table=table.name, text=table.embedded), {"ids": namespace_ids})]
+    report = erase(tx, store, roots, scope=set(namespace_ids))
+    store.embedder.forget_texts(tx, [t for t in texts if t])
+    return report
+
+
+def _entities_of(tx: Session, by_kind: dict[str, list[int]]) -> set[int]:
+    rows = tx.all("erasure_entities_of", fact_ids=by_kind.get("fact", []),
+                  relationship_ids=by_kind.get("relationship", []))
+    return {int(r["id"]) for r in rows}
+
+
+def _delete_order(kind: str) -> int:
+    """Tables later in the catalog may point at earlier ones: delete them first."""
+    return -[t.kind for t in catalog.TABLES].index(kind)
