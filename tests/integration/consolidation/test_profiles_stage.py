@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from stash_pipeline.consolidation import rebuild, runner
-from stash_pipeline.memory import episodes, facts, recall
+from stash_pipeline.memory import entities, episodes, facts, recall
 from stash_pipeline.memory.recall_config import DEFAULT
 from tests.integration.consolidation.conftest import rows, seed
 
@@ -126,13 +126,44 @@ def test_a_profile_goes_with_a_retired_member_and_comes_back_rewritten(pstore):
     assert not {r["stage"]: r for r in runner.status(pstore, "/p")}["profiles"]["has_work"]
 
 
-def test_a_purged_member_takes_its_profile_along(pstore):
+def test_a_purged_member_erases_its_profile_and_the_rest_is_gathered_again(pstore):
     _, fact_ids = _assert_hobbies(pstore)
     runner.run_stage(pstore, "/p", "profiles")
+    [profile] = _profiles(pstore)
     facts.purge(pstore, fact_ids[0], "/p")
+    # a withdrawal would keep the member's words in the profile: the purge erases it
+    assert _profiles(pstore, current=False) == []
+    assert rows(pstore, "SELECT count(*) AS n FROM lineage WHERE child_id = %(id)s", id=profile["id"]) == [{"n": 0}]
+    assert not [r for r in rows(pstore, "SELECT content FROM facts") if "watercolour" in r["content"]]
+    runner.run_stage(pstore, "/p", "profiles")
+    [again] = _profiles(pstore)
+    assert "watercolour" not in again["content"] and "kayaking" in again["content"]
+
+
+def test_a_profile_follows_its_members_across_a_merge_and_a_split(pstore):
+    seed(pstore, "/p", [])
+    for text, entity, prop in [
+        ("Sam goes hiking in the mountains for fun at weekends", "Sam", "hobby a"),
+        ("Sam plays the guitar in his free time", "Sam", "hobby b"),
+        ("Sam Lee took up skydiving as a hobby", "Sam Lee", "hobby c"),
+        ("Sam Lee enjoys rock climbing for fun on Sundays", "Sam Lee", "hobby d"),
+    ]:
+        facts.assert_fact(pstore, "/p", text, entity=entity, property=prop, value=text)
+    runner.run_stage(pstore, "/p", "profiles")
+    ids = {r["name"]: int(r["id"]) for r in rows(pstore, "SELECT id, name FROM entities")}
+    entities.merge_entities(pstore, ids["Sam"], ids["Sam Lee"], namespaces=["/p"])
+    runner.run_stage(pstore, "/p", "profiles")
+    [merged] = _profiles(pstore)
+    assert merged["entity_id"] == ids["Sam"] and "skydiving" in merged["content"] and "guitar" in merged["content"]
+
+    entities.split_entity(pstore, ids["Sam"], ["Sam Lee"], namespaces=["/p"])
+    # before any run: no current profile lists a fact that is no longer its entity's
     assert _profiles(pstore) == []
-    gone = _profiles(pstore, current=False)
-    assert gone and "watercolour" in gone[0]["content"]
+    assert {r["stage"]: r for r in runner.status(pstore, "/p")}["profiles"]["has_work"]
+    runner.run_stage(pstore, "/p", "profiles")
+    by_entity = {p["entity_id"]: p["content"] for p in _profiles(pstore)}
+    assert "skydiving" not in by_entity[ids["Sam"]] and "guitar" in by_entity[ids["Sam"]]
+    assert "skydiving" in by_entity[ids["Sam Lee"]] and "guitar" not in by_entity[ids["Sam Lee"]]
 
 
 def test_a_rebuild_withdraws_the_profiles_and_the_next_run_writes_them_again(pstore):
