@@ -1,15 +1,18 @@
 """``stash up``: the one command that runs Stash locally.
 
 It starts (or reuses) the embedded PostgreSQL, migrates, creates a local admin token the
-first time, then supervises three children — the MCP HTTP server, the Dagster webserver
-and the Dagster daemon — each in its own process group. One Ctrl-C or SIGTERM stops
+first time, then supervises three children — the MCP HTTP server, the Dagster UI and the
+Dagster daemon — each in its own process group. One Ctrl-C or SIGTERM stops
 them all (process groups are signalled, so Dagster's run workers go too), then the
 embedded database if this command started it.
 
 Why not ``dagster dev``: started from a script it inherits an ignored SIGINT and then
 ignores SIGTERM too (seen with Dagster 1.13; docs/dagster.md shows the workaround);
 running webserver and daemon directly gives the same UI with signals we control, and is
-how Dagster is deployed as a service.
+how Dagster is deployed as a service. The UI is ``stash serve dagster-ui``
+(``stash_serve.dagster_ui``): Dagster's webserver app behind Stash's token check, which
+wants the admin token and a Host and Origin of its own; the bare ``dagster-webserver``
+answers anyone who reaches its port, any local user or a page reached by DNS rebinding.
 
 The Dagster files (``dagster.yaml``, ``workspace.yaml``) are package data of
 ``stash_serve`` so that an installed wheel, not only a source checkout, runs.
@@ -145,6 +148,12 @@ def dagster_env(settings: Settings, dsn_parts: dict[str, str]) -> dict[str, str]
     return env
 
 
+def dagster_ui_command(bin_dir: Path, port: int, host: str = "127.0.0.1") -> list[str]:
+    """How ``stash up`` starts the Dagster UI: behind the admin-token check, never bare."""
+    return [str(bin_dir / "stash"), "serve", "dagster-ui", "--workspace", str(DAGSTER_CONFIG / "workspace.yaml"),
+            "--host", host, "--port", str(port)]
+
+
 def ensure_admin_token(settings: Settings) -> tuple[Path, bool]:
     """Create a local admin token (all namespaces, all rights) once; return (file, created)."""
     path = settings.home / "admin-token"
@@ -240,12 +249,7 @@ def run_up(
         env.update({k: v for k, v in base_env.items() if k.startswith("STASH_")})
         workspace = DAGSTER_CONFIG / "workspace.yaml"
         children += [
-            Child(
-                "dagster-webserver",
-                [str(bin_dir / "dagster-webserver"), "-w", str(workspace), "-h", "127.0.0.1", "-p", str(dagster_port)],
-                env,
-                logs / "dagster-webserver.log",
-            ),
+            Child("dagster-ui", dagster_ui_command(bin_dir, dagster_port), env, logs / "dagster-webserver.log"),
             Child("dagster-daemon", [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)], env,
                   logs / "dagster-daemon.log"),
         ]
@@ -332,7 +336,11 @@ def _status_block(
         f"  health / metrics       http://{mcp_host}:{mcp_port}/healthz  /metrics",
     ]
     if with_dagster:
-        lines.append(f"  Dagster UI             http://127.0.0.1:{dagster_port}")
+        lines += [
+            f"  Dagster UI             http://127.0.0.1:{dagster_port}",
+            f"    log in with the admin token in {token_file}",
+            "    (scripts: Authorization: Bearer <that token>)",
+        ]
     lines += [
         f"  admin token            {token_file}" + ("  (new)" if token_created else ""),
         f"  database               {'embedded, ' + str(settings.home / 'pgdata') if settings.embedded else 'STASH_DATABASE_URL'}",

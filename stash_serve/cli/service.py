@@ -1,5 +1,6 @@
-"""``stash serve mcp``, ``stash tools``, ``stash up`` and ``stash token create|list|revoke``:
-serving Stash, the toolsets it offers, and the bearer tokens that guard its HTTP transport."""
+"""``stash serve mcp``, ``stash serve dagster-ui``, ``stash tools``, ``stash up`` and ``stash token
+create|list|revoke``: serving Stash, the toolsets it offers, and the bearer tokens that guard
+its HTTP transport and the Dagster UI."""
 
 from __future__ import annotations
 
@@ -45,6 +46,36 @@ def serve_mcp(transport: str, host: str, port: int, no_auth: bool, toolsets: str
     select(spec)  # a bad spec is the caller's mistake, said before anything starts
     base.start_database()  # an entry point: the library (Store.open) never starts the server
     run(base.settings(), transport=transport, host=host, port=port, no_auth=no_auth, toolsets=spec)
+
+
+@serve_group.command("dagster-ui")
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--port", type=int, default=3000, show_default=True, help="HTTP port.")
+@click.option("--workspace", "-w", metavar="FILE", default=None,
+              help="Dagster workspace file (default: the packaged one, loading stash_pipeline.defs).")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Another Host name to answer to, e.g. behind a reverse proxy (repeatable); "
+                   "loopback names always are.")
+def serve_dagster_ui(host: str, port: int, workspace: str | None, allow_hosts: tuple[str, ...]) -> None:
+    """Serve the Dagster UI (the instance in DAGSTER_HOME) behind Stash's admin-token check.
+
+    Every request needs a token with the admin right on / (`Authorization: Bearer`, or the
+    session cookie set by the login page at /_stash/login) and a Host and Origin of its own;
+    `stash up` runs this, not the bare dagster-webserver. Run the Dagster daemon beside it.
+
+    \b
+    Example:
+      stash serve dagster-ui --port 3000
+      stash serve dagster-ui --host 0.0.0.0 --allow-host dagster.example.com -w workspace.yaml
+    """
+    from pathlib import Path
+
+    from stash_serve.dagster_ui import run_ui
+    from stash_serve.up import DAGSTER_CONFIG
+
+    base.start_database()  # an entry point: the library (Store.open) never starts the server
+    run_ui(base.settings(), host=host, port=port, allowed_hosts=allow_hosts,
+           workspace=Path(workspace) if workspace else DAGSTER_CONFIG / "workspace.yaml")
 
 
 @click.command("tools")

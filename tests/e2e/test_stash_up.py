@@ -52,13 +52,13 @@ async def _remember_and_recall(url: str, token: str) -> list[dict]:
         return payload["results"]
 
 
-def _graphql(port: int, query: str) -> dict:
+def _graphql(port: int, query: str, token: str) -> dict:
     import urllib.request
 
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/graphql",
         data=json.dumps({"query": query}).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
     )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
@@ -99,8 +99,8 @@ def test_stash_up_serves_mcp_and_dagster_and_stops_cleanly(tmp_path):
         assert results[0]["content"] == "The deploy uses blue-green on Fridays"
         assert "embedding" not in json.dumps(results)
 
-        assert _graphql(ui_port, "{ version }")["data"]["version"]
-        assets = {tuple(n["assetKey"]["path"]) for n in _graphql(ui_port, "{ assetNodes { assetKey { path } } }")["data"]["assetNodes"]}
+        assert _graphql(ui_port, "{ version }", token)["data"]["version"]
+        assets = {tuple(n["assetKey"]["path"]) for n in _graphql(ui_port, "{ assetNodes { assetKey { path } } }", token)["data"]["assetNodes"]}
         assert {("episodes",), ("facts",), ("relationships",), ("causal_links",), ("patterns",), ("goal_progress",),
                 ("failure_patterns",), ("hypothesis_evidence",), ("decay",)} <= assets
         # the discovery sensor (run by the daemon stash up started) adds the new namespace's partition
@@ -108,7 +108,7 @@ def test_stash_up_serves_mcp_and_dagster_and_stops_cleanly(tmp_path):
         deadline = time.monotonic() + 120
         keys: list[str] = []
         while time.monotonic() < deadline and "/projects/e2e" not in keys:
-            keys = _graphql(ui_port, query)["data"]["assetNodeOrError"].get("partitionKeys") or []
+            keys = _graphql(ui_port, query, token)["data"]["assetNodeOrError"].get("partitionKeys") or []
             time.sleep(2)
         assert "/projects/e2e" in keys, keys
     finally:
