@@ -38,6 +38,13 @@ TRACE_DEPTH_DEFAULT = 10
 TRACE_DEPTH_MAX = 25
 #: remember_batch: episodes in one call, at most
 BATCH_MAX = 1000
+#: list arguments, at most: namespace paths of a read, ids (``source_episode_ids``,
+#: ``source_fact_ids``), and any other list a call takes (remember_batch's items — a batch —,
+#: split_entity's aliases). Far above what a call needs (each path costs a lookup); a longer
+#: list is refused whole, before any entry is looked at (the arguments models' ``ListCap``).
+NAMESPACES_MAX = 1000
+IDS_MAX = 1000
+LIST_ITEMS_MAX = BATCH_MAX
 
 FactOrigin = Literal["synthesis", "hypothesis", "failure_pattern", "asserted", "profile"]
 GoalStatus = Literal["active", "completed", "abandoned"]
@@ -74,23 +81,34 @@ def slug(value: Any) -> str:
     return text
 
 
+def too_many(value: Any, maximum: int) -> int | None:
+    """How many entries ``value`` (a list, or a comma-separated string) holds when that is
+    more than ``maximum``, else None; counted without looking at any entry."""
+    if isinstance(value, list | tuple | set | frozenset):
+        count = len(value)
+    elif isinstance(value, str):
+        count = value.count(",") + 1
+    else:
+        return None
+    return count if count > maximum else None
+
+
 def slugs(value: Any, *, default: str = "/") -> list[str]:
-    """A list, or a comma-separated string, of namespace paths; de-duplicated, order kept."""
+    """A list, or a comma-separated string, of at most NAMESPACES_MAX namespace paths;
+    de-duplicated (in linear time), order kept."""
     if value is None or value == "" or value == []:
         return [default]
+    count = too_many(value, NAMESPACES_MAX)
+    if count is not None:
+        raise errors.InvalidInput(f"namespaces: at most {NAMESPACES_MAX} paths (got {count})")
     if isinstance(value, str):
         items = [p.strip() for p in value.split(",")]
     elif isinstance(value, list | tuple):
         items = list(value)
     else:
         raise errors.InvalidNamespace("namespaces must be a list or a comma-separated string")
-    out: list[str] = []
-    for item in items:
-        if item == "":
-            continue
-        s = slug(item)
-        if s not in out:
-            out.append(s)
+    # dict.fromkeys keeps the first of each, in order: a list's `not in` made this quadratic
+    out = list(dict.fromkeys(slug(item) for item in items if item != ""))
     if not out:
         raise errors.InvalidNamespace("at least one namespace is required")
     return out
@@ -247,21 +265,20 @@ def _has_nul(value: Any) -> bool:
 
 
 def record_ids(value: Any, field: str) -> list[int]:
-    """A list (or comma-separated string) of positive ids; de-duplicated, order kept.
+    """A list (or comma-separated string) of at most IDS_MAX positive ids; de-duplicated
+    (in linear time), order kept.
 
     An entry that is not an id is an error, never dropped.
     """
     if value is None or value == "" or value == []:
         return []
+    count = too_many(value, IDS_MAX)
+    if count is not None:
+        raise errors.InvalidInput(f"{field}: at most {IDS_MAX} ids (got {count})")
     if isinstance(value, str):
         items: list[Any] = [p.strip() for p in value.split(",") if p.strip()]
     elif isinstance(value, list | tuple | set | frozenset):
         items = list(value)
     else:
         raise errors.InvalidInput(f"{field} must be a list of ids or a comma-separated string")
-    out: list[int] = []
-    for item in items:
-        i = record_id(item, field)
-        if i not in out:
-            out.append(i)
-    return out
+    return list(dict.fromkeys(record_id(item, field) for item in items))

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field
 
 from stash_pipeline.memory import validate
-from stash_pipeline.operations.base import iso_time, namespaces_or_none
+from stash_pipeline.operations.base import ListCap, iso_time, namespaces_or_none
 
 
 def _ids(value: Any) -> list[int]:
@@ -31,9 +31,11 @@ def _ids(value: Any) -> list[int]:
     return validate.record_ids(value, "id")
 
 
+#: a list argument is refused whole past its cap (``ListCap``, checked before any entry)
 Namespaces = Annotated[
     list[str] | str | None,
     Field(description="Trees to read."),
+    ListCap(validate.NAMESPACES_MAX, "paths", commas=True),
     AfterValidator(namespaces_or_none),
 ]
 Namespace = Annotated[str, Field(description="Exact namespace path."), AfterValidator(validate.slug)]
@@ -49,6 +51,7 @@ Metadata = Annotated[dict[str, Any] | None, Field(description="JSON object store
 IdList = Annotated[
     list[int] | str | None,
     Field(description="Ids (list or comma string)."),
+    ListCap(validate.IDS_MAX, "ids", commas=True),
     AfterValidator(_ids),
 ]
 
