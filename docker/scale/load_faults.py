@@ -20,7 +20,9 @@ Exit status 1 when a must-be-zero figure is not. Run it with the venv's python (
 httpx2, the MCP SDK's HTTP client): ``.venv/bin/python docker/scale/load_faults.py``. Environment: AGENTS (200),
 NAMESPACES (50), DURATION_S (120), KEEP=1 leaves the stack up, SCALE_PROJECT
 (stash-scale), STASH_MCP_PORT (28080), STASH_DAGSTER_PORT (23000), STASH_IMAGE
-(stash-scale:latest), REPORT (a path for the JSON report).
+(stash-scale:latest), REPORT (a path for the JSON report); POSTGRES_PASSWORD, which the
+compose file requires, is a fresh random one unless set (the stack's volumes are its own).
+The Dagster UI is asked with a token with the admin right on /, created like the agents' one.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import itertools
 import json
 import os
 import random
+import secrets
 import signal
 import statistics
 import subprocess
@@ -47,6 +50,8 @@ MCP_PORT = int(os.environ.setdefault("STASH_MCP_PORT", "28080"))
 DAGSTER_PORT = int(os.environ.setdefault("STASH_DAGSTER_PORT", "23000"))
 os.environ.setdefault("STASH_IMAGE", "stash-scale:latest")
 os.environ.setdefault("DOCKER_GID", str(os.stat("/var/run/docker.sock").st_gid))
+# the compose file has no default password; this stack (own project, own volumes) gets a fresh one
+os.environ.setdefault("POSTGRES_PASSWORD", secrets.token_hex(24))
 AGENTS = int(os.environ.get("AGENTS", "200"))
 NAMESPACES = int(os.environ.get("NAMESPACES", "50"))
 DURATION_S = float(os.environ.get("DURATION_S", "120"))
@@ -266,8 +271,13 @@ RUNS_QUERY = ('{ runsOrError(filter: {tags: [{key: "stash/trigger", value: "wate
               "{ ... on Runs { results { runId status startTime endTime tags { key value } } } } }")
 
 
+#: the Dagster UI wants a token with the admin right on / (set once the stack is up)
+UI_TOKEN: dict[str, str] = {}
+
+
 def watermark_runs() -> list[dict[str, Any]]:
-    response = httpx.post(f"http://127.0.0.1:{DAGSTER_PORT}/graphql", json={"query": RUNS_QUERY}, timeout=60)
+    response = httpx.post(f"http://127.0.0.1:{DAGSTER_PORT}/graphql", json={"query": RUNS_QUERY}, timeout=60,
+                          headers={"Authorization": f"Bearer {UI_TOKEN['token']}"})
     runs = response.json()["data"]["runsOrError"]["results"]
     for run in runs:
         run["tags"] = {t["key"]: t["value"] for t in run["tags"]}
@@ -336,6 +346,8 @@ def main() -> int:
     log("every service healthy")
     token = json.loads(compose("exec", "-T", "mcp", "stash", "token", "create", "--namespace", PREFIX,
                                "--rights", "read,write", "--name", "load", "--json"))["token"]
+    UI_TOKEN["token"] = json.loads(compose("exec", "-T", "mcp", "stash", "token", "create", "--namespace", "/",
+                                           "--rights", "admin", "--name", "load-ui", "--json"))["token"]
     namespaces = [f"{PREFIX}/ns{i:02d}" for i in range(NAMESPACES)]
 
     async def create() -> None:

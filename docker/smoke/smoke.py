@@ -7,10 +7,11 @@ tests' scripted OpenAI-compatible model as one more service, docker/smoke/compos
 then checks, with a bound on every wait:
 
 1. every service healthy (the one-shot ``migrate`` and ``dagster-migrate`` exited 0);
-2. ``stash token create`` in the mcp container;
+2. ``stash token create`` in the mcp container: one for MCP, one with the admin right on /
+   for the Dagster UI (which refuses a request without it, and one under a foreign Host);
 3. MCP over streamable HTTP at /mcp with that bearer token: initialize, remember, recall
    (the remembered text comes back; every recall under RECALL_LIMIT_S);
-4. the Dagster webserver's GraphQL lists the nine stage assets;
+4. the Dagster UI's GraphQL (with the admin token) lists the nine stage assets;
 5. a sensor-launched run (watermark sensor) succeeds against the scripted model, which
    answered at least one chat request, and no run's event log holds an error;
 6. stop + up: the token still works, the first recall after the restart finds the
@@ -19,13 +20,15 @@ then checks, with a bound on every wait:
 
 Environment: KEEP=1 leaves the stack up at the end (default: ``down -v``);
 SMOKE_PROJECT (stash-smoke), STASH_MCP_PORT (18080), STASH_DAGSTER_PORT (13000),
-STASH_IMAGE (stash-smoke:latest) choose names and loopback ports.
+STASH_IMAGE (stash-smoke:latest) choose names and loopback ports. POSTGRES_PASSWORD, which
+the compose file requires, is a fresh random one unless set (the stack's volumes are its own).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -39,6 +42,8 @@ PROJECT = os.environ.get("SMOKE_PROJECT", "stash-smoke")
 MCP_PORT = int(os.environ.setdefault("STASH_MCP_PORT", "18080"))
 DAGSTER_PORT = int(os.environ.setdefault("STASH_DAGSTER_PORT", "13000"))
 os.environ.setdefault("STASH_IMAGE", "stash-smoke:latest")
+# the compose file has no default password; the smoke's stack (own project, own volumes) gets a fresh one
+os.environ.setdefault("POSTGRES_PASSWORD", secrets.token_hex(24))
 KEEP = os.environ.get("KEEP") == "1"
 COMPOSE = ["docker", "compose", "-p", PROJECT,
            "-f", str(DOCKER / "docker-compose.yml"), "-f", str(DOCKER / "smoke" / "compose.smoke.yml")]
@@ -57,6 +62,8 @@ ONE_SHOT = {"migrate", "dagster-migrate"}
 BAD_LOG_WORDS = ("Traceback", "DagsterUserCodeUnreachableError", "PermissionError")
 
 timings: dict[str, float] = {}
+#: the Dagster UI wants a token with the admin right on / (set once the stack is up)
+ui_token = ""
 recalls: list[tuple[str, float]] = []
 
 
@@ -178,7 +185,8 @@ def recall(token: str, label: str, query: str, expect: str) -> None:
 def graphql(query: str) -> dict[str, Any]:
     request = urllib.request.Request(
         f"http://127.0.0.1:{DAGSTER_PORT}/graphql",
-        data=json.dumps({"query": query}).encode(), headers={"Content-Type": "application/json"},
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {ui_token}"},
     )
     with urllib.request.urlopen(request, timeout=30) as response:
         answer = json.loads(response.read())
@@ -189,6 +197,22 @@ def graphql(query: str) -> dict[str, Any]:
 
 RUNS_QUERY = ('{ runsOrError(filter: {tags: [{key: "stash/trigger", value: "watermark"}]}) '
               "{ __typename ... on Runs { results { runId status tags { key value } } } } }")
+
+
+def ui_refuses(headers: dict[str, str], expect: int) -> None:
+    """The UI answers ``expect`` to a GraphQL mutation sent with ``headers`` (and runs nothing)."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{DAGSTER_PORT}/graphql",
+        data=json.dumps({"query": 'mutation { terminateRun(runId: "none") { __typename } }'}).encode(),
+        headers={"Content-Type": "application/json", **headers},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status = response.status
+    except urllib.error.HTTPError as err:
+        status = err.code
+    if status != expect:
+        raise SmokeFailure(f"the Dagster UI answered {status}, not {expect}, to a mutation with {sorted(headers)}")
 
 
 def sensor_runs() -> list[dict[str, Any]]:
@@ -244,6 +268,7 @@ def bad_log_lines() -> list[str]:
 # -- the smoke ------------------------------------------------------------------------
 
 def smoke() -> None:
+    global ui_token
     log(f"project {PROJECT}: MCP on 127.0.0.1:{MCP_PORT}, Dagster on 127.0.0.1:{DAGSTER_PORT}")
     compose("down", "-v", "--remove-orphans", check=False)  # whatever a KEEP=1 run left
     with timed("build"):
@@ -255,7 +280,15 @@ def smoke() -> None:
     out = compose("exec", "-T", "mcp", "stash", "token", "create", "--namespace", NAMESPACE,
                   "--rights", "read,write", "--name", "smoke", "--json")
     token = json.loads(out)["token"]
-    log("token created in the mcp container")
+    out = compose("exec", "-T", "mcp", "stash", "token", "create", "--namespace", "/",
+                  "--rights", "admin", "--name", "smoke-ui", "--json")
+    ui_token = json.loads(out)["token"]
+    log("tokens created in the mcp container (MCP, and admin on / for the Dagster UI)")
+    ui_refuses({}, 401)
+    ui_refuses({"Authorization": f"Bearer {token}"}, 403)  # read,write: not admin
+    ui_refuses({"Authorization": f"Bearer {ui_token}", "Host": "rebind.evil.example"}, 421)
+    ui_refuses({"Authorization": f"Bearer {ui_token}", "Origin": "http://evil.example"}, 403)
+    log("the Dagster UI refuses no token, a non-admin token, a foreign Host and a foreign Origin")
 
     mcp_initialize(token)
     mcp_tool(token, "create_namespace", {"namespace": NAMESPACE})
