@@ -9,7 +9,9 @@ embedding call). Rows with an ``idempotency_key`` make a re-import after a crash
 already-imported rows are reported as replays, not duplicated.
 
 Every reader streams: a line, CSV block or Parquet row group over
-``files.MAX_RECORD_BYTES`` is refused before it is held in memory.
+``files.MAX_RECORD_BYTES`` is refused before it is held in memory. A JSONL line nested
+deeper than ``validate.MAX_JSON_DEPTH`` (200, what a request body to the MCP server may
+be) is a bad row like any other, named by its line.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ FIELDS = ("content", "occurred_at", "kind", "metadata", "idempotency_key")
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 #: how many bad rows an error message lists before "…and N more"
 MAX_REPORTED = 20
+#: a JSONL line Python's own parser cannot nest into (a RecursionError)
+TOO_DEEP = object()
 
 
 def _format(path: Path, format: str | None) -> str:
@@ -63,6 +67,8 @@ def _clean(raw: dict[str, Any]) -> dict[str, Any]:
                 value = json.loads(value)
             except json.JSONDecodeError as exc:
                 raise errors.InvalidInput(f"metadata is not valid JSON: {exc.msg}") from None
+            except RecursionError:  # nested far deeper than validate.metadata takes
+                raise errors.InvalidInput(f"metadata is nested deeper than {validate.MAX_JSON_DEPTH} levels") from None
         if key == "occurred_at" and not isinstance(value, datetime | str):
             raise errors.InvalidInput("occurred_at must be an ISO-8601 timestamp")
         if key in ("kind", "idempotency_key", "content") and not isinstance(value, str):
@@ -82,6 +88,13 @@ def _rows(path: Path, format: str) -> Iterator[tuple[str, dict[str, Any] | Excep
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
                 yield f"line {number}", errors.InvalidInput(f"not valid JSON: {why}")
+                continue
+            except RecursionError:  # deeper than Python's parser goes: far past the limit
+                row = TOO_DEEP
+            if row is TOO_DEEP or validate.deeper_than(row):
+                # a line is held to the nesting a request body may have (the MCP transports'
+                # parser): deeper, later checks would recurse past Python's stack
+                yield f"line {number}", errors.InvalidInput(f"nested deeper than {validate.MAX_JSON_DEPTH} levels")
                 continue
             if not isinstance(row, dict):
                 yield f"line {number}", errors.InvalidInput("each line must be a JSON object")

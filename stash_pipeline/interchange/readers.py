@@ -41,8 +41,9 @@ from stash_pipeline.interchange.writer import Row, Writer
 from stash_pipeline.memory import validate
 from stash_pipeline.store import Store
 
-#: a chunk of one table's rows, each with where it was read ("row 3", "line 12")
-Chunk = tuple[catalog.Table, list[tuple[str, Row]]]
+#: a chunk of one table's rows, each with where it was read ("row 3", "line 12"); a row its
+#: reader refused is the BadRow that says why (the writer reports it)
+Chunk = tuple[catalog.Table, list[tuple[str, Row | errors.BadRow]]]
 
 
 def _manifest_shape(manifest: Any, file: Path) -> dict[str, Any]:
@@ -116,7 +117,7 @@ def table_chunks(directory: Path, manifest: dict[str, Any], chunk: int = CHUNK_R
                 done += len(rows)
         except errors.StashError:
             raise
-        except (pa.ArrowException, ValueError, TypeError, KeyError, OSError) as exc:
+        except (pa.ArrowException, ValueError, TypeError, KeyError, OSError, RecursionError) as exc:
             # the reader's own message may quote the file: say only where and what kind
             raise errors.InvalidInput(
                 f"{table.name} row {done + 1}: the file is not a readable {manifest['file_format']} "
@@ -126,7 +127,7 @@ def table_chunks(directory: Path, manifest: dict[str, Any], chunk: int = CHUNK_R
 def tree_chunks(file: Path, chunk: int = CHUNK_ROWS) -> Iterator[Chunk]:
     """Rows of a JSONL tree after its header line, grouped into chunks of one table."""
     current: catalog.Table | None = None
-    batch: list[tuple[str, Row]] = []
+    batch: list[tuple[str, Row | errors.BadRow]] = []
     order = {t.name: i for i, t in enumerate(catalog.TABLES)}
     for number, line in files.lines(file):
         if number == 1 or not line.strip():
@@ -139,6 +140,16 @@ def tree_chunks(file: Path, chunk: int = CHUNK_ROWS) -> Iterator[Chunk]:
                 raise TypeError
         except (ValueError, KeyError, TypeError):
             raise errors.InvalidInput(f"{file.name} line {number} is not a row of a Stash tree export") from None
+        except RecursionError:  # deeper than Python's parser goes: its table cannot be told
+            raise errors.InvalidInput(f"{file.name} line {number} is nested deeper than "
+                                      f"{validate.MAX_JSON_DEPTH} levels") from None
+        if validate.deeper_than(record):
+            # a line is held to the nesting a request body may have; the writer's checks would
+            # recurse past Python's stack. A bad row like any other: reported, or the end
+            # of the import with --stop-on-bad-row.
+            deep = next((c for c, v in row.items() if validate.deeper_than(v, validate.MAX_JSON_DEPTH - 2)), None)
+            row = errors.BadRow(table.name, f"line {number}", deep,
+                                f"is nested deeper than the {validate.MAX_JSON_DEPTH} levels a line may have")
         if table is not current:
             if current is not None and order[table.name] < order[current.name]:
                 raise errors.InvalidInput(f"{file.name} line {number}: rows are not in table order")
@@ -157,7 +168,7 @@ def read_tree_header(file: Path) -> tuple[dict[str, Any], str]:
     """(header, identity) of a JSONL tree; the identity is the file's SHA-256."""
     try:
         header = json.loads(next(files.lines(file), (0, b"null"))[1])
-    except ValueError:
+    except (ValueError, RecursionError):
         header = None
     if not isinstance(header, dict) or header.get("type") != TREE_FORMAT or header.get("version") != TREE_VERSION:
         raise errors.InvalidInput(f"{file.name} is not a Stash tree export (version {TREE_VERSION})")
@@ -198,7 +209,10 @@ def import_export(
         writer.ensure_ancestors(target)
         done: dict[str, int] = {}
         for table, rows in chunks:
-            writer.rows(table, rows, reuse_vectors=with_vectors)
+            for problem in (row for _, row in rows if isinstance(row, errors.BadRow)):
+                writer.report(problem)  # a row its reader refused (tree_chunks: nested too deep)
+            writer.rows(table, [(where, row) for where, row in rows if not isinstance(row, errors.BadRow)],
+                        reuse_vectors=with_vectors)
             done[table.name] = done.get(table.name, 0) + len(rows)
             if progress is not None:
                 progress(table.name, done[table.name], totals.get(table.name, done[table.name]))

@@ -45,6 +45,11 @@ BATCH_MAX = 1000
 NAMESPACES_MAX = 1000
 IDS_MAX = 1000
 LIST_ITEMS_MAX = BATCH_MAX
+#: the deepest nesting of objects and arrays in one JSON document: what the MCP transports'
+#: parser (pydantic-core) takes in a request body, and so what ``stash import`` takes in a
+#: line and ``metadata`` in any call (tests/reliability/test_json_depth.py pins the
+#: parser's limit to this)
+MAX_JSON_DEPTH = 200
 
 FactOrigin = Literal["synthesis", "hypothesis", "failure_pattern", "asserted", "profile"]
 GoalStatus = Literal["active", "completed", "abandoned"]
@@ -226,12 +231,31 @@ def probability(value: Any, field: str = "confidence") -> float:
     return float(value)
 
 
+def deeper_than(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``value`` nests objects and arrays (dicts, lists, tuples) more than ``limit``
+    deep, as a JSON parser counts them (``{}`` is 1, ``{"a": []}`` 2); walked without
+    recursion, so any depth is measured without a RecursionError."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list | tuple) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
+    return False
+
+
 def metadata(value: Any, settings: Settings | None = None) -> dict[str, Any]:
-    """A JSON object without NUL characters, at most ``settings.max_metadata_bytes`` as JSON."""
+    """A JSON object without NUL characters, nested at most MAX_JSON_DEPTH deep, at most
+    ``settings.max_metadata_bytes`` as JSON."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise errors.InvalidInput("metadata must be a JSON object")
+    if deeper_than(value):  # before anything below walks it recursively
+        raise errors.InvalidInput(f"metadata is nested deeper than {MAX_JSON_DEPTH} levels")
     import json
 
     try:
@@ -254,13 +278,18 @@ def metadata(value: Any, settings: Settings | None = None) -> dict[str, Any]:
 
 
 def _has_nul(value: Any) -> bool:
-    """Whether a NUL character is in any key or string of a JSON value."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(_has_nul(v) for v in value)
+    """Whether a NUL character is in any key or string of a JSON value (walked without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
     return False
 
 
