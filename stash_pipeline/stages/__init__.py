@@ -30,8 +30,10 @@ Columns about what a stage sends and writes:
 * ``prompts`` — every (system prompt, answer schema) pair the stage sends
   (``StageContext.call`` refuses any other, so none can escape the code version);
 * ``items_per_call`` — how many input items one model call takes, from the settings;
-* ``outputs`` — the lineage kinds of the rows the stage derives, its own kind first
-  (``lineage_complete`` checks them; a rebuild withdraws rows of the first);
+* ``outputs`` — every lineage kind of the rows the stage derives, its own kind first
+  (``lineage_complete`` checks them; a rebuild withdraws rows of the first; the
+  guarantees suite, ``tests/reliability/test_guarantees.py``, checks erasure,
+  retirement and identity for each);
 * ``rebuild_query`` — the named query withdrawing the stage's own rows in a namespace
   (None: its outputs are kept as history and it cannot be rebuilt).
 
@@ -96,7 +98,7 @@ class StageSpec:
     prompts: tuple[Prompt, ...] = ()
     #: input items one model call takes (the stage module's batch size), for the dry-run plan
     items_per_call: Callable[[Settings], int] | None = None
-    #: lineage kinds of the rows the stage derives, its own kind first (checked by ``lineage_complete``)
+    #: every lineage kind of the rows the stage derives, its own kind first (``lineage_complete``, the guarantees suite)
     outputs: tuple[str, ...] = ()
     #: named query withdrawing the stage's own rows in a namespace (None = not rebuildable)
     rebuild_query: str | None = None
@@ -158,15 +160,16 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec("goal_progress", "Append model progress notes to active goals from new facts.",
               goal_progress.run, ("facts",), "facts", gate="active_goal",
               prompts=((prompts.GOAL_PROGRESS, prompts.GoalProgressAnswer),),
-              items_per_call=lambda settings: goal_progress.BATCH),
+              items_per_call=lambda settings: goal_progress.BATCH, outputs=("goal_note",)),
     StageSpec("failure_patterns", "Detect repeated failures and failure patterns in new episodes.",
               failure_patterns.run, ("episodes",), "episodes", aux_source="failures", gate="failure",
               prompts=((prompts.FAILURE_PATTERNS, prompts.FailurePatternsAnswer), _ENTITIES),
-              items_per_call=lambda settings: failure_patterns.EVIDENCE_BATCH),
+              items_per_call=lambda settings: failure_patterns.EVIDENCE_BATCH,
+              outputs=("fact", "episode")),
     StageSpec("hypothesis_evidence", "Judge new facts as evidence for open hypotheses.",
               hypothesis_evidence.run, ("facts",), "facts", gate="open_hypothesis",
               prompts=((prompts.HYPOTHESIS_EVIDENCE, prompts.HypothesisAnswer),),
-              items_per_call=lambda settings: hypothesis_evidence.BATCH),
+              items_per_call=lambda settings: hypothesis_evidence.BATCH, outputs=("hypothesis_evidence",)),
     StageSpec("profiles", "Gather each entity's current facts per aspect into a profile fact (no model).",
               profiles.run, ("facts",), "facts", aux_source="profile_requests",
               outputs=("fact",), rebuild_query="rebuild_withdraw_profiles",

@@ -1,0 +1,350 @@
+"""Guarantees that hold for every derived kind, drawn from the stage table.
+
+One world is built once — every stage of ``STAGES`` run until caught up over a corpus
+that exercises each, with the scripted model and the real MiniLM embedder — and cloned
+(``CREATE DATABASE … TEMPLATE``) for each check. The kinds checked are every stage's
+``outputs`` and those the tools derive (``TOOL_OUTPUTS``); of each kind one row is taken
+(of facts, one per origin), and:
+
+* erasure — purging the row's nearest purgeable source, and its root episode, deletes
+  everything derived from that source (lineage and references, computed here on their
+  own), with their lineage edges, end history and cached vectors, and every word they
+  held that nothing else holds, from every table, every read and the export;
+* retirement — withdrawing or forgetting that source leaves, before the next read, no
+  current derived row without a live source and no current gathering (a derived fact
+  that lists facts as its members) with a retired member; the next run catches up;
+* identity — merging and splitting entities leaves no current gathering listing a fact of
+  another entity, and asks the stages to gather again.
+
+A stage added to ``STAGES`` is checked with no edit here; if the world does not exercise
+it, ``test_the_world_exercises_every_stage_output`` says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from stash_pipeline import errors
+from stash_pipeline.config import load_settings
+from stash_pipeline.consolidation import runner
+from stash_pipeline.consolidation.reasoner import reset_mode_cache
+from stash_pipeline.interchange import catalog
+from stash_pipeline.interchange.export import export_tree
+from stash_pipeline.memory import episodes, facts, recall
+from stash_pipeline.stages import STAGES
+from stash_pipeline.store import Store
+from tests.conftest import _with_db
+from tests.reliability.conftest import WORKER_SETTINGS, prepare, until_caught_up
+from tests.support.openai_server import ScriptedOpenAI
+from tests.support.scripted_model import ScriptedModel
+
+pytestmark = pytest.mark.reliability
+
+NS = "/g"
+#: episodes that give an entity several facts on one aspect (the profiles stage gathers them)
+GATHERED = [
+    "Evan took up watercolour painting as a hobby in his free time",
+    "Evan goes kayaking for fun at weekends",
+    "Evan's pastime is playing chess at the club in the evenings",
+]
+#: derived kinds the tools write (not a stage): a confirmed hypothesis becomes a fact
+TOOL_OUTPUTS = ("fact",)
+#: what a purge can be asked to erase, nearest first
+PURGEABLE = ("fact", "episode")
+
+
+# -- the world ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def world_server() -> Iterator[ScriptedOpenAI]:
+    reset_mode_cache()
+    with ScriptedOpenAI(ScriptedModel(timeout_s=1.5)) as server:
+        yield server
+    reset_mode_cache()
+
+
+@pytest.fixture(scope="module")
+def world_settings(world_server: ScriptedOpenAI, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return {**WORKER_SETTINGS, "embedder": "minilm-int8", "openai_base_url": world_server.base_url,
+            "home": tmp_path_factory.mktemp("world-home")}
+
+
+@pytest.fixture(scope="module")
+def world_db(pg_admin_dsn: str, template_db: str, world_settings: dict[str, Any]) -> Iterator[str]:
+    """A database holding the world, every stage caught up; a template for the clones."""
+    name = f"stash_world_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    store = Store.open(load_settings(database_url=_with_db(pg_admin_dsn, name), **world_settings))
+    try:
+        prepare(store, NS)
+        for text in GATHERED:
+            episodes.remember(store, NS, text)
+        until_caught_up(store, NS)
+    finally:
+        store.close()
+    yield name
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def clone(admin_dsn: str, world: str, settings: dict[str, Any]) -> Iterator[Store]:
+    """A store on a fresh copy of the world, dropped afterwards."""
+    name = f"stash_clone_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{world}"')
+    store = Store.open(load_settings(database_url=_with_db(admin_dsn, name), **settings))
+    try:
+        yield store
+    finally:
+        store.close()
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def world(pg_admin_dsn: str, world_db: str, world_settings: dict[str, Any]) -> Iterator[Store]:
+    with clone(pg_admin_dsn, world_db, world_settings) as store:
+        yield store
+
+
+def sql(store: Store, statement: Any, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    with psycopg.connect(store.settings.database_url, row_factory=dict_row) as conn:
+        return conn.execute(statement, params).fetchall()
+
+
+# -- what the stage table says is derived ------------------------------------------------------
+def derived_kinds() -> list[str]:
+    """Every lineage kind a stage or a tool derives."""
+    return sorted({kind for spec in STAGES for kind in spec.outputs} | set(TOOL_OUTPUTS))
+
+
+def samples(store: Store) -> list[tuple[str, int, str]]:
+    """One derived row per kind (per origin, for facts), as (kind, id, label)."""
+    out = []
+    for kind in derived_kinds():
+        table = catalog.BY_KIND[kind].name
+        child = sql(store, "SELECT DISTINCT child_id FROM lineage WHERE child_kind = %(k)s", {"k": kind})
+        ids = [int(r["child_id"]) for r in child]
+        if kind == "fact":
+            for row in sql(store, "SELECT origin, min(id) AS id FROM facts WHERE id = ANY(%(ids)s) GROUP BY origin",
+                           {"ids": ids}):
+                out.append((kind, int(row["id"]), f"fact:{row['origin']}"))
+        elif ids:
+            [row] = sql(store, f"SELECT min(id) AS id FROM {table} WHERE id = ANY(%(ids)s)", {"ids": ids})
+            out.append((kind, int(row["id"]), kind))
+    return out
+
+
+def ancestors(store: Store, kind: str, ident: int) -> list[tuple[int, str, int]]:
+    """Every lineage ancestor of a row as (distance, kind, id), nearest first."""
+    found: list[tuple[int, str, int]] = []
+    frontier, seen, depth = [(kind, ident)], {(kind, ident)}, 0
+    while frontier:
+        depth += 1
+        nxt = []
+        for k, i in frontier:
+            for row in sql(store, "SELECT parent_kind, parent_id FROM lineage WHERE child_kind = %(k)s"
+                                  " AND child_id = %(i)s ORDER BY parent_kind, parent_id", {"k": k, "i": i}):
+                node = (row["parent_kind"], int(row["parent_id"]))
+                if node not in seen:
+                    seen.add(node)
+                    nxt.append(node)
+                    found.append((depth, *node))
+        frontier = nxt
+    return found
+
+
+def sources(store: Store, kind: str, ident: int) -> dict[str, tuple[str, int]]:
+    """What to purge for a row: itself, its nearest purgeable source, its farthest episode
+    (those it has: a fact a confirmed hypothesis wrote has only itself)."""
+    found = [a for a in ancestors(store, kind, ident) if a[1] in PURGEABLE]
+    out = {"own": (kind, ident)} if kind in PURGEABLE else {}
+    if found:
+        out["nearest"] = found[0][1:]
+        out["root"] = max((a for a in found if a[1] == "episode"), key=lambda a: a[0], default=found[-1])[1:]
+    assert out, f"nothing can purge {kind} {ident}: it has no purgeable source in its lineage"
+    return out
+
+
+# -- the closure, computed here from lineage and the catalog's references -----------------------
+def closure(store: Store, root: tuple[str, int]) -> set[tuple[str, int]]:
+    """The root and every row derived from it: lineage children and rows whose required
+    reference points at a row already in, to a fixpoint; then the entities only they name."""
+    refs = [(t, column, ref.kind) for t in catalog.TABLES if t.has_id
+            for column, ref in t.refs.items() if ref.kind and not ref.nullable]
+    found, frontier = {root}, [root]
+    while frontier:
+        nxt: set[tuple[str, int]] = set()
+        by_kind: dict[str, list[int]] = defaultdict(list)
+        for k, i in frontier:
+            by_kind[k].append(i)
+        for k, ids in by_kind.items():
+            for row in sql(store, "SELECT child_kind, child_id FROM lineage WHERE parent_kind = %(k)s"
+                                  " AND parent_id = ANY(%(ids)s)", {"k": k, "ids": ids}):
+                nxt.add((row["child_kind"], int(row["child_id"])))
+            for table, column, target in refs:
+                if target == k:
+                    for row in sql(store, f"SELECT id FROM {table.name} WHERE {column} = ANY(%(ids)s)", {"ids": ids}):
+                        nxt.add((table.kind, int(row["id"])))
+        frontier = [n for n in nxt if n not in found]
+        found |= nxt
+    return found | orphaned_entities(store, found)
+
+
+def orphaned_entities(store: Store, gone: set[tuple[str, int]]) -> set[tuple[str, int]]:
+    """Entities the rows in ``gone`` name that nothing outside ``gone`` names."""
+    fact_ids = [i for k, i in gone if k == "fact"]
+    rel_ids = [i for k, i in gone if k == "relationship"]
+    rows = sql(store, """
+        SELECT e.id FROM entities e
+         WHERE (e.id IN (SELECT entity_id FROM facts WHERE id = ANY(%(f)s))
+                OR e.id IN (SELECT from_entity_id FROM relationships WHERE id = ANY(%(r)s))
+                OR e.id IN (SELECT to_entity_id FROM relationships WHERE id = ANY(%(r)s)))
+           AND NOT EXISTS (SELECT 1 FROM facts x WHERE x.entity_id = e.id AND x.id <> ALL(%(f)s))
+           AND NOT EXISTS (SELECT 1 FROM relationships x WHERE (x.from_entity_id = e.id OR x.to_entity_id = e.id)
+                            AND x.id <> ALL(%(r)s))
+           AND NOT EXISTS (SELECT 1 FROM entity_corrections c WHERE e.id IN (c.entity_id, c.other_entity_id))
+           AND NOT EXISTS (SELECT 1 FROM entities m WHERE m.merged_into = e.id) AND e.merged_into IS NULL""",
+               {"f": fact_ids, "r": rel_ids})
+    return {("entity", int(r["id"])) for r in rows}
+
+
+# -- words --------------------------------------------------------------------------------------
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def shingles(text: str) -> set[str]:
+    """A text's runs of four words (the whole text when shorter), lower case."""
+    words = _WORD.findall(text.lower())
+    if len(words) < 4:
+        return {" ".join(words)} if words else set()
+    return {" ".join(words[i:i + 4]) for i in range(len(words) - 3)}
+
+
+def _text_columns(table: catalog.Table) -> list[str]:
+    return table.text.split() + table.json.split() + ([table.embedded] if table.embedded else [])
+
+
+def stored_texts(store: Store) -> list[tuple[tuple[str, int | None], str]]:
+    """The free text of every stored row as ((kind, id), text): every catalog table's text,
+    JSON and embedded columns, and the other tables that hold text (dead letters' errors,
+    model calls' errors, the full-text statistics' lexemes)."""
+    out: list[tuple[tuple[str, int | None], str]] = []
+    for table in catalog.TABLES:
+        columns = _text_columns(table)
+        if not columns:
+            continue
+        key = "id" if table.has_id else "NULL::bigint"
+        cells = ", ".join(f"{c}::text AS {c}" for c in columns)
+        for row in sql(store, f"SELECT {key} AS _id, {cells} FROM {table.name}"):
+            out += [((table.kind, row["_id"]), str(v)) for c, v in row.items() if c != "_id" and v is not None]
+    for table, column in (("dead_letters", "last_error"), ("model_calls", "error"), ("recall_term_stats", "lexeme")):
+        found = sql(store, f"SELECT {column} AS t FROM {table} WHERE {column} IS NOT NULL")
+        out += [((table, None), r["t"]) for r in found]
+    return out
+
+
+def words_of(texts: list[str]) -> set[str]:
+    return set().union(*(shingles(t) for t in texts))
+
+
+def strings(value: Any) -> list[str]:
+    """Every string in a JSON value (keys aside), so no shingle spans two fields."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+# -- erasure ------------------------------------------------------------------------------------
+def erasure_problems(store: Store, root: tuple[str, int], tmp: Path) -> list[str]:
+    """Purge ``root``; what of the rows derived from it is still there."""
+    gone = closure(store, root)
+    stored = stored_texts(store)
+    # the words only the rows derived from the root hold: nothing may hold them afterwards
+    words = words_of([t for node, t in stored if node in gone]) - words_of([t for node, t in stored if node not in gone])
+    embedded = [t for (k, i), t in stored if (k, i) in gone and k in catalog.BY_KIND and catalog.BY_KIND[k].embedded]
+    before = sql(store, "SELECT now() AS t")[0]["t"]
+    kind, ident = root
+    (episodes.purge if kind == "episode" else facts.purge)(store, ident, [NS])
+    problems = []
+    for k, i in sorted(gone):
+        if sql(store, f"SELECT 1 FROM {catalog.BY_KIND[k].name} WHERE id = %(i)s", {"i": i}):
+            problems.append(f"{k} {i} still stored")
+        if sql(store, "SELECT 1 FROM lineage WHERE (child_kind = %(k)s AND child_id = %(i)s)"
+                      " OR (parent_kind = %(k)s AND parent_id = %(i)s)", {"k": k, "i": i}):
+            problems.append(f"{k} {i} still in lineage")
+    for table in catalog.TABLES:
+        if not table.has_id:
+            for column, ref in table.refs.items():
+                ids = [i for k, i in gone if k == ref.kind]
+                if ref.kind and ids and sql(store, f"SELECT 1 FROM {table.name} WHERE {column} = ANY(%(ids)s)",
+                                            {"ids": ids}):
+                    problems.append(f"{table.name} still names an erased {ref.kind} in {column}")
+    after = stored_texts(store)
+    problems += [f"stored text still holds {w!r}" for w in sorted(words & words_of([t for _, t in after]))]
+    export_tree(store, NS, tmp / "export.jsonl", force=True)
+    lines = (tmp / "export.jsonl").read_text(encoding="utf-8").splitlines()
+    exported = words_of([s for line in lines for s in strings(json.loads(line))])
+    problems += [f"the export still holds {w!r}" for w in sorted(words & exported)]
+    question = " ".join(sorted(words))[:500] or "anything"
+    reads = [
+        facts.query(store, [NS], include_history=True, limit=1000),
+        facts.query(store, [NS], known_at=before, include_history=True, limit=1000),
+        recall.recall(store, question, [NS], limit=50, known_at=before),
+        recall.recall(store, question, [NS], limit=50, include_history=True),
+    ]
+    read = words_of(strings(json.loads(json.dumps(
+        reads, default=lambda v: v.model_dump(mode="json") if hasattr(v, "model_dump") else str(v)))))
+    problems += [f"a read still returns {w!r}" for w in sorted(words & read)]
+    for k, i in gone:
+        if k == "fact":
+            with contextlib.suppress(errors.RecordNotFound):
+                facts.get(store, i)
+                problems.append(f"get_fact {i} still answers")
+    still = {t for _, t in after}
+    for text in embedded:
+        cached = sql(store, "SELECT 1 FROM embedding_cache"
+                            " WHERE text_hash = encode(sha256(convert_to(%(t)s, 'UTF8')), 'hex')", {"t": text})
+        if cached and text not in still:
+            problems.append(f"the vector of an erased text is still cached: {text[:60]!r}")
+    return problems
+
+
+def test_the_world_exercises_every_stage_output(world):
+    """Every kind a stage derives has rows here (else the checks below would pass vacuously)."""
+    present = {k for k, _, _ in samples(world)}
+    missing = [f"{spec.name}: {kind}" for spec in STAGES for kind in spec.outputs if kind not in present]
+    assert not missing, f"the world derives none of {missing}; extend the corpus in prepare()/GATHERED"
+    origins = {label for _, _, label in samples(world)}
+    assert {"fact:synthesis", "fact:profile", "fact:failure_pattern", "fact:hypothesis"} <= origins, origins
+    assert all(not r["has_work"] for r in runner.status(world, NS))
+
+
+def test_erasure_holds_for_every_derived_kind(pg_admin_dsn, world_db, world_settings, world, tmp_path):
+    """Purging a derived row, its nearest source or its root episode leaves nothing of what
+    was derived from it anywhere (each distinct purge in a fresh clone of the world)."""
+    purges: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for kind, ident, label in samples(world):
+        for which, source in sources(world, kind, ident).items():
+            purges[source].append(f"{label} ({which})")
+    problems = {}
+    for source, why in purges.items():
+        with clone(pg_admin_dsn, world_db, world_settings) as store:
+            found = erasure_problems(store, source, tmp_path)
+        if found:
+            problems[f"purge {source[0]} {source[1]}, for {', '.join(why)}"] = found[:5]
+    assert not problems, json.dumps(problems, indent=1)
