@@ -41,7 +41,7 @@ from stash_pipeline.consolidation import runner
 from stash_pipeline.consolidation.reasoner import reset_mode_cache
 from stash_pipeline.interchange import catalog
 from stash_pipeline.interchange.export import export_tree
-from stash_pipeline.memory import episodes, facts, recall
+from stash_pipeline.memory import entities, episodes, facts, recall
 from stash_pipeline.stages import STAGES
 from stash_pipeline.store import Store
 from tests.conftest import _with_db
@@ -52,11 +52,14 @@ from tests.support.scripted_model import ScriptedModel
 pytestmark = pytest.mark.reliability
 
 NS = "/g"
-#: episodes that give an entity several facts on one aspect (the profiles stage gathers them)
+#: episodes that give an entity several facts on one aspect (the profiles stage gathers
+#: them), some under a longer name that entity resolution takes for the same person
 GATHERED = [
     "Evan took up watercolour painting as a hobby in his free time",
     "Evan goes kayaking for fun at weekends",
     "Evan's pastime is playing chess at the club in the evenings",
+    "Evan Lee took up skydiving as a hobby on his holidays",
+    "Evan Lee enjoys rock climbing for fun on Sundays",
 ]
 #: derived kinds the tools write (not a stage): a confirmed hypothesis becomes a fact
 TOOL_OUTPUTS = ("fact",)
@@ -348,3 +351,111 @@ def test_erasure_holds_for_every_derived_kind(pg_admin_dsn, world_db, world_sett
         if found:
             problems[f"purge {source[0]} {source[1]}, for {', '.join(why)}"] = found[:5]
     assert not problems, json.dumps(problems, indent=1)
+
+
+# -- retirement and identity ----------------------------------------------------------------------
+#: a row is live while not withdrawn (and, for an episode, not forgotten; for a fact, valid now)
+_LIVE = {
+    "episode": "deleted_at IS NULL",
+    "fact": "withdrawn_at IS NULL AND valid_from <= now() AND (valid_until IS NULL OR valid_until > now())",
+    "relationship": "withdrawn_at IS NULL",
+    "causal_link": "withdrawn_at IS NULL AND deleted_at IS NULL",
+    "pattern": "withdrawn_at IS NULL",
+    "failure": "deleted_at IS NULL",
+    "hypothesis": "deleted_at IS NULL",
+}
+
+
+def live(store: Store, kind: str) -> set[int]:
+    """Ids of the live rows of a kind (every row, for kinds that are history and never retire)."""
+    where = _LIVE.get(kind, "true")
+    return {int(r["id"]) for r in sql(store, f"SELECT id FROM {catalog.BY_KIND[kind].name} WHERE {where}")}
+
+
+def retirement_problems(store: Store) -> list[str]:
+    """Current derived rows that rest on what is retired: one whose every source is retired;
+    a gathering (a derived fact listing facts) with a retired member or a member of another
+    entity; a row whose required reference points at a retired row."""
+    alive = {kind: live(store, kind) for kind in _LIVE}
+    parents: dict[tuple[str, int], list[tuple[str, int]]] = defaultdict(list)
+    for row in sql(store, "SELECT child_kind, child_id, parent_kind, parent_id FROM lineage"):
+        parents[(row["child_kind"], int(row["child_id"]))].append((row["parent_kind"], int(row["parent_id"])))
+
+    def is_live(node: tuple[str, int]) -> bool:
+        return node[1] in alive[node[0]] if node[0] in alive else True
+
+    entity_of = {int(r["id"]): r["entity_id"] for r in sql(store, "SELECT id, entity_id FROM facts")}
+    problems = []
+    for child, sources_ in sorted(parents.items()):
+        if child[0] not in _LIVE or not is_live(child):
+            continue
+        if not any(is_live(p) for p in sources_):
+            problems.append(f"current {child[0]} {child[1]} has no live source")
+        members = [p for p in sources_ if p[0] == "fact"]
+        if child[0] == "fact" and members:
+            if not all(is_live(m) for m in members):
+                problems.append(f"current fact {child[1]} gathers a retired fact")
+            if any(entity_of.get(m[1]) != entity_of.get(child[1]) for m in members):
+                problems.append(f"current fact {child[1]} gathers a fact of another entity")
+    for table in catalog.TABLES:
+        if table.kind not in _LIVE or not table.has_id:
+            continue
+        for column, ref in table.refs.items():
+            if ref.kind in _LIVE and not ref.nullable:
+                for row in sql(store, f"SELECT id, {column} AS ref FROM {table.name} WHERE {_LIVE[table.kind]}"
+                                      f" AND {column} IS NOT NULL"):
+                    if int(row["ref"]) not in alive[ref.kind]:
+                        problems.append(f"current {table.kind} {row['id']} points at retired {ref.kind} {row['ref']}")
+    return problems
+
+
+def retire(store: Store, source: tuple[str, int]) -> None:
+    kind, ident = source
+    if kind == "fact":
+        facts.withdraw(store, ident, "the guarantees suite retires it", [NS])
+    else:
+        [row] = sql(store, "SELECT content FROM episodes WHERE id = %(i)s", {"i": ident})
+        assert episodes.forget(store, row["content"], [NS], threshold=0.999).episode_id == ident
+
+
+def test_retirement_holds_for_every_derived_kind(pg_admin_dsn, world_db, world_settings, world):
+    """Withdrawing or forgetting a derived row's sources retires what rests on them before
+    the next read, and the next runs catch up from what remains."""
+    assert retirement_problems(world) == []
+    retirements: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for kind, ident, label in samples(world):
+        for which, source in sources(world, kind, ident).items():
+            retirements[source].append(f"{label} ({which})")
+    problems = {}
+    for source, why in retirements.items():
+        with clone(pg_admin_dsn, world_db, world_settings) as store:
+            retire(store, source)
+            found = [f"before a run: {p}" for p in retirement_problems(store)]
+            until_caught_up(store, NS)
+            found += [f"after the runs: {p}" for p in retirement_problems(store)]
+        if found:
+            problems[f"retire {source[0]} {source[1]}, for {', '.join(why)}"] = found[:5]
+    assert not problems, json.dumps(problems, indent=1)
+
+
+def test_identity_holds_across_split_and_merge(world):
+    """Splitting a name off an entity whose gathering lists facts under both names, then
+    merging it back, leaves no current row gathering facts of another entity, before a run
+    and after the runs catch up."""
+    mixed = sql(world, """
+        SELECT f.entity_id, array_agg(DISTINCT m.entity) AS names
+          FROM facts f
+          JOIN lineage l ON l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'fact'
+          JOIN facts m ON m.id = l.parent_id
+         WHERE f.withdrawn_at IS NULL
+         GROUP BY f.entity_id HAVING count(DISTINCT m.entity) > 1 ORDER BY f.entity_id LIMIT 1""")
+    assert mixed, "the world has no gathering over two names of one entity"
+    keep, names = int(mixed[0]["entity_id"]), sorted(mixed[0]["names"], key=len)
+    moved = entities.split_entity(world, keep, [names[-1]], namespaces=[NS])
+    assert retirement_problems(world) == [], "after the split, before a run"
+    until_caught_up(world, NS)
+    assert retirement_problems(world) == [], "after the split and the runs"
+    entities.merge_entities(world, keep, int(moved["new_id"]), namespaces=[NS])
+    assert retirement_problems(world) == [], "after the merge, before a run"
+    until_caught_up(world, NS)
+    assert retirement_problems(world) == [], "after the merge and the runs"
