@@ -236,7 +236,8 @@ LOGIN_HEADERS = [
      b"default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
     (b"cache-control", b"no-store"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    # not no-referrer: with it a browser sends the form with `Origin: null`, which is refused
+    (b"referrer-policy", b"same-origin"),
 ]
 
 
@@ -471,6 +472,44 @@ def _framing_denied(send: Send) -> Send:
     return wrapped
 
 
+def ui_uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """``stash_serve.http_edge.uvicorn_options`` (head cap, read timeouts, proxies believed)
+    with a protocol that stops timing a connection once it becomes a WebSocket.
+
+    The MCP server refuses WebSockets; this one serves Dagster's GraphQL subscriptions. At
+    the upgrade uvicorn hands the connection to its WebSocket protocol right after the
+    request's head, while h11 still expects a request body, so the edge's body timer was
+    left running and cut every subscription after STASH_HTTP_BODY_TIMEOUT_S. Once the
+    connection is upgraded, the timer the edge keeps (``_read_timer``) is cancelled and no
+    body is watched; the HTTP protocol object sees no more data after that (WebSocket
+    pings keep the connection honest instead). ``tests/e2e/test_dagster_ui_guard.py``
+    holds a subscription open past the body timeout.
+    """
+    from stash_serve.http_edge import uvicorn_options
+
+    options = uvicorn_options(settings)
+    guarded = options["http"]
+
+    class UpgradableProtocol(guarded):  # type: ignore[misc,valid-type]
+        _upgraded = False
+
+        def handle_websocket_upgrade(self, event: Any) -> None:
+            self._upgraded = True
+            super().handle_websocket_upgrade(event)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._upgraded:
+                timer = getattr(self, "_read_timer", None)
+                if timer is not None:
+                    timer.cancel()
+                    self._read_timer = None
+                if hasattr(self, "_body"):
+                    self._body = None
+
+    return {**options, "http": UpgradableProtocol}
+
+
 def _lifespan(tokens: TokenCheck) -> Any:
     """The Dagster app's lifespan: the token-check pool runs while the app does."""
 
@@ -510,7 +549,6 @@ def run_ui(
     from dagster_webserver.version import __version__
 
     from stash_pipeline.store import Store
-    from stash_serve.http_edge import uvicorn_options
 
     if not os.environ.get("DAGSTER_HOME"):
         raise errors.ConfigurationError(
@@ -542,7 +580,7 @@ def run_ui(
                     log_level=settings.log_level,
                     lifespan="on",
                     timeout_graceful_shutdown=5,
-                    **uvicorn_options(settings),  # header cap, read timeouts, proxies believed
+                    **ui_uvicorn_options(settings),  # header cap, read timeouts, proxies believed
                 )
                 # as `stash serve mcp`: uvicorn re-raises the signal it stopped on to the
                 # handler installed before it; a no-op one makes that a normal return

@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from tests.support.dagster_dev import dagster_env
 REPO = {"repositoryLocationName": "stash", "repositoryName": "__repository__"}
 ADD_PARTITION = """mutation($key: String!, $repo: RepositorySelector!) {
   addDynamicPartition(partitionsDefName: "namespaces", partitionKey: $key, repositorySelector: $repo) { __typename } }"""
+BODY_TIMEOUT_S = 2
 PARTITIONS = '{ assetNodeOrError(assetKey: {path: ["facts"]}) { ... on AssetNode { partitionKeys } } }'
 
 
@@ -104,6 +106,8 @@ def ui(pg_admin_dsn: str, template_db: str, tmp_path_factory: pytest.TempPathFac
     shutil.copy(DAGSTER_CONFIG / "dagster.yaml", home / "dagster.yaml")
     env = dagster_env(home=home, pg_admin_dsn=pg_admin_dsn, dagster_db=dagster_db, database_url=database_url,
                       stash_home=tmp / "stash_home", model_url="http://127.0.0.1:9/v1")
+    # a short body-read timeout: a subscription must outlive it (the edge's timers stop at the upgrade)
+    env["STASH_HTTP_BODY_TIMEOUT_S"] = str(BODY_TIMEOUT_S)
     port = free_port()
     log = tmp / "dagster-ui.log"
     with open(log, "wb") as out:
@@ -203,8 +207,10 @@ def _cookie(headers: http.client.HTTPMessage) -> str:
 
 
 def test_the_login_page_sets_a_session_cookie_the_ui_accepts(ui: UI) -> None:
-    status, _, page = ui.request("GET", "/_stash/login?next=%2Fruns")
+    status, headers, page = ui.request("GET", "/_stash/login?next=%2Fruns")
     assert status == 200 and b'name="token"' in page
+    # with `no-referrer` a browser posts the form with `Origin: null`, which the guard refuses
+    assert headers["Referrer-Policy"] == "same-origin"
     status, _, page = ui.login("stash_wrong_token")
     assert status == 401
     status, headers, _ = ui.login(ui.admin)
@@ -277,3 +283,10 @@ def test_the_graphql_websocket_needs_the_credential_and_the_origin(ui: UI) -> No
         message = json.loads(ws.recv(timeout=30))
         assert message["type"] == "data" and message["id"] == "1", message
         assert message["payload"]["data"]["pipelineRunLogs"]["__typename"] == "PipelineRunLogsSubscriptionFailure"
+        # an open subscription outlives the HTTP read timeouts
+        time.sleep(BODY_TIMEOUT_S * 2 + 1)
+        ws.send(json.dumps({"type": "start", "id": "2", "payload": {
+            "query": 'subscription { pipelineRunLogs(runId: "another-run") { __typename } }'}}))
+        answers: list[dict[str, Any]] = []
+        while not any(a.get("id") == "2" and a["type"] == "data" for a in answers):  # id 1 may complete first
+            answers.append(json.loads(ws.recv(timeout=30)))
