@@ -166,8 +166,8 @@ async def test_recall_known_at_gives_no_context_turn_stored_after_it(store: Any)
 
 
 async def test_lineage_and_cascades_hand_out_no_id_outside_the_trees(store: Any) -> None:
-    """Get_fact's lineage, withdraw_fact's and purge_episode's cascade reports name
-    only records in the caller's trees; the cascade itself still runs across the boundary."""
+    """Get_fact's lineage, withdraw_fact's cascade and purge_episode's erasure reports name
+    only records in the caller's trees; the cascade and the erasure still run across the boundary."""
     admin, _, child = _tokens(store)
     async with served(store) as app:
         async with session(app, admin) as client:
@@ -187,12 +187,11 @@ async def test_lineage_and_cascades_hand_out_no_id_outside_the_trees(store: Any)
             assert withdrawn["cascade"]["withdrawn"].get("causal_link", 0) == 0, withdrawn
             assert withdrawn["cascade"]["withdrawn_fact_ids"] == [], withdrawn
             purged = await _ok(client, "purge_episode", {"id": turn})
-            assert purged["cascade"]["withdrawn_fact_ids"] == [], purged
-            assert purged["cascade"]["withdrawn"].get("fact", 0) == 0, purged
-            assert str(derived) not in json.dumps(purged["cascade"]), purged
+            assert purged["erased"] == {"erased_fact_ids": [], "erased": {"episode": 1}}, purged
         async with session(app, admin) as client:
-            # the cascade ran: no fact survives as current on a purged source, no link on a withdrawn cause
-            assert (await _ok(client, "get_fact", {"id": derived}))["withdrawn_at"] is not None
+            # the cascade ran: nothing derived from a purged source survives, no link on a withdrawn cause
+            failed, body = await _call(client, "get_fact", {"id": derived})
+            assert failed and body["error"] == "record_not_found", body
             links = await _ok(client, "list_causal_links", {"namespaces": "/a", "include_withdrawn": True})
             assert [c["withdrawn_at"] is not None for c in links["items"] if c["id"] == link] == [True], links
 
