@@ -459,3 +459,116 @@ def test_identity_holds_across_split_and_merge(world):
     assert retirement_problems(world) == [], "after the merge, before a run"
     until_caught_up(world, NS)
     assert retirement_problems(world) == [], "after the merge and the runs"
+
+
+# -- scope ----------------------------------------------------------------------------------------
+CHILD = f"{NS}/c"
+#: arguments a tool may require besides ids, acting on the child tree
+_FILL = {"query": "anything", "about": "anything", "namespace": CHILD, "namespaces": CHILD, "reason": "checking",
+         "content": "checking", "focus": "checking", "resolution": "keep_new", "aliases": ["checking"],
+         "verification_plan": "checking", "lesson": "checking"}
+
+
+def tree_rows(store: Store, slug: str) -> dict[str, set[int]]:
+    """Ids of every row of the tree ``slug`` (it and its descendants only), per kind."""
+    out: dict[str, set[int]] = {}
+    for table in catalog.TABLES:
+        if table.has_id and table.name != "namespaces":
+            found = sql(store, f"SELECT t.id FROM {table.name} t JOIN namespaces n ON n.id = t.namespace_id"
+                               " WHERE n.slug = %(s)s OR n.slug LIKE %(below)s", {"s": slug, "below": slug + "/%"})
+            out[table.kind] = {int(r["id"]) for r in found}
+    return out
+
+
+#: tools not called with the child's own scope alone (they would delete or consolidate it mid-check)
+_NOT_BY_SCOPE = ("delete_namespace", "forget", "purge_episode", "purge_fact", "consolidate")
+
+
+def tree_checksum(store: Store) -> dict[str, str]:
+    """An md5 per table over the rows of the parent namespace itself (not its child)."""
+    out = {}
+    for table in catalog.TABLES:
+        if table.name != "namespaces":
+            [row] = sql(store, f"SELECT md5(COALESCE(string_agg(t::text, '|' ORDER BY t::text), '')) AS h"
+                               f" FROM {table.name} t JOIN namespaces n ON n.id = t.namespace_id WHERE n.slug = %(s)s",
+                        {"s": NS})
+            out[table.name] = row["h"]
+    return out
+
+
+def answer_ids(value: Any, key: str = "") -> set[int]:
+    """Every integer under an id-like key (``id``, ``*_id``, ``*_ids``) of a JSON value."""
+    if isinstance(value, dict):
+        return set().union(set(), *(answer_ids(v, k) for k, v in value.items()))
+    if isinstance(value, list):
+        return set().union(set(), *(answer_ids(v, key) for v in value))
+    is_id = key == "id" or key.endswith(("_id", "_ids")) or key in ("parents", "children", "sources")
+    return {value} if is_id and isinstance(value, int) and not isinstance(value, bool) else set()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_subtree_token_reaches_nothing_of_the_tree_above(pg_admin_dsn, world_db, world_settings,
+                                                                 anyio_backend):
+    """A token for a child tree, calling every tool with every id of the parent's rows and
+    with its own scope, gets no record, id or word of the parent's memory — derived kinds
+    included — and changes nothing there."""
+    with clone(pg_admin_dsn, world_db, {**world_settings, "toolsets": "all"}) as world:
+        await _check_scope(world)
+
+
+async def _check_scope(world: Store) -> None:
+    from stash_pipeline import auth
+    from tests.mcp.asgi import served, session
+    from tests.reliability.conftest import corpus, seed
+
+    seed(world, CHILD, corpus(8, seed_value=11))
+    until_caught_up(world, CHILD)
+    token = auth.create_token(world, [CHILD], ["read", "write"], "child")["token"]
+    parent, child = tree_rows(world, NS), tree_rows(world, CHILD)
+    child_ids = set().union(*child.values())
+    parent_only = {k: ids - set().union(*(child[c] for c in child)) for k, ids in parent.items()}
+    probe_ids = sorted(set().union(*parent_only.values()) - child_ids)
+    stored = stored_texts(world)
+    parent_nodes = {(k, i) for k, ids in parent_only.items() for i in ids}
+    words = words_of([t for n, t in stored if n in parent_nodes]) - words_of(
+        [t for n, t in stored if n not in parent_nodes])
+    assert words and probe_ids
+    before = tree_checksum(world)
+    problems: list[str] = []
+    reached = 0
+    async with served(world) as app, session(app, token) as client:
+        tools = (await client.list_tools()).tools
+        by_id, by_scope = [], []
+        for tool in tools:
+            props = tool.input_schema.get("properties", {})
+            id_fields = [p for p, spec in props.items() if "Record id" in str(spec.get("description", ""))
+                         or p == "id" or p.endswith("_id")]
+            base = {p: value for p, value in _FILL.items() if p in props}
+            by_id += [(tool.name, {**base, **dict.fromkeys(id_fields, value)}) for value in probe_ids if id_fields]
+            if not id_fields and tool.name not in _NOT_BY_SCOPE:
+                by_scope.append((tool.name, base))
+                if "namespaces" in props:  # the token's own default scope
+                    by_scope.append((tool.name, {k: v for k, v in base.items() if k != "namespaces"}))
+        # every parent id first (nothing is written yet, so no new child row can share one)
+        for name, arguments in by_id + by_scope:
+            result = await client.call_tool(name, arguments)
+            text = result.content[0].text if result.content else ""
+            try:
+                body = json.loads(text)
+            except ValueError:
+                body = text
+            # a parent's id is one that does not exist (a filter by it finds nothing)
+            if (name, arguments) in by_id and isinstance(body, dict) and body.get("error") == "record_not_found":
+                reached += 1
+            leaked = words & words_of(strings(body))
+            if leaked:
+                problems.append(f"{name}({arguments}) returned the parent's words {sorted(leaked)[:2]}")
+            ids = answer_ids(body) & set(probe_ids)
+            if ids and not result.is_error:
+                ids -= set().union(*tree_rows(world, CHILD).values())  # rows the child wrote meanwhile
+                if ids:
+                    problems.append(f"{name}({arguments}) returned the parent's ids {sorted(ids)[:5]}")
+    assert not problems, "\n".join(problems[:20])
+    assert reached >= len(probe_ids), f"only {reached} calls reached a parent's id and were told it does not exist"
+    assert tree_checksum(world) == before, "a call with the child's token changed the parent's rows"
