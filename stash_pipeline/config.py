@@ -168,6 +168,21 @@ class Settings(BaseSettings):
     http_body_timeout_s: float = Field(
         30.0, gt=0, le=3600, description="seconds a client may pause while sending a request body before it is cut off"
     )
+    http_body_deadline_s: float = Field(
+        10.0, gt=0, le=3600,
+        description="seconds a request body may take in all, from the end of its head, plus 1 s per "
+        "STASH_HTTP_BODY_MIN_RATE bytes received; a body still arriving then is cut off with 408",
+    )
+    http_body_min_rate: int = Field(
+        65_536, ge=1, le=1024 * 1_048_576,
+        description="bytes of request body that earn it another second (STASH_HTTP_BODY_DEADLINE_S): a client "
+        "sending at least this fast is never cut off by the deadline",
+    )
+    http_max_requests_per_token: int = Field(
+        32, ge=1, le=100_000,
+        description="requests one bearer token may have in flight at once (an open SSE stream counts); "
+        "one more is answered 429 with Retry-After: 1",
+    )
 
     @field_validator("context_ttl", "consolidation_window", mode="before")
     @classmethod

@@ -20,7 +20,8 @@ An unknown token is remembered briefly (no database lookup on a repeat); too man
 checks a minute of one token from one address are answered 429 for that pair only (so a
 local agent retrying a revoked token does not lock out the others on 127.0.0.1), and an
 address failing with ten times as many, across tokens, gets 429 for tokens not seen
-valid. The address is the TCP peer unless it is one of STASH_TRUSTED_PROXIES
+valid. A token has at most STASH_HTTP_MAX_REQUESTS_PER_TOKEN requests in flight (one
+more: 429). The address is the TCP peer unless it is one of STASH_TRUSTED_PROXIES
 (``stash_serve.http_edge``). Health and metrics stay open so
 probes and scrapers need no secret; health answers within HEALTH_BUDGET_S whether or not
 the database is up. Only HTTP is served: a WebSocket upgrade is refused. On a loopback
@@ -56,7 +57,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.store import Store
-from stash_serve.limits import SlidingWindow
+from stash_serve.limits import InFlight, SlidingWindow
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, VERIFICATION_SCOPE_KEY
 from stash_serve.metrics import AUTH_FAILURES, METRICS
 from stash_serve.token_check import SeenTokens, TokenCheck, Verification
@@ -202,6 +203,11 @@ class BearerAuthMiddleware:
     (one round trip from the event loop, ``stash_serve.token_check``), so a revocation
     takes effect on the next request; for a token seen valid before, on /mcp, the lookup
     runs alongside the request and gates its work and its answer.
+
+    Each admitted request holds one of its token's STASH_HTTP_MAX_REQUESTS_PER_TOKEN places
+    until its answer ends (an open SSE stream holds one while it lasts); one more request is
+    answered 429 with Retry-After: 1 at once, so one token's slow or stalled requests cannot
+    take every connection the server has.
     """
 
     def __init__(self, app: ASGIApp, store: Store, tokens: TokenCheck | None = None) -> None:
@@ -217,6 +223,7 @@ class BearerAuthMiddleware:
         self.failures = SlidingWindow(settings.auth_failures_per_minute, 60.0)
         self.guesses = SlidingWindow(settings.auth_failures_per_minute * GUESS_FACTOR, 60.0)
         self.unknown = NegativeCache(settings.auth_negative_cache_s)
+        self.in_flight = InFlight(settings.http_max_requests_per_token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # other scopes pass to the app, whose first layer (RefuseOtherScopes) refuses them
@@ -245,7 +252,11 @@ class BearerAuthMiddleware:
         seen = self.seen.get(secret) if secret is not None and scope["path"] == STREAMABLE_PATH else None
         if seen is not None:
             assert secret is not None
-            await self._serve_while_checking(scope, receive, send, address, secret, seen)
+            if await self._enter(send, seen):
+                try:
+                    await self._serve_while_checking(scope, receive, send, address, secret, seen)
+                finally:
+                    self.in_flight.leave(seen.id)
             return
         try:
             token = await self.tokens.check(secret)
@@ -254,8 +265,23 @@ class BearerAuthMiddleware:
             return
         assert secret is not None  # the check refuses a missing secret
         self.seen.add(secret, token)
+        if not await self._enter(send, token):
+            return
         _admit(scope, token)
-        await self.app(scope, receive, send)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight.leave(token.id)
+
+    async def _enter(self, send: Send, token: TokenInfo) -> bool:
+        """Count a request of ``token`` in flight; False (answered 429) when it has its fill."""
+        if self.in_flight.enter(token.id):
+            return True
+        await _deny(send, 429, errors.RateLimited(
+            f"this token has {self.in_flight.limit} requests in flight (STASH_HTTP_MAX_REQUESTS_PER_TOKEN); "
+            "retry when one has finished"
+        ), retry_after=1)
+        return False
 
     async def _serve_while_checking(
         self, scope: Scope, receive: Receive, send: Send, address: str, secret: str, seen: TokenInfo
@@ -366,7 +392,7 @@ def _bearer(scope: Scope) -> str | None:
     return None
 
 
-async def _deny(send: Send, status: int, exc: errors.StashError) -> None:
+async def _deny(send: Send, status: int, exc: errors.StashError, *, retry_after: int = 60) -> None:
     AUTH_FAILURES.labels(str(status)).inc()
     headers: list[tuple[bytes, bytes]] = []
     if status == 401:
@@ -377,7 +403,7 @@ async def _deny(send: Send, status: int, exc: errors.StashError) -> None:
         challenge = f'Bearer realm="stash", error="invalid_token", error_description="{description}"'
         headers.append((b"www-authenticate", challenge.encode("latin-1", errors="replace")))
     if status == 429:
-        headers.append((b"retry-after", b"60"))
+        headers.append((b"retry-after", str(retry_after).encode()))
     await _send_json(send, status, exc.to_dict(), headers)
 
 

@@ -13,7 +13,13 @@ socket, before any parsing or application code runs:
 * a head not complete within STASH_HTTP_HEADER_TIMEOUT_S of its first byte (or of the
   connection opening) is answered ``408 Request Timeout`` and the connection closed;
 * a body paused for more than STASH_HTTP_BODY_TIMEOUT_S is cut off (the application
-  sees the client disconnect).
+  sees the client disconnect);
+* a body still arriving STASH_HTTP_BODY_DEADLINE_S after its head plus 1 s per
+  STASH_HTTP_BODY_MIN_RATE bytes received (Apache's mod_reqtimeout rule) is answered
+  ``408 Request Timeout`` and the connection closed. The stall limit alone let a body
+  trickled one byte a second hold a connection for as long as the client liked: every
+  byte restarted it. Time the server itself stops reading (uvicorn pauses a connection
+  whose application has not taken the body yet) counts against neither limit.
 
 ``uvicorn_options(settings)`` is what ``stash_serve.serve`` passes to ``uvicorn.Config``:
 this protocol, h11's own buffer limit just above ours, and proxy headers believed only
@@ -49,12 +55,15 @@ class GuardedH11Protocol(H11Protocol):
     max_header_bytes = 65_536
     header_timeout_s = 10.0
     body_timeout_s = 30.0
+    body_deadline_s = 10.0
+    body_min_rate = 65_536
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_bytes = 0
         self._head_tail = b""  # the last bytes of the head so far (a blank line split across writes)
         self._read_timer: asyncio.TimerHandle | None = None
+        self._body: BodyClock | None = None  # while a request body is arriving
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -79,9 +88,16 @@ class GuardedH11Protocol(H11Protocol):
         state = self.conn.their_state
         if state is h11.SEND_BODY:
             self._head_bytes, self._head_tail = 0, b""
-            self._arm(self.body_timeout_s, None)  # the client is sending a body: each chunk re-arms
+            now = self.loop.time()
+            if self._body is None:  # the head is complete: the body's clocks start
+                self._body = BodyClock(now)
+                self._disarm()
+                self._watch_body()
+            else:  # the check, when due, looks at the clock again: no timer churn per chunk
+                self._body.received(len(data), now)
         elif state is not h11.IDLE:
             self._head_bytes, self._head_tail = 0, b""
+            self._body = None
             self._disarm()
 
     def _head_part(self, data: bytes) -> int:
@@ -99,7 +115,46 @@ class GuardedH11Protocol(H11Protocol):
         super().on_response_complete()
         # the next request's head is counted afresh, timed from its first byte
         self._head_bytes, self._head_tail = 0, b""
+        self._body = None
         self._disarm()
+
+    # -- the body's two limits: a stall, and the whole body's deadline ---------------------
+
+    def _watch_body(self) -> None:
+        """Check the body when its stall limit or its deadline falls due, whichever first."""
+        body = self._body
+        assert body is not None
+        due = min(body.last_data + self.body_timeout_s, body.deadline(self.body_deadline_s, self.body_min_rate))
+        self._read_timer = self.loop.call_at(due, self._check_body)
+
+    def _check_body(self) -> None:
+        self._read_timer = None
+        body = self._body
+        if body is None or self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+            return
+        now = self.loop.time()
+        if self.flow.read_paused:  # the server is not reading: the client is not late
+            body.paused(now)
+        elif now >= body.deadline(self.body_deadline_s, self.body_min_rate):
+            self._cut(f"the request body did not arrive within {self.body_deadline_s:g} s plus 1 s per "
+                      f"{self.body_min_rate} bytes (STASH_HTTP_BODY_DEADLINE_S, STASH_HTTP_BODY_MIN_RATE)")
+            return
+        elif now >= body.last_data + self.body_timeout_s:  # nothing to answer: close (as ever)
+            self._body = None
+            self.logger.info("closed a connection whose request body stalled for %g s", self.body_timeout_s)
+            self.transport.close()
+            return
+        self._watch_body()
+
+    def _cut(self, message: str) -> None:
+        """End a request whose body came too slowly: 408 if no answer has begun, else just close."""
+        self._body = None
+        # h11 is in SEND_RESPONSE from the request's head until the answer's head is sent
+        if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            self._refuse(408, "Request Timeout", message)
+        else:
+            self.logger.info("closed a connection: %s", message)
+            self.transport.close()
 
     def _arm(self, delay: float, status: int | None) -> None:
         self._disarm()
@@ -117,8 +172,7 @@ class GuardedH11Protocol(H11Protocol):
         if status is not None and self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE:
             self._refuse(status, "Request Timeout", f"the request head did not arrive within {self.header_timeout_s:g} s "
                          "(STASH_HTTP_HEADER_TIMEOUT_S)")
-        else:  # mid-body: nothing sensible to answer; the application sees the disconnect
-            self.logger.info("closed a connection whose request body stalled for %g s", self.body_timeout_s)
+        else:
             self.transport.close()
 
     def _refuse(self, status: int, reason: str, message: str) -> None:
@@ -134,6 +188,28 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
 
+class BodyClock:
+    """When a request body began and last moved, how much of it arrived, and how long the
+    server itself held it up (reading paused): what its stall limit and deadline read."""
+
+    def __init__(self, now: float) -> None:
+        self.started = self.last_data = self.mark = now
+        self.bytes = 0
+        self.held_s = 0.0
+
+    def received(self, size: int, now: float) -> None:
+        self.bytes += size
+        self.last_data = self.mark = now
+
+    def paused(self, now: float) -> None:
+        """Reading was paused by the server until ``now``: neither limit counts that time."""
+        self.held_s += now - self.mark
+        self.last_data = self.mark = now
+
+    def deadline(self, deadline_s: float, min_rate: int) -> float:
+        return self.started + deadline_s + self.bytes / min_rate + self.held_s
+
+
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """``uvicorn.Config`` keyword arguments for the limits above and the proxy trust."""
     protocol = type(
@@ -143,6 +219,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
             "max_header_bytes": settings.http_max_header_bytes,
             "header_timeout_s": settings.http_header_timeout_s,
             "body_timeout_s": settings.http_body_timeout_s,
+            "body_deadline_s": settings.http_body_deadline_s,
+            "body_min_rate": settings.http_body_min_rate,
         },
     )
     trusted = ",".join(part.strip() for part in settings.trusted_proxies.split(",") if part.strip())

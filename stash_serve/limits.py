@@ -1,7 +1,9 @@
-"""In-process sliding-window limits: at most N events per key within a window.
+"""In-process limits: at most N events per key within a window (``SlidingWindow``), at
+most N things in progress per key (``InFlight``).
 
 Used by the HTTP surface for what must stay cheap for the server and bounded for a
-caller: failed bearer-token checks per client address, namespaces created per token.
+caller: failed bearer-token checks per client address, namespaces created per token,
+requests in flight per token.
 Counts live in this process (a replica counts its own traffic); the number of keys is
 bounded so a flood of distinct keys cannot grow memory without limit.
 """
@@ -74,4 +76,30 @@ class SlidingWindow:
                 events.pop()
 
 
-__all__ = ["SlidingWindow"]
+class InFlight:
+    """At most ``limit`` things in progress per key at once: ``enter`` says whether one more
+    fits (and counts it), ``leave`` ends it. Keys with nothing in progress are forgotten."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._counts: dict[Hashable, int] = {}
+        self._lock = threading.Lock()
+
+    def enter(self, key: Hashable) -> bool:
+        with self._lock:
+            count = self._counts.get(key, 0)
+            if count >= self.limit:
+                return False
+            self._counts[key] = count + 1
+            return True
+
+    def leave(self, key: Hashable) -> None:
+        with self._lock:
+            count = self._counts.get(key, 0) - 1
+            if count > 0:
+                self._counts[key] = count
+            else:
+                self._counts.pop(key, None)
+
+
+__all__ = ["InFlight", "SlidingWindow"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -262,3 +263,125 @@ def test_the_default_body_cap_fits_a_full_batch_at_the_item_limits(tmp_path: Pat
     assert len(json.dumps(item["metadata"], separators=(",", ":"))) <= settings.max_metadata_bytes
     batch = _tool_call("remember_batch", {"namespace": "/p", "items": [item] * BATCH_MAX})
     assert len(batch) <= settings.http_max_body_bytes
+
+
+@pytest.fixture
+def slow_edge(settings: Any, store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("STASH_HTTP_HEADER_TIMEOUT_S", "5")
+    monkeypatch.setenv("STASH_HTTP_BODY_TIMEOUT_S", "1")
+    monkeypatch.setenv("STASH_HTTP_BODY_DEADLINE_S", "4")
+    monkeypatch.setenv("STASH_HTTP_MAX_REQUESTS_PER_TOKEN", "2")
+    monkeypatch.setenv("STASH_LOG_LEVEL", "info")
+    with _serve_http(settings, tmp_path) as base:
+        yield base
+
+
+def _slow_request(base: str, token: str) -> socket.socket:
+    """A request whose head is sent and whose body (1000 bytes declared) has only begun."""
+    sock = _connect(base)
+    body = _tool_call("recall", {"query": "x"})
+    head = _post(token, body)[: -len(body)].replace(f"Content-Length: {len(body)}".encode(), b"Content-Length: 1000")
+    sock.sendall(head + b"{")
+    return sock
+
+
+def _trickle(sock: socket.socket, every_s: float, until_s: float) -> tuple[bytes, float]:
+    """Send one more byte every ``every_s`` (under the stall limit) until the server answers
+    and closes, or ``until_s`` passes; (the answer, seconds it took)."""
+    started = time.monotonic()
+    sock.settimeout(every_s)
+    chunks: list[bytes] = []
+    while time.monotonic() - started < until_s:
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            try:
+                sock.sendall(b" ")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            continue
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks), time.monotonic() - started
+
+
+def test_a_trickled_body_is_cut_off_at_its_deadline(slow_edge: str, store: Any) -> None:
+    """A body trickled a byte every 1.5 s was read for as long as it went on (25 s for a
+    small one, with a 5 s stall limit): every byte restarted the stall timer. Now a body
+    has STASH_HTTP_BODY_DEADLINE_S (4 s here) plus 1 s per STASH_HTTP_BODY_MIN_RATE bytes:
+    a byte every 0.4 s (under the 1 s stall limit) is answered 408 at about 4 s."""
+    token = auth.create_token(store, ["/"], ["read"])["token"]
+    sock = _slow_request(slow_edge, token)
+    answer, took = _trickle(sock, 0.4, until_s=20)
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 408 "), (answer[:300], took)
+    assert b"STASH_HTTP_BODY_DEADLINE_S" in answer
+    assert 3.5 <= took <= 4 + 3, took  # the deadline, with room for a loaded machine
+    _healthy(slow_edge)
+    # a body sent at once is served as ever
+    with httpx2.Client(base_url=slow_edge, timeout=10) as http:
+        served = http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"})
+        assert served.status_code == 200, served.text
+
+
+def test_one_token_has_a_bounded_number_of_requests_in_flight(slow_edge: str, store: Any) -> None:
+    """STASH_HTTP_MAX_REQUESTS_PER_TOKEN (2 here): with two slow requests of a token in
+    flight, a third of that token is answered 429 with Retry-After: 1 at once, while
+    another token is served; once the slow ones end, the token is served again."""
+    token = auth.create_token(store, ["/"], ["read"])["token"]
+    other = auth.create_token(store, ["/"], ["read"])["token"]
+    slow = [_slow_request(slow_edge, token) for _ in range(2)]
+    answers: list[bytes] = []
+    # each kept under the stall limit, a byte every 0.4 s, until its deadline cuts it off
+    trickling = [threading.Thread(target=lambda s=sock: answers.append(_trickle(s, 0.4, until_s=15)[0]))
+                 for sock in slow]
+    for thread in trickling:
+        thread.start()
+    statuses = []
+    with httpx2.Client(base_url=slow_edge, timeout=10) as http:
+        def post(secret: str) -> httpx2.Response:
+            return http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {secret}"})
+
+        deadline = time.monotonic() + 3  # within the slow ones' 4 s: they are admitted in milliseconds
+        while time.monotonic() < deadline:
+            third = post(token)
+            statuses.append(third.status_code)
+            if third.status_code == 429:
+                break
+            time.sleep(0.05)
+        assert statuses[-1] == 429, statuses
+        assert third.headers["retry-after"] == "1" and third.json()["error"] == "rate_limited", third.text
+        assert "STASH_HTTP_MAX_REQUESTS_PER_TOKEN" in third.json()["message"]
+        assert post(other).status_code == 200  # another token is not held up
+        for thread in trickling:  # the slow ones end (cut off at their deadline)
+            thread.join(timeout=20)
+        for sock in slow:
+            sock.close()
+        assert len(answers) == 2 and all(a.startswith(b"HTTP/1.1 408 ") for a in answers), [a[:100] for a in answers]
+        deadline = time.monotonic() + 5
+        while (again := post(token)).status_code == 429 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the server notices the hang-ups on its own schedule
+        assert again.status_code == 200, again.text
+    _healthy(slow_edge)
+
+
+def test_the_body_deadline_grows_with_the_bytes_and_the_servers_own_pauses() -> None:
+    """mod_reqtimeout's rule: the deadline moves 1 s later per STASH_HTTP_BODY_MIN_RATE bytes,
+    and time the server held reading (uvicorn's flow control) counts for nothing; what the
+    clock reads of uvicorn and h11 is still there."""
+    import h11
+    from uvicorn.protocols.http.flow_control import FlowControl
+
+    from stash_serve.http_edge import BodyClock
+
+    clock = BodyClock(100.0)
+    assert clock.deadline(10.0, 1000) == 110.0
+    clock.received(5000, 103.0)
+    assert clock.deadline(10.0, 1000) == 115.0 and clock.last_data == 103.0
+    clock.paused(107.0)  # the server did not read from 103 to 107
+    assert clock.deadline(10.0, 1000) == 119.0 and clock.last_data == 107.0
+    assert hasattr(FlowControl(None), "read_paused")  # type: ignore[arg-type]
+    assert isinstance(h11.SEND_RESPONSE, type)
