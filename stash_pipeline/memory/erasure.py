@@ -4,8 +4,8 @@ A derived row quotes, gathers or summarises its sources, so withdrawing it would
 the purged words readable (``get_fact``, ``include_history``, ``known_at`` reads, export).
 The rule: purging records erases them and every row whose lineage leads back to them,
 transitively and in any namespace, whatever other sources it also had. With each row go
-its end history, its lineage edges, its dead letters and its cached vector; an entity
-nothing names any more goes too. Facts are retired before they are deleted, so what
+its end history, its lineage edges, its dead letters, its cached vector and the lexemes
+only it held; an entity nothing names any more goes too. Facts are retired before they are deleted, so what
 gathers them reacts as to any retirement: an entity whose profile was erased is asked
 for again and the next run gathers what remains.
 
@@ -44,9 +44,11 @@ def erase(
         by_kind[row["kind"]].append(int(row["id"]))
     shown: dict[str, list[int]] = {}
     texts: list[str] = []
+    namespaces: set[int] = set()
     for kind, ids in by_kind.items():
         table = catalog.BY_KIND[kind]
         found = tx.conn.execute(named("erasure_rows", table=table.name), {"ids": ids}).fetchall()
+        namespaces.update(int(r["namespace_id"]) for r in found)
         shown[kind] = sorted(int(r["id"]) for r in found if scope is None or int(r["namespace_id"]) in scope)
         if table.embedded:
             texts += [r["text"] for r in tx.conn.execute(
@@ -71,6 +73,7 @@ def erase(
         if scope is None or int(row["namespace_id"]) in scope:
             shown.setdefault("entity", []).append(int(row["id"]))
     store.embedder.forget_texts(tx, [t for t in texts if t])
+    tx.execute("erasure_forget_lexemes", ids=sorted(namespaces))
     root_facts = {i for k, i in root_set if k == "fact"}
     return {
         "erased_fact_ids": [i for i in shown.get("fact", []) if i not in root_facts],

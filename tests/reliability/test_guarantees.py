@@ -280,6 +280,7 @@ def erasure_problems(store: Store, root: tuple[str, int], tmp: Path) -> list[str
     # the words only the rows derived from the root hold: nothing may hold them afterwards
     words = words_of([t for node, t in stored if node in gone]) - words_of([t for node, t in stored if node not in gone])
     embedded = [t for (k, i), t in stored if (k, i) in gone and k in catalog.BY_KIND and catalog.BY_KIND[k].embedded]
+    lexemes = _lexemes(store, gone)
     before = sql(store, "SELECT now() AS t")[0]["t"]
     kind, ident = root
     (episodes.purge if kind == "episode" else facts.purge)(store, ident, [NS])
@@ -299,6 +300,9 @@ def erasure_problems(store: Store, root: tuple[str, int], tmp: Path) -> list[str
                     problems.append(f"{table.name} still names an erased {ref.kind} in {column}")
     after = stored_texts(store)
     problems += [f"stored text still holds {w!r}" for w in sorted(words & words_of([t for _, t in after]))]
+    kept = {r["lexeme"] for r in sql(store, "SELECT lexeme FROM recall_term_stats WHERE lexeme = ANY(%(l)s)",
+                                     {"l": sorted(lexemes)})}
+    problems += [f"the full-text statistics still hold the lexeme {w!r}" for w in sorted(kept)]
     export_tree(store, NS, tmp / "export.jsonl", force=True)
     lines = (tmp / "export.jsonl").read_text(encoding="utf-8").splitlines()
     exported = words_of([s for line in lines for s in strings(json.loads(line))])
@@ -325,6 +329,24 @@ def erasure_problems(store: Store, root: tuple[str, int], tmp: Path) -> list[str
         if cached and text not in still:
             problems.append(f"the vector of an erased text is still cached: {text[:60]!r}")
     return problems
+
+
+def _lexemes(store: Store, gone: set[tuple[str, int]]) -> set[str]:
+    """The full-text lexemes of the episodes and facts in ``gone`` that no other one holds."""
+    def of(kind: str, ids: list[int], inside: bool) -> set[str]:
+        table = catalog.BY_KIND[kind].name
+        where = "id = ANY(%(ids)s)" if inside else "id <> ALL(%(ids)s)"
+        rows = sql(store, f"SELECT DISTINCT unnest(tsvector_to_array(search)) AS l FROM {table} WHERE {where}",
+                   {"ids": ids})
+        return {r["l"] for r in rows}
+
+    mine: set[str] = set()
+    others: set[str] = set()
+    for kind in ("episode", "fact"):
+        ids = [i for k, i in gone if k == kind]
+        mine |= of(kind, ids, True)
+        others |= of(kind, ids, False)
+    return mine - others
 
 
 def test_the_world_exercises_every_stage_output(world):

@@ -85,3 +85,9 @@ DELETE FROM entities e
    AND NOT EXISTS (SELECT 1 FROM entities m WHERE m.merged_into = e.id)
    AND e.merged_into IS NULL
 RETURNING e.id, e.namespace_id, e.normalised AS text
+
+-- erasure_forget_lexemes --
+-- Full-text statistics of words no live row of the namespaces holds (the triggers leave
+-- them at 0 documents): an erased text's words are not kept even as lexemes. Safe to drop:
+-- a row that becomes live again inserts its lexemes anew.
+DELETE FROM recall_term_stats WHERE namespace_id = ANY(%(ids)s::bigint[]) AND documents = 0
