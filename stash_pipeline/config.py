@@ -183,6 +183,11 @@ class Settings(BaseSettings):
         description="requests one bearer token may have in flight at once (an open SSE stream counts); "
         "one more is answered 429 with Retry-After: 1",
     )
+    auth_guess_lookups_per_second: float = Field(
+        10.0, gt=0, le=100_000,
+        description="token lookups a second, one at a time, for a client address over its failed-check budget "
+        "(ten times STASH_AUTH_FAILURES_PER_MINUTE a minute); its other requests wait their turn, none is refused",
+    )
 
     @field_validator("context_ttl", "consolidation_window", mode="before")
     @classmethod

@@ -19,9 +19,11 @@ rights, and as the scope's user, so an SSE session answers only the token that o
 An unknown token is remembered briefly (no database lookup on a repeat); too many failed
 checks a minute of one token from one address are answered 429 for that pair only (so a
 local agent retrying a revoked token does not lock out the others on 127.0.0.1), and an
-address failing with ten times as many, across tokens, gets 429 for tokens not seen
-valid. A token has at most STASH_HTTP_MAX_REQUESTS_PER_TOKEN requests in flight (one
-more: 429). The address is the TCP peer unless it is one of STASH_TRUSTED_PROXIES
+address failing with ten times as many, across tokens, has its lookups of tokens not seen
+valid paced (STASH_AUTH_GUESS_LOOKUPS_PER_SECOND, one at a time; the others wait their
+turn) and an unknown one answered 429 once looked up: a valid token is never refused. A
+token has at most STASH_HTTP_MAX_REQUESTS_PER_TOKEN requests in flight (one more: 429).
+The address is the TCP peer unless it is one of STASH_TRUSTED_PROXIES
 (``stash_serve.http_edge``). Health and metrics stay open so
 probes and scrapers need no secret; health answers within HEALTH_BUDGET_S whether or not
 the database is up. Only HTTP is served: a WebSocket upgrade is refused. On a loopback
@@ -57,7 +59,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.store import Store
-from stash_serve.limits import InFlight, SlidingWindow
+from stash_serve.limits import InFlight, Pacer, SlidingWindow
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, VERIFICATION_SCOPE_KEY
 from stash_serve.metrics import AUTH_FAILURES, METRICS
 from stash_serve.token_check import SeenTokens, TokenCheck, Verification
@@ -197,12 +199,20 @@ class BearerAuthMiddleware:
     """Reject MCP requests without a valid bearer token (401); attach the token to the scope.
 
     Failing is cheap for the server: a token found unknown is remembered as unknown for
-    STASH_AUTH_NEGATIVE_CACHE_S (by its hash; no database lookup on a repeat), and a client
-    address with STASH_AUTH_FAILURES_PER_MINUTE failures in the last minute is answered 429
+    STASH_AUTH_NEGATIVE_CACHE_S (by its hash; no database lookup on a repeat), and one token
+    failing STASH_AUTH_FAILURES_PER_MINUTE times a minute from one address is answered 429
     without any lookup until its failures age out. Known tokens are looked up every time
     (one round trip from the event loop, ``stash_serve.token_check``), so a revocation
     takes effect on the next request; for a token seen valid before, on /mcp, the lookup
     runs alongside the request and gates its work and its answer.
+
+    Guessing (an address failing GUESS_FACTOR times that many a minute, across tokens) never
+    locks out a valid token: every local agent shares 127.0.0.1, and after a restart every
+    token is one this process has not seen. Such an address's lookups of tokens not seen
+    valid take turns, at most STASH_AUTH_GUESS_LOOKUPS_PER_SECOND a second and one at a time
+    (``Pacer``; a request waits for its turn, none is refused), and one found unknown is
+    answered 429: the database's cost stays bounded per address, and a valid token is
+    served once its turn comes (at once, unless that address keeps many guesses waiting).
 
     Each admitted request holds one of its token's STASH_HTTP_MAX_REQUESTS_PER_TOKEN places
     until its answer ends (an open SSE stream holds one while it lasts); one more request is
@@ -217,11 +227,11 @@ class BearerAuthMiddleware:
         self.seen = SeenTokens()
         settings = store.settings
         # Failures count per (address, token): every local agent shares 127.0.0.1, and one
-        # retrying a revoked token must not lock out the others. An address trying many
-        # tokens (guessing) is stopped by a wider per-address window, which a token this
-        # process has seen valid passes.
+        # retrying a revoked token must not lock out the others. An address past a wider
+        # per-address window (guessing) has its lookups paced, never refused.
         self.failures = SlidingWindow(settings.auth_failures_per_minute, 60.0)
         self.guesses = SlidingWindow(settings.auth_failures_per_minute * GUESS_FACTOR, 60.0)
+        self.lookups = Pacer(settings.auth_guess_lookups_per_second)
         self.unknown = NegativeCache(settings.auth_negative_cache_s)
         self.in_flight = InFlight(settings.http_max_requests_per_token)
 
@@ -235,14 +245,10 @@ class BearerAuthMiddleware:
             return
         address = (scope.get("client") or ("unknown", 0))[0]
         secret = _bearer(scope)
+        # this token failing again and again from this address: never a valid token
         if not self.failures.allowed(_failure_key(address, secret)):
             await _deny(send, 429, errors.RateLimited(
                 "too many failed checks of this token from this address; retry in a minute"
-            ))
-            return
-        if not self.guesses.allowed(address) and (secret is None or self.seen.get(secret) is None):
-            await _deny(send, 429, errors.RateLimited(
-                "too many failed token checks from this address; retry in a minute"
             ))
             return
         if secret is not None and self.unknown.contains(secret):
@@ -258,10 +264,15 @@ class BearerAuthMiddleware:
                 finally:
                     self.in_flight.leave(seen.id)
             return
+        guessing = secret is not None and not self.guesses.allowed(address)
         try:
-            token = await self.tokens.check(secret)
+            if guessing:  # looked up all the same, in turn: it may be a valid token
+                async with self.lookups.turn(address):
+                    token = await self.tokens.check(secret)
+            else:
+                token = await self.tokens.check(secret)
         except errors.StashError as exc:
-            await self._refuse(send, address, secret, exc)
+            await self._refuse(send, address, secret, exc, guessing=guessing)
             return
         assert secret is not None  # the check refuses a missing secret
         self.seen.add(secret, token)
@@ -311,13 +322,19 @@ class BearerAuthMiddleware:
                 assert check.error is not None
                 await self._refuse(send, address, secret, check.error)
 
-    async def _refuse(self, send: Send, address: str, secret: str | None, exc: errors.StashError) -> None:
+    async def _refuse(self, send: Send, address: str, secret: str | None, exc: errors.StashError,
+                      *, guessing: bool = False) -> None:
         if secret is not None:
             self.seen.forget(secret)
         if isinstance(exc, errors.AccessDenied):
             self._record_failure(address, secret)
             if secret is not None:
                 self.unknown.add(secret)
+            if guessing:  # looked up and unknown, from an address past its failure budget
+                await _deny(send, 429, errors.RateLimited(
+                    "too many failed token checks from this address; retry in a minute"
+                ))
+                return
             await _deny(send, 401, exc)
         else:  # the database is down: not the caller's fault
             log.warning("token check failed: %s", exc.message)

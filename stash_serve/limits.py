@@ -1,19 +1,23 @@
 """In-process limits: at most N events per key within a window (``SlidingWindow``), at
-most N things in progress per key (``InFlight``).
+most N things in progress per key (``InFlight``), at most N turns a second per key, taken
+one at a time (``Pacer``).
 
 Used by the HTTP surface for what must stay cheap for the server and bounded for a
 caller: failed bearer-token checks per client address, namespaces created per token,
-requests in flight per token.
+requests in flight per token, token lookups of an address that keeps failing them.
 Counts live in this process (a replica counts its own traffic); the number of keys is
 bounded so a flood of distinct keys cannot grow memory without limit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
+
+import anyio
 
 
 class SlidingWindow:
@@ -102,4 +106,50 @@ class InFlight:
                 self._counts.pop(key, None)
 
 
-__all__ = ["InFlight", "SlidingWindow"]
+class _Lane:
+    __slots__ = ("lock", "next", "users")
+
+    def __init__(self) -> None:
+        self.lock = anyio.Lock()
+        self.next = 0.0  # when the next turn may begin (event-loop time)
+        self.users = 0
+
+
+class Pacer:
+    """At most ``rate`` turns a second per key, one at a time, in order of arrival.
+
+    Nothing is refused: a caller waits for its turn (``async with pacer.turn(key)``). Lanes
+    live on the event loop; one with no caller whose pace has run out is forgotten once
+    there are more than ``max_keys``.
+    """
+
+    def __init__(self, rate: float, *, max_keys: int = 10_000) -> None:
+        self.interval = 1.0 / rate
+        self.max_keys = max_keys
+        self._lanes: OrderedDict[Hashable, _Lane] = OrderedDict()
+
+    @contextlib.asynccontextmanager
+    async def turn(self, key: Hashable) -> AsyncIterator[None]:
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane()
+            if len(self._lanes) > self.max_keys:
+                self._forget_idle()
+        lane.users += 1
+        try:
+            async with lane.lock:  # anyio's lock is fair: turns are taken in order of arrival
+                wait = lane.next - anyio.current_time()
+                if wait > 0:
+                    await anyio.sleep(wait)
+                lane.next = anyio.current_time() + self.interval
+                yield
+        finally:
+            lane.users -= 1
+
+    def _forget_idle(self) -> None:
+        now = anyio.current_time()
+        for key in [k for k, lane in self._lanes.items() if lane.users == 0 and lane.next <= now]:
+            del self._lanes[key]
+
+
+__all__ = ["InFlight", "Pacer", "SlidingWindow"]
