@@ -45,7 +45,7 @@ from stash_pipeline.memory import entities, episodes, facts, recall
 from stash_pipeline.stages import STAGES
 from stash_pipeline.store import Store
 from tests.conftest import _with_db
-from tests.reliability.conftest import WORKER_SETTINGS, prepare, until_caught_up
+from tests.reliability.conftest import WORKER_SETTINGS, prepare, seed, until_caught_up
 from tests.support.openai_server import ScriptedOpenAI
 from tests.support.scripted_model import ScriptedModel
 
@@ -273,8 +273,8 @@ def strings(value: Any) -> list[str]:
 
 
 # -- erasure ------------------------------------------------------------------------------------
-def erasure_problems(store: Store, root: tuple[str, int], tmp: Path) -> list[str]:
-    """Purge ``root``; what of the rows derived from it is still there."""
+def erasure_problems(store: Store, root: tuple[str, int], tmp: Path, erase: Any = None) -> list[str]:
+    """Purge ``root`` (or call ``erase``, which must erase it); what of the rows derived from it is still there."""
     gone = closure(store, root)
     stored = stored_texts(store)
     # the words only the rows derived from the root hold: nothing may hold them afterwards
@@ -283,7 +283,10 @@ def erasure_problems(store: Store, root: tuple[str, int], tmp: Path) -> list[str
     lexemes = _lexemes(store, gone)
     before = sql(store, "SELECT now() AS t")[0]["t"]
     kind, ident = root
-    (episodes.purge if kind == "episode" else facts.purge)(store, ident, [NS])
+    if erase is not None:
+        erase()
+    else:
+        (episodes.purge if kind == "episode" else facts.purge)(store, ident, [NS])
     problems = []
     for k, i in sorted(gone):
         if sql(store, f"SELECT 1 FROM {catalog.BY_KIND[k].name} WHERE id = %(i)s", {"i": i}):
@@ -373,6 +376,19 @@ def test_erasure_holds_for_every_derived_kind(pg_admin_dsn, world_db, world_sett
         if found:
             problems[f"purge {source[0]} {source[1]}, for {', '.join(why)}"] = found[:5]
     assert not problems, json.dumps(problems, indent=1)
+
+
+def test_deleting_a_tree_erases_what_was_derived_from_it_elsewhere(world, tmp_path):
+    """A fact of the parent resting on a child's turn goes with the child's tree."""
+    from stash_pipeline.memory import namespaces
+
+    [turn] = seed(world, f"{NS}/gone", ["Quentin keeps the spare keys to the Lisbon office in a blue tin"])
+    facts.assert_fact(world, NS, "Quentin keeps the Lisbon office keys in a blue tin", entity="Quentin",
+                      property="keeps", value="keys", source_episode_ids=[turn])
+    problems = erasure_problems(world, ("episode", turn), tmp_path,
+                                erase=lambda: namespaces.delete(world, f"{NS}/gone", confirm=True))
+    assert not problems, problems
+    assert not [t for _, t in stored_texts(world) if "Quentin" in t or "quentin" in t]
 
 
 # -- retirement and identity ----------------------------------------------------------------------
@@ -542,7 +558,7 @@ async def test_a_subtree_token_reaches_nothing_of_the_tree_above(pg_admin_dsn, w
 async def _check_scope(world: Store) -> None:
     from stash_pipeline import auth
     from tests.mcp.asgi import served, session
-    from tests.reliability.conftest import corpus, seed
+    from tests.reliability.conftest import corpus
 
     seed(world, CHILD, corpus(8, seed_value=11))
     until_caught_up(world, CHILD)
