@@ -342,7 +342,7 @@ class UIGuard:
                           f"{', '.join(sorted(token.rights))} on {', '.join(token.namespaces)})")
             return
         if session_id is not None and kind == "http" and scope["method"] == "GET" and path.rstrip("/") == "/graphql" \
-                and b"query=" in scope.get("query_string", b""):
+                and any(key == "query" for key, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1"))):
             # Dagster executes GraphQL sent over GET, mutations included, and a browser sends
             # such a GET (an <img>, a link) from any page without an Origin
             await _refuse(scope, send, 403, "forbidden", "GraphQL over GET needs Authorization: Bearer <token>")

@@ -53,8 +53,9 @@ def _build_wheel(work: Path) -> Path:
     return wheel
 
 
-def _get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=30) as response:
+def _get_json(url: str, token: str | None = None) -> dict:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as response:
         assert response.status == 200
         return json.loads(response.read())
 
@@ -126,13 +127,14 @@ def _check_wheel(work: Path, tmp_path: Path) -> None:
         wait_ready(mcp_port, 60, proc, log)
         for _ in range(2):  # a probe's repeated calls must not fill the log
             assert _get_json(f"http://127.0.0.1:{mcp_port}/readyz")["ready"] is True
-        info = _get_json(f"http://127.0.0.1:{ui_port}/server_info")
+        token = (home / "admin-token").read_text().strip()  # the UI wants the admin token
+        info = _get_json(f"http://127.0.0.1:{ui_port}/server_info", token)
         assert info["dagster_webserver_version"], info
         # the code location loaded from the installed workspace.yaml
         request = urllib.request.Request(
             f"http://127.0.0.1:{ui_port}/graphql",
             data=json.dumps({"query": "{ assetNodes { assetKey { path } } }"}).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
         )
         with urllib.request.urlopen(request, timeout=30) as response:
             assets = {tuple(n["assetKey"]["path"]) for n in json.loads(response.read())["data"]["assetNodes"]}
