@@ -3,12 +3,12 @@
 Every derived row (fact, relationship, causal link, pattern, contradiction, goal note,
 hypothesis verdict) records its parents in the generic ``lineage`` table, written in the
 SAME transaction as the row (``add``). ``withdraw_cascade`` is truth maintenance:
-when episodes are forgotten or purged, or facts withdrawn or purged, the
+when episodes are forgotten or facts withdrawn (or rebuilt), the
 rows derived only from them are withdrawn, rows that keep another living source are
 flagged for re-check (facts), and this repeats until nothing changes — transitively
 through relationships, causal links and patterns. The facts gone then give back the event
 time they took on their keys' timelines (``timeline.gone``). Each round is a handful of set-based
-statements, never a loop over rows.
+statements, never a loop over rows. A purge erases instead (``erasure``).
 """
 
 from __future__ import annotations
@@ -88,12 +88,11 @@ def withdraw_cascade(
     ``settings`` names the multi-valued properties (``timeline.multi_valued``; the built-in
     list when None) whose keys have no timeline to give time back on.
 
-    Roots are treated as dead even if their row still exists, so purge may run this
-    before its DELETE. Returns ``{"withdrawn_fact_ids", "recheck_fact_ids",
+    Roots are treated as dead even if their row still exists. Returns ``{"withdrawn_fact_ids", "recheck_fact_ids",
     "withdrawn": {kind: count}}``.
 
     The cascade crosses namespace boundaries (a parent namespace's fact derived only from
-    a child's purged turn must not stay current), but the report names and counts only
+    a child's forgotten turn must not stay current), but the report names and counts only
     the rows in ``scope`` (the caller's namespace ids; None: all): rows outside the
     caller's trees are changed without a word about them (docs/mcp.md, "Access").
     """
@@ -168,13 +167,6 @@ def withdraw_cascade(
         "recheck_fact_ids": shown("fact", recheck - set(withdrawn_facts)),
         "withdrawn": {kind: len(shown(kind, ids)) for kind, ids in withdrawn.items()},
     }
-
-
-def delete_nodes(tx: Session, nodes: list[tuple[str, int]]) -> int:
-    """Remove every lineage edge touching hard-deleted rows (purge)."""
-    if not nodes:
-        return 0
-    return tx.execute("lineage_delete_nodes", kinds=[k for k, _ in nodes], ids=[int(i) for _, i in nodes])
 
 
 def _ids(rows: list[dict[str, Any]]) -> list[int]:

@@ -170,7 +170,7 @@ def _purge(store: Any, a: PurgeEpisode, namespaces: list[str] | None) -> Episode
 
 PURGE_EPISODE = Operation(
     name="purge_episode",
-    description="Erase one episode for good with everything derived from it (facts, links, profiles …: rows, history, lineage, cached embeddings).",
+    description="Erase an episode and all derived from it.",
     arguments=PurgeEpisode,
     call=_purge,
     right="write",

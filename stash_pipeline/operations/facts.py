@@ -200,7 +200,7 @@ def _purge(store: Any, a: PurgeFact, namespaces: list[str] | None) -> FactPurge:
 
 PURGE_FACT = Operation(
     name="purge_fact",
-    description="Erase a fact for good with everything derived from it (relationships, links, patterns, profiles …: rows, history, lineage, cached embeddings).",
+    description="Erase a fact and all derived from it.",
     arguments=PurgeFact,
     call=_purge,
     right="write",

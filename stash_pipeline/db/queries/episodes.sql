@@ -51,10 +51,6 @@ UPDATE episodes SET deleted_at = now(), deleted_reason = %(reason)s
 WHERE id = %(id)s AND deleted_at IS NULL
 RETURNING id
 
--- episode_hard_delete --
--- Hard-delete one episode (purge), returning its text for the embedding-cache purge.
-DELETE FROM episodes WHERE id = %(id)s RETURNING id, content
-
 -- episode_remember_cached --
 -- remember in one statement: resolve the namespace, return an idempotency-key replay,
 -- otherwise read the cached vector of the text and insert with it. Always one row:

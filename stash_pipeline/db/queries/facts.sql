@@ -116,22 +116,3 @@ UPDATE facts SET withdrawn_at = now(), withdrawn_reason = %(reason)s, updated_at
 WHERE id = %(id)s AND withdrawn_at IS NULL
 RETURNING id
 
--- fact_dependents_for_purge --
--- Rows the foreign keys will delete together with a fact (their lineage must go too).
-SELECT 'relationship' AS kind, id FROM relationships WHERE source_fact_id = %(id)s
-UNION ALL
-SELECT 'causal_link', id FROM causal_links WHERE cause_fact_id = %(id)s OR effect_fact_id = %(id)s
-UNION ALL
-SELECT 'contradiction', id FROM contradictions WHERE old_fact_id = %(id)s OR new_fact_id = %(id)s
-
--- fact_hard_delete --
--- Hard-delete one fact (purge).
-DELETE FROM facts WHERE id = %(id)s RETURNING id
-
--- fact_purge_from_history --
--- After a purge: the fact is gone from the end history too. Its own history went with it
--- (a foreign key); the ends other facts held name it as their replacement no more (those
--- until the purge included: the purge's own clearing of their replacement is kept), so a
--- read as known before the purge finds no replacement, not the id of a row that no longer
--- exists, and an export carries no such id. Ends are kept: they are the other facts' own.
-UPDATE fact_ends SET superseded_by = NULL WHERE superseded_by = %(id)s

@@ -136,10 +136,3 @@ UPDATE patterns
    SET withdrawn_at = now(), updated_at = now()
  WHERE id = ANY(%(ids)s) AND withdrawn_at IS NULL
 RETURNING id, namespace_id
-
--- lineage_delete_nodes --
--- Remove every edge touching hard-deleted rows (purge), as child or as parent.
-DELETE FROM lineage l
-USING unnest(%(kinds)s::text[], %(ids)s::bigint[]) AS n(kind, id)
-WHERE (l.child_kind = n.kind AND l.child_id = n.id)
-   OR (l.parent_kind = n.kind AND l.parent_id = n.id)
