@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.memory import lineage, validate
+from stash_pipeline.memory import erasure, lineage, validate
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.store import Store
 
@@ -328,3 +328,22 @@ def split_entity(
         correction_id = _record(tx, source, "split", target, moved, note)
     return {"id": entity_id, "new_id": target, "revived": revived is not None,
             "correction_id": correction_id, "moved": moved}
+
+
+def purge_entity(store: Store, entity_id: Any, namespaces: Any = None) -> dict[str, Any]:
+    """Erase an entity: it, the entities merged into it, every fact about them and every
+    relationship naming them, with everything derived from those (``erasure.erase``),
+    their aliases, corrections and cached vectors. Episodes that mention it are the
+    agent's record and stay (purge them one by one)."""
+    entity_id = validate.record_id(entity_id, "id")
+    with store.db.transaction() as tx:
+        scope = scope_ids(tx, namespaces)
+        row = found_in_scope(tx.one("entity_get", id=entity_id), scope, f"entity {entity_id}")
+        tx.all("entity_lock", ids=[entity_id])
+        roots = [(r["kind"], int(r["id"])) for r in tx.all("entity_purge_roots", id=entity_id)]
+        erased = erasure.erase(tx, store, [(k, i) for k, i in roots if k != "entity"], scope=scope)
+        members = [i for k, i in roots if k == "entity"]
+        names = [r["text"] for r in tx.all("entity_purge", ids=members)]
+        store.embedder.forget_texts(tx, names)
+    erased["erased"]["entity"] = len(members)
+    return {"entity_id": entity_id, "namespace": row["namespace"], "purged": True, "erased": erased}

@@ -1,4 +1,4 @@
-"""Entity operations: get_entity, merge_entities, split_entity.
+"""Entity operations: get_entity, merge_entities, split_entity, purge_entity.
 
 The library side is ``stash_pipeline.memory.entities`` (imported inside each call, so the
 declarations load without the database layer). Descriptions are terse on purpose: every
@@ -16,7 +16,7 @@ from pydantic import Field
 from stash_pipeline.memory import validate
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import AsOf, KnownAt, Namespaces, Offset
-from stash_pipeline.operations.results import EntityMerge, EntitySplit, EntityView
+from stash_pipeline.operations.results import EntityMerge, EntityPurge, EntitySplit, EntityView
 
 EntityId = Annotated[int, Field(description="Entity id.", ge=1)]
 Why = Annotated[str | None, Field(description="Why.")]
@@ -127,4 +127,32 @@ SPLIT_ENTITY = Operation(
     ),
 )
 
-OPERATIONS = (GET_ENTITY, MERGE_ENTITIES, SPLIT_ENTITY)
+class PurgeEntity(Arguments):
+    id: EntityId
+
+
+def _purge(store: Any, a: PurgeEntity, namespaces: list[str] | None) -> EntityPurge:
+    from stash_pipeline.memory import entities
+
+    return EntityPurge.model_validate(entities.purge_entity(store, a.id, namespaces))
+
+
+PURGE_ENTITY = Operation(
+    name="purge_entity",
+    description="Erase an entity, its facts, and all derived.",
+    arguments=PurgeEntity,
+    call=_purge,
+    right="write",
+    reach="by_id",
+    effect="destructive_idempotent",
+    result=EntityPurge,
+    cli=CliView(
+        path=("purge", "entity"),
+        summary="Erase an entity for good: its names, every fact about it and relationship naming it, and "
+        "everything derived from those (episodes that mention it stay).",
+        example="stash purge entity 3 --yes",
+        arguments={"id": "ENTITY_ID"},
+    ),
+)
+
+OPERATIONS = (GET_ENTITY, MERGE_ENTITIES, SPLIT_ENTITY, PURGE_ENTITY)

@@ -165,6 +165,13 @@ class RememberedBatch(Result):
     results: list[Remembered]
 
 
+class EntityPurge(Result):
+    entity_id: int
+    namespace: str
+    purged: bool
+    erased: Erasure
+
+
 class EpisodePurge(Result):
     episode_id: int
     namespace: str
@@ -325,6 +332,7 @@ __all__ = [
     "Deleted",
     "EntityMerge",
     "EntityMoved",
+    "EntityPurge",
     "EntitySplit",
     "EntityView",
     "EpisodePurge",

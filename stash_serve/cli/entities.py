@@ -1,4 +1,5 @@
-"""``stash entities show|merge|split``, derived from ``stash_pipeline.operations.entities``."""
+"""``stash entities show|merge|split`` and ``stash purge entity``, derived from
+``stash_pipeline.operations.entities``."""
 
 from __future__ import annotations
 
@@ -65,6 +66,25 @@ def _split(result: Any, as_json: bool, args: Any) -> None:
     click.echo(f"split {', '.join(args.aliases)} from entity {result.id} into {how} entity {result.new_id}: "
                f"{result.moved.facts} fact(s), {result.moved.relationship_ends} relationship end(s)")
 
+
+def _purged(result: Any, as_json: bool, args: Any) -> None:
+    if as_json:
+        emit_json(result)
+        return
+    counts = ", ".join(f"{n} {kind}(s)" for kind, n in result.erased.erased.items())
+    click.echo(f"purged entity {result.entity_id} from {result.namespace}: {counts or 'nothing else'}")
+
+
+def _describe(store: Any, args: Any) -> str:
+    from stash_pipeline.memory import entities
+
+    got = entities.get_entity(store, args.id, limit=1)
+    head = got["entity"]
+    return f"entity {head['id']} in {head['namespace']}: {head['name']} and everything about it"
+
+
+# `stash purge entity`: registered on the `purge` group in stash_serve.cli.episodes
+purge_entity = command(ops.PURGE_ENTITY, render=_purged, describe=_describe)
 
 entities_group.add_command(command(ops.GET_ENTITY, render=_shown, prepare=_by_id_or_name))
 entities_group.add_command(command(ops.MERGE_ENTITIES, render=_merged))

@@ -11,6 +11,7 @@ import click
 from stash_pipeline.operations import episodes as ops
 from stash_serve.cli import base
 from stash_serve.cli.derive import command, sentence
+from stash_serve.cli.entities import purge_entity
 from stash_serve.cli.facts import purge_fact
 from stash_serve.cli.output import emit_json
 
@@ -77,7 +78,7 @@ forget_command = command(ops.FORGET, render=_forgot, ask=_ask_to_forget)
 
 @click.group("purge")
 def purge_group() -> None:
-    """Erase an episode or a fact for good, with everything derived from it.
+    """Erase an episode, a fact or an entity for good, with everything derived from it.
 
     \b
     Example:
@@ -86,8 +87,9 @@ def purge_group() -> None:
 
 
 purge_group.add_command(command(ops.PURGE_EPISODE, render=_purged, describe=_describe_episode))
-# `stash purge fact` is defined with the other fact commands
+# `stash purge fact` and `purge entity` are defined with the other fact and entity commands
 purge_group.add_command(purge_fact)
+purge_group.add_command(purge_entity)
 
 
 @click.group("episode")

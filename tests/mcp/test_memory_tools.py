@@ -370,6 +370,7 @@ async def test_every_tool_has_a_clear_error_path(server: Any) -> None:
         "assert_fact": ({"content": "x", "namespace": "/nope"}, "namespace_not_found"),
         "withdraw_fact": ({"id": 424242, "reason": "wrong"}, "record_not_found"),
         "purge_fact": ({"id": 424242}, "record_not_found"),
+        "purge_entity": ({"id": 424242}, "record_not_found"),
         "query_relationships": (missing, "namespace_not_found"),
         "query_patterns": (missing, "namespace_not_found"),
         "list_causal_links": (missing, "namespace_not_found"),

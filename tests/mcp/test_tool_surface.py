@@ -156,7 +156,7 @@ def _description_chars(value: Any) -> int:
 async def test_every_tool_names_one_concept_one_way(server: Any) -> None:
     async with Client(server) as client:
         tools = (await client.list_tools()).tools
-    assert len(tools) == 51
+    assert len(tools) == 52
     problems = [problem for tool in tools for problem in _rule_violations(tool.name, tool)]
     assert problems == []
 
@@ -267,7 +267,7 @@ async def test_the_full_surface_is_one_spec_away(store: Any) -> None:
         names = [t.name for t in (await some.list_tools()).tools]
         # a tool outside the chosen sets is unknown to this server
         missing = await fails(some, "create_hypothesis", {"content": "c", "verification_plan": "v"})
-    assert len(full.tools) == 51
+    assert len(full.tools) == 52
     graph = [op.name for op in toolsets.toolsets()["graph"]]
     assert names == [t.name for t in full.tools if t.name in set(graph) | set(toolsets.DEFAULT_TOOLS)]
     assert missing["error"] == "unknown_tool"

@@ -114,6 +114,7 @@ CALLS: dict[str, Args] = {
     "assert_fact": lambda s, ns: {"content": f"asserted {_n()}", "namespace": ns},
     "withdraw_fact": lambda s, ns: {"id": _fact(s, ns), "reason": "wrong"},
     "purge_fact": lambda s, ns: {"id": _fact(s, ns)},
+    "purge_entity": lambda s, ns: {"id": _entity(s, ns)},
     "query_relationships": lambda s, ns: {"namespaces": ns},
     "query_patterns": lambda s, ns: {"namespaces": ns},
     "list_causal_links": lambda s, ns: {"namespaces": ns},

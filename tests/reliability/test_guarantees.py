@@ -182,12 +182,12 @@ def sources(store: Store, kind: str, ident: int) -> dict[str, tuple[str, int]]:
 
 
 # -- the closure, computed here from lineage and the catalog's references -----------------------
-def closure(store: Store, root: tuple[str, int]) -> set[tuple[str, int]]:
-    """The root and every row derived from it: lineage children and rows whose required
+def closure(store: Store, *roots: tuple[str, int]) -> set[tuple[str, int]]:
+    """The roots and every row derived from them: lineage children and rows whose required
     reference points at a row already in, to a fixpoint; then the entities only they name."""
     refs = [(t, column, ref.kind) for t in catalog.TABLES if t.has_id
             for column, ref in t.refs.items() if ref.kind and not ref.nullable]
-    found, frontier = {root}, [root]
+    found, frontier = set(roots), list(roots)
     while frontier:
         nxt: set[tuple[str, int]] = set()
         by_kind: dict[str, list[int]] = defaultdict(list)
@@ -273,9 +273,11 @@ def strings(value: Any) -> list[str]:
 
 
 # -- erasure ------------------------------------------------------------------------------------
-def erasure_problems(store: Store, root: tuple[str, int], tmp: Path, erase: Any = None) -> list[str]:
-    """Purge ``root`` (or call ``erase``, which must erase it); what of the rows derived from it is still there."""
-    gone = closure(store, root)
+def erasure_problems(store: Store, root: tuple[str, int], tmp: Path, erase: Any = None,
+                     also: tuple[tuple[str, int], ...] = ()) -> list[str]:
+    """Purge ``root`` (or call ``erase``, which must erase it and ``also``); what of the rows
+    derived from them is still there."""
+    gone = closure(store, root, *also)
     stored = stored_texts(store)
     # the words only the rows derived from the root hold: nothing may hold them afterwards
     words = words_of([t for node, t in stored if node in gone]) - words_of([t for node, t in stored if node not in gone])
@@ -389,6 +391,25 @@ def test_deleting_a_tree_erases_what_was_derived_from_it_elsewhere(world, tmp_pa
                                 erase=lambda: namespaces.delete(world, f"{NS}/gone", confirm=True))
     assert not problems, problems
     assert not [t for _, t in stored_texts(world) if "Quentin" in t or "quentin" in t]
+
+
+def test_purging_an_entity_erases_everything_about_it(world, tmp_path):
+    """An entity with a profile and relationships: its facts, its links, what was derived
+    from them and its names go; the episodes that mention it stay."""
+    [row] = sql(world, "SELECT f.entity_id FROM facts f WHERE f.origin = 'profile' ORDER BY f.id LIMIT 1")
+    entity = int(row["entity_id"])
+    members = [int(r["id"]) for r in sql(world, "SELECT id FROM entities WHERE id = %(e)s OR merged_into = %(e)s",
+                                          {"e": entity})]
+    about = sql(world, "SELECT 'fact' AS kind, id FROM facts WHERE entity_id = ANY(%(m)s) UNION ALL"
+                       " SELECT 'relationship', id FROM relationships"
+                       " WHERE from_entity_id = ANY(%(m)s) OR to_entity_id = ANY(%(m)s)", {"m": members})
+    roots = tuple((r["kind"], int(r["id"])) for r in about) + tuple(("entity", m) for m in members)
+    episodes_before = sql(world, "SELECT count(*) AS n FROM episodes")
+    problems = erasure_problems(world, roots[0], tmp_path, also=roots[1:],
+                                erase=lambda: entities.purge_entity(world, entity, [NS]))
+    assert not problems, problems
+    assert sql(world, "SELECT count(*) AS n FROM episodes") == episodes_before
+    assert not sql(world, "SELECT 1 FROM entity_aliases WHERE entity_id = ANY(%(m)s)", {"m": members})
 
 
 # -- retirement and identity ----------------------------------------------------------------------

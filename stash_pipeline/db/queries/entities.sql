@@ -227,3 +227,28 @@ UPDATE entities SET merged_into = %(target)s, updated_at = now() WHERE merged_in
 INSERT INTO entity_corrections (namespace_id, action, entity_id, other_entity_id, moved, reason)
 VALUES (%(namespace_id)s, %(action)s, %(entity_id)s, %(other_entity_id)s, %(moved)s, %(reason)s)
 RETURNING id, created_at
+
+-- entity_purge_roots --
+-- What purging an entity erases: the entity, those merged into it, the facts about them
+-- and the relationships with either end at them (each with what was derived from it).
+WITH members AS (
+    SELECT id FROM entities WHERE id = %(id)s OR merged_into = %(id)s
+)
+SELECT 'entity' AS kind, id FROM members
+UNION ALL
+SELECT 'fact', f.id FROM facts f WHERE f.entity_id IN (SELECT id FROM members)
+UNION ALL
+SELECT 'relationship', r.id FROM relationships r
+ WHERE r.from_entity_id IN (SELECT id FROM members) OR r.to_entity_id IN (SELECT id FROM members)
+
+-- entity_purge --
+-- Delete entities (their aliases and requests go by foreign key) with the corrections that
+-- name them; returns every name they had, whose cached vectors go too.
+WITH corrections AS (
+    DELETE FROM entity_corrections WHERE entity_id = ANY(%(ids)s::bigint[]) OR other_entity_id = ANY(%(ids)s::bigint[])
+), names AS (
+    SELECT normalised AS text FROM entity_aliases WHERE entity_id = ANY(%(ids)s::bigint[])
+), gone AS (
+    DELETE FROM entities WHERE id = ANY(%(ids)s::bigint[]) RETURNING normalised AS text
+)
+SELECT text FROM names UNION SELECT text FROM gone
