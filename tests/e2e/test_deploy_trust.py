@@ -13,6 +13,7 @@ plugin is installed.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -90,7 +91,8 @@ def test_no_compose_file_has_a_default_database_password() -> None:
 def test_compose_refuses_to_start_without_the_password() -> None:
     if not shutil.which("docker") or subprocess.run(["docker", "compose", "version"], capture_output=True).returncode:
         pytest.skip("docker compose plugin not installed here; the reference check above covers it")
-    env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": "/nonexistent"}
+    # this environment without the variable, and no docker/.env (a developer's own) read
+    env = {k: v for k, v in os.environ.items() if k not in ("POSTGRES_PASSWORD", "DOCKER_GID")}
     result = subprocess.run(["docker", "compose", "--env-file", "/dev/null", "-f", str(BASE), "config", "-q"],
                             capture_output=True, text=True, env=env)
     assert result.returncode != 0 and "POSTGRES_PASSWORD" in result.stderr
