@@ -94,6 +94,10 @@ class Settings(BaseSettings):
         None,
         description="Dagster webserver; consolidate submits runs there (unset = the one `stash up` started, if any)",
     )
+    dagster_token: SecretStr | None = Field(
+        None,
+        description="admin token consolidate presents to the guarded Dagster UI (unset = $STASH_HOME/admin-token)",
+    )
 
     # --- memory --------------------------------------------------------------------
     max_content_bytes: int = Field(10_000, ge=1, le=1_000_000)

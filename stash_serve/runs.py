@@ -23,6 +23,7 @@ This module speaks HTTP only (no Dagster import): the Dagster layer stays in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -41,6 +42,8 @@ __all__ = ["BackgroundJobs", "DagsterRuns", "Job", "dagster_url"]
 
 #: where `stash up` records its webserver's address, under STASH_HOME
 URL_FILE = Path("dagster") / "webserver_url"
+#: the admin token `stash up` writes (``stash_serve.up.ensure_admin_token``)
+TOKEN_FILE = Path("admin-token")
 #: a job of the stage table's code location (how the location is recognised)
 MARKER_JOB = "rebuild_facts"
 #: Dagster's implicit job that materializes any asset selection
@@ -84,12 +87,24 @@ def dagster_url(settings: Settings) -> str | None:
     return None
 
 
+def dagster_token(settings: Settings) -> str | None:
+    """The admin token to present to the guarded UI: the setting, else the one `stash up` wrote."""
+    if settings.dagster_token is not None:
+        return settings.dagster_token.get_secret_value()
+    path = settings.home / TOKEN_FILE
+    with contextlib.suppress(OSError):
+        return path.read_text(encoding="utf-8").strip() or None
+    return None
+
+
 @dataclass
 class DagsterRuns:
-    """Submits and lists consolidation runs through a Dagster webserver's GraphQL API."""
+    """Submits and lists consolidation runs through a Dagster webserver's GraphQL API,
+    presenting an admin token (the UI `stash up` and compose start requires one)."""
 
     url: str
     timeout_s: float = 10.0
+    token: str | None = field(default=None, repr=False)
     _repository: dict[str, str] | None = field(default=None, repr=False)
 
     @classmethod
@@ -98,7 +113,7 @@ class DagsterRuns:
         url = dagster_url(settings)
         if url is None:
             return None
-        client = cls(url)
+        client = cls(url, token=dagster_token(settings))
         try:
             client.repository()
         except errors.StashError:
@@ -109,7 +124,8 @@ class DagsterRuns:
         request = urllib.request.Request(
             f"{self.url}/graphql",
             data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json",
+                     **({"Authorization": f"Bearer {self.token}"} if self.token else {})},
         )
         try:
             # only http(s) URLs reach here: the setting or the file `stash up` writes

@@ -291,3 +291,21 @@ def test_the_graphql_websocket_needs_the_credential_and_the_origin(ui: UI) -> No
         answers: list[dict[str, Any]] = []
         while not any(a.get("id") == "2" and a["type"] == "data" for a in answers):  # id 1 may complete first
             answers.append(json.loads(ws.recv(timeout=30)))
+
+
+def test_consolidate_submissions_present_the_admin_token_stash_up_wrote(ui: UI, tmp_path: Path) -> None:
+    """MCP `consolidate` and `stash consolidate run` find the guarded UI through the files
+    `stash up` writes; without the token they would be refused and fall back."""
+    from stash_pipeline.config import load_settings
+    from stash_serve.runs import TOKEN_FILE, URL_FILE, DagsterRuns
+
+    (tmp_path / URL_FILE).parent.mkdir(parents=True)
+    (tmp_path / URL_FILE).write_text(f"http://{ui.host}\n")
+    settings = load_settings(home=tmp_path, embedder="hash")
+    assert DagsterRuns.find(settings) is None  # no token: the UI answers 401
+    (tmp_path / TOKEN_FILE).write_text(ui.admin + "\n")
+    found = DagsterRuns.find(settings)
+    assert found is not None and found.repository()["repositoryName"]
+    configured = load_settings(home=tmp_path / "elsewhere", embedder="hash", dagster_url=f"http://{ui.host}",
+                               dagster_token=ui.admin)
+    assert DagsterRuns.find(configured) is not None
