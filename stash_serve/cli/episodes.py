@@ -12,7 +12,7 @@ from stash_pipeline.operations import episodes as ops
 from stash_serve.cli import base
 from stash_serve.cli.derive import command, sentence
 from stash_serve.cli.entities import purge_entity
-from stash_serve.cli.facts import purge_fact
+from stash_serve.cli.facts import purge_fact, render_purge
 from stash_serve.cli.output import emit_json
 
 _remembered = sentence(
@@ -63,13 +63,7 @@ def _describe_episode(store: Any, args: Any) -> str:
     return f"episode {episode.id} in {episode.namespace}: {episode.content[:200]}"
 
 
-def _purged(result: Any, as_json: bool, args: Any) -> None:
-    if as_json:
-        emit_json(result)
-        return
-    erased = result.erased.erased_fact_ids
-    extra = f"; erased derived facts {', '.join(map(str, erased))}" if erased else ""
-    click.echo(f"purged episode {result.episode_id} from {result.namespace}{extra}")
+_purged = render_purge("episode")
 
 
 remember_command = command(ops.REMEMBER, render=_remembered)

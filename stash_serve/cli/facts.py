@@ -6,6 +6,7 @@ is how their answers read at a shell.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -51,13 +52,21 @@ def _withdrawn(result: Any, as_json: bool, args: Any) -> None:
     print_cascade(result.cascade)
 
 
-def _purged(result: Any, as_json: bool, args: Any) -> None:
-    if as_json:
-        emit_json(result)
-        return
-    erased = result.erased.erased_fact_ids
-    extra = f"; erased derived facts {', '.join(map(str, erased))}" if erased else ""
-    click.echo(f"purged fact {result.fact_id}{extra}")
+def render_purge(what: str) -> Callable[[Any, bool, Any], None]:
+    """How a purge of ``what`` (episode, fact) prints: the record, and the facts erased with it."""
+
+    def render(result: Any, as_json: bool, args: Any) -> None:
+        if as_json:
+            emit_json(result)
+            return
+        erased = result.erased.erased_fact_ids
+        extra = f"; erased derived facts {', '.join(map(str, erased))}" if erased else ""
+        click.echo(f"purged {what} {getattr(result, what + '_id')} from {result.namespace}{extra}")
+
+    return render
+
+
+_purged = render_purge("fact")
 
 
 def _describe(store: Any, args: Any) -> str:
