@@ -185,7 +185,7 @@ class Settings(BaseSettings):
     http_max_requests_per_token: int = Field(
         32, ge=1, le=100_000,
         description="requests one bearer token may have in flight at once (an open SSE stream counts); "
-        "one more is answered 429 with Retry-After: 1",
+        "one more waits up to 2 s for one to finish, then is answered 429 with Retry-After: 1",
     )
     auth_guess_lookups_per_second: float = Field(
         10.0, gt=0, le=100_000,

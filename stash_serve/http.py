@@ -22,7 +22,8 @@ local agent retrying a revoked token does not lock out the others on 127.0.0.1),
 address failing with ten times as many, across tokens, has its lookups of tokens not seen
 valid paced (STASH_AUTH_GUESS_LOOKUPS_PER_SECOND, one at a time; the others wait their
 turn) and an unknown one answered 429 once looked up: a valid token is never refused. A
-token has at most STASH_HTTP_MAX_REQUESTS_PER_TOKEN requests in flight (one more: 429).
+token has at most STASH_HTTP_MAX_REQUESTS_PER_TOKEN requests in flight (one more waits
+briefly, then 429).
 The address is the TCP peer unless it is one of STASH_TRUSTED_PROXIES
 (``stash_serve.http_edge``). Health and metrics stay open so
 probes and scrapers need no secret; health answers within HEALTH_BUDGET_S whether or not
@@ -69,6 +70,9 @@ log = logging.getLogger("stash.http")
 
 #: an address may fail this many times the per-token limit a minute, across tokens
 GUESS_FACTOR = 10
+#: a request of a token with STASH_HTTP_MAX_REQUESTS_PER_TOKEN in flight waits this long for
+#: one to finish (a burst of calls passes), then is answered 429
+IN_FLIGHT_WAIT_S = 2.0
 #: /healthz and /readyz answer within this many seconds, the database up or not
 HEALTH_BUDGET_S = 0.8
 
@@ -215,9 +219,10 @@ class BearerAuthMiddleware:
     served once its turn comes (at once, unless that address keeps many guesses waiting).
 
     Each admitted request holds one of its token's STASH_HTTP_MAX_REQUESTS_PER_TOKEN places
-    until its answer ends (an open SSE stream holds one while it lasts); one more request is
-    answered 429 with Retry-After: 1 at once, so one token's slow or stalled requests cannot
-    take every connection the server has.
+    until its answer ends (an open SSE stream holds one while it lasts); one more waits up
+    to IN_FLIGHT_WAIT_S for a place (a burst of quick calls passes), then is answered 429
+    with Retry-After: 1, so one token's slow or stalled requests cannot take every
+    connection the server has.
     """
 
     def __init__(self, app: ASGIApp, store: Store, tokens: TokenCheck | None = None) -> None:
@@ -233,7 +238,7 @@ class BearerAuthMiddleware:
         self.guesses = SlidingWindow(settings.auth_failures_per_minute * GUESS_FACTOR, 60.0)
         self.lookups = Pacer(settings.auth_guess_lookups_per_second)
         self.unknown = NegativeCache(settings.auth_negative_cache_s)
-        self.in_flight = InFlight(settings.http_max_requests_per_token)
+        self.in_flight = InFlight(settings.http_max_requests_per_token, IN_FLIGHT_WAIT_S)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # other scopes pass to the app, whose first layer (RefuseOtherScopes) refuses them
@@ -258,11 +263,11 @@ class BearerAuthMiddleware:
         seen = self.seen.get(secret) if secret is not None and scope["path"] == STREAMABLE_PATH else None
         if seen is not None:
             assert secret is not None
-            if await self._enter(send, seen):
-                try:
+            async with self.in_flight.slot(seen.id) as got:
+                if got:
                     await self._serve_while_checking(scope, receive, send, address, secret, seen)
-                finally:
-                    self.in_flight.leave(seen.id)
+                else:
+                    await self._too_many(send)
             return
         guessing = secret is not None and not self.guesses.allowed(address)
         try:
@@ -276,23 +281,18 @@ class BearerAuthMiddleware:
             return
         assert secret is not None  # the check refuses a missing secret
         self.seen.add(secret, token)
-        if not await self._enter(send, token):
-            return
-        _admit(scope, token)
-        try:
+        async with self.in_flight.slot(token.id) as got:
+            if not got:
+                await self._too_many(send)
+                return
+            _admit(scope, token)
             await self.app(scope, receive, send)
-        finally:
-            self.in_flight.leave(token.id)
 
-    async def _enter(self, send: Send, token: TokenInfo) -> bool:
-        """Count a request of ``token`` in flight; False (answered 429) when it has its fill."""
-        if self.in_flight.enter(token.id):
-            return True
+    async def _too_many(self, send: Send) -> None:
         await _deny(send, 429, errors.RateLimited(
-            f"this token has {self.in_flight.limit} requests in flight (STASH_HTTP_MAX_REQUESTS_PER_TOKEN); "
-            "retry when one has finished"
+            f"this token has had {self.in_flight.limit} requests in flight for {IN_FLIGHT_WAIT_S:g} s "
+            "(STASH_HTTP_MAX_REQUESTS_PER_TOKEN); retry when one has finished"
         ), retry_after=1)
-        return False
 
     async def _serve_while_checking(
         self, scope: Scope, receive: Receive, send: Send, address: str, secret: str, seen: TokenInfo

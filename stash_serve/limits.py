@@ -81,29 +81,47 @@ class SlidingWindow:
 
 
 class InFlight:
-    """At most ``limit`` things in progress per key at once: ``enter`` says whether one more
-    fits (and counts it), ``leave`` ends it. Keys with nothing in progress are forgotten."""
+    """At most ``limit`` things in progress per key at once, on the event loop.
+
+    ``async with in_flight.slot(key) as got``: ``got`` is True once a place is taken
+    (held until the block ends), or False when none came free within ``wait_s`` (a short
+    burst waits; a key whose places are all held by slow work is refused). Keys with
+    nothing in progress or waiting are forgotten.
+    """
+
+    def __init__(self, limit: int, wait_s: float) -> None:
+        self.limit = limit
+        self.wait_s = wait_s
+        self._places: dict[Hashable, _Places] = {}
+
+    @contextlib.asynccontextmanager
+    async def slot(self, key: Hashable) -> AsyncIterator[bool]:
+        places = self._places.get(key)
+        if places is None:
+            places = self._places[key] = _Places(self.limit)
+        places.users += 1
+        got = False
+        try:
+            with anyio.move_on_after(self.wait_s):
+                await places.free.acquire()
+                got = True
+            try:
+                yield got
+            finally:
+                if got:
+                    places.free.release()
+        finally:
+            places.users -= 1
+            if places.users == 0:
+                del self._places[key]
+
+
+class _Places:
+    __slots__ = ("free", "users")
 
     def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._counts: dict[Hashable, int] = {}
-        self._lock = threading.Lock()
-
-    def enter(self, key: Hashable) -> bool:
-        with self._lock:
-            count = self._counts.get(key, 0)
-            if count >= self.limit:
-                return False
-            self._counts[key] = count + 1
-            return True
-
-    def leave(self, key: Hashable) -> None:
-        with self._lock:
-            count = self._counts.get(key, 0) - 1
-            if count > 0:
-                self._counts[key] = count
-            else:
-                self._counts.pop(key, None)
+        self.free = anyio.Semaphore(limit)
+        self.users = 0  # holding a place or waiting for one
 
 
 class _Lane:

@@ -19,6 +19,7 @@ import pytest
 
 from stash_pipeline import auth
 from stash_pipeline.config import load_settings
+from stash_serve.http import IN_FLIGHT_WAIT_S
 from stash_serve.http_edge import uvicorn_options
 from tests.mcp.test_transports import INITIALIZE, MCP_HEADERS, _serve_http
 
@@ -329,8 +330,9 @@ def test_a_trickled_body_is_cut_off_at_its_deadline(slow_edge: str, store: Any) 
 
 def test_one_token_has_a_bounded_number_of_requests_in_flight(slow_edge: str, store: Any) -> None:
     """STASH_HTTP_MAX_REQUESTS_PER_TOKEN (2 here): with two slow requests of a token in
-    flight, a third of that token is answered 429 with Retry-After: 1 at once, while
-    another token is served; once the slow ones end, the token is served again."""
+    flight, a third of that token waits briefly (IN_FLIGHT_WAIT_S) for a place, then is
+    answered 429 with Retry-After: 1, while another token is served at once; once the slow
+    ones end, the token is served again."""
     token = auth.create_token(store, ["/"], ["read"])["token"]
     other = auth.create_token(store, ["/"], ["read"])["token"]
     slow = [_slow_request(slow_edge, token) for _ in range(2)]
@@ -345,14 +347,17 @@ def test_one_token_has_a_bounded_number_of_requests_in_flight(slow_edge: str, st
         def post(secret: str) -> httpx2.Response:
             return http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {secret}"})
 
-        deadline = time.monotonic() + 3  # within the slow ones' 4 s: they are admitted in milliseconds
+        deadline = time.monotonic() + 1.5  # the slow ones (cut at 4 s) are admitted in milliseconds
         while time.monotonic() < deadline:
+            asked = time.monotonic()
             third = post(token)
+            waited = time.monotonic() - asked
             statuses.append(third.status_code)
             if third.status_code == 429:
                 break
             time.sleep(0.05)
         assert statuses[-1] == 429, statuses
+        assert IN_FLIGHT_WAIT_S - 0.1 <= waited < 4, waited  # waited for a place, in vain
         assert third.headers["retry-after"] == "1" and third.json()["error"] == "rate_limited", third.text
         assert "STASH_HTTP_MAX_REQUESTS_PER_TOKEN" in third.json()["message"]
         assert post(other).status_code == 200  # another token is not held up
