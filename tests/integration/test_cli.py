@@ -272,9 +272,9 @@ def test_facts_and_contradictions(run: Run) -> None:
     assert run("fact", "withdraw", str(new_id), "--reason", "moved to canary").output.startswith(f"withdrew fact {new_id}")
     # a withdrawn fact gives its time back: the value it had replaced holds again
     assert [f["id"] for f in as_json(run("facts", "-n", "/p", "--json"))] == [old_id]
-    assert run("fact", "purge", str(new_id), "--yes").output == f"purged fact {new_id}\n"
+    assert run("fact", "purge", str(new_id), "--yes").output == f"purged fact {new_id} from /p\n"
     run("fact", "show", str(new_id), expect=2)
-    assert run("purge", "fact", str(old_id), "--yes").output == f"purged fact {old_id}\n"
+    assert run("purge", "fact", str(old_id), "--yes").output == f"purged fact {old_id} from /p\n"
 
 
 def test_relationships_and_patterns_read(run: Run) -> None:
