@@ -22,7 +22,9 @@
     ├── StageBusy                    another runner holds the (namespace, stage) lock
     └── ModelError
         ├── ModelUnavailable         timeouts, 5xx, 429 after retries (transient, run-level)
+        ├── ModelSetupRejected       the endpoint refuses the setup: model name, key, route, format (run-level)
         ├── ModelResponseInvalid     output failed parsing/validation after retries (item-level)
+        │   └── ModelRequestRejected one request refused (400/413/422) while the endpoint takes others
         └── TokenBudgetExceeded      the run's token budget is spent
 
 The docstring of each class is its default message. Driver errors are translated in
@@ -225,10 +227,22 @@ class ModelUnavailable(ModelError):
     transient = True
 
 
+class ModelSetupRejected(ModelError):
+    """The model endpoint refuses the setup (model name, API key, base URL or output format); every request would fail."""
+
+    code = "model_setup_rejected"
+
+
 class ModelResponseInvalid(ModelError):
     """The model's answer could not be parsed or validated after the allowed attempts."""
 
     code = "model_response_invalid"
+
+
+class ModelRequestRejected(ModelResponseInvalid):
+    """The model endpoint rejected this request (e.g. its prompt is too long) while it takes others."""
+
+    code = "model_request_rejected"
 
 
 class ModelOutputTruncated(ModelResponseInvalid):

@@ -24,9 +24,19 @@ One ``Reasoner`` per process (or per run) wraps the real ``openai`` client:
 * transport failures (timeouts, connection errors, 429, 5xx) are retried with
   exponential backoff ``reasoner_max_retries`` times — then ``ModelUnavailable`` (a
   *run* failure: the stage stops without moving the cursor of the batch in flight);
+* a breaker per endpoint, shared by every run and process (a row of ``settings``):
+  ``BREAKER_FAILURES`` failed requests in a row (connection errors, timeouts, 5xx) mark
+  the endpoint down; while it is down (``BREAKER_COOLDOWN_S`` after the last failure) a
+  call makes one request instead of a round of retries, and any answer closes it;
+* 4xx answers are sorted: a refused key (401/403), an unknown model, a missing route
+  (404/405) or a format refused in every mode is ``ModelSetupRejected`` (a *run* failure:
+  nothing is dead-lettered); a 400/413/422 is ``ModelRequestRejected`` (an *item*
+  failure) only once the endpoint has answered some request — after the first rejection
+  one minimal request is sent to find out — else it too is ``ModelSetupRejected``;
 * every HTTP attempt is written to ``model_calls`` in its own short transaction, so the
-  record survives a rolled-back batch; ``RunLedger`` sums calls and tokens for the stage
-  report and enforces ``reasoner_token_budget``.
+  record survives a rolled-back batch, with the status and the server's message (at most
+  ``SERVER_MESSAGE_CHARS``) when it failed; ``RunLedger`` counts every request and sums
+  tokens for the stage report, and enforces ``reasoner_token_budget``.
 """
 
 from __future__ import annotations
@@ -57,6 +67,21 @@ T = TypeVar("T", bound=BaseModel)
 _DRAIN_UNTIL: dict[str, float] = {}
 _DRAIN_LOCK = threading.Lock()
 
+#: failed requests in a row (connection errors, timeouts, 5xx, unreadable bodies) that mark
+#: an endpoint down
+BREAKER_FAILURES = 3
+#: how long an endpoint stays down after its last failed request
+BREAKER_COOLDOWN_S = 600.0
+#: characters of a server's error message kept in ``model_calls``, errors and run headlines
+SERVER_MESSAGE_CHARS = 300
+
+#: an error body saying the requested model is not served (OpenAI, vLLM, Ollama, LiteLLM …)
+_MODEL_UNKNOWN = re.compile(
+    r"\bmodel\b[^.\n]{0,80}?\b(does not exist|doesn't exist|not found|not exist|is not available|not available"
+    r"|not supported|is not served|unknown)\b|\b(unknown|invalid|unsupported|no such) model\b|model_not_found",
+    re.IGNORECASE,
+)
+
 
 @dataclass
 class RunLedger:
@@ -79,6 +104,7 @@ class RunLedger:
             )
 
     def add(self, prompt_tokens: int, completion_tokens: int) -> None:
+        """One HTTP request, answered or not (a failed one spent no tokens)."""
         self.calls += 1
         self.tokens_in += prompt_tokens
         self.tokens_out += completion_tokens
@@ -176,6 +202,108 @@ def _error_text(exc: Exception) -> str:
     return str(exc)
 
 
+# -- what a failed request says ---------------------------------------------------------
+def bounded(text: str, limit: int = SERVER_MESSAGE_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def server_message(exc: openai.APIStatusError) -> str:
+    """The message the server put in an error response (bounded), else its body or status text."""
+    body = getattr(exc, "body", None)
+    message: Any = None
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            message = inner.get("message") or inner.get("detail")
+        elif isinstance(inner, str):
+            message = inner
+        message = message or body.get("detail") or body.get("message")
+    elif isinstance(body, str):
+        message = body
+    if not message:
+        response = getattr(exc, "response", None)
+        message = getattr(response, "reason_phrase", "") or str(getattr(exc, "message", "") or exc)
+    return bounded(message if isinstance(message, str) else json.dumps(message, default=str))
+
+
+def transport_message(exc: Exception, timeout_s: float) -> str:
+    """A connection failure or timeout, with the operating system's reason when there is one."""
+    if isinstance(exc, openai.APITimeoutError):
+        return f"timeout: no answer within {timeout_s:g} s"
+    reason, cause = "", exc.__cause__
+    while cause is not None:
+        reason = str(cause) or reason
+        cause = cause.__cause__
+    return bounded(f"connection error: {reason or exc}")
+
+
+class Breaker:
+    """Failed requests in a row to one endpoint, shared by every run and process.
+
+    ``BREAKER_FAILURES`` failures in a row mark the endpoint down until
+    ``BREAKER_COOLDOWN_S`` after the last one; any answer clears it. The state is a row
+    of ``settings`` (in memory only without a database), read once per reasoner.
+    """
+
+    def __init__(self, db: Database | None, endpoint: str) -> None:
+        self.db = db
+        self.key = f"reasoner_breaker {endpoint}"
+        self._lock = threading.Lock()
+        self._loaded = db is None
+        self.failures = 0
+        self.since = ""
+        self._last = 0.0  # monotonic time of the last failure
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        assert self.db is not None
+        row = self.db.one("reasoner_breaker_get", key=self.key)
+        if row:
+            self.failures, self.since = int(row["failures"]), str(row["since"])
+            self._last = time.monotonic() - float(row["age_s"])
+
+    def down(self) -> bool:
+        """Whether the endpoint counts as down now."""
+        with self._lock:
+            self._load()
+            return self.failures >= BREAKER_FAILURES and time.monotonic() - self._last < BREAKER_COOLDOWN_S
+
+    def failed(self, error: str) -> int:
+        """Count one failed request; returns the failures in a row."""
+        with self._lock:
+            self._load()
+            if self.db is not None:
+                row = self.db.one("reasoner_breaker_fail", key=self.key, error=error, cooldown_s=BREAKER_COOLDOWN_S)
+                assert row is not None
+                self.failures, self.since = int(row["failures"]), str(row["since"])
+            else:
+                stale = time.monotonic() - self._last >= BREAKER_COOLDOWN_S
+                self.failures = 1 if stale else self.failures + 1
+                self.since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()) if stale else self.since
+            self._last = time.monotonic()
+            return self.failures
+
+    def answered(self) -> None:
+        """The endpoint answered (any HTTP response but 429/5xx): it is up."""
+        with self._lock:
+            self._load()
+            if self.failures and self.db is not None:
+                self.db.execute("reasoner_breaker_clear", key=self.key)
+            self.failures = 0
+
+
+class _Probe(BaseModel):
+    ok: bool | None = None
+
+
+_PROBE_SYSTEM = 'Answer with ONE JSON object: {"ok": true}. Nothing else.'
+_PROBE_USER = "Are you there?"
+
+
 # -- the reasoner ------------------------------------------------------------------------
 @dataclass
 class Completion:
@@ -201,6 +329,9 @@ class Reasoner:
         self.client = openai.OpenAI(
             base_url=self.base_url, api_key=key, timeout=settings.reasoner_timeout_s, max_retries=0
         )
+        self.breaker = Breaker(db, self.base_url)
+        #: whether the endpoint answers some request (None: not known yet; see ``_takes_requests``)
+        self._accepting: bool | None = None
 
     @property
     def auto(self) -> bool:
@@ -319,6 +450,8 @@ class Reasoner:
         retries = 0
         mode = self.mode()
         attempt = 0
+        # An endpoint marked down gets one request per call, not a round of retries.
+        max_retries = 0 if self.breaker.down() else self.settings.reasoner_max_retries
         while True:
             run.check_budget()
             attempt += 1
@@ -336,65 +469,143 @@ class Reasoner:
                     failure: Exception | None = None
                 except (openai.APIError, ValueError) as exc:
                     failure = exc
+            if failure is None:
+                return self._answered(stage, namespace_id, run, started, attempt, response, mode, max_tokens)
+            counts_as_down = True
             if isinstance(failure, openai.APIStatusError):
                 status = failure.status_code
-                body = model_server.error_body(failure)
-                if response_format is not None and model_server.is_format_refusal(status, body):
+                message = server_message(failure)
+                if response_format is not None and model_server.is_format_refusal(
+                    status, model_server.error_body(failure)
+                ):
                     self._record(stage, namespace_id, run, started, attempt, ok=False,
-                                 error=f"{status}: response_format {mode} refused: {failure.message}"[:500])
+                                 error=f"{status}: response_format {mode} refused: {message}")
+                    self.breaker.answered()
                     following = (
                         model_server.step_down(self.db, self.base_url, self.model, mode, failure.message)
                         if self.auto else None
                     )
                     if following is None:
-                        raise errors.ModelUnavailable(
-                            f"the model endpoint refuses response_format {mode}; "
-                            "set STASH_REASONER_STRUCTURED=auto (or another mode)"
+                        # a forced mode (auto steps down to none, which sends no format)
+                        raise errors.ModelSetupRejected(
+                            f"the model endpoint refuses response_format {mode} ({status}: {message}); "
+                            "set STASH_REASONER_STRUCTURED=auto (or another mode)",
+                            status=status, server_message=message, endpoint=self.base_url,
                         ) from failure
                     mode = following
                     continue
-                transient = status == 429 or status >= 500
-                self._record(stage, namespace_id, run, started, attempt, ok=False,
-                             error=f"{status}: {failure.message}"[:500])
-                if status in (400, 413, 422):
-                    # The endpoint accepts our format, so this request itself is the problem.
-                    raise errors.ModelResponseInvalid(
-                        f"model endpoint rejected the request: {failure.message}"[:1000]
-                    ) from failure
-                if not transient or retries >= self.settings.reasoner_max_retries:
-                    raise errors.ModelUnavailable(
-                        f"model endpoint unavailable after {retries + 1} tries ({status})"
-                    ) from failure
+                self._record(stage, namespace_id, run, started, attempt, ok=False, error=f"{status}: {message}")
+                if status < 500 and status not in (408, 429):
+                    self.breaker.answered()  # it answered: up, but it will not take this request
+                    raise self._rejected(stage, namespace_id, run, mode, status, message) from failure
+                what = f"{status}: {message}"
+                counts_as_down = status != 429  # rate limited: busy, not down
             elif isinstance(failure, openai.APIConnectionError):
-                timeout = isinstance(failure, openai.APITimeoutError)
-                label = "timeout" if timeout else "connection error"
-                self._record(stage, namespace_id, run, started, attempt, ok=False, error=f"{label}: {failure}"[:500])
-                if timeout:
+                what = transport_message(failure, self.settings.reasoner_timeout_s)
+                self._record(stage, namespace_id, run, started, attempt, ok=False, error=what)
+                if isinstance(failure, openai.APITimeoutError):
                     self._abandoned()
-                if retries >= self.settings.reasoner_max_retries:
-                    raise errors.ModelUnavailable(
-                        f"model endpoint unavailable after {retries + 1} tries ({label})"
-                    ) from failure
-            elif failure is not None:
+            else:
                 # A 200 whose body is not the JSON it claims (cut off by a proxy or a dropped
                 # connection): a transport failure like a 5xx — recorded, retried, then
                 # ModelUnavailable; never a raw JSONDecodeError out of the stage.
-                self._record(stage, namespace_id, run, started, attempt, ok=False,
-                             error=f"invalid response body: {failure}"[:500])
-                if retries >= self.settings.reasoner_max_retries:
-                    raise errors.ModelUnavailable(
-                        f"model endpoint unavailable after {retries + 1} tries (invalid response body)"
-                    ) from failure
-            if failure is not None:
-                time.sleep(self.settings.reasoner_backoff_s * (2**retries))
-                retries += 1
-                continue
-            return self._answered(stage, namespace_id, run, started, attempt, response, mode, max_tokens)
+                what = bounded(f"invalid response body: {failure}")
+                self._record(stage, namespace_id, run, started, attempt, ok=False, error=what)
+            failures = self.breaker.failed(what) if counts_as_down else 0
+            if failures >= BREAKER_FAILURES or retries >= max_retries:
+                raise self._unavailable(what, attempt, failures) from failure
+            time.sleep(self.settings.reasoner_backoff_s * (2**retries))
+            retries += 1
+
+    def _unavailable(self, what: str, tries: int, failures: int) -> errors.ModelUnavailable:
+        """The outage as one sentence: the last failure ("label: detail"), and whether the endpoint is down."""
+        label, _, detail = what.partition(": ")
+        down = failures >= BREAKER_FAILURES
+        if down:
+            message = (
+                f"model endpoint {self.base_url} is down since {self.breaker.since} ({label}): {detail}; "
+                "until it answers, each stage makes one request instead of retrying"
+            )
+        else:
+            message = f"model endpoint {self.base_url} unavailable after {tries} tries ({label}): {detail}"
+        return errors.ModelUnavailable(
+            message, server_message=what, endpoint=self.base_url, endpoint_down=down, failures_in_a_row=failures
+        )
+
+    def _rejected(
+        self, stage: str, namespace_id: int | None, run: RunLedger, mode: str, status: int, message: str
+    ) -> errors.ModelError:
+        """A 4xx answer: the setup's fault (every request would fail) or this request's (an item failure)."""
+        details = {"status": status, "server_message": message, "endpoint": self.base_url}
+        said = f"{status}: {message}"
+        if status in (401, 403):
+            return errors.ModelSetupRejected(
+                f"the model endpoint refuses the API key ({said}); check STASH_OPENAI_API_KEY", **details
+            )
+        if _MODEL_UNKNOWN.search(message):
+            return errors.ModelSetupRejected(
+                f"the model endpoint does not serve model {self.model!r} ({said}); check STASH_REASONER_MODEL",
+                **details,
+            )
+        if status in (404, 405):
+            return errors.ModelSetupRejected(
+                f"the model endpoint has no chat route at {self.base_url} ({said}); check STASH_OPENAI_BASE_URL "
+                "(it usually ends in /v1) and STASH_REASONER_MODEL",
+                **details,
+            )
+        if status in (400, 413, 422) and self._takes_requests(stage, namespace_id, run, mode):
+            return errors.ModelRequestRejected(f"model endpoint rejected the request: {said}", **details)
+        return errors.ModelSetupRejected(
+            f"the model endpoint rejects every request, a minimal one too ({said}); check STASH_REASONER_MODEL "
+            "and the server's settings",
+            **details,
+        )
+
+    def _takes_requests(self, stage: str, namespace_id: int | None, run: RunLedger, mode: str) -> bool:
+        """Whether the endpoint answers a minimal request: asked once, after a first rejection.
+
+        Known once any request of this reasoner was answered. The probe is a request like
+        any other: recorded in ``model_calls`` and counted in the run's ledger.
+        """
+        if self._accepting is not None:
+            return self._accepting
+        kwargs: dict[str, Any] = {
+            "model": self.model, "temperature": 0, "max_tokens": 16,
+            "messages": [{"role": "system", "content": _PROBE_SYSTEM}, {"role": "user", "content": _PROBE_USER}],
+        }
+        response_format = self._response_format(mode, _Probe)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        with model_server.endpoint_slot(self.base_url, self.settings.reasoner_concurrency):
+            self._drain()
+            started = time.monotonic()
+            try:
+                response = self.client.chat.completions.create(**kwargs)
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                self._record(stage, namespace_id, run, started, 1, ok=False,
+                             error=f"{status}: {server_message(exc)} (minimal request)")
+                if status < 500 and status not in (408, 429):
+                    self._accepting = False
+                    return False
+                return True  # not an answer about the request: judge the item alone
+            except (openai.APIError, ValueError) as exc:
+                self._record(stage, namespace_id, run, started, 1, ok=False,
+                             error=bounded(f"{type(exc).__name__}: {exc} (minimal request)"))
+                return True
+        usage = response.usage
+        self._record(stage, namespace_id, run, started, 1, ok=True,
+                     prompt_tokens=int(usage.prompt_tokens) if usage else 0,
+                     completion_tokens=int(usage.completion_tokens) if usage else 0)
+        self._accepting = True
+        return True
 
     def _answered(
         self, stage: str, namespace_id: int | None, run: RunLedger, started: float, attempt: int,
         response: Any, mode: str, max_tokens: int,
     ) -> Completion:
+        self.breaker.answered()
+        self._accepting = True
         if self.auto:
             model_server.mark_verified(self.db, self.base_url, self.model, mode)
         usage = response.usage
@@ -402,7 +613,6 @@ class Reasoner:
         completion_tokens = int(usage.completion_tokens) if usage else 0
         choice = response.choices[0] if response.choices else None
         finish_reason = getattr(choice, "finish_reason", None)
-        run.add(prompt_tokens, completion_tokens)
         self._record(
             stage, namespace_id, run, started, attempt, ok=True,
             error=f"truncated: finish_reason=length at max_tokens={max_tokens}" if finish_reason == "length" else None,
@@ -423,6 +633,7 @@ class Reasoner:
         prompt_tokens: int = 0,
         completion_tokens: int = 0,
     ) -> None:
+        run.add(prompt_tokens, completion_tokens)
         if self.db is None:
             return
         # Own short transaction: the record must survive a rolled-back batch.
@@ -438,7 +649,7 @@ class Reasoner:
             latency_ms=int((time.monotonic() - started) * 1000),
             attempt=attempt,
             ok=ok,
-            error=error,
+            error=None if error is None else bounded(error, 500),
         )
 
 

@@ -17,8 +17,11 @@ What the runner guarantees for every stage:
 * an item that fails (invalid model answer, grounding, a constraint on that item) is
   counted and dead-lettered (``pending`` → retried first by later runs → ``dead`` after
   ``max_item_attempts``); the cursor moves on, so nothing stalls;
-* a model outage (``ModelUnavailable``) fails the run without moving the cursor of the
-  batch in flight; a spent token budget stops the run cleanly.
+* a model outage (``ModelUnavailable``) or a setup the endpoint refuses
+  (``ModelSetupRejected``: model name, key, route) fails the run without moving the
+  cursor of the batch in flight and dead-letters nothing; a spent token budget stops the
+  run cleanly. The exception carries the stage's report as ``stage_report`` (requests
+  made, cursor), so callers can say what the failed run did.
 """
 
 from __future__ import annotations
@@ -138,6 +141,7 @@ def run_stage(
             except BaseException as exc:
                 report.status = "failed"
                 report.message = error_message(exc)
+                exc.stage_report = report  # type: ignore[attr-defined]
                 raise
             else:
                 if report.rows_in == 0 and report.rows_written == 0 and report.items_failed == 0:
@@ -175,8 +179,9 @@ def run_all(
 ) -> list[StageReport]:
     """Run the chosen stages (default all) for one exact namespace, in stage-table order.
 
-    A model outage or a spent token budget skips the remaining model stages (those
-    without a model still run); their reports say so. Never raises ModelUnavailable.
+    A model outage, a setup the endpoint refuses or a spent token budget skips the
+    remaining model stages (those without a model still run); their reports say so.
+    Never raises ModelUnavailable or ModelSetupRejected.
     """
     wanted = set(stages) if stages is not None else None
     if wanted is not None:
@@ -196,9 +201,14 @@ def run_all(
             continue
         try:
             report = run_stage(store, namespace, spec.name, reasoner=reasoner, wait=wait, ledger=ledger)
-        except errors.ModelUnavailable as exc:
-            report = StageReport(stage=spec.name, namespace=namespace, status="failed", message=exc.message)
-            stop_reason = f"skipped: model unavailable during {spec.name}"
+        except (errors.ModelUnavailable, errors.ModelSetupRejected) as exc:
+            report = getattr(exc, "stage_report", None) or StageReport(stage=spec.name, namespace=namespace)
+            report.status, report.message = "failed", exc.message
+            stop_reason = (
+                f"skipped: model unavailable during {spec.name}"
+                if isinstance(exc, errors.ModelUnavailable)
+                else f"skipped: the model endpoint refused the setup during {spec.name}"
+            )
         if report.status == "budget_exceeded":
             stop_reason = "skipped: token budget spent"
         reports.append(report)

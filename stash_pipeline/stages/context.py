@@ -7,11 +7,17 @@ lineage, dead-letter bookkeeping and the new cursor in ONE transaction
 (``with ctx.batch(cursor=...) as batch``). Inside a batch, ``batch.item(...)`` puts one
 item's writes under a savepoint: an ``ITEM_ERRORS`` failure rolls back that item only and
 dead-letters it; anything else fails the run.
+
+A batch of new input whose model requests were all rejected the same way (at least
+``SAME_REJECTIONS`` of them, none answered) is a setup fault, not bad items: it raises
+``ModelSetupRejected`` instead of committing, so the cursor stays and nothing is
+dead-lettered.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -34,6 +40,9 @@ ITEM_ERRORS: tuple[type[BaseException], ...] = (
     errors.Conflict,
     errors.RecordNotFound,
 )
+
+#: rejected requests of one batch, all alike and none answered, that make a setup fault
+SAME_REJECTIONS = 2
 
 #: A (system prompt, answer schema) pair a stage sends to the model.
 Prompt = tuple[str, type[BaseModel]]
@@ -161,6 +170,9 @@ class StageContext:
     prompts: tuple[Prompt, ...] = ()
     cursor: int = 0
     aux_cursor: int = 0
+    #: since the last batch: how each rejected request was rejected, and requests answered
+    _rejections: list[tuple[str, int, str]] = field(default_factory=list, repr=False)
+    _answers: int = field(default=0, repr=False)
 
     @property
     def settings(self) -> Any:
@@ -186,16 +198,25 @@ class StageContext:
             )
         if self.reasoner is None:
             raise errors.ReasonerNotConfigured()
-        return self.reasoner.call(
-            self.stage,
-            self.namespace_id,
-            system,
-            user,
-            schema,
-            run=self.ledger,
-            validate=validate,
-            split_on_truncation=split_on_truncation,
-        )
+        try:
+            answer = self.reasoner.call(
+                self.stage,
+                self.namespace_id,
+                system,
+                user,
+                schema,
+                run=self.ledger,
+                validate=validate,
+                split_on_truncation=split_on_truncation,
+            )
+        except errors.ModelRequestRejected as exc:
+            self._rejections.append(_rejection_kind(exc))
+            raise
+        except errors.ModelResponseInvalid:
+            self._answers += 1  # answered, if not well
+            raise
+        self._answers += 1
+        return answer
 
     def read(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         """A read-only named query in its own short transaction (never held across model calls)."""
@@ -228,9 +249,12 @@ class StageContext:
     @contextlib.contextmanager
     def batch(self, *, cursor: int | None = None, aux_cursor: int | None = None) -> Iterator[Batch]:
         """One transaction for a batch's writes + dead letters + cursor (cursor only moves forward)."""
+        rejections, self._rejections, answers, self._answers = self._rejections, [], self._answers, 0
         with self.store.db.transaction() as tx:
             batch = Batch(self, tx)
             yield batch
+            if (cursor is not None or aux_cursor is not None) and batch.failed and not batch.succeeded:
+                _refuse_alike(rejections, answers)
             dead = self._bookkeeping(tx, batch)
             if cursor is not None or aux_cursor is not None:
                 tx.execute(
@@ -282,6 +306,25 @@ class StageContext:
                 item_ids=ids,
             )
         return dead
+
+
+def _rejection_kind(exc: errors.ModelRequestRejected) -> tuple[str, int, str]:
+    """How a request was rejected, numbers aside; then its status and the server's message."""
+    status, message = exc.details.get("status"), str(exc.details.get("server_message", ""))
+    return f"{status}: {re.sub(r'[0-9]+', '#', message)}", int(status or 0), message
+
+
+def _refuse_alike(rejections: list[tuple[str, int, str]], answers: int) -> None:
+    """Raise ModelSetupRejected when every request of a batch was rejected the same way."""
+    if answers or len(rejections) < SAME_REJECTIONS or len({kind for kind, _, _ in rejections}) != 1:
+        return
+    _, status, message = rejections[0]
+    raise errors.ModelSetupRejected(
+        f"the model endpoint rejected all {len(rejections)} requests of a batch the same way ({status}: {message}); "
+        "the setup is at fault (e.g. a context window too small for the prompts), not the items",
+        status=status,
+        server_message=message,
+    )
 
 
 def error_message(exc: BaseException) -> str:

@@ -22,3 +22,30 @@ ON CONFLICT (endpoint, model) DO UPDATE
 -- Every remembered mode, for `stash doctor` and `stash consolidate status`.
 SELECT endpoint, model, mode, reason, verified_at, updated_at
   FROM reasoner_modes ORDER BY endpoint, model
+
+-- reasoner_breaker_get --
+-- An endpoint's failed requests in a row (a row of settings, which also keeps the last
+-- error; none = no failure since its last answer), when the streak began and how long
+-- ago the last one was.
+SELECT (value::jsonb ->> 'failures')::int AS failures, value::jsonb ->> 'since' AS since,
+       extract(epoch FROM now() - updated_at) AS age_s
+  FROM settings WHERE key = %(key)s
+
+-- reasoner_breaker_fail --
+-- Count one failed request; a streak whose last failure is older than the cool-down
+-- starts again at 1.
+INSERT INTO settings (key, value)
+VALUES (%(key)s, jsonb_build_object('failures', 1, 'error', %(error)s::text,
+                                    'since', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"'))::text)
+ON CONFLICT (key) DO UPDATE
+   SET value = CASE WHEN settings.updated_at > now() - make_interval(secs => %(cooldown_s)s)
+                    THEN jsonb_build_object('failures', (settings.value::jsonb ->> 'failures')::int + 1,
+                                            'error', %(error)s::text,
+                                            'since', settings.value::jsonb ->> 'since')::text
+                    ELSE EXCLUDED.value END,
+       updated_at = now()
+RETURNING (value::jsonb ->> 'failures')::int AS failures, value::jsonb ->> 'since' AS since
+
+-- reasoner_breaker_clear --
+-- The endpoint answered: forget its failures.
+DELETE FROM settings WHERE key = %(key)s
