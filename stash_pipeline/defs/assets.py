@@ -15,16 +15,21 @@ A model stage without a reasoner (``STASH_REASONER_MODEL`` / ``STASH_OPENAI_BASE
 unset) fails at once, without retry, with a description naming the missing settings:
 a green materialization would claim the partition is up to date while its episodes wait.
 
-Failures: transient errors (model endpoint down, database unreachable, another runner
-holding the stage lock) are re-raised so the ``RetryPolicy`` retries the step with
-exponential backoff; anything else fails the step with a clear description and no
-retry. Re-running or backfilling is always safe: stages only move their cursor forward
-with their outputs, in one transaction per batch.
+Failures are ``dg.Failure``s whose description is the cause (``facts failed for /x: …``,
+with the server's message) and whose metadata says what the run did (``failure_metadata``),
+without a Python traceback. Transient errors (model endpoint unavailable, database
+unreachable, another runner holding the stage lock) are retried by the ``RetryPolicy``,
+except on the last attempt, which fails with the cause rather than Dagster's "Exceeded
+max_retries", and except a model endpoint marked down (``reasoner.Breaker``), which fails
+at once. A setup the endpoint refuses (model name, key, route), a missing reasoner and
+anything else fail at once, without retry. Re-running or backfilling is always safe:
+stages only move their cursor forward with their outputs, in one transaction per batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 
@@ -40,15 +45,23 @@ from stash_pipeline.store import Store
 #: Run tag that makes a stage asset rebuild its namespace before running (``jobs.py``).
 REBUILD_TAG = "stash/rebuild"
 
-__all__ = ["GROUP", "REBUILD_TAG", "RETRY_POLICY", "STAGE_KEYS", "build_stage_assets", "episodes", "run_or_fail"]
+__all__ = [
+    "GROUP", "REBUILD_TAG", "RETRY_POLICY", "STAGE_KEYS", "build_stage_assets", "episodes", "failure_metadata",
+    "run_or_fail",
+]
 
 #: Transient failures: 3 retries, ~10 s, 20 s, 40 s apart (± jitter so namespaces don't stampede).
 RETRY_POLICY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 
 
 
-def run_or_fail(store: Store, slug: str, stage: str, run_id: str) -> StageReport:
-    """``run_stage``, with its outcome sorted into retry (re-raise) or permanent failure (``dg.Failure``)."""
+def run_or_fail(store: Store, slug: str, stage: str, run_id: str, *, attempt: int = 0, retries: int = 0) -> StageReport:
+    """``run_stage``, with its outcome sorted into a retry or a ``dg.Failure`` that names the cause.
+
+    ``attempt`` is the step's retry number and ``retries`` its policy's ``max_retries``.
+    A transient error is retried while attempts remain; the last attempt, an endpoint
+    marked down and every other error fail without retry.
+    """
     # Imported here: the runner pulls in the reasoner/openai stack, which sensor ticks and
     # the webserver (both import this module) never need.
     from stash_pipeline.consolidation.runner import run_stage
@@ -64,17 +77,31 @@ def run_or_fail(store: Store, slug: str, stage: str, run_id: str) -> StageReport
                 "(in the environment of the Dagster daemon and code server) and re-execute"
             )
     except errors.StashError as exc:
-        if exc.transient:
-            raise  # RetryPolicy: the endpoint, the database or the lock may be free later
+        retry = exc.transient and attempt < retries and not exc.details.get("endpoint_down")
+        # `from None`: the headline and metadata say it all; the HTTP client's traceback does not help
         raise dg.Failure(
-            description=f"{stage} failed for {slug}: {exc.message}", metadata={"error": exc.code}, allow_retries=False
-        ) from exc
+            description=f"{stage} failed for {slug}: {exc.message}",
+            metadata=failure_metadata(exc, attempt),
+            allow_retries=retry,
+        ) from None
     except Exception as exc:
         # Not a failure Stash knows (a bug): retrying the same input would fail the same way.
         raise dg.Failure(
             description=f"{stage} failed for {slug}: {type(exc).__name__}: {exc}", allow_retries=False
         ) from exc
     return report
+
+
+def failure_metadata(exc: errors.StashError, attempt: int = 0) -> dict[str, Any]:
+    """What a failed step reports: the error's code and details, and what the run did before it."""
+    metadata: dict[str, Any] = {"error": exc.code, "transient": exc.transient, "attempt": attempt + 1}
+    for key, value in exc.details.items():
+        if isinstance(value, str | int | float | bool):
+            metadata[key] = value
+    report = getattr(exc, "stage_report", None)
+    if isinstance(report, StageReport):
+        metadata.update(report.metadata())
+    return metadata
 
 
 def rebuild_first(context: dg.AssetExecutionContext, store: Store, slug: str, stage: str) -> None:
@@ -171,7 +198,10 @@ def build_stage_asset(
         with stash.open_store() as store:
             if context.run.tags.get(REBUILD_TAG) == spec.name:
                 rebuild_first(context, store, slug, spec.name)
-            report = run_or_fail(store, slug, spec.name, context.run.run_id)
+            report = run_or_fail(
+                store, slug, spec.name, context.run.run_id,
+                attempt=context.retry_number, retries=retry_policy.max_retries if retry_policy else 0,
+            )
             yield dg.MaterializeResult(
                 metadata={**report.metadata(), "status": report.status, "message": report.message},
                 check_results=checks.check_results(spec, report, store, slug),

@@ -15,6 +15,8 @@ retries, timeouts and parsing are exercised for real. It serves:
   whose client gave up is still generated to its end, and the next one waits for it.
   ``max_concurrent`` is the most chat requests the server held at once (queued or running).
 * ``POST /v1/embeddings`` — deterministic hash embeddings of the requested dimension.
+* ``route_prefix``: when set (e.g. ``"/v1"``), a path outside it answers 404 ``no route …``,
+  like a server asked at a base URL without its ``/v1``.
 
 Every request is recorded in ``server.requests`` (path + parsed JSON body).
 
@@ -77,6 +79,8 @@ class ScriptedOpenAI:
     #: where to listen: loopback on a free port by default (docker/smoke runs it on a
     #: compose network: ("0.0.0.0", 8000))
     bind: tuple[str, int] = ("127.0.0.1", 0)
+    #: only paths under this prefix are routes (None: any path ending in a route's name)
+    route_prefix: str | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -105,7 +109,9 @@ class ScriptedOpenAI:
                     body = {"_raw": raw.decode(errors="replace")}
                 with outer._lock:
                     outer.requests.append({"path": self.path, "body": body})
-                if self.path.endswith("/embeddings") and outer.embeddings_status != 200:
+                if outer.route_prefix is not None and not self.path.startswith(outer.route_prefix + "/"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                elif self.path.endswith("/embeddings") and outer.embeddings_status != 200:
                     self._send(
                         outer.embeddings_status,
                         {"error": {"message": "scripted embeddings error", "type": "server_error"}},
