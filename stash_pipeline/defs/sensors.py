@@ -25,6 +25,14 @@
     (``episodes.py``) and each stage partition's changed backlog as an observation of the
     stage asset (``backlog.py``), so a namespace with input waiting does not look empty.
 
+    Pending dead letters are work too once their next try is due (``DEAD_LETTER_BACKOFF_S``
+    after an item's first failure, doubling per failure; at once after an operator's
+    ``retry``): the stage retries them first when it runs, so an item that failed while the
+    model was down comes back by itself. Such a run is tagged ``stash/dead-letter-retry``
+    (``stage:items due``) and its run key names ``dead-letter-retry``. A stage whose gate is
+    closed (no active goal …) is not requested for its dead letters: it would not look at
+    them.
+
 Which stages are watched, their heads and gates all come from the stage table
 (``stash_pipeline.stages.STAGES``, passed to ``stage_backlog`` by ``backlog_parameters``).
 
@@ -48,6 +56,7 @@ from stash_pipeline.defs.episodes import episode_events
 from stash_pipeline.defs.partitions import NAMESPACES, PARTITION_TAG, namespaces_partitions, partition_key
 from stash_pipeline.defs.resources import StashResource
 from stash_pipeline.stages import STAGES, backlog_parameters
+from stash_pipeline.store import Store
 
 #: At most this many runs (namespaces) per watermark tick; the cursor pages through the rest.
 MAX_RUNS_PER_TICK = 50
@@ -57,6 +66,12 @@ RUN_KEY_BUCKET_S = 900
 NAMED_IN_SKIP_REASON = 5
 #: New namespaces added per discovery tick.
 DISCOVERY_BATCH = 1000
+#: A pending dead letter is due this long after its item's last failure, doubled per earlier failure ...
+DEAD_LETTER_BACKOFF_S = 300.0
+#: ... and never later than this.
+DEAD_LETTER_MAX_BACKOFF_S = 6 * 3600.0
+#: Run tag of a run that retries dead letters: ``facts:2,relationships:1`` (stage: items due).
+DEAD_LETTER_TAG = "stash/dead-letter-retry"
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.QUEUED,
@@ -79,6 +94,10 @@ class Backlog:
     cursor: int
     #: the head the sensor saw ("head/aux_head" for a stage with a second source)
     head: str
+    #: pending dead letters due for a retry
+    dead_letters: int = 0
+    #: whether new source rows wait (False: only dead letters do)
+    new_input: bool = True
 
 
 def pending_work(
@@ -89,7 +108,9 @@ def pending_work(
     work: dict[str, list[Backlog]] = {}
     for row in rows:
         stage = row["stage"]
-        if not row["has_work"] or stage not in order:
+        # dead letters of a stage whose gate is closed would not be looked at
+        retry = int(row.get("dead_letters_due") or 0) if row.get("gate_open", True) else 0
+        if not (row["has_work"] or retry) or stage not in order:
             continue
         spec = _SPECS[stage]
         if spec.needs_model and not reasoner_configured:
@@ -98,7 +119,12 @@ def pending_work(
         if spec.aux_source is not None:
             # new rows of the second source alone are work too; without this they would wait a bucket
             head = f"{head}/{row.get('aux_head') or 0}"
-        work.setdefault(row["slug"], []).append(Backlog(row["slug"], stage, int(row["cursor"] or 0), head))
+        if retry:
+            # a new key once a retry changed the dead letters (tried, failed again, resolved)
+            head = f"{head}+dead-letter-retry.{retry}.{str(row.get('dead_letter_mark') or '')[:8]}"
+        work.setdefault(row["slug"], []).append(
+            Backlog(row["slug"], stage, int(row["cursor"] or 0), head, retry, bool(row["has_work"]))
+        )
     for items in work.values():
         items.sort(key=lambda b: order[b.stage])
     return work
@@ -159,16 +185,41 @@ def in_flight_partitions(instance: dg.DagsterInstance, keys: Sequence[str]) -> s
 def run_requests(
     work: Mapping[str, Sequence[Backlog]], slugs: Sequence[str], *, trigger: str, now: float
 ) -> list[dg.RunRequest]:
-    """One run per namespace selecting exactly its stages with backlog."""
-    return [
-        dg.RunRequest(
-            partition_key=partition_key(slug),
-            asset_selection=[STAGE_KEYS[b.stage] for b in work[slug]],
-            run_key=run_key(trigger, slug, work[slug], now),
-            tags={"stash/trigger": trigger, "stash/stages": ",".join(b.stage for b in work[slug])},
+    """One run per namespace selecting exactly its stages with backlog or dead letters due."""
+    requests = []
+    for slug in slugs:
+        items = work[slug]
+        tags = {"stash/trigger": trigger, "stash/stages": ",".join(b.stage for b in items)}
+        retries = ",".join(f"{b.stage}:{b.dead_letters}" for b in items if b.dead_letters)
+        if retries:
+            tags[DEAD_LETTER_TAG] = retries
+        requests.append(
+            dg.RunRequest(
+                partition_key=partition_key(slug),
+                asset_selection=[STAGE_KEYS[b.stage] for b in items],
+                run_key=run_key(trigger, slug, items, now),
+                tags=tags,
+            )
         )
-        for slug in slugs
-    ]
+    return requests
+
+
+def with_due_dead_letters(store: Store, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``stage_backlog`` rows with ``dead_letters_due`` (and a ``dead_letter_mark``) where some are due."""
+    due = {
+        (int(r["namespace_id"]), r["stage"]): r
+        for r in store.db.all(
+            "consolidation_dead_letters_due",
+            namespace_ids=None,
+            backoff_s=DEAD_LETTER_BACKOFF_S,
+            max_backoff_s=DEAD_LETTER_MAX_BACKOFF_S,
+        )
+    }
+    out = []
+    for row in rows:
+        found = due.get((int(row["namespace_id"]), row["stage"]))
+        out.append({**row, "dead_letters_due": int(found["due"]), "dead_letter_mark": found["mark"]} if found else dict(row))
+    return out
 
 
 def missing_partitions_request(instance: dg.DagsterInstance, keys: Sequence[str]) -> list[Any]:
@@ -179,9 +230,10 @@ def missing_partitions_request(instance: dg.DagsterInstance, keys: Sequence[str]
 
 
 def read_backlog(stash: StashResource) -> tuple[list[dict[str, Any]], bool]:
-    """The ``stage_backlog`` rows and whether a reasoner is configured (one query)."""
+    """The ``stage_backlog`` rows (with dead letters due) and whether a reasoner is configured."""
     with stash.open_store() as store:
-        return store.db.all("stage_backlog", **backlog_parameters()), store.settings.reasoner_configured
+        rows = with_due_dead_letters(store, store.db.all("stage_backlog", **backlog_parameters()))
+        return rows, store.settings.reasoner_configured
 
 
 @dg.sensor(
@@ -195,7 +247,7 @@ def watermark_sensor(context: SensorEvaluationContext, stash: StashResource) -> 
     state = json.loads(context.cursor) if context.cursor else {}
     reported_backlog = state.get("backlog", {})
     with stash.open_store() as store:
-        rows = store.db.all("stage_backlog", **backlog_parameters())
+        rows = with_due_dead_letters(store, store.db.all("stage_backlog", **backlog_parameters()))
         reasoner_configured = store.settings.reasoner_configured
         # one partition lookup for every key this tick may report on
         keys = waiting_keys(rows, reported_backlog)

@@ -68,7 +68,7 @@ WITH ns AS (
 )
 SELECT id AS namespace_id, slug, stage, cursor, head,
        source <> 'none' AND gate_open AND (head > cursor OR aux_head > aux_cursor) AS has_work,
-       aux_cursor, aux_head, last_run_at, last_status
+       aux_cursor, aux_head, last_run_at, last_status, gate_open
 FROM joined
 ORDER BY slug, ord
 
@@ -150,6 +150,20 @@ SELECT item_id FROM dead_letters
    AND status = 'pending'
  ORDER BY item_id
  LIMIT %(limit)s
+
+-- consolidation_dead_letters_due --
+-- Per (namespace, stage): pending dead letters whose next try is due. An item that failed
+-- n times is due backoff_s * 2^(n-1) after its last failure (capped at max_backoff_s);
+-- one an operator re-queued (attempts 0) at once. `mark` changes whenever one of them
+-- does, for run keys.
+SELECT d.namespace_id, d.stage, count(*) AS due,
+       md5(string_agg(d.id || ':' || d.attempts || ':' || d.updated_at, ',' ORDER BY d.id)) AS mark
+FROM dead_letters d
+WHERE d.status = 'pending'
+  AND (%(namespace_ids)s::bigint[] IS NULL OR d.namespace_id = ANY(%(namespace_ids)s::bigint[]))
+  AND d.updated_at + make_interval(secs => CASE WHEN d.attempts <= 0 THEN 0
+          ELSE least(%(backoff_s)s * power(2, least(d.attempts - 1, 30)), %(max_backoff_s)s) END) <= now()
+GROUP BY d.namespace_id, d.stage
 
 -- consolidation_dead_letter_counts --
 -- Pending/dead dead-letter counts per (namespace, stage).
