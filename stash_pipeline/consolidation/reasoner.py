@@ -210,7 +210,11 @@ def bounded(text: str, limit: int = SERVER_MESSAGE_CHARS) -> str:
 
 
 def server_message(exc: openai.APIStatusError) -> str:
-    """The message the server put in an error response (bounded), else its body or status text."""
+    """The message the server put in an error response (bounded), else its body or status text.
+
+    Validation errors are reduced to their locations and messages: the input they may
+    quote is a prompt, namespace content that must not outlive an erasure in a log.
+    """
     body = getattr(exc, "body", None)
     message: Any = None
     if isinstance(body, dict):
@@ -222,6 +226,12 @@ def server_message(exc: openai.APIStatusError) -> str:
         message = message or body.get("detail") or body.get("message")
     elif isinstance(body, str):
         message = body
+    if isinstance(message, list):
+        # request-validation errors (FastAPI, pydantic): where and what, never the input they quote
+        message = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" if isinstance(e, dict) else str(e)
+            for e in message
+        )
     if not message:
         response = getattr(exc, "response", None)
         message = getattr(response, "reason_phrase", "") or str(getattr(exc, "message", "") or exc)
