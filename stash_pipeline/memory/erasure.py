@@ -38,10 +38,7 @@ def erase(
     root_set = {(kind, int(ident)) for kind, ident in roots}
     if not root_set:
         return {"erased_fact_ids": [], "erased": {}}
-    closure = tx.all("erasure_closure", kinds=[k for k, _ in root_set], ids=[i for _, i in root_set])
-    by_kind: dict[str, list[int]] = defaultdict(list)
-    for row in closure:
-        by_kind[row["kind"]].append(int(row["id"]))
+    by_kind = _locked_closure(tx, root_set)
     shown: dict[str, list[int]] = {}
     texts: list[str] = []
     namespaces: set[int] = set()
@@ -79,6 +76,28 @@ def erase(
         "erased_fact_ids": [i for i in shown.get("fact", []) if i not in root_facts],
         "erased": {kind: len(ids) for kind, ids in sorted(shown.items()) if ids},
     }
+
+
+def _locked_closure(tx: Session, roots: set[tuple[str, int]]) -> dict[str, list[int]]:
+    """The closure of ``roots``, every row of it locked: locking stops new children (see
+    ``lineage.add``), and one written before the lock shows in the next read, so read and
+    lock again until the closure stays the same."""
+    locked: set[tuple[str, int]] = set()
+    while True:
+        found = {(r["kind"], int(r["id"])) for r in tx.all(
+            "erasure_closure", kinds=[k for k, _ in roots], ids=[i for _, i in roots])}
+        if found <= locked:
+            break
+        by_kind: dict[str, list[int]] = defaultdict(list)
+        for kind, ident in sorted(found - locked):
+            by_kind[kind].append(ident)
+        for kind in sorted(by_kind):
+            tx.conn.execute(named("erasure_lock", table=catalog.BY_KIND[kind].name), {"ids": by_kind[kind]})
+        locked |= found
+    out: dict[str, list[int]] = defaultdict(list)
+    for kind, ident in sorted(found):
+        out[kind].append(ident)
+    return out
 
 
 def erase_trees(tx: Session, store: Store, namespace_ids: list[int]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.sql import named
 from stash_pipeline.interchange import catalog
 from stash_pipeline.memory import timeline
 
@@ -49,6 +50,7 @@ def add(
         raise errors.InvalidInput(f"a {child_kind} cannot be its own parent")
     if not pairs:
         return 0
+    _hold_parents(tx, pairs)
     tx.execute(
         "lineage_add",
         child_kind=child_kind,
@@ -58,6 +60,20 @@ def add(
         parent_ids=[i for _, i in pairs],
     )
     return len(pairs)
+
+
+def _hold_parents(tx: Session, pairs: list[tuple[str, int]]) -> None:
+    """Lock the parents against a purge until the caller's transaction ends; one a purge
+    erased meanwhile is a conflict (the caller's batch is rolled back and read again)."""
+    by_kind: dict[str, set[int]] = {}
+    for kind, ident in pairs:
+        by_kind.setdefault(kind, set()).add(ident)
+    for kind, ids in sorted(by_kind.items()):
+        found = tx.conn.execute(named("lineage_lock_parents", table=catalog.BY_KIND[kind].name),
+                                {"ids": sorted(ids)}).fetchall()
+        if len(found) < len(ids):
+            gone = sorted(ids - {int(r["id"]) for r in found})
+            raise errors.Conflict(f"the {kind} {', '.join(map(str, gone))} a derived row names was erased meanwhile")
 
 
 def _where(scope: set[int] | None) -> dict[str, Any]:

@@ -91,3 +91,15 @@ RETURNING e.id, e.namespace_id, e.normalised AS text
 -- them at 0 documents): an erased text's words are not kept even as lexemes. Safe to drop:
 -- a row that becomes live again inserts its lexemes anew.
 DELETE FROM recall_term_stats WHERE namespace_id = ANY(%(ids)s::bigint[]) AND documents = 0
+
+-- erasure_lock --
+-- Lock rows of one table ({table}) against new children: a derived row's lineage takes
+-- its parents FOR KEY SHARE (lineage_lock_parents), so none can be written under a row a
+-- purge is erasing; in id order, as every locker takes them.
+SELECT id FROM {table} WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id FOR UPDATE
+
+-- lineage_lock_parents --
+-- The parents of one table ({table}) a derived row is about to name, locked until its
+-- transaction ends so a purge waits for it (and then erases the row too); a parent a
+-- purge already erased is missing from the answer.
+SELECT id FROM {table} WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id FOR KEY SHARE
