@@ -422,6 +422,14 @@ class Reasoner:
         )
 
     # -- one completion with transport retries and format fallback ------------------
+    def _request(self, mode: str, schema: Any, messages: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
+        """The chat-completion arguments of one request in ``mode``."""
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": 0, "max_tokens": max_tokens}
+        response_format = self._response_format(mode, schema)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        return kwargs
+
     def _response_format(self, mode: str, schema: type[BaseModel]) -> dict[str, Any] | None:
         json_schema = schema.model_json_schema()
         if mode == "json_schema":
@@ -465,12 +473,7 @@ class Reasoner:
         while True:
             run.check_budget()
             attempt += 1
-            kwargs: dict[str, Any] = {
-                "model": self.model, "messages": messages, "temperature": 0, "max_tokens": max_tokens,
-            }
-            response_format = self._response_format(mode, schema)
-            if response_format is not None:
-                kwargs["response_format"] = response_format
+            kwargs = self._request(mode, schema, messages, max_tokens)
             with model_server.endpoint_slot(self.base_url, self.settings.reasoner_concurrency):
                 self._drain()
                 started = time.monotonic()
@@ -485,7 +488,7 @@ class Reasoner:
             if isinstance(failure, openai.APIStatusError):
                 status = failure.status_code
                 message = server_message(failure)
-                if response_format is not None and model_server.is_format_refusal(
+                if "response_format" in kwargs and model_server.is_format_refusal(
                     status, model_server.error_body(failure)
                 ):
                     self._record(stage, namespace_id, run, started, attempt, ok=False,
@@ -579,13 +582,8 @@ class Reasoner:
         """
         if self._accepting is not None:
             return self._accepting
-        kwargs: dict[str, Any] = {
-            "model": self.model, "temperature": 0, "max_tokens": 16,
-            "messages": [{"role": "system", "content": _PROBE_SYSTEM}, {"role": "user", "content": _PROBE_USER}],
-        }
-        response_format = self._response_format(mode, _Probe)
-        if response_format is not None:
-            kwargs["response_format"] = response_format
+        probe = [{"role": "system", "content": _PROBE_SYSTEM}, {"role": "user", "content": _PROBE_USER}]
+        kwargs = self._request(mode, _Probe, probe, 16)
         with model_server.endpoint_slot(self.base_url, self.settings.reasoner_concurrency):
             self._drain()
             started = time.monotonic()
