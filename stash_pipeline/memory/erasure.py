@@ -5,9 +5,11 @@ the purged words readable (``get_fact``, ``include_history``, ``known_at`` reads
 The rule: purging records erases them and every row whose lineage leads back to them,
 transitively and in any namespace, whatever other sources it also had. With each row go
 its end history, its lineage edges, its dead letters, its cached vector and the lexemes
-only it held; an entity nothing names any more goes too. Facts are retired before they are deleted, so what
-gathers them reacts as to any retirement: an entity whose profile was erased is asked
-for again and the next run gathers what remains.
+only it held; an entity nothing names any more goes too. Facts are retired before they
+are deleted, so what gathers them reacts as to any retirement: an entity whose profile
+was erased is asked for again and the next run gathers what remains. The closure is
+locked before it is erased, and ``lineage.add`` locks a new row's parents, so a purge
+and a derivation in flight cannot miss each other.
 
 Which table holds a kind, and which of its columns is embedded, comes from the table
 catalog: a new derived table is covered by its catalog entry and lineage.

@@ -97,9 +97,3 @@ DELETE FROM recall_term_stats WHERE namespace_id = ANY(%(ids)s::bigint[]) AND do
 -- its parents FOR KEY SHARE (lineage_lock_parents), so none can be written under a row a
 -- purge is erasing; in id order, as every locker takes them.
 SELECT id FROM {table} WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id FOR UPDATE
-
--- lineage_lock_parents --
--- The parents of one table ({table}) a derived row is about to name, locked until its
--- transaction ends so a purge waits for it (and then erases the row too); a parent a
--- purge already erased is missing from the answer.
-SELECT id FROM {table} WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id FOR KEY SHARE

@@ -5,6 +5,12 @@ SELECT %(child_kind)s, %(child_id)s, p.kind, p.id, %(namespace_id)s
 FROM unnest(%(parent_kinds)s::text[], %(parent_ids)s::bigint[]) AS p(kind, id)
 ON CONFLICT DO NOTHING
 
+-- lineage_lock_parents --
+-- The parents of one table ({table}) a derived row is about to name, locked until its
+-- transaction ends so a purge waits for it (and then erases the row too); a parent a
+-- purge already erased is missing from the answer.
+SELECT id FROM {table} WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id FOR KEY SHARE
+
 -- lineage_parents_of --
 -- The parents of one row, oldest edge first: those in the namespaces ns_ids (every one when
 -- all_namespaces), each parent's namespace read from its own row (a row gone, or of a kind
