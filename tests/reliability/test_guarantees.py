@@ -82,38 +82,43 @@ def world_settings(world_server: ScriptedOpenAI, tmp_path_factory: pytest.TempPa
             "home": tmp_path_factory.mktemp("world-home")}
 
 
+@contextlib.contextmanager
+def copy_of(admin_dsn: str, template: str, prefix: str) -> Iterator[str]:
+    """A new database made from ``template`` (its name), dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    try:
+        yield name
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="module")
 def world_db(pg_admin_dsn: str, template_db: str, world_settings: dict[str, Any]) -> Iterator[str]:
     """A database holding the world, every stage caught up; a template for the clones."""
-    name = f"stash_world_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    store = Store.open(load_settings(database_url=_with_db(pg_admin_dsn, name), **world_settings))
-    try:
-        prepare(store, NS)
-        for text in GATHERED:
-            episodes.remember(store, NS, text)
-        until_caught_up(store, NS)
-    finally:
-        store.close()
-    yield name
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with copy_of(pg_admin_dsn, template_db, "stash_world") as name:
+        store = Store.open(load_settings(database_url=_with_db(pg_admin_dsn, name), **world_settings))
+        try:
+            prepare(store, NS)
+            for text in GATHERED:
+                episodes.remember(store, NS, text)
+            until_caught_up(store, NS)
+        finally:
+            store.close()
+        yield name
 
 
 @contextlib.contextmanager
 def clone(admin_dsn: str, world: str, settings: dict[str, Any]) -> Iterator[Store]:
     """A store on a fresh copy of the world, dropped afterwards."""
-    name = f"stash_clone_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{world}"')
-    store = Store.open(load_settings(database_url=_with_db(admin_dsn, name), **settings))
-    try:
-        yield store
-    finally:
-        store.close()
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with copy_of(admin_dsn, world, "stash_clone") as name:
+        store = Store.open(load_settings(database_url=_with_db(admin_dsn, name), **settings))
+        try:
+            yield store
+        finally:
+            store.close()
 
 
 @pytest.fixture
