@@ -8,10 +8,13 @@ INTEROP := .venv-interop
 
 .PHONY: up test test-slow test-server test-interop install lint bench clean smoke-compose scale-test
 
+# not --quiet: pip's own progress (a line per package, a bar per download) shows the
+# first install's few minutes are not a hang
 $(STAMP): pyproject.toml
+	@echo "installing Stash and its dependencies into $(VENV) (the first time takes a few minutes)..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -38,6 +41,7 @@ test-server: $(STAMP)
 # langchain-mcp-adapters, google-genai) driving Stash over stdio and HTTP against a
 # scripted model: their own venv, since they pin an older `mcp` than the product
 $(INTEROP)/.installed: tests/interop/requirements.txt
+	@echo "installing the agent frameworks into $(INTEROP) (the first time takes a few minutes)..."
 	$(PYTHON) -m venv $(INTEROP)
 	$(INTEROP)/bin/pip install --quiet --upgrade pip
 	$(INTEROP)/bin/pip install --quiet -r tests/interop/requirements.txt
