@@ -7,6 +7,7 @@ numpy MiniLM where it claims to reproduce it, and for selection through STASH_EM
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -144,12 +145,29 @@ def test_distilled_table_layout() -> None:
         assert shipped["rows"].shape == (30522, 384) and shipped["rows"].dtype == np.int8
 
 
-def test_prepare_builds_the_graph_once_and_only_for_onnx(tmp_path: Path) -> None:
+def test_prepare_builds_the_graph_once_and_only_for_onnx(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     from stash_pipeline.embedding import prepare_embedder
 
     assert prepare_embedder(load_settings(embedder="minilm", home=tmp_path)) is False
     assert not (tmp_path / "models").exists()
     settings = load_settings(embedder="minilm-int8", home=tmp_path)
-    assert prepare_embedder(settings) is True
+    root = logging.getLogger()
+    handlers, filters = list(root.handlers), list(root.filters)
+    with caplog.at_level(logging.DEBUG):
+        assert prepare_embedder(settings) is True
+    # the quantiser's advice to pre-process its input is nothing a first start can act on
+    assert not [r for r in caplog.records if "pre-processing" in r.getMessage()]
+    assert (root.handlers, root.filters) == (handlers, filters)
     assert [p.name for p in (tmp_path / "models").iterdir()] == ["all-MiniLM-L6-v2-int8-v1.onnx"]
     assert prepare_embedder(settings) is False  # the next start reads it
+
+
+def test_only_the_preprocessing_advice_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    from stash_pipeline.embedding.onnx_graph import _without_preprocessing_advice
+
+    with caplog.at_level(logging.INFO), _without_preprocessing_advice():
+        logging.warning("Please consider to run pre-processing before quantization. Refer to example: …")
+        logging.warning("Please consider pre-processing before quantization. See …")
+        logging.warning("a weight could not be quantized")
+        logging.getLogger("onnxruntime").info("another record")
+    assert [r.getMessage() for r in caplog.records] == ["a weight could not be quantized", "another record"]
