@@ -22,8 +22,10 @@
     blocked stages, how many namespaces wait on each and the first of them by name, never
     "caught up"; likewise a tick whose namespaces all have a run in flight names them. It
     also reports each new episode head as the data version of ``episodes``
-    (``episodes.py``) and each stage partition's changed backlog as an observation of the
-    stage asset (``backlog.py``), so a namespace with input waiting does not look empty.
+    (``episodes.py``), each stage partition's changed backlog as an observation of the
+    stage asset (``backlog.py``), so a namespace with input waiting does not look empty,
+    and fills the partitions that have nothing to do (``caught_up.py``), so a filled
+    partition means a caught-up one and a namespace with no records is not "Missing".
 
     Pending dead letters are work too once their next try is due (``DEAD_LETTER_BACKOFF_S``
     after an item's first failure, doubling per failure; at once after an operator's
@@ -50,6 +52,7 @@ from typing import Any
 import dagster as dg
 from dagster import SensorEvaluationContext
 
+from stash_pipeline.defs import caught_up
 from stash_pipeline.defs.assets import STAGE_KEYS
 from stash_pipeline.defs.backlog import backlog_events, changed_rows, count_backlog
 from stash_pipeline.defs.episodes import episode_events
@@ -154,12 +157,6 @@ def name_some(slugs: Sequence[str], limit: int = NAMED_IN_SKIP_REASON) -> str:
     return f"{shown} and {len(slugs) - limit} more" if len(slugs) > limit else shown
 
 
-def waiting_keys(rows: Iterable[Mapping[str, Any]], reported_backlog: Mapping[str, Any]) -> list[str]:
-    """Partition keys with input waiting for some stage, or reported waiting on an earlier tick."""
-    slugs = {r["slug"] for r in rows if int(r["head"] or 0) > int(r["cursor"] or 0)} | set(reported_backlog)
-    return sorted(partition_key(slug) for slug in slugs)
-
-
 def round_robin(slugs: Sequence[str], after: str, limit: int) -> list[str]:
     """Up to ``limit`` slugs in order, starting after ``after`` and wrapping around."""
     ordered = sorted(slugs)
@@ -236,6 +233,16 @@ def read_backlog(stash: StashResource) -> tuple[list[dict[str, Any]], bool]:
         return rows, store.settings.reasoner_configured
 
 
+def skipped(context: SensorEvaluationContext, reason: str, cursor: str, events: list[Any]) -> dg.SensorResult:
+    """A tick without runs: its reason is the tick's skip reason and a line of the tick's log.
+
+    The UI shows a skipped tick as "0 runs requested"; the reason is that tag's tooltip,
+    the "Skip reason" of the tick's dialog and, through this line, its logs.
+    """
+    context.log.info(reason)
+    return dg.SensorResult(skip_reason=reason, cursor=cursor, asset_events=events)
+
+
 @dg.sensor(
     name="watermark_sensor",
     description="Requests stage runs for namespaces whose stage checkpoints are behind their source heads.",
@@ -249,9 +256,8 @@ def watermark_sensor(context: SensorEvaluationContext, stash: StashResource) -> 
     with stash.open_store() as store:
         rows = with_due_dead_letters(store, store.db.all("stage_backlog", **backlog_parameters()))
         reasoner_configured = store.settings.reasoner_configured
-        # one partition lookup for every key this tick may report on
-        keys = waiting_keys(rows, reported_backlog)
-        existing = context.instance.get_existing_dynamic_partitions(NAMESPACES, keys) if keys else set()
+        # one partition listing for every key this tick may report on
+        existing = set(context.instance.get_dynamic_partitions(NAMESPACES))
         changed = changed_rows(rows, reported_backlog, existing)
         counts = count_backlog(store, changed)
     # new episode heads become `episodes` data versions, so the UI shows partitions behind
@@ -260,27 +266,30 @@ def watermark_sensor(context: SensorEvaluationContext, stash: StashResource) -> 
     backlog_evts, backlog_state = backlog_events(
         rows, changed, counts, reported_backlog, reasoner_configured=reasoner_configured
     )
-    events = [*episode_evts, *backlog_evts]
+    # partitions with nothing to do are filled, so "filled" means caught up
+    idle = caught_up.candidates(rows, existing)
+    filled = state.get("filled", "")
+    fill_evts: list[Any] = []
+    if caught_up.digest(idle) != filled:
+        fill_evts = caught_up.idle_events(rows, idle, caught_up.materialized_partitions(context.instance, idle))
+        if len(fill_evts) < caught_up.MAX_FILL_EVENTS_PER_TICK:
+            filled = caught_up.digest(idle)  # all filled: no need to look again until the set changes
+    events = [*episode_evts, *backlog_evts, *fill_evts]
     work = pending_work(rows, stages=WATERMARK_STAGES, reasoner_configured=reasoner_configured)
     blocked = blocked_backlog(rows, reasoner_configured=reasoner_configured)
 
     def cursor(after: str) -> str:
-        return json.dumps({"after": after, "observed": reported, "backlog": backlog_state})
+        return json.dumps({"after": after, "observed": reported, "backlog": backlog_state, "filled": filled})
 
     if not work:
-        return dg.SensorResult(
-            skip_reason=blocked or "every stage is caught up", cursor=cursor(state.get("after", "")), asset_events=events
-        )
+        return skipped(context, blocked or "every stage is caught up", cursor(state.get("after", "")), events)
     busy = in_flight_partitions(context.instance, [partition_key(s) for s in work])
     ready = [slug for slug in work if partition_key(slug) not in busy]
     chosen = round_robin(ready, state.get("after", ""), MAX_RUNS_PER_TICK)
     if not chosen:
         waiting = sorted(slug for slug in work if partition_key(slug) in busy)
-        return dg.SensorResult(
-            skip_reason=f"{len(waiting)} namespace(s) with work already have a run: {name_some(waiting)}",
-            cursor=cursor(state.get("after", "")),
-            asset_events=events,
-        )
+        reason = f"{len(waiting)} namespace(s) with work already have a run: {name_some(waiting)}"
+        return skipped(context, reason, cursor(state.get("after", "")), events)
     return dg.SensorResult(
         run_requests=run_requests(work, chosen, trigger="watermark", now=time.time()),
         dynamic_partitions_requests=missing_partitions_request(context.instance, [partition_key(s) for s in chosen]),
