@@ -44,9 +44,11 @@ from stash_pipeline.store import Store
 
 #: Run tag that makes a stage asset rebuild its namespace before running (``jobs.py``).
 REBUILD_TAG = "stash/rebuild"
+#: Run tag saying who launched a run, set when it starts (``launched_by``).
+LAUNCHED_BY_TAG = "stash/launched_by"
 
 __all__ = [
-    "GROUP", "REBUILD_TAG", "RETRY_POLICY", "STAGE_KEYS", "build_stage_assets", "episodes", "failure_metadata",
+    "GROUP", "LAUNCHED_BY_TAG", "REBUILD_TAG", "RETRY_POLICY", "STAGE_KEYS", "build_stage_assets", "episodes", "failure_metadata",
     "run_or_fail",
 ]
 
@@ -102,6 +104,36 @@ def failure_metadata(exc: errors.StashError, attempt: int = 0) -> dict[str, Any]
     if isinstance(report, StageReport):
         metadata.update(report.metadata())
     return metadata
+
+
+def launched_by(tags: dict[str, str]) -> str:
+    """Who launched a run, from its tags: a re-execution first, since it inherits its parent's tags.
+
+    Dagster copies a parent run's tags, ``dagster/sensor_name`` included, onto a
+    re-execution, so its "Launched by" names the parent's sensor; this names the hand.
+    """
+    parent = tags.get("dagster/parent_run_id")
+    if parent:
+        if "dagster/retry_number" in tags:
+            return f"automatic retry {tags['dagster/retry_number']} of run {parent[:8]} (its run worker died)"
+        return f"re-execution of run {parent[:8]}, launched by hand"
+    if "dagster/backfill" in tags:
+        return f"backfill {tags['dagster/backfill']}"
+    if "dagster/sensor_name" in tags:
+        return f"sensor {tags['dagster/sensor_name']}"
+    if "dagster/schedule_name" in tags:
+        return f"schedule {tags['dagster/schedule_name']}"
+    trigger = {"cli": "stash consolidate run", "mcp": "the consolidate tool (MCP)"}.get(tags.get("stash/trigger", ""))
+    return trigger or "by hand (Dagster UI or CLI)"
+
+
+def note_launcher(context: dg.AssetExecutionContext) -> None:
+    """Tag the run with who launched it (once per run) and say it in the run's log."""
+    if LAUNCHED_BY_TAG in context.run.tags:
+        return
+    who = launched_by(dict(context.run.tags))
+    context.instance.add_run_tags(context.run.run_id, {LAUNCHED_BY_TAG: who})
+    context.log.info(f"launched by: {who}")
 
 
 def rebuild_first(context: dg.AssetExecutionContext, store: Store, slug: str, stage: str) -> None:
@@ -190,6 +222,7 @@ def build_stage_asset(
     # `context` stays unannotated: Dagster compares the raw annotation object, which
     # `from __future__ import annotations` turns into a string it rejects.
     def stage_asset(context, stash: StashResource) -> Iterator[dg.MaterializeResult]:  # type: ignore[no-untyped-def]
+        note_launcher(context)
         if not context.has_partition_key:
             # A single-run backfill over many namespaces (SQL-only stages): one summary.
             yield run_many(context, stash, spec)
