@@ -52,11 +52,25 @@ def config_command(as_json: bool) -> None:
 # --- doctor --------------------------------------------------------------------------
 
 
+#: how each status of a check is marked: an optional part left off is neither a pass nor a failure
+MARKS = {"ok": "✓", "not configured": "○", "failed": "✗"}
+
+
 @dataclass
 class Check:
     name: str
     ok: bool
     detail: str
+    #: ``ok``, ``failed``, or ``not configured`` (an optional part that is off: ``ok`` stays
+    #: true, as it is no failure); derived from ``ok`` unless given
+    status: str = ""
+
+    def __post_init__(self) -> None:
+        self.status = self.status or ("ok" if self.ok else "failed")
+
+
+class CheckFailed(Exception):
+    """A check's expected failure: its message says what is wrong and what to fix."""
 
 
 def _run_check(name: str, probe: Callable[[], str]) -> Check:
@@ -66,6 +80,8 @@ def _run_check(name: str, probe: Callable[[], str]) -> Check:
         return Check(name, True, probe())
     except StashError as exc:
         return Check(name, False, exc.message)
+    except CheckFailed as exc:
+        return Check(name, False, str(exc))
     except Exception as exc:  # a doctor reports every failure instead of stopping at the first
         return Check(name, False, f"{type(exc).__name__}: {exc}")
 
@@ -92,7 +108,7 @@ def doctor_checks() -> list[Check]:
 
             status = EmbeddedServer(settings).status()
             if not status.running:
-                raise RuntimeError(
+                raise CheckFailed(
                     f"the embedded PostgreSQL is not running on port {status.port}; run `stash db start`"
                 )
             where = f"embedded server on 127.0.0.1:{status.port}"
@@ -121,14 +137,14 @@ def doctor_checks() -> list[Check]:
         def migrations() -> str:
             current, head = base.current_revision(store), base.head_revision()
             if current != head:
-                raise RuntimeError(f"schema at {current or '(empty)'}, code expects {head}; run `stash migrate`")
+                raise CheckFailed(f"schema at {current or '(empty)'}, code expects {head}; run `stash migrate`")
             return f"schema at head ({head})"
 
         def embedder() -> str:
             store.embedder.check_lock()
             vector = store.embedder.inner.embed(["stash doctor"])[0]
             if len(vector) != store.embedder.dim:
-                raise RuntimeError(f"embedder returned {len(vector)} dims, expected {store.embedder.dim}")
+                raise CheckFailed(f"embedder returned {len(vector)} dims, expected {store.embedder.dim}")
             return f"{store.embedder.name} loads ({store.embedder.dim} dims), model lock OK"
 
         def connections() -> str:
@@ -162,16 +178,16 @@ def doctor_checks() -> list[Check]:
                 names = [m.id for m in client.models.list()]
             except openai.APIStatusError as exc:
                 if exc.status_code in (401, 403):
-                    raise RuntimeError(
+                    raise CheckFailed(
                         f"{settings.openai_base_url} refused the API key (HTTP {exc.status_code}); check STASH_OPENAI_API_KEY"
                     ) from None
                 if exc.status_code in (404, 405, 501):
                     # reachable; some OpenAI-compatible servers simply do not list models
                     listing = f"it does not list models: HTTP {exc.status_code}"
                     return f"{settings.openai_base_url} reachable ({listing})" + reasoner_call()
-                raise RuntimeError(f"{settings.openai_base_url} answered HTTP {exc.status_code} to GET /models") from None
+                raise CheckFailed(f"{settings.openai_base_url} answered HTTP {exc.status_code} to GET /models") from None
             except openai.APIError as exc:
-                raise RuntimeError(
+                raise CheckFailed(
                     f"{settings.openai_base_url} is not reachable: {exc} — fix: start the model server, "
                     "or correct STASH_OPENAI_BASE_URL (host, port and the /v1 suffix)"
                 ) from None
@@ -185,19 +201,19 @@ def doctor_checks() -> list[Check]:
         def reasoner_call() -> str:
             """One tiny structured call: mode, latency, or what to fix."""
             if not settings.reasoner_configured:
-                return ""
+                return "; no STASH_REASONER_MODEL: the model stages stay idle"
             from stash_pipeline.consolidation.probe import probe
 
             result = probe(settings, store.db if store is not None else None)
             if not result.ok:
-                raise RuntimeError(f"{settings.openai_base_url} reachable, but the reasoner failed: {result.line()}")
+                raise CheckFailed(f"{settings.openai_base_url} reachable, but the reasoner failed: {result.line()}")
             return f"; reasoner {result.line()}"
 
         checks.append(_run_check("model endpoint", endpoint))
     else:
         checks.append(
-            Check("model endpoint", True, "not configured: model stages stay idle (set STASH_OPENAI_BASE_URL "
-                  "and STASH_REASONER_MODEL to enable consolidation)")
+            Check("model endpoint", True, "not configured (optional: the model stages need one; set "
+                  "STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL)", status="not configured")
         )
     if store is not None:
         store.close()
@@ -209,7 +225,9 @@ def doctor_checks() -> list[Check]:
 def doctor_command(as_json: bool) -> None:
     """Check settings, database, connection budget, migrations, embedder and model endpoint; say what to fix.
 
-    Exits 1 when any check fails.
+    Each check is ✓ ok, ✗ failed, or ○ not configured (an optional part, such as the
+    model endpoint, that is off). Exits 1 when any check fails. With --json each check has
+    a status (ok, failed, not configured); ok is false only for a failed one.
 
     \b
     Example:
@@ -217,10 +235,10 @@ def doctor_command(as_json: bool) -> None:
     """
     checks = doctor_checks()
     if as_json:
-        emit_json([{"check": c.name, "ok": c.ok, "detail": c.detail} for c in checks])
+        emit_json([{"check": c.name, "status": c.status, "ok": c.ok, "detail": c.detail} for c in checks])
     else:
         for c in checks:
-            click.echo(f"{'✓' if c.ok else '✗'} {c.name}: {c.detail}")
+            click.echo(f"{MARKS[c.status]} {c.name}: {c.detail}")
     if not all(c.ok for c in checks):
         click.get_current_context().exit(1)
 
