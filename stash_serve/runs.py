@@ -13,9 +13,10 @@ hands the work to ``BackgroundJobs``: a worker thread per call, a job handle ret
 once, progress visible in ``consolidation_status``.
 
 Neither waits to find out that no model is configured: the ``consolidate`` operation
-(``stash_pipeline.operations.consolidation``) refuses model stages up front
-(``consolidation.runner.require_reasoner``), with the next step a Dagster run of them
-would fail with, so a run id or job handle is only ever returned for work that can run.
+(``stash_pipeline.operations.consolidation``) chooses the stages up front
+(``consolidation.runner.choose_stages``: without a model only those that need none, a
+model stage asked for by name refused with the next step a Dagster run of it would fail
+with), so a run id or job handle is only ever returned for work that can run.
 
 This module speaks HTTP only (no Dagster import): the Dagster layer stays in
 ``stash_pipeline/defs``.
@@ -205,7 +206,7 @@ class Job:
 
     id: str
     namespaces: list[str]
-    stage: str | None
+    stage: str | None  # the stages it runs, comma-separated (None: all)
     status: str = "queued"  # queued | running | done | failed
     created_at: float = field(default_factory=time.time)
     finished_at: float | None = None
@@ -270,15 +271,18 @@ class BackgroundJobs:
         threading.Thread(target=body, name=f"consolidate-{job.id}", daemon=True).start()
         return job
 
-    def consolidate(self, store: Any, roots: list[str], slugs: list[str], stage: str | None) -> dict[str, Any]:
-        """Start consolidating, checked by the caller, and answer at once: one Dagster run
-        per namespace of ``slugs`` when Dagster runs, else a background job over ``roots``."""
+    def consolidate(
+        self, store: Any, roots: list[str], slugs: list[str], stages: list[str] | None
+    ) -> dict[str, Any]:
+        """Start consolidating ``stages`` (None: all), checked by the caller, and answer at once:
+        one Dagster run per namespace of ``slugs`` when Dagster runs, else a background job over
+        ``roots``."""
         from stash_pipeline.consolidation import runner
         from stash_pipeline.stages import STAGE_NAMES
 
         dagster = DagsterRuns.find(store.settings)
         if dagster is not None:
-            selected = [stage] if stage else list(STAGE_NAMES)
+            selected = list(stages) if stages else list(STAGE_NAMES)
             runs = [
                 {"namespace": slug, "run_id": dagster.launch(slug, selected, trigger="mcp"), "stages": selected}
                 for slug in slugs
@@ -288,11 +292,11 @@ class BackgroundJobs:
         def background(job: Job) -> list[dict[str, Any]]:
             reports: list[dict[str, Any]] = []
             for path in roots:
-                reports.extend(r.to_json() for r in runner.run_tree(store, path, stages=[stage] if stage else None))
+                reports.extend(r.to_json() for r in runner.run_tree(store, path, stages=stages))
                 job.reports = list(reports)  # progress, tree by tree
             return reports
 
-        return {"mode": "background", "job": self.start(roots, stage, background).view()}
+        return {"mode": "background", "job": self.start(roots, ",".join(stages) if stages else None, background).view()}
 
     def in_flight(self, settings: Settings, paths: list[str], slugs: list[str]) -> dict[str, Any]:
         """Runs queued or in flight for ``consolidation_status``: Dagster's (of ``slugs``) when

@@ -30,6 +30,7 @@ import contextlib
 import json
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stash_pipeline import errors
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from stash_pipeline.config import Settings
     from stash_pipeline.store import Store
 
-__all__ = ["make_reasoner", "require_reasoner", "run_all", "run_stage", "run_tree", "status"]
+__all__ = ["StageChoice", "choose_stages", "make_reasoner", "run_all", "run_stage", "run_tree", "status"]
 
 
 # -- entry points ---------------------------------------------------------------------------
@@ -55,24 +56,54 @@ def make_reasoner(store: Store) -> Reasoner | None:
     return Reasoner(store.settings, store.db)
 
 
-def require_reasoner(settings: Settings, stages: Iterable[str] | None) -> None:
-    """Raise ReasonerNotConfigured if any of ``stages`` (None: all) needs a model and none is set.
+#: where a model is configured, for the messages that say a model stage cannot run
+_CONFIGURE = (
+    "set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL (in the environment of this process, and of the "
+    "Dagster daemon and code server when Dagster runs)"
+)
 
-    ``consolidate`` calls it before it starts anything, so a run id, a job handle or a run
-    in the terminal is only ever started for work that can run.
+
+@dataclass(frozen=True)
+class StageChoice:
+    """The stages a consolidate call runs (None: all of them) and the model stages it leaves
+    out, with why (``skipped_because``), when no model is configured."""
+
+    stages: list[str] | None
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def skipped_because(self) -> str | None:
+        if not self.skipped:
+            return None
+        return (
+            f"no reasoning model is configured, so the model stages were skipped: {', '.join(self.skipped)}; "
+            f"to run them, {_CONFIGURE}, and consolidate again"
+        )
+
+
+def choose_stages(settings: Settings, stage: str | None) -> StageChoice:
+    """What a consolidate call for ``stage`` (None: all) runs, checked before anything starts.
+
+    With a reasoner configured, what was asked for. Without one, all stages means the stages
+    that need no model (``needs_model=False`` in ``STAGES``), the others listed as skipped;
+    a model stage asked for by name raises ReasonerNotConfigured, so a run id, a job handle
+    or a run in the terminal is only ever started for work that can run.
     """
     if settings.reasoner_configured:
-        return
-    wanted = None if stages is None else set(stages)
-    needy = [spec.name for spec in STAGES if spec.needs_model and (wanted is None or spec.name in wanted)]
-    if needy:
-        free = [spec.name for spec in STAGES if not spec.needs_model]
+        return StageChoice([stage] if stage else None)
+    free = [spec.name for spec in STAGES if not spec.needs_model]
+    if stage is None:
+        return StageChoice(free, [spec.name for spec in STAGES if spec.needs_model])
+    if get_stage(stage).needs_model:
         raise errors.ReasonerNotConfigured(
-            f"{', '.join(needy)} need a reasoning model: set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL "
-            "(in the environment of this process, and of the Dagster daemon and code server when Dagster "
-            f"runs) and consolidate again; nothing was started. {', '.join(free)} needs no model "
-            f"(stage {free[0] if free else '-'})"
+            f"stage {stage} needs a reasoning model and none is configured: {_CONFIGURE}, and consolidate "
+            f"again; nothing was started. Only {_and(free)} run without a model."
         )
+    return StageChoice([stage])
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def run_stage(

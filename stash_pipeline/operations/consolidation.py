@@ -7,21 +7,25 @@ caller's whole scope, for the runs its server starts and sees (``Scope.runs``: D
 or its background jobs).
 
 ``consolidate`` never waits on a model: ``targets`` checks the call (the write right on
-each tree, the namespaces, a reasoner for the model stages), then the server's runs start
-it and answer a handle at once. ``stash consolidate run`` takes the same arguments and
+each tree, the namespaces, the stages it can run: without a reasoner all stages are those
+that need no model, and a model stage asked for by name is refused), then the server's
+runs start it and answer a handle at once. ``stash consolidate run`` takes the same arguments and
 checks but runs the stages in the terminal (``stash_serve/cli/consolidation.py``: its
 ``--inline``, ``--wait`` and ``--dry-run`` have no tool counterpart).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, Field
 
 from stash_pipeline.operations.base import Arguments, CliView, Operation, Scope
 from stash_pipeline.operations.fields import Namespaces
 from stash_pipeline.operations.results import ConsolidationStarted, ConsolidationStatus
+
+if TYPE_CHECKING:
+    from stash_pipeline.consolidation.runner import StageChoice
 
 
 def _stage_names() -> tuple[str, ...]:
@@ -48,11 +52,12 @@ class Consolidate(Arguments):
     stage: Stage = None
 
 
-def targets(store: Any, a: Consolidate, scope: Scope) -> tuple[list[str], list[str]]:
-    """The trees a consolidate call covers (none inside another) and their namespaces,
-    after its checks: the write right on each tree, known namespaces, a reasoner for the
-    model stages it selects. Nothing is started before they pass."""
-    from stash_pipeline.consolidation.runner import require_reasoner
+def targets(store: Any, a: Consolidate, scope: Scope) -> tuple[list[str], list[str], StageChoice]:
+    """The trees a consolidate call covers (none inside another), their namespaces and the
+    stages it runs, after its checks: the write right on each tree, known namespaces, a
+    reasoner for a model stage asked for by name (``runner.choose_stages``). Nothing is
+    started before they pass."""
+    from stash_pipeline.consolidation.runner import choose_stages
     from stash_pipeline.memory.namespaces import resolve_trees
 
     paths = scope.read(a.namespaces)
@@ -62,15 +67,15 @@ def targets(store: Any, a: Consolidate, scope: Scope) -> tuple[list[str], list[s
     roots = [p for p in paths if not any(q != p and (q == "/" or p.startswith(q + "/")) for q in paths)]
     with store.db.transaction() as tx:
         slugs = sorted(set().union(*(resolve_trees(tx, path).values() for path in roots)))
-    require_reasoner(store.settings, [a.stage] if a.stage else None)
-    return roots, slugs
+    return roots, slugs, choose_stages(store.settings, a.stage)
 
 
 def _consolidate(store: Any, a: Consolidate, scope: Scope) -> ConsolidationStarted:
-    roots, slugs = targets(store, a, scope)
+    roots, slugs, choice = targets(store, a, scope)
     if scope.runs is None:  # a caller without a run board (a shell) runs the stages itself
         raise TypeError("consolidate needs the caller's runs; `stash consolidate run` runs in the terminal")
-    return ConsolidationStarted(**scope.runs.consolidate(store, roots, slugs, a.stage))
+    started = scope.runs.consolidate(store, roots, slugs, choice.stages)
+    return ConsolidationStarted(**started, skipped=choice.skipped or None, message=choice.skipped_because)
 
 
 CONSOLIDATE = Operation(
@@ -89,8 +94,9 @@ CONSOLIDATE = Operation(
             "Consolidate each namespace of the tree now (one stage or all). Exits 1 if a stage failed.\n\n"
             "When Dagster is running (STASH_DAGSTER_URL, or the one `stash up` started) it submits one run "
             "per namespace there and prints the run ids at once; otherwise, or with --inline, it runs the "
-            "stages in this terminal. Without a reasoner configured the model stages are refused before "
-            "anything starts (--stage decay needs no model)."
+            "stages in this terminal. Without a reasoner configured it runs only the stages that need no "
+            "model and says which model stages it skipped; a model stage asked for with --stage is refused "
+            "before anything starts."
         ),
         example="stash consolidate run -n /projects/x --json\nstash consolidate run -n /projects/x --dry-run",
         help={"stage": "Run only this stage (default: all, in order)."},

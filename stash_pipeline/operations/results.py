@@ -219,12 +219,16 @@ class ConsolidationStatus(Result):
 
 class ConsolidationStarted(Result):
     """What ``consolidate`` started, at once: one Dagster run per namespace (``mode``
-    dagster, with ``dagster_url``) or the server's background job (``mode`` background)."""
+    dagster, with ``dagster_url``) or the server's background job (``mode`` background).
+    Without a reasoner, ``skipped`` lists the model stages left out and ``message`` says
+    how to configure one."""
 
     mode: Literal["dagster", "background"]
     runs: list[dict[str, Any]] | None = None
     dagster_url: str | None = None
     job: dict[str, Any] | None = None
+    skipped: list[str] | None = None
+    message: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -45,6 +45,8 @@ class _Ran:
     mode: str
     rows: list[Any]
     dagster_url: str | None = None
+    #: why stages were left out (no model configured), said after the rows
+    skipped_because: str | None = None
 
 
 def _run_here(store: Any, args: Any, wait: bool, inline: bool, dry_run: bool) -> _Ran:
@@ -60,14 +62,16 @@ def _run_here(store: Any, args: Any, wait: bool, inline: bool, dry_run: bool) ->
     from stash_pipeline.stages import STAGE_NAMES
     from stash_serve.runs import DagsterRuns
 
-    roots, slugs = ops.targets(store, args, UNRESTRICTED)
+    roots, slugs, choice = ops.targets(store, args, UNRESTRICTED)
+    stages, skipped = choice.stages, choice.skipped_because
     dagster = None if inline else DagsterRuns.find(store.settings)
     if dagster is not None:
         selected = stages or list(STAGE_NAMES)
         runs = [{"namespace": slug, "run_id": dagster.launch(slug, selected, trigger="cli"), "stages": ",".join(selected)}
                 for slug in slugs]
-        return _Ran("dagster", runs, dagster.url)
-    return _Ran("inline", [report for root in roots for report in runner.run_tree(store, root, stages=stages, wait=wait)])
+        return _Ran("dagster", runs, dagster.url, skipped)
+    reports = [report for root in roots for report in runner.run_tree(store, root, stages=stages, wait=wait)]
+    return _Ran("inline", reports, skipped_because=skipped)
 
 
 def _ran(result: _Ran, as_json: bool, args: Any, **options: bool) -> None:
@@ -89,8 +93,10 @@ def _ran(result: _Ran, as_json: bool, args: Any, **options: bool) -> None:
             calls = sum(r.model_calls for r in rows)
             tokens = sum(r.tokens_in + r.tokens_out for r in rows)
             click.echo(f"{len(rows)} stage run(s), {calls} model call(s), {tokens} token(s)", err=True)
-        if any(r.status == "failed" for r in rows):
-            click.get_current_context().exit(1)
+    if result.skipped_because:  # on stderr, with --json too: the JSON stays the list of rows
+        click.echo(f"note: {result.skipped_because}", err=True)
+    if result.mode == "inline" and any(r.status == "failed" for r in rows):
+        click.get_current_context().exit(1)
 
 
 consolidate_group.add_command(

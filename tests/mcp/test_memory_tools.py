@@ -10,6 +10,7 @@ from mcp import Client
 
 from stash_pipeline.models import RecallHit
 from stash_pipeline.operations.results import RecallItem
+from stash_pipeline.stages import STAGES
 from tests.mcp.conftest import fails, ok
 
 pytestmark = pytest.mark.anyio
@@ -319,25 +320,38 @@ async def test_failures(server: Any) -> None:
         assert (await fails(client, "show_failure", {"id": f["id"]}))["error"] == "record_not_found"
 
 
+async def _job_done(client: Client, job_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The background job once it has finished (it must succeed), and the status that showed it."""
+    for _ in range(200):
+        status = await ok(client, "consolidation_status", {"namespaces": "/p"})
+        (job,) = [j for j in status["runs"] if j["job_id"] == job_id]
+        if job["status"] in {"done", "failed"}:
+            break
+        await anyio.sleep(0.05)
+    assert job["status"] == "done", job
+    return job, status
+
+
 async def test_consolidate_status_and_stats(server: Any) -> None:
     async with Client(server) as client:
         await _project(client)
         await ok(client, "remember", {"content": "Alice leads the platform team", "namespace": "/p"})
-        # no reasoner configured: model stages are refused up front, no job is started
-        refused = await fails(client, "consolidate", {"namespaces": "/p"})
+        # no reasoner configured: a model stage asked for by name is refused up front, no job is started
+        refused = await fails(client, "consolidate", {"namespaces": "/p", "stage": "facts"})
         assert refused["error"] == "reasoner_not_configured" and "STASH_REASONER_MODEL" in refused["message"]
         assert (await ok(client, "consolidation_status", {"namespaces": "/p"}))["runs"] == []
+        # all stages: those that need no model start, the answer says which model stages it left out
+        free = await ok(client, "consolidate", {"namespaces": "/p"})
+        assert free["job"]["stage"] == "profiles,decay"
+        assert free["skipped"] == [spec.name for spec in STAGES if spec.needs_model]
+        assert free["message"].startswith("no reasoning model is configured, so the model stages were skipped")
+        assert "STASH_REASONER_MODEL" in free["message"]
+        await _job_done(client, free["job"]["job_id"])
         started = await ok(client, "consolidate", {"namespaces": "/p", "stage": "decay"})
+        assert "skipped" not in started and "message" not in started
         # no Dagster here: a background job, returned at once, followed through consolidation_status
         assert started["mode"] == "background" and started["job"]["status"] in {"queued", "running", "done"}
-        job_id = started["job"]["job_id"]
-        for _ in range(200):
-            status = await ok(client, "consolidation_status", {"namespaces": "/p"})
-            (job,) = [j for j in status["runs"] if j["job_id"] == job_id]
-            if job["status"] in {"done", "failed"}:
-                break
-            await anyio.sleep(0.05)
-        assert job["status"] == "done", job
+        job, status = await _job_done(client, started["job"]["job_id"])
         reports = job["reports"]
         assert {r["stage"] for r in reports} == {"decay"}
         assert status["items"] and all(row["namespace"] == "/p" for row in status["items"])
