@@ -27,7 +27,7 @@ Each stream is remembered into a fresh database and the ``facts``, ``relationshi
 * model calls, tokens and failed calls per episode; dead letters; wall time.
 
     python -m bench.consolidation_quality     # the facts stage on the conversational set, scripted model
-    python -m bench.consolidation_quality --base-url http://127.0.0.1:8080/v1 --model smollm2
+    python -m bench.consolidation_quality --base-url http://127.0.0.1:8000/v1 --model smollm2
     python -m bench.consolidation_quality --base-url URL --model M --embedder hash --json
 """
 
@@ -261,7 +261,7 @@ def report(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-url", default=None,
-                        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 (without it: the facts stage on "
+                        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (without it: the facts stage on "
                              "the conversational set against a scripted model, bench/facts_conversations.py)")
     parser.add_argument("--model", default=None, help="model name as the server knows it")
     parser.add_argument("--conversations", type=int, default=None,
