@@ -2,6 +2,8 @@
 
 * A model server's example address is not a port `stash up` takes by default (a model on
   8080 would collide with Stash's own MCP server).
+* An ``npx`` command names the package's version: an unpinned one runs whatever version
+  npm has cached, which may be one the page was never checked with.
 """
 
 from __future__ import annotations
@@ -38,3 +40,12 @@ def test_model_servers_in_the_examples_leave_stash_up_its_ports() -> None:
                if (port := re.search(r":(\d+)(?:/|$)", url)) and int(port[1]) in ports]
     assert not clashes, f"a model server on a port `stash up` takes: {clashes}"
 
+
+def test_npx_commands_pin_their_version() -> None:
+    unpinned = []
+    for page in PAGES:
+        for match in re.finditer(r"\bnpx\s+(?:-y\s+)?(@?[\w.-]+(?:/[\w.-]+)?(?:@[\w.-]+)?)", page.read_text(encoding="utf-8")):
+            package = match[1]
+            if not re.search(r".@\d+\.\d+\.\d+$", package):
+                unpinned.append((page.name, package))
+    assert not unpinned, f"npx commands without a pinned version: {unpinned}"
