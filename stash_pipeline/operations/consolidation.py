@@ -81,7 +81,7 @@ def _consolidate(store: Any, a: Consolidate, scope: Scope) -> ConsolidationStart
 CONSOLIDATE = Operation(
     name="consolidate",
     description="Consolidate the namespace trees (episodes into facts, links, patterns…). "
-    "Returns at once: Dagster run ids or a job handle; then consolidation_status.",
+    "Returns at once with Dagster run ids or a job handle; facts appear as the runs finish.",
     arguments=Consolidate,
     call=_consolidate,
     right="write",

@@ -125,7 +125,7 @@ GET_EPISODE = Operation(
 
 
 class Forget(Arguments):
-    about: Annotated[str, Field(description="The stored wording of the memory to forget (recall it first).")]
+    about: Annotated[str, Field(description="The stored wording of the memory to forget, as a search found it.")]
     namespaces: Namespaces = None
     threshold: Annotated[
         float | None, Field(description="Minimum similarity to match (default STASH_FORGET_THRESHOLD).", ge=0, le=1)

@@ -273,6 +273,46 @@ async def test_the_full_surface_is_one_spec_away(store: Any) -> None:
     assert missing["error"] == "unknown_tool"
 
 
+def _descriptions(value: Any) -> list[str]:
+    """Every "description" string anywhere in a JSON schema."""
+    if isinstance(value, dict):
+        return [text for key, item in value.items()
+                for text in ([item] if key == "description" and isinstance(item, str) else _descriptions(item))]
+    if isinstance(value, list):
+        return [text for item in value for text in _descriptions(item)]
+    return []
+
+
+def _tools_named(text: str, names: set[str]) -> set[str]:
+    """The tool names ``text`` mentions as words (``recall``, not ``recall_config`` or ``/recall``)."""
+    return {name for name in names if re.search(rf"(?<![\w/-]){re.escape(name)}(?![\w-])", text)}
+
+
+async def test_no_tool_points_at_a_tool_its_toolset_lacks(store: Any) -> None:
+    """An agent follows a description's pointer ("then consolidation_status"): every tool a
+    description names, the tool's own or any of its parameters' and answers', is offered
+    by a server of that toolset. A server of several toolsets offers their union, so each
+    toolset on its own is what must hold."""
+    every = {op.name for op in toolsets.every_operation()}
+    pointing = []
+    for spec in toolsets.names():
+        async with Client(build_server(store, auth=False, toolsets=spec)) as client:
+            tools = (await client.list_tools()).tools
+        offered = {t.name for t in tools}
+        for tool in tools:
+            texts = [tool.description or "", *_descriptions(tool.input_schema), *_descriptions(tool.output_schema)]
+            missing = set().union(*(_tools_named(text, every) for text in texts)) - offered
+            pointing += [f"{spec}: {tool.name} names {name}" for name in sorted(missing)]
+    assert not pointing, pointing
+
+
+def test_the_pointer_rule_catches_a_tool_name_in_prose() -> None:
+    every = {op.name for op in toolsets.every_operation()}
+    assert _tools_named("Returns at once: a job handle; then consolidation_status.", every) == {"consolidation_status"}
+    assert _tools_named("recall it first", every) == {"recall"}
+    assert _tools_named("see recall_config or /recall", every) == set()
+
+
 def test_a_toolset_spec_is_checked_once_at_start() -> None:
     sets = toolsets.toolsets()
     assert [op.name for op in toolsets.select("all")] == [op.name for op in toolsets.every_operation()]
