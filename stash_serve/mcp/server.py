@@ -31,7 +31,7 @@ from stash_pipeline.store import Store
 from stash_serve.mcp import derive
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, ToolCalls, error_code, error_result
 from stash_serve.mcp.schemas import portable
-from stash_serve.mcp.toolsets import ALL, every_operation, select
+from stash_serve.mcp.toolsets import ALL, every_operation, select, unknown_tool_message
 from stash_serve.metrics import TOOL_CALLS, TOOL_ERRORS, TOOL_LATENCY
 
 log = logging.getLogger("stash.mcp")
@@ -102,7 +102,7 @@ def build_server(store: Store, *, auth: bool, toolsets: str = ALL) -> StashMCPSe
     """
     offered = select(toolsets)
     calls = ToolCalls(store, auth)
-    return StashMCPServer(
+    server = StashMCPServer(
         SERVER_NAME,
         title="Stash memory",
         version=__version__,
@@ -110,13 +110,17 @@ def build_server(store: Store, *, auth: bool, toolsets: str = ALL) -> StashMCPSe
         tools=[derive.tool(op, calls) for op in offered],
         log_level="WARNING",
     )
+    server.toolsets = toolsets
+    return server
 
 
 class StashMCPServer(MCPServer):
     """MCPServer that turns every failure into a structured tool error, records metrics and
-    lists its tools' schemas in the form every converter takes (``stash_serve.mcp.schemas``)."""
+    lists its tools' schemas in the form every converter takes (``stash_serve.mcp.schemas``).
+    ``toolsets`` is the spec it was built with: an unknown tool's answer names it."""
 
     _listing: list[MCPTool] | None = None
+    toolsets: str = ALL
 
     async def list_tools(self) -> list[MCPTool]:
         if self._listing is None:  # the tools are fixed once the server is built
@@ -151,7 +155,7 @@ class StashMCPServer(MCPServer):
             if isinstance(exc.__cause__, ValidationError):
                 result = error_result(errors.InvalidInput(_validation_message(exc.__cause__)))
             elif self._tool_manager.get_tool(name) is None:
-                result = error_result(UnknownTool(f"unknown tool {name[:100]!r}; call list_tools"))
+                result = error_result(UnknownTool(unknown_tool_message(str(name), self.toolsets)))
             else:
                 result = error_result(errors.InvalidInput(str(exc)))
         except Exception:  # the SDK should not raise anything else; never let it reach the client

@@ -6,9 +6,12 @@ everyday loop, across subjects. A spec is ``default``, ``all`` or a comma-separa
 of toolset names (``default,graph``); the server offers their union, in subject order.
 An unknown name is a start-up error listing the valid ones. The spec comes from
 ``STASH_TOOLSETS`` or ``stash serve mcp --toolsets``; ``stash tools`` lists the sets.
+A call of a tool the server does not offer is answered by ``unknown_tool_message``.
 """
 
 from __future__ import annotations
+
+import difflib
 
 from stash_pipeline import errors
 from stash_pipeline.operations import SUBJECTS
@@ -79,4 +82,37 @@ def select(spec: str) -> tuple[Operation, ...]:
     return tuple(op for op in every_operation() if op.name in chosen)
 
 
-__all__ = ["ALL", "DEFAULT", "DEFAULT_TOOLS", "every_operation", "names", "select", "subject_name", "toolsets"]
+def unknown_tool_message(name: str, spec: str) -> str:
+    """Why a server of ``spec`` does not know the tool ``name``, and what to do.
+
+    A Stash tool of another toolset: which one, and the spec (flag and variable) that adds
+    it. Any other name: says no tool has it and suggests the closest names, each with the
+    toolset it is in when this server does not offer it.
+    """
+    shown = repr(name[:100])
+    in_use = ",".join(part.strip() for part in str(spec).split(",") if part.strip())
+    offered = {op.name for op in select(spec)}
+    homes = {op.name: set_name for set_name, ops in toolsets().items() if set_name != DEFAULT for op in ops}
+    if name in homes:
+        wider = f"{in_use},{homes[name]}"
+        return (
+            f"{name} is not offered by this server (toolsets: {in_use}); it is in the {homes[name]!r} toolset: "
+            f"start the server with --toolsets {wider} (or STASH_TOOLSETS={wider})"
+        )
+    close = difflib.get_close_matches(name[:100], list(homes), n=3, cutoff=0.6)
+    hints = [c if c in offered else f"{c} (in the {homes[c]!r} toolset)" for c in close]
+    guess = f"; did you mean {' or '.join(hints)}?" if hints else "."
+    return f"unknown tool {shown}: no Stash tool has this name{guess} This server's toolsets: {in_use} (tools/list shows its tools)."
+
+
+__all__ = [
+    "ALL",
+    "DEFAULT",
+    "DEFAULT_TOOLS",
+    "every_operation",
+    "names",
+    "select",
+    "subject_name",
+    "toolsets",
+    "unknown_tool_message",
+]

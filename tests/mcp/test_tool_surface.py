@@ -265,12 +265,32 @@ async def test_the_full_surface_is_one_spec_away(store: Any) -> None:
         full = await every.list_tools()
     async with Client(build_server(store, auth=False, toolsets="default,graph")) as some:
         names = [t.name for t in (await some.list_tools()).tools]
-        # a tool outside the chosen sets is unknown to this server
+        # a tool outside the chosen sets is unknown to this server, which says how to add it
         missing = await fails(some, "create_hypothesis", {"content": "c", "verification_plan": "v"})
+        typo = await fails(some, "recal", {"query": "q"})
+        nothing = await fails(some, "no_such_tool_at_all", {})
     assert len(full.tools) == 52
     graph = [op.name for op in toolsets.toolsets()["graph"]]
     assert names == [t.name for t in full.tools if t.name in set(graph) | set(toolsets.DEFAULT_TOOLS)]
     assert missing["error"] == "unknown_tool"
+    assert missing["message"] == (
+        "create_hypothesis is not offered by this server (toolsets: default,graph); it is in the 'hypotheses' "
+        "toolset: start the server with --toolsets default,graph,hypotheses (or STASH_TOOLSETS=default,graph,hypotheses)"
+    )
+    assert typo["error"] == "unknown_tool"
+    assert typo["message"].startswith("unknown tool 'recal': no Stash tool has this name; did you mean recall?")
+    assert "This server's toolsets: default,graph" in typo["message"]
+    assert nothing["message"] == (
+        "unknown tool 'no_such_tool_at_all': no Stash tool has this name. "
+        "This server's toolsets: default,graph (tools/list shows its tools)."
+    )
+
+
+def test_an_unknown_tool_s_closest_names_say_where_they_are() -> None:
+    message = toolsets.unknown_tool_message("consolidation_statu", " default ")
+    assert "did you mean consolidation_status (in the 'consolidation' toolset) or consolidate?" in message
+    assert "This server's toolsets: default " in message
+    assert toolsets.unknown_tool_message("x" * 500, "all").startswith(f"unknown tool {'x' * 100!r}:")
 
 
 def _descriptions(value: Any) -> list[str]:
