@@ -340,8 +340,19 @@ def invalid_arguments(exc: ValidationError, label: Callable[[str], str] = str) -
     for err in exc.errors()[:10]:
         loc = err.get("loc", ())
         why = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        parts.append(f"{label(str(loc[0]))}: {why}" if loc else why)
+        if loc and err.get("type") == "missing":
+            parts.append(missing_argument(label(str(loc[0]))))
+        else:
+            parts.append(f"{label(str(loc[0]))}: {why}" if loc else why)
     return errors.InvalidInput("invalid arguments: " + "; ".join(parts))
+
+
+def missing_argument(name: str) -> str:
+    """``namespace is required (an exact namespace path, e.g. /projects/x)``: an argument left
+    out, said as such (not as the type error its default would give), with an example for
+    the namespace a write goes to."""
+    example = " (an exact namespace path, e.g. /projects/x)" if name.lstrip("-") == "namespace" else ""
+    return f"{name} is required{example}"
 
 
 def namespaces_or_none(value: Any) -> list[str] | None:
@@ -367,5 +378,6 @@ __all__ = [
     "duration",
     "invalid_arguments",
     "iso_time",
+    "missing_argument",
     "namespaces_or_none",
 ]

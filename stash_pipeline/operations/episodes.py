@@ -20,7 +20,7 @@ from stash_pipeline.operations.results import EpisodePurge, Remembered, Remember
 
 class Remember(Arguments):
     content: Annotated[str, Field(description="What to remember: one durable, self-contained statement.")]
-    namespace: Namespace = "/"
+    namespace: Namespace
     kind: Annotated[
         str, Field(description="observation, decision, preference, correction, lesson, session_summary, …")
     ] = "observation"

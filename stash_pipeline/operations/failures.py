@@ -57,7 +57,7 @@ class CreateFailure(Arguments):
     reason: Annotated[str, Field(description="Why it failed.")]
     lesson: Annotated[str, Field(description="What to do differently next time.")]
     goal_id: Annotated[int | None, Field(description="Goal it belongs to.", ge=1)] = None
-    namespace: Namespace = "/"
+    namespace: Namespace
 
 
 def _create(store: Any, a: CreateFailure, scope: Scope) -> Failure:

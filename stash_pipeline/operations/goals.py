@@ -62,7 +62,7 @@ class CreateGoal(Arguments):
     content: Annotated[str, Field(description="The outcome to reach (spans several sessions).")]
     parent_id: Annotated[int | None, Field(description="Parent goal (same namespace tree).", ge=1)] = None
     priority: Annotated[int, Field(description="Higher comes first.", ge=-1000, le=1000)] = 0
-    namespace: Namespace = "/"
+    namespace: Namespace
 
 
 def _create(store: Any, a: CreateGoal, scope: Scope) -> Goal:

@@ -139,7 +139,7 @@ class CreateCausalLink(Arguments):
     effect_id: Annotated[int | None, Field(description="Id of the effect fact (or give effect_failure_id).", ge=1)] = None
     effect_failure_id: Annotated[int | None, Field(description="Id of the effect failure.", ge=1)] = None
     confidence: Confidence = 0.8
-    namespace: Namespace = "/"
+    namespace: Namespace
     rationale: Annotated[str | None, Field(description="Why you believe it.")] = None
 
 

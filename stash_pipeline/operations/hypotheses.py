@@ -63,7 +63,7 @@ class CreateHypothesis(Arguments):
     content: Annotated[str, Field(description="The belief to test, as one statement.")]
     verification_plan: Annotated[str, Field(description="How it will be confirmed or refuted (required).")]
     confidence: Confidence = 0.5
-    namespace: Namespace = "/"
+    namespace: Namespace
     source_fact_ids: IdList = None
 
 

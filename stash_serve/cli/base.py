@@ -234,12 +234,38 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON r
 yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 
 
+class RequiredOption(click.Option):
+    """An option a command cannot do without. Left out, it is said in one line with an
+    example where one is given ("--namespace is required (e.g. -n /projects/x)"), not as
+    the type error of a value it never had.
+
+    No default is handed to click: click 8.2 and later take an explicit ``default=None`` as
+    a value and would let a required option through empty.
+    """
+
+    def __init__(self, *args: Any, example: str | None = None, **kwargs: Any) -> None:
+        kwargs.pop("default", None)
+        super().__init__(*args, required=True, **kwargs)
+        self.example = example
+
+    def process_value(self, ctx: click.Context, value: Any) -> Any:
+        try:
+            return super().process_value(ctx, value)
+        except click.MissingParameter:
+            example = f" (e.g. {self.example})" if self.example else ""
+            raise click.UsageError(f"{self.opts[0]} is required{example}", ctx) from None
+
+
+#: the example a left-out ``--namespace`` is told with
+NAMESPACE_EXAMPLE = "-n /projects/x"
+
+
 def namespace_option(*, required: bool = True, default: str | None = None) -> Any:
     """``-n /projects/x``: the exact namespace a write goes to."""
-    return click.option(
-        "--namespace", "-n", required=required and default is None, default=default,
-        help="Namespace path, e.g. /projects/x." + (f"  [default: {default}]" if default else ""),
-    )
+    help_text = "Namespace path, e.g. /projects/x." + (f"  [default: {default}]" if default else "")
+    if required and default is None:
+        return click.option("--namespace", "-n", cls=RequiredOption, example=NAMESPACE_EXAMPLE, help=help_text)
+    return click.option("--namespace", "-n", default=default, help=help_text)
 
 
 def namespaces_option(*, default: str | None = "/") -> Any:

@@ -108,16 +108,12 @@ def _parameter(op: Operation, name: str, info: FieldInfo) -> click.Parameter:
     kind = _click_type(info)
     if kind is bool:
         return click.Option([*decls, name], is_flag=True, default=bool(info.default), help=help_text)
-    required = info.is_required()
-    default = None if required else info.default
-    if name == "namespaces" and op.reach in ("trees", "scope"):
-        default = "/"
-    if name == "namespace":
-        # at a shell a write always names where it goes (an agent's defaults to "/")
-        required, default = True, None
+    if info.is_required() or name == "namespace":  # a write always names where it goes
+        example = base.NAMESPACE_EXAMPLE if name == "namespace" else None
+        return base.RequiredOption([*decls, name], type=kind, example=example, help=help_text)
+    default = "/" if name == "namespaces" and op.reach in ("trees", "scope") else info.default
     return click.Option(
-        [*decls, name], type=kind, required=required, default=default,
-        show_default=default is not None, help=help_text,
+        [*decls, name], type=kind, default=default, show_default=default is not None, help=help_text,
     )
 
 

@@ -26,7 +26,7 @@ from mcp_types import Tool as MCPTool
 from pydantic import ValidationError
 
 from stash_pipeline import __version__, errors
-from stash_pipeline.operations.base import Operation
+from stash_pipeline.operations.base import Operation, missing_argument
 from stash_pipeline.store import Store
 from stash_serve.mcp import derive
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, ToolCalls, error_code, error_result
@@ -202,7 +202,7 @@ def _validation_message(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:10]:
         where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+        parts.append(missing_argument(where) if err.get("type") == "missing" else f"{where}: {err.get('msg', 'invalid')}")
     return "invalid arguments: " + "; ".join(parts)
 
 

@@ -402,7 +402,7 @@ async def test_every_tool_has_a_clear_error_path(server: Any) -> None:
         "reject_hypothesis": ({"id": 424242}, "record_not_found"),
         "delete_hypothesis": ({"id": 424242}, "record_not_found"),
         "list_goals": ({"status": "done"}, "invalid_input"),
-        "create_goal": ({"content": "x", "parent_id": 424242}, "record_not_found"),
+        "create_goal": ({"content": "x", "namespace": "/", "parent_id": 424242}, "record_not_found"),
         "show_goal": ({"id": 424242}, "record_not_found"),
         "update_goal": ({"id": 424242, "priority": 1}, "record_not_found"),
         "complete_goal": ({"id": 424242}, "record_not_found"),

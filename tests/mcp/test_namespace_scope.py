@@ -1,5 +1,7 @@
 """create_namespace under a token: ancestors outside the token's trees must already exist,
-and one token creates at most STASH_NAMESPACES_PER_TOKEN_PER_HOUR namespaces an hour."""
+and one token creates at most STASH_NAMESPACES_PER_TOKEN_PER_HOUR namespaces an hour. A
+write that names no namespace is told the namespace is required (not that "/" is out of
+reach)."""
 
 from __future__ import annotations
 
@@ -58,3 +60,25 @@ async def test_namespaces_created_per_token_are_capped(make_store: Any) -> None:
             failed, body = await _call(client, "create_namespace", {"namespace": "/u/n0", "description": "n"})
             assert not failed, body
     assert "/t/n9" not in _slugs(limited)
+
+
+WRITES_INTO_ONE_NAMESPACE = {
+    "remember": {"content": "The deploy runs on Fridays"},
+    "create_goal": {"content": "Ship v2"},
+    "create_hypothesis": {"content": "Friday deploys break", "verification_plan": "count incidents"},
+    "create_failure": {"content": "Deploy broke", "reason": "no canary", "lesson": "add one"},
+}
+
+
+async def test_a_write_without_its_namespace_is_told_the_namespace_is_required(store: Any) -> None:
+    token = auth.create_token(store, ["/projects/x"], ["read", "write"])["token"]
+    namespaces.create(store, "/projects/x")
+    async with served(store) as app, session(app, token) as client:
+        for tool, arguments in WRITES_INTO_ONE_NAMESPACE.items():
+            failed, body = await _call(client, tool, arguments)
+            assert failed and body == {
+                "error": "invalid_input",
+                "message": "invalid arguments: namespace is required (an exact namespace path, e.g. /projects/x)",
+            }, (tool, body)
+            failed, body = await _call(client, tool, {**arguments, "namespace": "/projects/x"})
+            assert not failed, (tool, body)

@@ -114,6 +114,22 @@ def test_bad_option_values_are_caller_errors(runner: CliRunner) -> None:
     assert "error: invalid arguments: --occurred-at: not an ISO 8601 time" in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["remember", "x"], "--namespace is required (e.g. -n /projects/x)"),
+        (["goal", "create", "Ship v2"], "--namespace is required (e.g. -n /projects/x)"),
+        (["consolidate", "rebuild", "--stage", "facts"], "--namespace is required (e.g. -n /projects/x)"),
+        (["failure", "create", "x", "-n", "/p", "--lesson", "l"], "--reason is required"),
+    ],
+)
+def test_a_required_option_left_out_is_named(runner: CliRunner, args: list[str], said: str) -> None:
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == f"Error: {said}"
+    assert "Input should be" not in result.output
+
+
 def _run_stash(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STASH_")}
     env.update(STASH_DATABASE_URL=CLOSED_PORT_DSN, STASH_ENV_FILE="/nonexistent/.env")
