@@ -87,8 +87,8 @@ def ours(store: Any, instance: Any, repeats: int) -> tuple[list[float], int, int
         openai_base_url="http://127.0.0.1:9/v1",  # never called: only makes model stages count
         reasoner_model="bench",
     )
-    rows, configured = sensors.read_backlog(stash)
-    found = len(sensors.pending_work(rows, stages=sensors.WATERMARK_STAGES, reasoner_configured=configured))
+    rows, blocker = sensors.read_backlog(stash)
+    found = len(sensors.pending_work(rows, stages=sensors.WATERMARK_STAGES, model_ready=not blocker))
     times: list[float] = []
     requests = 0
     for _ in range(repeats + 1):

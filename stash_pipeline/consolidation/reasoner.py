@@ -55,6 +55,7 @@ from pydantic import BaseModel, ValidationError
 
 from stash_pipeline import errors
 from stash_pipeline.consolidation import model_server
+from stash_pipeline.consolidation.breaker import BREAKER_COOLDOWN_S, BREAKER_FAILURES, Breaker
 
 if TYPE_CHECKING:
     from stash_pipeline.config import Settings
@@ -67,11 +68,6 @@ T = TypeVar("T", bound=BaseModel)
 _DRAIN_UNTIL: dict[str, float] = {}
 _DRAIN_LOCK = threading.Lock()
 
-#: failed requests in a row (connection errors, timeouts, 5xx, unreadable bodies) that mark
-#: an endpoint down
-BREAKER_FAILURES = 3
-#: how long an endpoint stays down after its last failed request
-BREAKER_COOLDOWN_S = 600.0
 #: characters of a server's error message kept in ``model_calls``, errors and run headlines
 SERVER_MESSAGE_CHARS = 300
 
@@ -247,63 +243,6 @@ def transport_message(exc: Exception, timeout_s: float) -> str:
         reason = str(cause) or reason
         cause = cause.__cause__
     return bounded(f"connection error: {reason or exc}")
-
-
-class Breaker:
-    """Failed requests in a row to one endpoint, shared by every run and process.
-
-    ``BREAKER_FAILURES`` failures in a row mark the endpoint down until
-    ``BREAKER_COOLDOWN_S`` after the last one; any answer clears it. The state is a row
-    of ``settings`` (in memory only without a database), read once per reasoner.
-    """
-
-    def __init__(self, db: Database | None, endpoint: str) -> None:
-        self.db = db
-        self.key = f"reasoner_breaker {endpoint}"
-        self._lock = threading.Lock()
-        self._loaded = db is None
-        self.failures = 0
-        self.since = ""
-        self._last = 0.0  # monotonic time of the last failure
-
-    def _load(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
-        assert self.db is not None
-        row = self.db.one("reasoner_breaker_get", key=self.key)
-        if row:
-            self.failures, self.since = int(row["failures"]), str(row["since"])
-            self._last = time.monotonic() - float(row["age_s"])
-
-    def down(self) -> bool:
-        """Whether the endpoint counts as down now."""
-        with self._lock:
-            self._load()
-            return self.failures >= BREAKER_FAILURES and time.monotonic() - self._last < BREAKER_COOLDOWN_S
-
-    def failed(self, error: str) -> int:
-        """Count one failed request; returns the failures in a row."""
-        with self._lock:
-            self._load()
-            if self.db is not None:
-                row = self.db.one("reasoner_breaker_fail", key=self.key, error=error, cooldown_s=BREAKER_COOLDOWN_S)
-                assert row is not None
-                self.failures, self.since = int(row["failures"]), str(row["since"])
-            else:
-                stale = time.monotonic() - self._last >= BREAKER_COOLDOWN_S
-                self.failures = 1 if stale else self.failures + 1
-                self.since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()) if stale else self.since
-            self._last = time.monotonic()
-            return self.failures
-
-    def answered(self) -> None:
-        """The endpoint answered (any HTTP response but 429/5xx): it is up."""
-        with self._lock:
-            self._load()
-            if self.failures and self.db is not None:
-                self.db.execute("reasoner_breaker_clear", key=self.key)
-            self.failures = 0
 
 
 class _Probe(BaseModel):

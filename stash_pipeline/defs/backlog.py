@@ -8,7 +8,8 @@ where a waiting stage's cursor or head moved since the last report (``changed_ro
 it counts the items waiting (``consolidation_backlog_counts``, one query, none on a quiet
 tick) and reports one runless ``AssetObservation`` per stage partition (``backlog_events``) with
 metadata ``backlog`` (items waiting after the stage's cursor), ``cursor``, ``head`` and
-``waiting_on`` ("" or why the sensor requests no run: no reasoner, a closed gate). A
+``waiting_on`` ("" or why the sensor requests no run: no reasoner, its endpoint down, a
+closed gate). A
 backlog that drained is reported once as 0 and then forgotten, so the sensor's cursor
 remembers only namespaces with input waiting, one short mark each (``slug_marks``).
 
@@ -38,13 +39,20 @@ MARK_CHARS = 10
 _SPECS = {spec.name: spec for spec in STAGES}
 
 
-def waiting_on(row: Mapping[str, Any], reasoner_configured: bool) -> str:
-    """Why a stage partition with a backlog gets no run from the sensor ("" = it does)."""
+#: what model stages wait on while no reasoner is configured
+NO_REASONER = "no reasoner is configured; set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL"
+
+
+def waiting_on(row: Mapping[str, Any], blocker: str) -> str:
+    """Why a stage partition with a backlog gets no run from the sensor ("" = it does).
+
+    ``blocker`` is why model stages cannot run now ("" = they can; ``sensors.model_blocker``).
+    """
     spec = _SPECS.get(row["stage"])
     if spec is None or not spec.watermarked:
         return "its schedule (no watermark)"
-    if spec.needs_model and not reasoner_configured:
-        return "a reasoner: set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL"
+    if spec.needs_model and blocker:
+        return blocker
     if not row["has_work"]:
         return f"its gate ({spec.gate}): nothing to do until the namespace has one" if spec.gate else ""
     return ""
@@ -118,7 +126,7 @@ def backlog_events(
     counts: Mapping[tuple[int, str], int],
     reported: Mapping[str, str],
     *,
-    reasoner_configured: bool,
+    blocker: str,
 ) -> tuple[list[dg.AssetObservation], dict[str, str]]:
     """Observations for the ``changed`` rows, and the marks to remember for the next tick."""
     current = slug_marks(rows)
@@ -139,7 +147,7 @@ def backlog_events(
                     "backlog": backlog,
                     "cursor": int(row.get("cursor") or 0),
                     "head": int(row.get("head") or 0),
-                    "waiting_on": waiting_on(row, reasoner_configured) if backlog else "",
+                    "waiting_on": waiting_on(row, blocker) if backlog else "",
                 },
             )
         )

@@ -67,8 +67,8 @@ def decay_daily(context: ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipRe
 def consolidation_sweep(
     context: ScheduleEvaluationContext, stash: StashResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
-    rows, reasoner_configured = read_backlog(stash)
-    work = pending_work(rows, stages=WATERMARK_STAGES, reasoner_configured=reasoner_configured)
+    rows, blocker = read_backlog(stash)
+    work = pending_work(rows, stages=WATERMARK_STAGES, model_ready=not blocker)
     busy = in_flight_partitions(context.instance, [partition_key(s) for s in work])
     ready = sorted(slug for slug in work if partition_key(slug) not in busy)
     if not ready:

@@ -18,9 +18,10 @@
     run key holds each selected stage's head id and a time bucket: the same backlog is
     not requested twice within a bucket, yet a failed run is retried by a later bucket
     instead of being blocked by its run key forever. Model-bound stages are skipped while
-    no reasoner is configured (their runs would fail); the skip reason then names the
-    blocked stages, how many namespaces wait on each and the first of them by name, never
-    "caught up"; likewise a tick whose namespaces all have a run in flight names them. It
+    no reasoner is configured or its endpoint is marked down (``consolidation/breaker.py``:
+    their runs would fail; the first request after the cool-down tries again); the skip
+    reason then names the blocked stages, how many namespaces wait on each and the first
+    of them by name, and the cause with the endpoint's last error, never "caught up"; likewise a tick whose namespaces all have a run in flight names them. It
     also reports each new episode head as the data version of ``episodes``
     (``episodes.py``), each stage partition's changed backlog as an observation of the
     stage asset (``backlog.py``), so a namespace with input waiting does not look empty,
@@ -52,9 +53,10 @@ from typing import Any
 import dagster as dg
 from dagster import SensorEvaluationContext
 
+from stash_pipeline.consolidation.breaker import Breaker
 from stash_pipeline.defs import caught_up
 from stash_pipeline.defs.assets import STAGE_KEYS
-from stash_pipeline.defs.backlog import backlog_events, changed_rows, count_backlog
+from stash_pipeline.defs.backlog import NO_REASONER, backlog_events, changed_rows, count_backlog
 from stash_pipeline.defs.episodes import episode_events
 from stash_pipeline.defs.partitions import NAMESPACES, PARTITION_TAG, namespaces_partitions, partition_key
 from stash_pipeline.defs.resources import StashResource
@@ -104,9 +106,12 @@ class Backlog:
 
 
 def pending_work(
-    rows: Iterable[Mapping[str, Any]], *, stages: Sequence[str], reasoner_configured: bool
+    rows: Iterable[Mapping[str, Any]], *, stages: Sequence[str], model_ready: bool
 ) -> dict[str, list[Backlog]]:
-    """``{slug: [Backlog, ...]}`` for rows with work, in stage-table order per namespace."""
+    """``{slug: [Backlog, ...]}`` for rows with work, in stage-table order per namespace.
+
+    ``model_ready``: whether model stages can run now (``model_blocker`` says "").
+    """
     order = {name: i for i, name in enumerate(stages)}
     work: dict[str, list[Backlog]] = {}
     for row in rows:
@@ -116,7 +121,7 @@ def pending_work(
         if not (row["has_work"] or retry) or stage not in order:
             continue
         spec = _SPECS[stage]
-        if spec.needs_model and not reasoner_configured:
+        if spec.needs_model and not model_ready:
             continue
         head = str(row["head"] or 0)
         if spec.aux_source is not None:
@@ -133,9 +138,16 @@ def pending_work(
     return work
 
 
-def blocked_backlog(rows: Iterable[Mapping[str, Any]], *, reasoner_configured: bool) -> str:
-    """Model-stage work waiting for a reasoner, as a sentence for a skip reason ("" if none)."""
-    if reasoner_configured:
+def model_blocker(store: Store) -> str:
+    """Why model stages cannot run now ("" = they can): no reasoner, or its endpoint is down."""
+    if not store.settings.reasoner_configured:
+        return NO_REASONER
+    return Breaker(store.db, str(store.settings.openai_base_url)).down_reason()
+
+
+def blocked_backlog(rows: Iterable[Mapping[str, Any]], *, blocker: str) -> str:
+    """Model-stage work waiting on ``blocker``, as a sentence for a skip reason ("" if none)."""
+    if not blocker:
         return ""
     blocked: dict[str, set[str]] = {}
     for row in rows:
@@ -145,10 +157,7 @@ def blocked_backlog(rows: Iterable[Mapping[str, Any]], *, reasoner_configured: b
     if not blocked:
         return ""
     stages = ", ".join(f"{stage} ({len(slugs)} namespace(s): {name_some(sorted(slugs))})" for stage, slugs in blocked.items())
-    return (
-        f"blocked: {stages} have new input but no reasoner is configured; "
-        "set STASH_REASONER_MODEL and STASH_OPENAI_BASE_URL"
-    )
+    return f"blocked: {stages} have new input but {blocker}"
 
 
 def name_some(slugs: Sequence[str], limit: int = NAMED_IN_SKIP_REASON) -> str:
@@ -226,11 +235,11 @@ def missing_partitions_request(instance: dg.DagsterInstance, keys: Sequence[str]
     return [namespaces_partitions.build_add_request(missing)] if missing else []
 
 
-def read_backlog(stash: StashResource) -> tuple[list[dict[str, Any]], bool]:
-    """The ``stage_backlog`` rows (with dead letters due) and whether a reasoner is configured."""
+def read_backlog(stash: StashResource) -> tuple[list[dict[str, Any]], str]:
+    """The ``stage_backlog`` rows (with dead letters due) and what model stages wait on ("": nothing)."""
     with stash.open_store() as store:
         rows = with_due_dead_letters(store, store.db.all("stage_backlog", **backlog_parameters()))
-        return rows, store.settings.reasoner_configured
+        return rows, model_blocker(store)
 
 
 def skipped(context: SensorEvaluationContext, reason: str, cursor: str, events: list[Any]) -> dg.SensorResult:
@@ -255,7 +264,7 @@ def watermark_sensor(context: SensorEvaluationContext, stash: StashResource) -> 
     reported_backlog = state.get("backlog", {})
     with stash.open_store() as store:
         rows = with_due_dead_letters(store, store.db.all("stage_backlog", **backlog_parameters()))
-        reasoner_configured = store.settings.reasoner_configured
+        blocker = model_blocker(store)
         # one partition listing for every key this tick may report on
         existing = set(context.instance.get_dynamic_partitions(NAMESPACES))
         changed = changed_rows(rows, reported_backlog, existing)
@@ -264,7 +273,7 @@ def watermark_sensor(context: SensorEvaluationContext, stash: StashResource) -> 
     episode_evts, reported = episode_events(rows, state.get("observed", {}), existing)
     # each stage partition's backlog, so one with input waiting does not look empty
     backlog_evts, backlog_state = backlog_events(
-        rows, changed, counts, reported_backlog, reasoner_configured=reasoner_configured
+        rows, changed, counts, reported_backlog, blocker=blocker
     )
     # partitions with nothing to do are filled, so "filled" means caught up
     idle = caught_up.candidates(rows, existing)
@@ -275,8 +284,8 @@ def watermark_sensor(context: SensorEvaluationContext, stash: StashResource) -> 
         if len(fill_evts) < caught_up.MAX_FILL_EVENTS_PER_TICK:
             filled = caught_up.digest(idle)  # all filled: no need to look again until the set changes
     events = [*episode_evts, *backlog_evts, *fill_evts]
-    work = pending_work(rows, stages=WATERMARK_STAGES, reasoner_configured=reasoner_configured)
-    blocked = blocked_backlog(rows, reasoner_configured=reasoner_configured)
+    work = pending_work(rows, stages=WATERMARK_STAGES, model_ready=not blocker)
+    blocked = blocked_backlog(rows, blocker=blocker)
 
     def cursor(after: str) -> str:
         return json.dumps({"after": after, "observed": reported, "backlog": backlog_state, "filled": filled})

@@ -5,7 +5,10 @@ and backoff (only the timeout is shortened), so the wall times are those of a de
 For each failure mode of the scripted server the test checks the run's status, the
 headline of its failure (the step's ``Failure`` description: the cause, with the server's
 message, never "Exceeded max_retries" nor a traceback), the facts cursor, the dead letters
-and the ``model_calls`` rows (one per request made).
+and the ``model_calls`` rows (one per request made), and what the watermark sensor's
+next tick does: nothing more for a consumed batch, the same run again for a setup the
+endpoint refused (its cause is in the headline; fixing it is the operator's move), and
+no model-stage run while the endpoint is marked down, saying so.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from stash_pipeline.defs.resources import StashResource
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
 from stash_pipeline.store import Store
+from stash_pipeline.defs.sensors import watermark_sensor
 from tests.dagster.conftest import resource_for
+from tests.dagster.test_sensors import requested, tick
 from tests.support.openai_server import Reply, ScriptedOpenAI
 from tests.support.scripted_model import ScriptedModel
 
@@ -210,6 +215,7 @@ def test_each_failure_mode_of_the_model_endpoint(
         assert facts_cursor(store) == ids[-1]
         assert [(d["item_id"], d["status"]) for d in letters] == [(ids[1], "pending")]
         assert f"400: {TOO_LONG}" in letters[0]["last_error"]
+        assert ("facts", "/x") not in requested(tick(watermark_sensor, instance, stash, None))  # retried after backoff
         return
 
     # a failed run: the cause is the headline, nothing consumed, nothing dead-lettered
@@ -226,8 +232,16 @@ def test_each_failure_mode_of_the_model_endpoint(
     assert facts_cursor(store) == 0
     assert letters == []
     assert result.asset_materializations_for_node("facts") == []
+    following = tick(watermark_sensor, instance, stash, None)
     if not mode.dead:
+        assert ("facts", "/x") in requested(following)  # the input still waits
         return
+    # the endpoint is marked down: no run that would fail the same way, and the tick says why
+    assert requested(following) == set()
+    assert following.skip_reason is not None
+    reason = following.skip_reason.skip_message or ""
+    assert reason.startswith("blocked: facts (1 namespace(s): /x) have new input but model endpoint")
+    assert "is down since" in reason and mode.calls[-1][1] in reason
 
     assert took < FAIL_FAST_S, f"a dead endpoint took {took:.1f} s to fail a run"
     # the next run knows the endpoint is down: one request, then the same headline

@@ -78,7 +78,7 @@ def _rows(**overrides: object) -> list[dict[str, object]]:
 
 def test_the_sensor_requests_exactly_the_watermarked_stages_in_table_order() -> None:
     assert WATERMARK_STAGES == tuple(spec.name for spec in STAGES if spec.watermarked)
-    work = pending_work(_rows(), stages=WATERMARK_STAGES, reasoner_configured=True)
+    work = pending_work(_rows(), stages=WATERMARK_STAGES, model_ready=True)
     (request,) = run_requests(work, ["/a"], trigger="watermark", now=0.0)
     assert request.asset_selection == [dg.AssetKey(spec.name) for spec in STAGES if spec.watermarked]
     # a stage watching a second source puts both heads in the run key
@@ -89,7 +89,7 @@ def test_the_sensor_requests_exactly_the_watermarked_stages_in_table_order() -> 
 
 
 def test_without_a_reasoner_the_sensor_requests_only_model_free_watermarked_stages() -> None:
-    work = pending_work(_rows(), stages=WATERMARK_STAGES, reasoner_configured=False)
+    work = pending_work(_rows(), stages=WATERMARK_STAGES, model_ready=False)
     expected = [spec.name for spec in STAGES if spec.watermarked and not spec.needs_model]
     assert [item.stage for item in work.get("/a", [])] == expected
 

@@ -28,6 +28,7 @@ SELECT endpoint, model, mode, reason, verified_at, updated_at
 -- error; none = no failure since its last answer), when the streak began and how long
 -- ago the last one was.
 SELECT (value::jsonb ->> 'failures')::int AS failures, value::jsonb ->> 'since' AS since,
+       value::jsonb ->> 'error' AS error,
        extract(epoch FROM now() - updated_at) AS age_s
   FROM settings WHERE key = %(key)s
 
