@@ -55,7 +55,7 @@ from pydantic import BaseModel, ValidationError
 
 from stash_pipeline import errors
 from stash_pipeline.consolidation import model_server
-from stash_pipeline.consolidation.breaker import BREAKER_COOLDOWN_S, BREAKER_FAILURES, Breaker
+from stash_pipeline.consolidation.breaker import BREAKER_FAILURES, Breaker
 
 if TYPE_CHECKING:
     from stash_pipeline.config import Settings

@@ -26,10 +26,10 @@ import pytest
 from stash_pipeline.consolidation.reasoner import reset_mode_cache
 from stash_pipeline.defs.assets import build_stage_assets, episodes
 from stash_pipeline.defs.resources import StashResource
+from stash_pipeline.defs.sensors import watermark_sensor
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
 from stash_pipeline.store import Store
-from stash_pipeline.defs.sensors import watermark_sensor
 from tests.dagster.conftest import resource_for
 from tests.dagster.test_sensors import requested, tick
 from tests.support.openai_server import Reply, ScriptedOpenAI
