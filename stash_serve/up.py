@@ -15,7 +15,9 @@ wants the admin token and a Host and Origin of its own; the bare ``dagster-webse
 answers anyone who reaches its port, any local user or a page reached by DNS rebinding.
 
 The Dagster files (``dagster.yaml``, ``workspace.yaml``) are package data of
-``stash_serve`` so that an installed wheel, not only a source checkout, runs.
+``stash_serve`` so that an installed wheel, not only a source checkout, runs. ``stash
+dagster`` runs Dagster's own CLI with the environment given here to the Dagster children
+(``dagster_process_env``), so a command typed by hand reaches the same instance.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,6 +150,59 @@ def dagster_env(settings: Settings, dsn_parts: dict[str, str]) -> dict[str, str]
     return env
 
 
+def child_env(settings: Settings, dsn: str) -> dict[str, str]:
+    """Environment of every process ``stash up`` starts: this one's, with the database they share."""
+    env = dict(os.environ)
+    if settings.embedded:
+        env["STASH_DATABASE_URL"] = dsn  # children skip the embedded start-up dance
+    return env
+
+
+def dagster_process_env(settings: Settings, dsn: str) -> dict[str, str]:
+    """Environment of the Dagster processes ``stash up`` starts, and of ``stash dagster``.
+
+    ``dagster_env`` (DAGSTER_HOME, the ``STASH_DAGSTER_PG_*`` its dagster.yaml reads) with
+    the ``STASH_*`` settings of ``child_env`` on top, so a variable the user set wins.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    env = dagster_env(settings, conninfo_to_dict(dsn))
+    env.update({k: v for k, v in child_env(settings, dsn).items() if k.startswith("STASH_")})
+    return env
+
+
+def dagster_cli(settings: Settings, args: Sequence[str], *, print_env: bool = False) -> None:
+    """``stash dagster``: run Dagster's CLI with the environment ``stash up`` gives Dagster.
+
+    The database must be reachable (an entry point starts the embedded one first). With
+    ``print_env`` it prints that environment's additions as ``export`` lines instead, for a
+    shell that starts Dagster's other programs by hand; without ``STASH_DATABASE_URL``
+    there, so that shell's ``stash db`` commands still manage the embedded server (the
+    Dagster processes find it from ``STASH_HOME`` as well).
+    """
+    import shlex
+    import shutil
+
+    from stash_pipeline.db.dsn import database_dsn, require_running
+
+    require_running(settings)
+    env = dagster_process_env(settings, database_dsn(settings))
+    if print_env:
+        added = {k: v for k, v in env.items() if os.environ.get(k) != v and k != "STASH_DATABASE_URL"}
+        for key in sorted(added):
+            print(f"export {key}={shlex.quote(env[key])}")
+        return
+    program = Path(sys.executable).parent / "dagster"
+    if not program.exists():
+        found = shutil.which("dagster")
+        if found is None:
+            raise errors.ConfigurationError("the `dagster` command is not installed in this environment")
+        program = Path(found)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(program, ["dagster", *args], env)  # replaces this process: dagster's exit code is ours
+
+
 def dagster_ui_command(bin_dir: Path, port: int, host: str = "127.0.0.1") -> list[str]:
     """How ``stash up`` starts the Dagster UI: behind the admin-token check, never bare."""
     return [str(bin_dir / "stash"), "serve", "dagster-ui", "--workspace", str(DAGSTER_CONFIG / "workspace.yaml"),
@@ -197,8 +252,6 @@ def run_up(
     echo: object = print,
 ) -> int:
     """Start everything, block until a signal or a child dies; return the exit code."""
-    from psycopg.conninfo import conninfo_to_dict
-
     from stash_pipeline.db.dsn import database_dsn
     from stash_pipeline.db.embedded import EmbeddedServer
     from stash_pipeline.db.migrate import migrate
@@ -231,9 +284,7 @@ def run_up(
             return 2
 
     logs = settings.home / "logs"
-    base_env = dict(os.environ)
-    if settings.embedded:
-        base_env["STASH_DATABASE_URL"] = dsn  # children skip the embedded start-up dance
+    base_env = child_env(settings, dsn)
     bin_dir = Path(sys.executable).parent
     children = [
         Child(
@@ -245,8 +296,7 @@ def run_up(
         )
     ]
     if with_dagster:
-        env = dagster_env(settings, conninfo_to_dict(dsn))
-        env.update({k: v for k, v in base_env.items() if k.startswith("STASH_")})
+        env = dagster_process_env(settings, dsn)
         workspace = DAGSTER_CONFIG / "workspace.yaml"
         children += [
             Child("dagster-ui", dagster_ui_command(bin_dir, dagster_port), env, logs / "dagster-webserver.log"),

@@ -1,6 +1,6 @@
-"""``stash serve mcp``, ``stash serve dagster-ui``, ``stash tools``, ``stash up`` and ``stash token
-create|list|revoke``: serving Stash, the toolsets it offers, and the bearer tokens that guard
-its HTTP transport and the Dagster UI."""
+"""``stash serve mcp``, ``stash serve dagster-ui``, ``stash tools``, ``stash up``, ``stash dagster``
+and ``stash token create|list|revoke``: serving Stash, the toolsets it offers, Dagster's own CLI
+on Stash's instance, and the bearer tokens that guard its HTTP transport and the Dagster UI."""
 
 from __future__ import annotations
 
@@ -131,6 +131,34 @@ def up_command(mcp_host: str, mcp_port: int, dagster_port: int, no_dagster: bool
     click.get_current_context().exit(code)
 
 
+@click.command(
+    "dagster",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--env", "print_env", is_flag=True,
+              help="Print that environment as `export` lines instead, for `eval \"$(stash dagster --env)\"`.")
+@click.argument("dagster_args", nargs=-1, type=click.UNPROCESSED)
+def dagster_command(print_env: bool, dagster_args: tuple[str, ...]) -> None:
+    """Run Dagster's CLI on Stash's instance, with the environment `stash up` gives Dagster.
+
+    DAGSTER_HOME (under STASH_HOME, holding Stash's dagster.yaml), the STASH_DAGSTER_PG_*
+    settings of its storage and the database come from Stash's settings; the arguments go
+    to `dagster` unchanged (after `--` when the first one is an option). Starts the
+    embedded database if it is down. `--env` prints the variables instead, for a shell
+    that runs dagster-daemon, dagster dev or `stash serve dagster-ui` by hand.
+
+    \b
+    Example:
+      stash dagster asset list -m stash_pipeline.defs.definitions
+      stash dagster asset materialize -m stash_pipeline.defs.definitions --select profiles --partition /projects/x
+      eval "$(stash dagster --env)"
+    """
+    from stash_serve.up import dagster_cli
+
+    base.start_database()  # an entry point: the library (Store.open) never starts the server
+    dagster_cli(base.settings(), dagster_args, print_env=print_env)
+
+
 @click.group("token")
 def token_group() -> None:
     """Bearer tokens for the MCP HTTP transport, scoped to namespace trees and rights.
@@ -200,4 +228,4 @@ def token_revoke(token_id: int) -> None:
     click.echo(f"revoked token {token_id}")
 
 
-COMMANDS = (serve_group, tools_command, up_command, token_group)
+COMMANDS = (serve_group, tools_command, up_command, dagster_command, token_group)
