@@ -43,7 +43,8 @@ def main() -> None:
     parser.add_argument("--writes", action="store_true", help="also time assert_fact and deferred remember")
     args = parser.parse_args()
 
-    from stash_pipeline.memory import episodes, facts, namespaces, recall
+    from stash_pipeline import recall
+    from stash_pipeline.memory import episodes, facts, namespaces
 
     words = ["north", "cellar", "garden", "harbour", "tower", "office", "vault", "gate"]
     def text(kind: str, i: int) -> str:

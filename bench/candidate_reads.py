@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from stash_pipeline.db import sql
     from stash_pipeline.db.sql import query
-    from stash_pipeline.memory.recall_config import DEFAULT
+    from stash_pipeline.recall.config import DEFAULT
 
     if "baseline" in names and not (args.baseline_src or args.baseline_rev):
         raise SystemExit("the baseline variant needs --baseline-src or --baseline-rev")

@@ -195,9 +195,9 @@ def evaluate(
     counted in their kind; ``cited``: see ``score``). The recall systems are scored on the
     tool's answer at its defaults (limit 10, one turn of context), and ``tokens`` is that
     answer serialised as sent, in ``max_tokens`` units."""
-    from stash_pipeline.memory import recall
-    from stash_pipeline.memory.recall_config import DEFAULT
-    from stash_pipeline.memory.recall_shape import serialised_tokens
+    from stash_pipeline import recall
+    from stash_pipeline.recall.config import DEFAULT
+    from stash_pipeline.recall.shape import serialised_tokens
 
     query_vectors = common.dataset_vectors([q["query"] for q in questions])
     out: dict[str, list[dict[str, float]]] = defaultdict(list)

@@ -12,7 +12,7 @@ then with the derived facts, dev and test, per kind.
    is one.
 4. **Episodes + facts**: text-only (BM25 in SQL) and vector-only, recall without grouping
    (each hit its own slot), with names kept, and as shipped (a fact with its source turns is one
-   result, ``memory/recall_grouping.py``); the grouping knobs (``RecallConfig`` fields)
+   result, ``recall/grouping.py``); the grouping knobs (``RecallConfig`` fields)
    are swept on DEV (skipped with ``--skip-sweep``).
 5. **Episodes + facts + profiles**: the profiles stage runs over the asserted facts (one
    fact per speaker and aspect gathering their facts across sessions,
@@ -58,7 +58,7 @@ PerKind = dict[str, list[dict[str, float]]]
 def _ranking_sweep(store: Any, dev: list[dict[str, Any]], keys: Any, baselines: Any) -> dict[str, float]:
     """w_vector_masked x neighbour_weight on DEV, episodes only; prints the table, returns the best
     as changes to the shipped config (none when the shipped values are best)."""
-    from stash_pipeline.memory.recall_config import DEFAULT
+    from stash_pipeline.recall.config import DEFAULT
 
     cq = conversation_quality
     shipped = {"w_vector_masked": DEFAULT.w_vector_masked, "neighbour_weight": DEFAULT.neighbour_weight}
@@ -78,7 +78,7 @@ def _ranking_sweep(store: Any, dev: list[dict[str, Any]], keys: Any, baselines: 
 def _grouping_sweep(store: Any, dev: list[dict[str, Any]], keys: Any, baselines: Any) -> Any:
     """The grouping knobs on DEV with the facts present; prints the table, returns the best
     config whose single-hop and temporal recall@10 stay within 0.01 of no grouping."""
-    from stash_pipeline.memory.recall_config import DEFAULT
+    from stash_pipeline.recall.config import DEFAULT
 
     cq = conversation_quality
     rows, measured = [], []
@@ -103,7 +103,7 @@ def _grouping_sweep(store: Any, dev: list[dict[str, Any]], keys: Any, baselines:
 def conversation_tables(store: Any, data: dict[str, list[dict[str, Any]]], *, sweep: bool = True) -> dict[str, Any]:
     """Load the conversational set, measure episodes only and episodes + facts, print tables."""
     from stash_pipeline.consolidation import runner
-    from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
+    from stash_pipeline.recall.config import DEFAULT, VARIANTS
 
     cq = conversation_quality
     keys = cq.load(store, data)

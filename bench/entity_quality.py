@@ -109,7 +109,7 @@ def sweep(store: Any, entity_dev: list[dict[str, Any]], agent_dev: list[dict[str
           evaluate: Evaluate, overall: Callable[[Any], dict[str, float]]) -> dict[str, float]:
     """entity_match x hop_factor on the DEV questions; the best entity r@10 whose agent-memory
     DEV r@10 stays within 0.01 of the leg-off value. Prints the table, returns the choice."""
-    from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
+    from stash_pipeline.recall.config import DEFAULT, VARIANTS
 
     off = VARIANTS["no_entity_leg"]
     base_agent = overall(evaluate(store, agent_dev, refs, "recall", off))

@@ -87,7 +87,7 @@ class PlantedTruth:
 def ranked_evidence(store: Any, question: dict[str, Any], keys: dict[int, Key],
                     sources: dict[int, list[int]]) -> list[set[Key]]:
     """The evidence each of the top results shows: an episode its turn, a fact its source turns."""
-    from stash_pipeline.memory import recall
+    from stash_pipeline import recall
 
     hits = recall.recall(store, question["query"], [question["namespace"]], limit=LIMIT)
     out = []

@@ -3,7 +3,7 @@
 Facts take the slots first (nearest by raw cosine, no validity filter: the reference
 ignored ``valid_until``), the remaining slots go to the nearest episodes; no full text,
 no fusion. Its two statements are in ``bench/facts_first.sql``. Not part of the product:
-``stash_pipeline.memory.recall`` is what ships.
+``stash_pipeline.recall`` is what ships.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ SQL = parse((Path(__file__).parent / "facts_first.sql").read_text(encoding="utf-
 def recall(store: Any, query: str, namespaces: Any = "/", *, limit: int = 10, config: Any = None) -> list[Any]:
     """``limit`` hits, facts first, as ``RecallHit`` records (scores = cosine similarity)."""
     from stash_pipeline.memory import validate
-    from stash_pipeline.memory.recall_config import DEFAULT
     from stash_pipeline.memory.scope import read_scope
     from stash_pipeline.models import RecallHit
+    from stash_pipeline.recall.config import DEFAULT
 
     config = config or DEFAULT
     text = validate.content(store.settings, query, "query")

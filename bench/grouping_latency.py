@@ -1,4 +1,4 @@
-"""Recall latency with and without grouping (memory/recall_grouping.py), same run.
+"""Recall latency with and without grouping (recall/grouping.py), same run.
 
     python -m bench.grouping_latency            # 10,000 memories
     python -m bench.grouping_latency --large    # 100,000 memories
@@ -24,8 +24,9 @@ from bench import common, recall_latency
 
 
 def main(argv: list[str] | None = None) -> None:
-    from stash_pipeline.memory import namespaces, recall
-    from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
+    from stash_pipeline import recall
+    from stash_pipeline.memory import namespaces
+    from stash_pipeline.recall.config import DEFAULT, VARIANTS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10_000)

@@ -186,8 +186,8 @@ def fill(store: Any) -> dict[str, Any]:
 
 def calls(store: Any, fixture: dict[str, Any]) -> dict[str, Callable[[int, str], tuple[dict[str, Any], Callable[[], Any]]]]:
     """Per tool: (round, path) → (MCP arguments, the same call in the library)."""
+    from stash_pipeline import recall as recall_module
     from stash_pipeline.memory import episodes, facts
-    from stash_pipeline.memory import recall as recall_module
     from stash_pipeline.memory.namespaces import list_
 
     texts, questions = fixture["texts"], fixture["questions"]

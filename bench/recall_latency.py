@@ -145,8 +145,8 @@ def recall_statement_params(store: Any, query: str, **options: Any) -> dict[str,
     Capturing, rather than rebuilding them here, keeps the SQL-alone rows in step with
     whatever recall.py currently sends.
     """
+    from stash_pipeline import recall
     from stash_pipeline.db.gateway import Database
-    from stash_pipeline.memory import recall
 
     captured: dict[str, Any] = {}
     original = Database.pipelined
@@ -179,8 +179,8 @@ def hybrid_params(store: Any, query: str, vector: np.ndarray) -> dict[str, Any]:
 
 def entity_leg_table(store: Any, questions: list[str], entities: int) -> None:
     """Cached recall with and without the entity leg (in turn), and the statement with and without it."""
-    from stash_pipeline.memory import recall
-    from stash_pipeline.memory.recall_config import VARIANTS
+    from stash_pipeline import recall
+    from stash_pipeline.recall.config import VARIANTS
 
     with_leg, without, sql_on, sql_off, named = [], [], [], [], 0
     for q in questions:
@@ -211,7 +211,7 @@ def recall_sql(store: Any, params: dict[str, Any], cpu: list[float] | None = Non
     another recall ``statement`` text and beam); ``cpu`` receives the server CPU time it
     took (ms)."""
     from stash_pipeline.db.sql import query
-    from stash_pipeline.memory.recall_config import DEFAULT
+    from stash_pipeline.recall.config import DEFAULT
 
     # Database.pipelined's round trip, on a connection held for the CPU readings around it
     with store.db.connection() as conn:
@@ -247,7 +247,7 @@ def vector_sql(store: Any, vector: np.ndarray, cpu: list[float] | None = None) -
 def explain(store: Any, params: dict[str, Any]) -> tuple[list[str], list[str]]:
     """EXPLAIN (ANALYZE) lines of the recall statement and of the vector-only baseline."""
     from stash_pipeline.db.sql import query as named
-    from stash_pipeline.memory.recall_config import DEFAULT
+    from stash_pipeline.recall.config import DEFAULT
 
     with store.db.transaction() as tx:
         tx.one("recall_search_params", ef_search=str(DEFAULT.ef_search))
@@ -261,7 +261,8 @@ def explain(store: Any, params: dict[str, Any]) -> tuple[list[str], list[str]]:
 def write_load_table(store: Any, questions: list[str], rate: float, block: int = 10) -> None:
     """Cached recall and the recall round trip with and without writers at ``rate``/s, in alternate blocks."""
     from bench.recall_service import Writer
-    from stash_pipeline.memory import namespaces, recall
+    from stash_pipeline import recall
+    from stash_pipeline.memory import namespaces
 
     base = [e["content"] for e in generate.load()["episodes"]]
     texts = [f"{base[i % len(base)]} [written {i}]" for i in range(max(2_000, int(rate * 120)))]
@@ -316,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def measure(args: argparse.Namespace, size: int) -> None:
     """The run: fill, measure, print the tables, draw the plot."""
-    from stash_pipeline.memory import recall
+    from stash_pipeline import recall
 
     builds: dict[str, float] = {}
     with common.fresh_store(args.embedder, keep=args.keep) as store, common.ServerMemory(store) as server_memory:

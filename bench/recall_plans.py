@@ -22,7 +22,7 @@ question (the statements back to back, order rotating, after a warm-up):
    vector cached), three ways in turn: unprepared (psycopg prepares a statement after five
    runs, each planned anew), prepared at first use (``Database.pipelined(prepare=True)``,
    what recall does), and prepared as the pool opens the connection
-   (``memory/recall_prepare.py``, what ``stash serve`` does). Median per position.
+   (``recall/statement.py``, what ``stash serve`` does). Median per position.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def run(conn: Any, statement: str, params: dict[str, Any], mode: str,
     """(server CPU ms, rows) of one prepared run under recall's settings (``settings``, an
     older tree's, else the current ``recall_search_params``) and ``mode``."""
     from stash_pipeline.db.sql import query
-    from stash_pipeline.memory.recall_config import DEFAULT
+    from stash_pipeline.recall.config import DEFAULT
 
     conn.execute(settings or query("recall_search_params"), {"ef_search": str(DEFAULT.ef_search)})
     conn.execute("SELECT set_config('plan_cache_mode', %s, true)", (mode,))
@@ -169,8 +169,9 @@ def statement_params(store: Any, question: str, scope: str, *, hybrid: bool,
 
 def first_recalls(store: Any, questions: list[str], pools: int, runs: int) -> list[list[Any]]:
     """Server CPU of recall i (context 1) on a fresh pool of one connection, three ways."""
+    from stash_pipeline import recall
     from stash_pipeline.db.gateway import Database
-    from stash_pipeline.memory import recall, recall_prepare
+    from stash_pipeline.recall import statement as recall_prepare
     from stash_pipeline.store import Store
 
     original = Database.pipelined

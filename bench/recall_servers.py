@@ -46,7 +46,7 @@ def server_jit_left_on() -> Iterator[None]:
 
 def first_connection_ms(store: Any) -> float:
     """Connect, session settings and the recall statements prepared, on a new pool's first connection."""
-    from stash_pipeline.memory.recall_prepare import prepare_on_connect
+    from stash_pipeline.recall.statement import prepare_on_connect
     from stash_pipeline.store import Store
 
     fresh = Store.open(store.settings, pool_max=1)
@@ -59,8 +59,8 @@ def first_connection_ms(store: Any) -> float:
 
 def jit_baseline(store: Any, questions: list[str]) -> tuple[float, list[float]]:
     """The first connection and ``JIT_RECALLS`` cached recalls with the server's JIT on."""
-    from stash_pipeline.memory import recall
-    from stash_pipeline.memory.recall_prepare import prepare_on_connect
+    from stash_pipeline import recall
+    from stash_pipeline.recall.statement import prepare_on_connect
     from stash_pipeline.store import Store
 
     with server_jit_left_on():
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--embedder", default="minilm-int8", help="query embedder (default minilm-int8)")
     args = parser.parse_args(argv)
 
-    from stash_pipeline.memory import recall
+    from stash_pipeline import recall
 
     with (common.fresh_store(args.embedder, server_url="") as embedded,
           common.fresh_store(args.embedder, server_url=args.server) as server):

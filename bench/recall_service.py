@@ -152,7 +152,7 @@ async def measure(store: Any, questions: list[dict[str, Any]], vectors: Any, rou
                   baseline: Path | None, writer: Writer | None, block: int,
                   new_questions: bool = False) -> dict[str, dict[str, list[float]]]:
     """Per load state ("idle" / "writing") and path, the milliseconds of every round."""
-    from stash_pipeline.memory import recall
+    from stash_pipeline import recall
 
     samples: dict[str, dict[str, list[float]]] = {"idle": {}, "writing": {}}
     async with stdio_servers(store, home, baseline) as sessions:

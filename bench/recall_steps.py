@@ -27,14 +27,15 @@ AFTER_STEPS = ("one round trip", "grouping", "shaping")
 def after(store: Any, query: str, namespace: str, *, limit: int = 10, context: int = 1,
           config: Any = None) -> tuple[dict[str, float], Any]:
     """The current path's steps (ms each) and its answer, as ``recall.recall_results`` runs them."""
-    from stash_pipeline.memory import recall, recall_grouping
-    from stash_pipeline.memory.recall_config import DEFAULT
+    from stash_pipeline import recall
+    from stash_pipeline.recall import grouping as recall_grouping
+    from stash_pipeline.recall.config import DEFAULT
 
     config = config or DEFAULT
     ms: dict[str, float] = {}
-    params, _ = recall.search_parameters(store, query, [namespace], limit=limit, as_of=None, known_at=None,
-                                         include_history=False, use_vector=True, use_text=True, context=context,
-                                         config=config)
+    request = recall.RecallRequest.of(store.settings, query, [namespace], limit=limit, context=context,
+                                      config=config)
+    params, _ = recall.prepared(store, request)
     ms["one round trip"], (needs_vector, rows) = common.timed(lambda: recall.round_trip(store, params, config))
     assert not needs_vector, "the bench's queries are in the embedding cache"
     ms["grouping"], ranked = common.timed(lambda: recall_grouping.group(
@@ -49,8 +50,8 @@ def _ids(answer: dict[str, Any]) -> list[tuple[str, int]]:
 
 def steps_table(store: Any, questions: list[str], namespace: str) -> dict[str, float]:
     """The current path on every question; prints each step's p50, p95 and share of the total."""
-    from stash_pipeline.memory import recall
-    from stash_pipeline.memory.recall_config import VARIANTS
+    from stash_pipeline import recall
+    from stash_pipeline.recall.config import VARIANTS
 
     for q in questions:  # (untimed) each query's vector cached for this scope, as after a first recall
         recall.recall(store, q, [namespace])

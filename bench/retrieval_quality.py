@@ -123,8 +123,9 @@ def aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
 
 def run_system(store: Any, system: str, question: dict[str, Any], limit: int = LIMIT, config: Any = None) -> list[Any]:
     """One question's hits from one system; ``config`` a ``RecallConfig`` (default: as shipped)."""
-    from stash_pipeline.memory import recall, validate
-    from stash_pipeline.memory.recall_config import DEFAULT
+    from stash_pipeline import recall
+    from stash_pipeline.memory import validate
+    from stash_pipeline.recall.config import DEFAULT
 
     config = config or DEFAULT
     # a question's trees as the recall tool parses them (a list or a comma string)
@@ -133,7 +134,7 @@ def run_system(store: Any, system: str, question: dict[str, Any], limit: int = L
         return facts_first.recall(store, question["query"], paths, limit=limit)
     if system == "recall_no_entities":  # the same recall with its entity leg off
         return recall.recall(store, question["query"], paths, limit=limit, config=config.replace(entity_leg=False))
-    if system == "recall_ungrouped":  # each hit its own slot (memory/recall_grouping.py off)
+    if system == "recall_ungrouped":  # each hit its own slot (recall/grouping.py off)
         return recall.recall(store, question["query"], paths, limit=limit, config=config.replace(grouping=False))
     if system == "recall":
         system = "hybrid"

@@ -36,7 +36,7 @@ import numpy as np
 from bench import common, conversation_quality, recall_latency, retrieval_quality
 from bench.data import conversations, generate
 from stash_pipeline.db.sql import parse
-from stash_pipeline.memory.recall_config import RecallConfig
+from stash_pipeline.recall.config import RecallConfig
 
 SQL = parse((common.HERE / "text_index.sql").read_text(encoding="utf-8"), "bench/text_index.sql")
 SYSTEMS = ("sql_bm25", "bm25_index")
@@ -94,7 +94,7 @@ def differing(lists: dict[Any, list[list[int]]]) -> int:
 
 
 def quality(store_factory: Any) -> None:
-    from stash_pipeline.memory import recall
+    from stash_pipeline import recall
 
     with store_factory() as store:
         data = conversations.load()

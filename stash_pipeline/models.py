@@ -230,7 +230,7 @@ class Failure(Record):
 
 
 class SourceTurn(Record):
-    """An episode a fact hit rests on, compactly (``memory/recall_grouping.py``): its id, when
+    """An episode a fact hit rests on, compactly (``recall/grouping.py``): its id, when
     it occurred and the start of its text; ``score`` when it was itself a candidate of the
     query, folded into the fact instead of taking a slot of its own."""
 
@@ -244,7 +244,7 @@ class RecallHit(Record):
     """One recall result as the library ranks it; ``recall.recall_results`` gives agents its lean shape.
 
     A fact hit carries ``sources``, its source episodes (``SourceTurn``); an episode that
-    a fact already shows is folded into it (``memory/recall_grouping.py``), so one piece of
+    a fact already shows is folded into it (``recall/grouping.py``), so one piece of
     evidence takes one slot; so is a profile's member ranked below the profile
     (``member_fact_ids``), and a profile whose members all rank above it. ``grouped``
     lists the candidates folded into this result (kind, id, own score) for

@@ -23,7 +23,7 @@ from stash_pipeline.config import Settings
 from stash_pipeline.db.budget import check_budget
 from stash_pipeline.db.server import check as check_server
 from stash_pipeline.embedding.pending import start_worker
-from stash_pipeline.memory.recall_prepare import prepare_on_connect
+from stash_pipeline.recall.statement import prepare_on_connect
 from stash_pipeline.store import Store
 from stash_serve.http import build_app, is_loopback
 from stash_serve.mcp.server import build_server

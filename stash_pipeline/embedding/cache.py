@@ -21,7 +21,7 @@
   answer time never tells whether another tenant stored or asked that text; a text's
   first call in a scope waits for the model. A hybrid recall's query that names an entity
   common in scope has a vector mixed from it and from it with that name masked
-  (``memory/recall.embedded_text``), cached under a key of both. Background work (stages,
+  (``recall/vectors.embedded_text``), cached under a key of both. Background work (stages,
   import, re-embed) uses the plain text hash.
 * A query with a local model (``embeds_first``): agents rarely ask the same question
   twice, so a query this process has not cached is embedded before its one round trip

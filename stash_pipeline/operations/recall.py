@@ -1,8 +1,9 @@
 """Recall operations: recall (current facts and episodes ranked together).
 
-The library side is ``stash_pipeline.memory.recall`` (imported inside the call, so the
-declaration loads without the database layer). The answer is what
-``recall_results`` shapes once for every surface: no null or empty fields,
+The library side is the ``stash_pipeline.recall`` package (imported inside the call, so
+the declaration loads without the database layer): the operation builds one
+``RecallRequest`` and the package carries it through. The answer is what
+``recall.answer`` shapes once for every surface: no null or empty fields,
 ``score_parts`` only on request, ``max_tokens`` counted on the serialised results, a fact
 carrying its source episodes as ``sources``. ``RecallResult`` publishes that shape as the
 tool's output schema; at a shell ``--json`` prints the ``results`` list.
@@ -43,13 +44,14 @@ class Recall(Arguments):
 
 
 def _recall(store: Any, a: Recall, namespaces: list[str]) -> dict[str, Any]:
-    from stash_pipeline.memory import recall
+    from stash_pipeline import recall
 
-    return recall.recall_results(
-        store, a.query, namespaces, limit=a.limit, as_of=a.as_of, known_at=a.known_at,
+    request = recall.RecallRequest.of(
+        store.settings, a.query, namespaces, limit=a.limit, as_of=a.as_of, known_at=a.known_at,
         include_history=a.include_history, max_tokens=a.max_tokens, context=a.context,
         score_parts=a.include_score_parts,
     )
+    return recall.answer(store, request)
 
 
 RECALL = Operation(

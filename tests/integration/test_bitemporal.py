@@ -16,12 +16,12 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
-from stash_pipeline import errors
+from stash_pipeline import errors, recall
 from stash_pipeline.config import load_settings
 from stash_pipeline.consolidation import runner
 from stash_pipeline.db.migrate import migrate
 from stash_pipeline.interchange import export, readers
-from stash_pipeline.memory import facts, graph, namespaces, recall
+from stash_pipeline.memory import facts, graph, namespaces
 from stash_pipeline.operations.facts import ASSERT_FACT, QUERY_FACTS
 from stash_pipeline.store import Store
 from stash_serve.cli import cli

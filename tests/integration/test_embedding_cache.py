@@ -198,7 +198,8 @@ def test_a_query_reuses_no_vector_another_scope_stored_or_asked(store: Store) ->
     stored (or asked) in /b skipped the model and answered in half the time: one call per
     guess told whether anyone held the text. A query's vector is now reused only where the
     same scope asked it before (bench/cache_timing.py measures the times)."""
-    from stash_pipeline.memory import episodes, recall
+    from stash_pipeline import recall
+    from stash_pipeline.memory import episodes
 
     model_calls = tenants_and_model_calls(store)
 

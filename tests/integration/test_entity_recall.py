@@ -15,18 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from stash_pipeline import recall
 from stash_pipeline.embedding import cache
 from stash_pipeline.embedding.cache import as_array, query_key
-from stash_pipeline.memory import (
-    entities,
-    entity_recall,
-    episodes,
-    facts,
-    namespaces,
-    recall,
-)
+from stash_pipeline.memory import entities, episodes, facts, namespaces
 from stash_pipeline.memory.entities import normalise
-from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
+from stash_pipeline.recall import entities as entity_recall
+from stash_pipeline.recall.config import DEFAULT, VARIANTS
 
 NS = "/org"
 OTHER = "/elsewhere"
@@ -186,8 +181,8 @@ def test_every_fact_the_leg_found_joins_the_candidates_weighted_as_about_the_sub
     tight = DEFAULT.replace(overfetch=0)
 
     def rows(config):
-        return recall._search(store, "What does Alice work on?", [NS], limit=1, as_of=None, include_history=False,
-                              mode="hybrid", known_at=None, context=0, config=config)
+        return recall.search(store, recall.RecallRequest.of(store.settings, "What does Alice work on?", [NS], limit=1,
+                                                            config=config))
 
     pooled = rows(tight)
     reached = [r for r in pooled if r["entity_score"] is not None]

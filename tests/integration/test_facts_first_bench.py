@@ -7,7 +7,8 @@ that answers first, and beats the baseline on the small labelled set.
 from __future__ import annotations
 
 from bench import facts_first
-from stash_pipeline.memory import episodes, facts, namespaces, recall
+from stash_pipeline import recall
+from stash_pipeline.memory import episodes, facts, namespaces
 from tests.integration.test_recall import NS, load_labelled, ranks, summarise
 
 

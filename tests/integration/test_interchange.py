@@ -242,7 +242,8 @@ def test_tree_export_import_round_trip_is_lossless(store, tmp_path):
     export.export_tree(store, "/copy/of-a", second)
     assert _canonical(first, "/a") == _canonical(second, "/copy/of-a")
     # the copy behaves: its current facts and recall exclude the retired ones
-    from stash_pipeline.memory import facts, recall
+    from stash_pipeline import recall
+    from stash_pipeline.memory import facts
 
     assert [f.content for f in facts.query(store, "/copy/of-a")] == ["Billing owner is Bob"]
     hits = recall.recall(store, "billing owner", ["/copy/of-a"])

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from stash_pipeline import errors
-from stash_pipeline.memory import episodes, facts, namespaces, recall
-from stash_pipeline.memory.recall_config import VARIANTS
+from stash_pipeline import errors, recall
+from stash_pipeline.memory import episodes, facts, namespaces
 from stash_pipeline.operations.recall import RECALL
+from stash_pipeline.recall.config import VARIANTS
 
 DATA = Path(__file__).parent.parent / "data" / "recall_small.jsonl"
 NS = "/projects/x"

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from stash_pipeline.memory import episodes, facts, namespaces, recall
-from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
+from stash_pipeline import recall
+from stash_pipeline.memory import episodes, facts, namespaces
+from stash_pipeline.recall.config import DEFAULT, VARIANTS
 
 NS = "/chat/c1"
 DAY = "2023-03-15T12:00:00+00:00"

@@ -16,10 +16,11 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from stash_pipeline import recall
 from stash_pipeline.db.gateway import Database
 from stash_pipeline.db.sql import query
-from stash_pipeline.memory import episodes, facts, namespaces, recall
-from stash_pipeline.memory.recall_config import DEFAULT
+from stash_pipeline.memory import episodes, facts, namespaces
+from stash_pipeline.recall.config import DEFAULT
 
 TOPICS = ("deploy", "invoice", "standup", "kafka", "postgres", "vpn", "lunch", "retro")
 

@@ -1,5 +1,5 @@
 """The recall statements are prepared on a connection's first recall, and a serving process
-has its pool prepare them as it opens each connection (``memory/recall_prepare.py``).
+has its pool prepare them as it opens each connection (``recall/statement.py``).
 
 What is checked is the server's own list of a connection's prepared statements
 (``pg_prepared_statements``): a recall on a connection prepared at connect adds no
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from stash_pipeline import recall
 from stash_pipeline.db.gateway import Database
 from stash_pipeline.db.sql import query
-from stash_pipeline.memory import episodes, namespaces, recall, recall_prepare
+from stash_pipeline.memory import episodes, namespaces
+from stash_pipeline.recall import statement as recall_prepare
 from stash_pipeline.store import Store
 
 #: what only the recall statement says (the server holds it as psycopg sent it: $1 ...)

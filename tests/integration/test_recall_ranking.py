@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from stash_pipeline import errors
+from stash_pipeline import errors, recall
 from stash_pipeline.interchange import episode_files as interchange
-from stash_pipeline.memory import episodes, facts, namespaces, recall
-from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS
+from stash_pipeline.memory import episodes, facts, namespaces
 from stash_pipeline.models import RecallHit
 from stash_pipeline.operations.recall import RECALL
+from stash_pipeline.recall.config import DEFAULT, VARIANTS
 
 NS = "/chat/one"
 OTHER = "/chat/two"
@@ -252,7 +252,7 @@ def test_lean_results_have_no_nulls_and_parts_only_on_request(store):
     episode = next(item for item in lean if item["kind"] == "episode")
     assert "confidence" not in episode and "valid_from" not in episode and "occurred_at" in episode
     detailed = recall.recall_results(store, "when do we deploy", [NS], score_parts=True)["results"]
-    # the ranking's parts, and the grouping's (memory/recall_grouping.py): a fact's weight
+    # the ranking's parts, and the grouping's (recall/grouping.py): a fact's weight
     parts = {"vector", "text", "coverage", "context", "entity", "weight", "own", "diversity"}
     assert all(set(item["score_parts"]) <= parts for item in detailed)
     assert all(None not in item["score_parts"].values() for item in detailed)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from bench import recall_steps
-from stash_pipeline.memory import recall
+from stash_pipeline import recall
 from tests.integration.test_recall_grouping import NS, _chat
 
 QUESTIONS = ["What class did Melanie start?", "What did Melanie make in her pottery class?", "How was the week?"]

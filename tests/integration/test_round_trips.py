@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from stash_pipeline.memory import episodes, facts, namespaces, recall
+from stash_pipeline import recall
+from stash_pipeline.memory import episodes, facts, namespaces
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from stash_pipeline.memory import admin, episodes, facts, lineage, namespaces, recall
+from stash_pipeline import recall
+from stash_pipeline.memory import admin, episodes, facts, lineage, namespaces
 
 NS = "/projects/x"
 

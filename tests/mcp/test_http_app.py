@@ -135,7 +135,7 @@ async def test_ready_only_once_the_warmup_passed(empty_store: Store) -> None:
     import anyio
 
     from stash_pipeline.db.migrate import migrate
-    from stash_pipeline.memory.recall_prepare import prepare_on_connect
+    from stash_pipeline.recall.statement import prepare_on_connect
     from stash_serve.warmup import Warmup
 
     prepare_on_connect(empty_store)

@@ -17,8 +17,9 @@ from typing import Any
 import httpx2
 import pytest
 
+from stash_pipeline import recall
 from stash_pipeline.embedding.pending import backlog
-from stash_pipeline.memory import namespaces, recall
+from stash_pipeline.memory import namespaces
 from tests.conftest import free_port
 from tests.mcp.test_transports import _env, _session, _stash
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from stash_pipeline.memory import recall
+from stash_pipeline import recall
 from stash_pipeline.operations.results import RecallItem, SourceTurn
 from tests.mcp.conftest import ok
 

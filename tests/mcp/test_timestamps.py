@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
-from stash_pipeline import errors
+from stash_pipeline import errors, recall
 from stash_pipeline.config import load_settings
 from stash_pipeline.db.migrate import _config, migrate
-from stash_pipeline.memory import episodes, recall, validate
+from stash_pipeline.memory import episodes, validate
 from stash_pipeline.store import Store
 from stash_serve.cli import cli
 from tests.mcp.conftest import fails, ok

@@ -35,13 +35,13 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from stash_pipeline import errors
+from stash_pipeline import errors, recall
 from stash_pipeline.config import load_settings
 from stash_pipeline.consolidation import runner
 from stash_pipeline.consolidation.reasoner import reset_mode_cache
 from stash_pipeline.interchange import catalog
 from stash_pipeline.interchange.export import export_tree
-from stash_pipeline.memory import entities, episodes, facts, recall
+from stash_pipeline.memory import entities, episodes, facts
 from stash_pipeline.stages import STAGES
 from stash_pipeline.store import Store
 from tests.conftest import _with_db

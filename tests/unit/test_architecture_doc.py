@@ -67,7 +67,7 @@ def test_every_package_module_is_named() -> None:
 
 # -- everything else the page names -------------------------------------------------------
 
-#: where a path written relative to a package (`memory/recall.py`, `queries/x.sql`) starts
+#: where a path written relative to a package (`recall/search.py`, `queries/x.sql`) starts
 BASES = (ROOT, ROOT / "stash_pipeline", ROOT / "stash_serve", ROOT / "stash_pipeline" / "db")
 FILE_SUFFIXES = (".py", ".sql", ".md", ".yaml", ".yml", ".toml", ".json")
 
@@ -124,13 +124,13 @@ def test_every_module_function_it_cites_is_defined_there() -> None:
 
 
 def test_every_named_query_it_cites_is_in_the_file_it_cites() -> None:
-    from stash_pipeline.db.sql import parse
+    from stash_pipeline.db.sql import parse, query_files
 
-    cited = re.findall(r"`(\w+)`[^`]{0,40}?\(`queries/(\w+)\.sql`", DOC.read_text())
+    cited = re.findall(r"`(\w+)`[^`]{0,40}?\(`(?:\w+/)?queries/(\w+)\.sql`", DOC.read_text())
     assert len(cited) >= 5
-    queries_dir = ROOT / "stash_pipeline" / "db" / "queries"
+    files = {path.stem: path for path in query_files()}
     missing = [f"{name} in {file}.sql" for name, file in cited
-               if name not in parse((queries_dir / f"{file}.sql").read_text(), file)]
+               if name not in parse(files[file].read_text(), file)]
     assert not missing, f"docs/architecture.md cites queries that are not there: {missing}"
 
 

@@ -4,8 +4,8 @@ Reads every module of ``stash_pipeline`` and ``stash_serve`` with ``ast`` (nothi
 imported or run), draws an edge A → B for each import of B by A — module level and
 inside functions and ``if TYPE_CHECKING:`` blocks alike (a type-only import is still a
 dependency of the design) — and fails on any strongly connected component of more than
-one module. ``from stash_pipeline.memory import recall`` is an edge to the module
-``stash_pipeline.memory.recall``, not to the package face; ``from stash_pipeline.db
+one module. ``from stash_pipeline.memory import episodes`` is an edge to the module
+``stash_pipeline.memory.episodes``, not to the package face; ``from stash_pipeline.db
 import Database`` is an edge to the package ``stash_pipeline.db``.
 """
 
@@ -104,8 +104,8 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_project() -> None:
     graph = import_graph()
-    assert "stash_pipeline.memory.recall" in graph
-    assert "stash_pipeline.store" in graph["stash_pipeline.memory.recall"]
+    assert "stash_pipeline.recall.search" in graph
+    assert "stash_pipeline.store" in graph["stash_pipeline.recall.search"]
 
 
 def test_circle_detection_finds_a_loop() -> None:

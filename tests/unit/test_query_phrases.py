@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from stash_pipeline.memory.entities import normalise
-from stash_pipeline.memory.entity_recall import _POSSESSIVE, _WORD, query_phrases
-from stash_pipeline.memory.recall_config import DEFAULT
+from stash_pipeline.recall.config import DEFAULT
+from stash_pipeline.recall.entities import _POSSESSIVE, _WORD, query_phrases
 
 
 def by_ngram(text: str) -> list[str]:

@@ -6,23 +6,22 @@ import dataclasses
 
 import pytest
 
-from stash_pipeline.memory import recall
-from stash_pipeline.memory.recall_config import DEFAULT, VARIANTS, RecallConfig
+from stash_pipeline import recall
+from stash_pipeline.recall.config import DEFAULT, VARIANTS, RecallConfig
 
 #: fields that do not go into the recall statement's parameters, and where they go instead
 ELSEWHERE = {
     "ef_search": "recall_search_params",
     "relevance_floor": "the documented threshold for RecallHit.relevance (no ranking effect)",
-    "diversity": "recall_grouping.diversify, over the statement's rows (tests/unit/test_recall_grouping_shape.py)",
-    "mask_names": "recall.embedded_text: whether a hybrid query's vector is mixed with its names masked",
-    "mask_weight": "recall.query_vector: the masked text's share of the query vector",
-    "w_vector_masked": "recall._search: the w_vector sent for a query whose names were masked",
+    "diversity": "recall.grouping.diversify, over the statement's rows (tests/unit/test_recall_grouping_shape.py)",
+    "mask_names": "recall.vectors.embedded_text: whether a hybrid query's vector is mixed with its names masked",
+    "mask_weight": "recall.vectors.query_vector: the masked text's share of the query vector",
+    "w_vector_masked": "recall.vectors.prepared: the w_vector sent for a query whose names were masked",
 }
 
 
 def parameters(config: RecallConfig, text: str = "what does Alice own for the deploy in 2025") -> dict:
-    return recall.recall_parameters(text, ["/"], None, limit=10, as_of=None, known_at=None, include_history=False,
-                                    use_vector=True, use_text=True, context=1, config=config)
+    return recall.statement_parameters(recall.RecallRequest(text, ("/",), limit=10, context=1, config=config))
 
 
 def test_the_config_is_frozen_and_variants_differ_from_the_default_only_where_named():

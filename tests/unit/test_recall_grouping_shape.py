@@ -1,4 +1,4 @@
-"""Recall's grouping and diversification (stash_pipeline/memory/recall_grouping.py), as pure
+"""Recall's grouping and diversification (stash_pipeline/recall/grouping.py), as pure
 functions over ranked hits: a fact and its source episodes take one slot, nothing found
 is lost from the answer, the slots freed are filled from the extra candidates, and
 maximal marginal relevance spreads the results over sessions."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from stash_pipeline.memory.recall_config import DEFAULT
-from stash_pipeline.memory.recall_grouping import cited_episode_ids, fetch_limit, group, shape
 from stash_pipeline.models import RecallHit
+from stash_pipeline.recall.config import DEFAULT
+from stash_pipeline.recall.grouping import cited_episode_ids, fetch_limit, group, shape
 
 DAY = datetime(2024, 5, 1, 18, 0, tzinfo=UTC)
 NS = "/chat"

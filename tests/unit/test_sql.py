@@ -79,25 +79,13 @@ def test_no_query_formats_values_with_fstrings():
     assert not offenders, offenders
 
 
-def test_fragments_expand_innermost_first_and_are_no_queries():
-    text = ("-- visible_fact(t) --\n-- doc\n{{ t }}.ok\n"
-            "-- leg(kind, t) --\nSELECT {{ t }}.id FROM {{ kind }}s {{ t }} WHERE {{ visible_{{ kind }}(t={{ t }}) }}\n"
-            "-- q --\n{{ leg(kind=fact, t=f) }}\n")
-    assert sql.parse(text) == {"q": "SELECT f.id FROM facts f WHERE f.ok"}
-    with pytest.raises(ValueError, match="parameters"):
-        sql.parse(text.replace("kind=fact, ", ""))
-    with pytest.raises(ValueError, match="names no fragment"):
-        sql.parse(text.replace("{{ leg(", "{{ legs("))
-    with pytest.raises(ValueError, match="used by no query"):
-        sql.parse(text + "-- spare() --\nSELECT 2\n")
-
-
-def test_a_fragment_value_is_sql_up_to_a_comma_outside_parentheses():
-    text = ("-- read(t, where, order) --\nSELECT {{ t }}.id FROM facts {{ t }} WHERE {{ where }} ORDER BY {{ order }}\n"
-            "-- in_scope(t) --\n{{ t }}.namespace_id = ANY(%(ids)s)\n"
-            "-- q --\n{{ read(t=f, where=f.id IN (1, 2) AND {{ in_scope(t=f) }},\n order=coalesce(f.a, f.b) DESC) }}\n")
-    assert sql.parse(text) == {
-        "q": "SELECT f.id FROM facts f WHERE f.id IN (1, 2) AND f.namespace_id = ANY(%(ids)s) ORDER BY coalesce(f.a, f.b) DESC"}
-    with pytest.raises(ValueError, match="is no name=value"):  # a comma outside parentheses ends the value
-        sql.parse(text.replace("f.id IN (1, 2)", "f.id = 1, 2"))
-
+def test_a_statement_is_plain_sql_and_every_query_file_is_loaded():
+    """No template language: a query is its file's text (whole-line comments dropped)."""
+    text = "-- preamble\n-- q --\n-- doc\nSELECT '{{ x }}' AS braces, 1 -- kept\n  -- dropped\nFROM t\n"
+    assert sql.parse(text) == {"q": "SELECT '{{ x }}' AS braces, 1 -- kept\nFROM t"}
+    files = sql.query_files()
+    assert files[0].parent == sql.QUERY_DIR
+    assert ROOT / "stash_pipeline" / "recall" / "queries" / "recall.sql" in files
+    assert {"recall", "recall_check", "recall_names", "recall_search_params"} <= set(sql.QUERIES)
+    for path in files:
+        assert "{{" not in path.read_text(), f"{path} holds template syntax"

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from stash_pipeline import recall
 from stash_pipeline.consolidation import rebuild, runner
-from stash_pipeline.memory import entities, episodes, facts, recall
-from stash_pipeline.memory.recall_config import DEFAULT
+from stash_pipeline.memory import entities, episodes, facts
+from stash_pipeline.recall.config import DEFAULT
 from tests.integration.consolidation.conftest import rows, seed
 
 HOBBIES = [
@@ -80,8 +81,7 @@ def test_the_entity_leg_reaches_a_profile_only_through_its_own_name(pstore):
             " f.recorded_at FROM facts f, facts m WHERE f.id = %s AND m.id = %s", (friend, fact_ids[0]))
 
     def reached(query: str) -> set[int]:
-        found = recall._search(pstore, query, ["/p"], limit=10, as_of=None, include_history=False, mode="hybrid",
-                               known_at=None, context=0, config=DEFAULT)
+        found = recall.search(pstore, recall.RecallRequest.of(pstore.settings, query, ["/p"], limit=10, config=DEFAULT))
         return {r["id"] for r in found if r["kind"] == "fact" and r["entity_score"] is not None}
 
     one_hop = reached("What does Dana's best friend do for fun?")

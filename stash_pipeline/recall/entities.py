@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from stash_pipeline.memory.entities import normalise
-from stash_pipeline.memory.recall_config import DEFAULT, RecallConfig
+from stash_pipeline.recall.config import DEFAULT, RecallConfig
 
 _WORD = re.compile(r"[^\W_](?:[\w.+#&-]*[\w+#])?")
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)

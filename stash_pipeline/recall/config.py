@@ -16,7 +16,7 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class RecallConfig:
-    """How recall ranks; the rules are the headers of ``db/queries/recall.sql``'s parts."""
+    """How recall ranks; the rules are the headers of ``recall/queries/recall.sql``'s parts."""
 
     #: weight of the cosine in a row's score (recall.sql, hybrid_score); the rest, BM25 coverage's
     w_vector: float = 0.4
@@ -53,7 +53,7 @@ class RecallConfig:
     superseded_factor: float = 0.5
     #: a query naming a time (a month, "used to" ...) turns supersession off
     time_guard: bool = True
-    #: the entity leg (memory/entity_recall.py) in hybrid mode
+    #: the entity leg (recall/entities.py) in hybrid mode
     entity_leg: bool = True
     #: the query vector of a hybrid recall naming an entity whose every word is in at least
     #: mask_share of the scope's rows (recall.sql, recall_names): mask_weight times the vector
@@ -83,7 +83,7 @@ class RecallConfig:
     entity_credit: float = 1.0
     entity_match: float = 0.5
     hop_factor: float = 0.6
-    #: grouping (memory/recall_grouping.py): one result per piece of evidence, a fact hit
+    #: grouping (recall/grouping.py): one result per piece of evidence, a fact hit
     #: carrying its source turns and the episodes it shows folded into it (off: every hit
     #: takes its own slot and no fact weight applies)
     grouping: bool = True

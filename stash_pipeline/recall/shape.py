@@ -1,6 +1,6 @@
 """Recall's results as agents read them: rows to ``RecallHit`` records, the lean JSON answer, token budgets.
 
-``memory/recall.py`` runs the statement and grouping (``memory/recall_grouping.py``) picks
+``recall/search.py`` runs the statement and grouping (``recall/grouping.py``) picks
 the results; this module gives them their final shape. ``to_hit`` turns a ``recall``
 statement row into a hit (its score parts: vector, text, coverage, context, and the
 entity leg's score and the weight it ranked by when there are some). ``compact`` drops
@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stash_pipeline.memory import recall_grouping
 from stash_pipeline.models import RecallHit
+from stash_pipeline.recall import grouping
 
 
 def _tokens_of(characters: int) -> int:
@@ -70,7 +70,7 @@ def to_hit(row: dict[str, Any]) -> RecallHit:
             "coverage": _optional(row["coverage"]),
             "context": _optional(row["context_score"]),
         }
-        # the entity leg's score, on the facts it reached (memory/entity_recall.py)
+        # the entity leg's score, on the facts it reached (recall/entities.py)
         | ({"entity": float(row["entity_score"])} if row.get("entity_score") is not None else {})
         # the weight the fact was ranked by (grouping: fact_weight, subject_weight)
         | ({"weight": float(row["weight"])} if row.get("weight") not in (None, 1) else {}),
@@ -96,7 +96,7 @@ def compact(hit: RecallHit, *, score_parts: bool = False) -> dict[str, Any]:
             if score_parts:
                 data["score_parts"] = {part: round(v, 4) for part, v in value.items() if v is not None}
         elif key in ("sources", "grouped"):
-            data |= recall_grouping.compact_parts(key, value, score_parts=score_parts)
+            data |= grouping.compact_parts(key, value, score_parts=score_parts)
         elif key == "source_episode_ids" and hit.sources is not None and {s.id for s in hit.sources} >= set(value):
             continue  # every id is in ``sources``, with its date and text
         elif value is not None and value != {} and value != []:

@@ -30,7 +30,7 @@ meaning (``score_parts["weight"]`` shows the weight). Then recall's post-ranking
   already sent.
 
 Pure functions over ranked ``RecallHit`` records and the statement's rows; the knobs are
-``RecallConfig`` fields (``memory/recall_config.py``).
+``RecallConfig`` fields (``recall/config.py``).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from stash_pipeline.memory.recall_config import RecallConfig
 from stash_pipeline.models import RecallHit, SourceTurn
+from stash_pipeline.recall.config import RecallConfig
 
 
 @dataclass

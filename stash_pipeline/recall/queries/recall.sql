@@ -1,0 +1,582 @@
+-- Recall's statements, plain SQL: what PostgreSQL runs is what is written here.
+--
+-- A recall pipelines recall_search_params, recall_check and recall as one transaction
+-- (stash_pipeline/recall/statement.py); a hybrid query may first run recall_names. Rows are
+-- seen through fact_visible, episode_visible and relationship_visible (migration 0012), the
+-- one definition of visibility. Some rules are written once per kind (fact, episode) or once
+-- per way of reading (all namespaces, a scope, a small scope); their comment stands at the
+-- first copy. The parameters come from stash_pipeline/recall/parameters.py.
+--
+-- Rules used in several places:
+-- * "in scope": t.namespace_id = ANY((SELECT ids FROM scope)::bigint[]).
+-- * "names": namespace n is path p or below it (resolve_namespace_tree's rule):
+--   n.slug = p.slug OR n.slug LIKE <p.slug, LIKE-escaped> || '/%'.
+-- * "present": %(as_of)s and %(known_at)s are both NULL (a read of now).
+-- * BM25 of a lexeme: idf * n * (k1 + 1) / (n + k1 * (1 - b + b * length / average length)),
+--   n its term frequency (its positions), length the row's distinct lexemes.
+-- * "matched": a row's tsvector cut to the query's lexemes, in C: setweight marks them 'A'
+--   and ts_filter keeps those (to_tsvector gives every lexeme weight D), so a row's other
+--   words are never unnested: ts_filter(setweight(search, 'A', tq.lexemes), '{a}').
+-- * hybrid score: w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1), a missing
+--   part 0 (recall sends w_vector 1 in vector mode, 0 in text mode, and w_vector_masked for a
+--   hybrid query whose names it masked).
+-- * weight of a row in the ranking: fact_weight on a fact, subject_weight too on one the
+--   entity leg reached; none on one that restates its source or, not reached, lies below
+--   weight_min_cosine to the query (matched on a stray word).
+-- * "restates": a fact at least copy_similarity (cosine) like a source episode says what
+--   that episode says (and takes no fact weight).
+-- * turns beside a hit: the turns before and after an episode in its namespace, not
+--   forgotten, read by the (namespace_id, id) index from the hit's entry: "namespace_id >=
+--   hit's AND (namespace_id, id) < hit's" is "same namespace, older" written so that only that
+--   index can take it and the row comparison places the scan (for "namespace_id = AND id <"
+--   the generic plan walks the primary key through the other namespaces' rows; needs
+--   incremental sorts off). Callers filter by time after the LIMIT: inside it, it would walk
+--   every later turn.
+-- * same session: the same occurred_at when it was given (episodes written without one in
+--   one transaction share now()), or the same metadata.session or metadata.thread.
+
+-- recall_search_params --
+-- Per-transaction settings for recall and the other HNSW reads: a wider HNSW beam and
+-- iterative scans, so the filters applied during the scan still leave enough candidates; a
+-- generic plan once prepared (planning costs about as much as running, and the best plan
+-- does not depend on the values); no sequential scan or avoidable sort (plain or
+-- incremental): at a few thousand rows the planner would otherwise read a whole table and
+-- sort it by distance instead of asking the HNSW index (each ordered read has an index
+-- giving its order, so no plan walks a whole index to avoid a sort); no parallel workers,
+-- dearer to start than a recall's few hundred rows are to read.
+SELECT set_config(s.name, s.value, true) AS value
+FROM (VALUES ('hnsw.ef_search', %(ef_search)s), ('hnsw.iterative_scan', 'relaxed_order'),
+             ('plan_cache_mode', 'force_generic_plan'), ('enable_seqscan', 'off'), ('enable_sort', 'off'),
+             ('enable_incremental_sort', 'off'), ('max_parallel_workers_per_gather', '0')) AS s(name, value)
+
+-- recall_check --
+-- Pipelined with recall_search_params and recall (one round trip): which %(paths)s name no
+-- namespace (NamespaceNotFound), and whether the query's vector is still to compute (no
+-- vector given, none in the embedding cache for the query's text, model and endpoint).
+SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
+             WHERE p.slug <> '/' AND NOT EXISTS (
+                 SELECT 1 FROM namespaces n
+                 WHERE n.slug = p.slug
+                    OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%')) AS missing,
+       (%(use_vector)s AND %(embedding)s::vector IS NULL
+        AND NOT EXISTS (SELECT 1 FROM embedding_cache c
+                        WHERE c.text_hash = %(text_hash)s AND c.model = %(embedding_model)s
+                          AND c.endpoint = %(embedding_endpoint)s)) AS needs_vector
+
+-- recall_names --
+-- Before a hybrid recall embeds its query: which of its %(phrases)s name an entity in the trees
+-- %(paths)s so often that the name tells their rows little apart, each of its words in at
+-- least %(mask_share)s of them (a speaker's name on every turn they spoke). Recall masks
+-- those out of the text its vector is made from; a rarer name (a project, a service) is what
+-- the query is about.
+WITH scope AS MATERIALIZED (
+    SELECT array_agg(n.id) AS ids, COALESCE(sum(s.documents), 0) AS documents
+    FROM namespaces n LEFT JOIN recall_text_stats s ON s.namespace_id = n.id
+    WHERE %(all_namespaces)s
+       OR EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug)
+                  WHERE n.slug = p.slug
+                     OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%')
+)
+SELECT DISTINCT a.normalised FROM entity_aliases a, scope
+WHERE a.normalised = ANY(%(phrases)s::text[]) AND a.namespace_id = ANY(scope.ids)
+  AND %(mask_share)s * scope.documents <= (
+      SELECT min((SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
+                  WHERE t.namespace_id = ANY(scope.ids) AND t.lexeme = l))
+      FROM unnest(tsvector_to_array(to_tsvector('english', a.normalised))) l)
+
+-- recall --
+-- Recall in one statement, after recall_search_params and recall_check; grouping
+-- (stash_pipeline/recall/grouping.py) folds its rows into the %(limit)s results.
+WITH
+-- query_vector: the vector given, else the cached one, so a query asked before needs no
+-- embedding round trip; with neither, nothing below finds anything (ready is false) and
+-- recall embeds the query and runs again.
+query_vector AS MATERIALIZED (
+    SELECT v, (v IS NOT NULL OR NOT %(use_vector)s) AS ready
+    FROM (SELECT COALESCE(%(embedding)s::vector,
+                          (SELECT c.embedding FROM embedding_cache c
+                           WHERE c.text_hash = %(text_hash)s AND c.model = %(embedding_model)s
+                             AND c.endpoint = %(embedding_endpoint)s)) AS v) q
+),
+-- scope: the namespaces %(paths)s name, unless %(all_namespaces)s. A read that can use a
+-- namespace index is written for all namespaces and for the scope behind one-time tests
+-- (only one runs), not as "all OR in scope": under the generic plan such an OR uses no
+-- namespace index.
+scope AS MATERIALIZED (
+    SELECT COALESCE(array_agg(n.id), '{}')::bigint[] AS ids FROM namespaces n WHERE NOT %(all_namespaces)s
+      AND EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug)
+                  WHERE n.slug = p.slug
+                     OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%')
+),
+-- The query's lexemes with document frequency and idf over the scope (recall_term_stats,
+-- recall_text_stats: kept by triggers). Every lexeme counts, seen or not: a word no row
+-- holds is information the query asks for and no row has. full_match, their summed idf, is
+-- what a row holding each once at average length scores. q_rare: the lexemes by ascending
+-- frequency while their summed frequency fits %(text_scan_limit)s (at least the rarest), so
+-- the rows matched are bounded by construction; q_pair: when even the rarest is in more
+-- rows, it and the next rarest together. terms: a lookup per word (a join let the planner
+-- scan the whole table), materialised since weights reads df five times.
+query_lexemes AS (
+    SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
+    WHERE (SELECT ready FROM query_vector)
+), corpus AS (
+    SELECT COALESCE(sum(s.documents), 0)::float8 AS documents,
+           GREATEST(COALESCE(sum(s.total_length), 0)::float8 / NULLIF(sum(s.documents), 0), 1) AS average_length
+    FROM (SELECT * FROM recall_text_stats WHERE %(all_namespaces)s UNION ALL
+          SELECT * FROM recall_text_stats WHERE NOT %(all_namespaces)s
+                                            AND recall_text_stats.namespace_id = ANY((SELECT ids FROM scope)::bigint[])) s
+), terms AS MATERIALIZED (
+    SELECT q.lexeme,
+           CASE WHEN %(all_namespaces)s
+                THEN (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
+                      WHERE true AND t.lexeme = q.lexeme)
+                ELSE (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
+                      WHERE t.namespace_id = ANY((SELECT ids FROM scope)::bigint[]) AND t.lexeme = q.lexeme) END AS df
+    FROM query_lexemes q WHERE %(use_text)s
+), weights AS (
+    SELECT t.lexeme, t.df, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf,
+           sum(t.df) OVER (ORDER BY t.df, t.lexeme) AS cumulative_df,
+           row_number() OVER (PARTITION BY t.df > 0 ORDER BY t.df, t.lexeme) AS rarity
+    FROM terms t, corpus c
+), tq AS (
+    SELECT (SELECT string_agg('''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''', ' | ')
+            FROM weights w
+            WHERE w.df > 0 AND (w.cumulative_df <= %(text_scan_limit)s OR w.rarity = 1))::tsquery AS q_rare,
+           (SELECT CASE WHEN count(*) = 2 AND min(w.df) > %(text_scan_limit)s
+                        THEN string_agg('''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''', ' & ') END
+            FROM weights w WHERE w.df > 0 AND w.rarity <= 2)::tsquery AS q_pair,
+           (SELECT sum(w.idf) FROM weights w) AS full_match, ARRAY(SELECT w.lexeme FROM weights w) AS lexemes
+),
+-- exact.small: a scope of at most %(exact_scan_limit)s live memories is read exactly, row by
+-- row from the namespace index: the HNSW walk filters by namespace as it goes, so beside a
+-- large namespace it passes mostly others' rows before it has enough of a small one's; and
+-- a word rare in a small scope may be common beside it, so its rows are tested for words.
+exact AS MATERIALIZED (SELECT NOT %(all_namespaces)s AND c.documents <= %(exact_scan_limit)s AS small FROM corpus c),
+-- The vector leg, per kind: the nearest %(candidates)s rows by HNSW cosine, in the index's
+-- order of the half-precision embedding_key (every score below is full precision); in a
+-- small scope the scope's rows by full-precision cosine ("+ 0": an order no index gives, so
+-- the scope's rows are read and sorted). A row still waiting for its vector is no
+-- candidate. The rows carry the columns scoring needs: the scan has them in hand.
+fact_vec AS (
+    (SELECT f.id, f.namespace_id, f.search, f.embedding, NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
+     FROM facts f WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND f.embedding IS NOT NULL
+       AND NOT (SELECT small FROM exact)
+       AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY embedding_key(f.embedding) <=> embedding_key((SELECT v FROM query_vector)) LIMIT %(candidates)s)
+    UNION ALL
+    (SELECT f.id, f.namespace_id, f.search, f.embedding, NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
+     FROM facts f WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND f.embedding IS NOT NULL
+       AND (SELECT small FROM exact) AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY (f.embedding <=> (SELECT v FROM query_vector)) + 0 LIMIT %(candidates)s)
+), episode_vec AS (
+    (SELECT e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
+     FROM episodes e WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND e.embedding IS NOT NULL
+       AND NOT (SELECT small FROM exact)
+       AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY embedding_key(e.embedding) <=> embedding_key((SELECT v FROM query_vector)) LIMIT %(candidates)s)
+    UNION ALL
+    (SELECT e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
+     FROM episodes e WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND e.embedding IS NOT NULL
+       AND (SELECT small FROM exact) AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY (e.embedding <=> (SELECT v FROM query_vector)) + 0 LIMIT %(candidates)s)
+),
+-- The text leg, per kind: the rows holding both rarest lexemes (<kind>_pair, q_pair: the
+-- word index intersects their lists, far fewer rows than every match of the rarest); then,
+-- only when fewer than %(text_pair_min)s rows hold the pair (a one-time test), the rare
+-- lexemes' (q_rare). No older row is dropped for a newer one while the rare words fit.
+-- Each match list is the newest %(text_scan_limit)s visible rows holding the words, read
+-- three ways behind one-time tests: all namespaces by the word index; a scope by the word
+-- index ANDed with the namespace index; a small scope by the namespace index, each row
+-- tested for the words ("IS TRUE" keeps the word index out). "id + 0": the matches are
+-- sorted, since walking the primary key backwards and testing each row for the words reads
+-- thousands of rows.
+fact_pair AS (
+    (SELECT f.id, f.search FROM facts f, tq
+     WHERE %(use_text)s AND %(all_namespaces)s AND f.search @@ tq.q_pair
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT f.id, f.search FROM facts f, tq
+     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND f.search @@ tq.q_pair
+       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT f.id, f.search FROM facts f, tq
+     WHERE %(use_text)s AND (SELECT small FROM exact) AND (f.search @@ tq.q_pair) IS TRUE
+       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+), fact_text AS (
+    SELECT id, search FROM fact_pair
+    UNION ALL
+    (SELECT f.id, f.search FROM facts f, tq
+     WHERE %(use_text)s AND %(all_namespaces)s AND f.search @@ tq.q_rare
+       AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s AND f.id NOT IN (SELECT id FROM fact_pair)
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT f.id, f.search FROM facts f, tq
+     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND f.search @@ tq.q_rare
+       AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s AND f.id NOT IN (SELECT id FROM fact_pair)
+       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT f.id, f.search FROM facts f, tq
+     WHERE %(use_text)s AND (SELECT small FROM exact)
+       AND (f.search @@ tq.q_rare AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s
+            AND f.id NOT IN (SELECT id FROM fact_pair)) IS TRUE
+       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+), episode_pair AS (
+    (SELECT e.id, e.search FROM episodes e, tq
+     WHERE %(use_text)s AND %(all_namespaces)s AND e.search @@ tq.q_pair
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT e.id, e.search FROM episodes e, tq
+     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND e.search @@ tq.q_pair
+       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT e.id, e.search FROM episodes e, tq
+     WHERE %(use_text)s AND (SELECT small FROM exact) AND (e.search @@ tq.q_pair) IS TRUE
+       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+), episode_text AS (
+    SELECT id, search FROM episode_pair
+    UNION ALL
+    (SELECT e.id, e.search FROM episodes e, tq
+     WHERE %(use_text)s AND %(all_namespaces)s AND e.search @@ tq.q_rare
+       AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s AND e.id NOT IN (SELECT id FROM episode_pair)
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT e.id, e.search FROM episodes e, tq
+     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND e.search @@ tq.q_rare
+       AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s AND e.id NOT IN (SELECT id FROM episode_pair)
+       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+    UNION ALL
+    (SELECT e.id, e.search FROM episodes e, tq
+     WHERE %(use_text)s AND (SELECT small FROM exact)
+       AND (e.search @@ tq.q_rare AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s
+            AND e.id NOT IN (SELECT id FROM episode_pair)) IS TRUE
+       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+       AND episode_visible(e, %(as_of)s, %(known_at)s)
+     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+),
+-- text_top: the best %(text_candidates)s text matches of both kinds by BM25 (as one join and
+-- one aggregate over (match, lexeme) pairs, not a subquery per match) join the vector
+-- candidates; cosine is computed only for this short list.
+text_top AS (
+    SELECT m.kind, m.id FROM (SELECT 'fact'::text AS kind, id, search, length(search) AS doc_length FROM fact_text
+                              UNION ALL SELECT 'episode'::text, id, search, length(search) FROM episode_text) m
+    CROSS JOIN corpus co CROSS JOIN tq
+    CROSS JOIN LATERAL unnest(ts_filter(setweight(m.search, 'A', tq.lexemes), '{a}')) AS u
+    JOIN weights w ON w.lexeme = u.lexeme
+    GROUP BY m.kind, m.id, m.doc_length, co.average_length
+    ORDER BY sum(w.idf * COALESCE(array_length(u.positions, 1), 1) * (%(k1)s + 1)
+                 / (COALESCE(array_length(u.positions, 1), 1)
+                    + %(k1)s * (1 - %(b)s + %(b)s * m.doc_length / co.average_length))) DESC, m.id DESC
+    LIMIT %(text_candidates)s
+),
+-- Every candidate of both legs scored once: cosine to the query, BM25 and coverage, BM25 /
+-- full_match: the share of the query's information the row matches, comparable across
+-- queries. The score is the hybrid score (an episode with no vector yet ranks by text
+-- alone). candidates detoasts each tsvector and vector once: setweight(.., 'D') and
+-- vector(.., -1, true) return it expanded, otherwise unchanged (a pointer in a materialised
+-- CTE is fetched again at every use).
+candidates AS (
+    SELECT 'fact'::text AS kind, v.id, v.namespace_id, setweight(v.search, 'D') AS search,
+           vector(v.embedding, -1, true) AS embedding, v.occurred_at, v.metadata FROM fact_vec v
+    UNION ALL
+    SELECT 'fact'::text, f.id, f.namespace_id, setweight(f.search, 'D'),
+           vector(f.embedding, -1, true), NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata FROM facts f
+    WHERE f.id IN (SELECT id FROM text_top WHERE kind = 'fact') AND f.id NOT IN (SELECT id FROM fact_vec)
+    UNION ALL
+    SELECT 'episode'::text AS kind, v.id, v.namespace_id, setweight(v.search, 'D') AS search,
+           vector(v.embedding, -1, true) AS embedding, v.occurred_at, v.metadata FROM episode_vec v
+    UNION ALL
+    SELECT 'episode'::text, e.id, e.namespace_id, setweight(e.search, 'D'),
+           vector(e.embedding, -1, true), e.occurred_at, e.metadata FROM episodes e
+    WHERE e.id IN (SELECT id FROM text_top WHERE kind = 'episode') AND e.id NOT IN (SELECT id FROM episode_vec)
+), scored AS MATERIALIZED (
+    SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata, c.embedding,
+           CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> (SELECT v FROM query_vector)) END AS cosine,
+           CASE WHEN %(use_text)s THEN COALESCE((
+               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(c.search) / co.average_length)))
+               FROM unnest(ts_filter(setweight(c.search, 'A', tq.lexemes), '{a}')) AS u
+               JOIN weights w ON w.lexeme = u.lexeme
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) END AS bm25,
+           tsvector_to_array(ts_filter(setweight(c.search, 'A', tq.lexemes), '{a}')) AS matched
+    FROM candidates c, corpus co, tq
+),
+-- stale: an episode whose derived facts in scope are all retired scores stale_factor times,
+-- so its correction outranks it; it and restates are an aggregate per row on a lineage
+-- index (an EXISTS is a hashed subplan under the generic plan, reading every fact's
+-- lineage).
+judged AS MATERIALIZED (
+    SELECT s.*, s.bm25 / NULLIF(tq.full_match, 0) AS coverage,
+           (%(w_vector)s * GREATEST(s.cosine, 0)
+            + (1 - %(w_vector)s) * LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1))
+           * CASE WHEN stale.derived > 0 AND stale.current = 0 THEN %(stale_factor)s::float8 ELSE 1 END AS score,
+           copy.restates
+    FROM scored s CROSS JOIN tq
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS derived,
+               count(*) FILTER (WHERE f.id IS NOT NULL AND fact_visible(f, NULL, NULL, false)) AS current
+        FROM lineage l LEFT JOIN facts f ON f.id = l.child_id
+        WHERE s.kind = 'episode' AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+          AND NOT %(include_history)s AND l.parent_kind = 'episode'
+          AND l.parent_id = s.id AND l.child_kind = 'fact'
+          AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))) stale
+    CROSS JOIN LATERAL (
+        SELECT count(*) > 0 AS restates FROM lineage l JOIN episodes e ON e.id = l.parent_id
+        WHERE s.kind = 'fact' AND l.child_kind = 'fact' AND l.child_id = s.id AND l.parent_kind = 'episode'
+          AND 1 - (s.embedding <=> e.embedding) >= %(copy_similarity)s) copy
+),
+-- newer (when supersede): an episode among the best supersede_pool with a newer episode
+-- candidate in its namespace (cosine >= supersede_similarity, matching every query lexeme it
+-- matches) scores supersede_margin times that one's score but at least superseded_factor
+-- times its own, just below its restatement; a demotion only lowers a score, so the best
+-- supersede_pool bound the pairs.
+fused AS (
+    SELECT j.kind, j.id, j.namespace_id, j.occurred_at, j.metadata, j.cosine, j.bm25, j.coverage, j.restates,
+           CASE WHEN newer.score IS NULL THEN j.score
+                ELSE GREATEST(%(superseded_factor)s::float8 * j.score,
+                              LEAST(j.score, %(supersede_margin)s::float8 * newer.score)) END AS score
+    FROM (SELECT x.*, row_number() OVER (ORDER BY x.score DESC, x.id DESC) AS place FROM judged x) j
+    LEFT JOIN LATERAL (
+        SELECT max(n.score) AS score FROM judged n
+        WHERE %(supersede)s AND j.place <= %(supersede_pool)s AND j.kind = 'episode' AND n.kind = 'episode'
+          AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL AND NOT %(include_history)s
+          AND n.namespace_id = j.namespace_id AND n.occurred_at > j.occurred_at
+          AND n.matched @> j.matched AND 1 - (n.embedding <=> j.embedding) >= %(supersede_similarity)s) newer ON true
+),
+-- Context (hybrid mode, no as_of or known_at): an episode within context_window turns of one
+-- of the best context_pool episodes, in the same session, gains neighbour_weight times that
+-- hit's score; a neighbour that was no candidate is scored here too (a handful of rows), so
+-- a reply that shares little with the query but follows a strong hit can rank. Then the
+-- best %(fetch_limit)s by score times the ranking weight (subject_weight aside).
+pool AS (SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s),
+neighbours AS (
+    SELECT n.id, max(p.score) AS score FROM pool p
+    CROSS JOIN LATERAL (
+        (SELECT e.id, e.content, e.occurred_at, e.created_at, e.metadata FROM episodes e
+         WHERE e.namespace_id >= p.namespace_id AND e.deleted_at IS NULL
+           AND (e.namespace_id, e.id) < (p.namespace_id, p.id)
+         ORDER BY e.namespace_id DESC, e.id DESC LIMIT %(context_window)s)
+        UNION ALL
+        (SELECT e.id, e.content, e.occurred_at, e.created_at, e.metadata FROM episodes e
+         WHERE e.namespace_id <= p.namespace_id AND e.deleted_at IS NULL
+           AND (e.namespace_id, e.id) > (p.namespace_id, p.id)
+         ORDER BY e.namespace_id ASC, e.id ASC LIMIT %(context_window)s)) n
+    WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+      AND ((n.occurred_at = p.occurred_at AND n.occurred_at <> n.created_at)
+           OR n.metadata ->> 'session' = p.metadata ->> 'session'
+           OR n.metadata ->> 'thread' = p.metadata ->> 'thread')
+    GROUP BY n.id
+), extra AS MATERIALIZED (
+    SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> (SELECT v FROM query_vector)) AS cosine,
+           COALESCE((
+               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(e.search) / co.average_length)))
+               FROM unnest(ts_filter(setweight(e.search, 'A', tq.lexemes), '{a}')) AS u
+               JOIN weights w ON w.lexeme = u.lexeme
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25
+    FROM episodes e, corpus co, tq
+    WHERE e.id IN (SELECT n.id FROM neighbours n) AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
+), own AS (
+    SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score, f.restates FROM fused f
+    UNION ALL
+    SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0),
+           %(w_vector)s * GREATEST(x.cosine, 0)
+           + (1 - %(w_vector)s) * LEAST(COALESCE(x.bm25 / NULLIF(tq.full_match, 0), 0), 1), false
+    FROM extra x, tq
+), ranked AS (
+    SELECT x.* FROM (
+        SELECT o.kind, o.id, o.cosine, o.bm25, o.coverage, o.score AS own_score,
+               %(neighbour_weight)s::float8 * nb.score AS context_score,
+               o.score + %(neighbour_weight)s::float8 * COALESCE(nb.score, 0) AS score, o.restates
+        FROM own o LEFT JOIN neighbours nb ON o.kind = 'episode' AND nb.id = o.id) x
+    ORDER BY x.score * CASE WHEN x.kind <> 'fact' OR x.restates THEN 1
+                            WHEN COALESCE(x.cosine, 1) < %(weight_min_cosine)s THEN 1
+                            ELSE %(fact_weight)s::float8 END DESC,
+             x.kind, x.id DESC
+    LIMIT %(fetch_limit)s
+),
+-- The entity leg (hybrid mode; stash_pipeline/recall/entities.py makes %(phrases)s): the
+-- entities the query's phrases name by an alias in scope (at most %(max_named)s), their
+-- newest %(links_per_entity)s visible relationships each way (source fact visible too)
+-- reaching at most %(max_neighbours)s neighbours, and per entity, of its newest
+-- %(entity_scan)s visible facts in scope, the %(facts_per_entity)s nearest the query (at
+-- most entity_scan rows per entity are read and sorted), each once at its nearest hop; a
+-- profile only when its own entity is named (one hop away the query asks for one of the
+-- neighbour's facts, and the digest of them all would take that fact's place); the best
+-- %(max_facts)s by score. A fact scores as in scoring, except that the query words of the
+-- alias that named its entity count as matched when the fact lacks them: entity_credit
+-- times their idf but at least entity_match of full_match, times hop_factor one hop away; a
+-- fact that spells the name scores as without the leg. MATERIALIZED where the planner would
+-- otherwise walk an entity_id index for a LIMIT, sort by walking the facts primary key, or
+-- compute a score several times.
+entity_matched AS MATERIALIZED (
+    SELECT a.entity_id, a.alias FROM entity_aliases a
+    WHERE %(all_namespaces)s AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
+    UNION ALL
+    SELECT a.entity_id, a.alias FROM entity_aliases a
+    WHERE NOT %(all_namespaces)s AND a.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
+      AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
+), entity_named AS MATERIALIZED (
+    SELECT m.entity_id, string_agg(m.alias, ' ' ORDER BY m.alias) AS aliases
+    FROM entity_matched m GROUP BY m.entity_id ORDER BY m.entity_id LIMIT %(max_named)s
+), entity_words AS (
+    SELECT m.entity_id, ARRAY(SELECT w.lexeme FROM weights w
+                              WHERE w.lexeme = ANY(tsvector_to_array(to_tsvector('english', m.aliases)))) AS words
+    FROM entity_named m
+), entity_links AS (
+    SELECT l.id, l.entity_id, m.entity_id AS named_id FROM entity_named m
+    CROSS JOIN LATERAL (
+        (SELECT r.id, r.to_entity_id AS entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
+         WHERE r.from_entity_id = m.entity_id AND r.to_entity_id IS NOT NULL
+           AND relationship_visible(r, %(as_of)s, %(known_at)s, %(include_history)s)
+           AND fact_visible(s, %(as_of)s, %(known_at)s, %(include_history)s)
+         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
+        UNION ALL
+        (SELECT r.id, r.from_entity_id AS entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
+         WHERE r.to_entity_id = m.entity_id AND r.from_entity_id IS NOT NULL
+           AND relationship_visible(r, %(as_of)s, %(known_at)s, %(include_history)s)
+           AND fact_visible(s, %(as_of)s, %(known_at)s, %(include_history)s)
+         ORDER BY r.id DESC LIMIT %(links_per_entity)s)) l
+), entity_neighbours AS (
+    SELECT l.entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
+    FROM entity_links l WHERE l.entity_id NOT IN (SELECT entity_id FROM entity_named)
+    GROUP BY l.entity_id ORDER BY max(l.id) DESC LIMIT %(max_neighbours)s
+), entity_reached AS (
+    SELECT x.hop, x.named_id, f.id
+    FROM (SELECT entity_id, 0 AS hop, entity_id AS named_id FROM entity_named
+          UNION ALL SELECT nb.entity_id, 1, nb.named_id FROM entity_neighbours nb) x
+    CROSS JOIN LATERAL (
+        SELECT n.id FROM (SELECT f.id, f.embedding FROM facts f
+                          WHERE f.entity_id = x.entity_id
+                            AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+                            AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
+                            AND (x.hop = 0 OR f.origin <> 'profile')
+                          ORDER BY f.valid_from DESC, f.id DESC LIMIT %(entity_scan)s) n
+        ORDER BY n.embedding <=> (SELECT v FROM query_vector), n.id DESC LIMIT %(facts_per_entity)s) f
+), entity_facts AS MATERIALIZED (
+    SELECT r.id, min(r.hop) AS hop, (array_agg(r.named_id ORDER BY r.hop, r.named_id))[1] AS named_id
+    FROM entity_reached r GROUP BY r.id
+), entity_scored AS MATERIALIZED (
+    SELECT r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine,
+           COALESCE((
+               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
+                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(f.search) / co.average_length)))
+               FROM unnest(ts_filter(setweight(f.search, 'A', tq.lexemes), '{a}')) AS u
+               JOIN weights w ON w.lexeme = u.lexeme
+               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25,
+           COALESCE((SELECT sum(w.idf) FROM weights w
+                     WHERE w.lexeme = ANY(r.words) AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
+    FROM (SELECT t.id, t.hop, m.words FROM entity_facts t JOIN entity_words m ON m.entity_id = t.named_id) r
+    CROSS JOIN LATERAL (SELECT x.embedding, x.search FROM facts x WHERE x.id = r.id) f
+    CROSS JOIN corpus co CROSS JOIN tq
+), entity_ranked AS (
+    SELECT c.id, c.cosine, c.bm25, c.coverage,
+           %(w_vector)s * GREATEST(c.cosine, 0) + (1 - %(w_vector)s) * LEAST(COALESCE(c.coverage, 0), 1) AS score
+    FROM (SELECT s.id, s.cosine, s.bm25,
+                 (s.bm25 + CASE WHEN s.missing > 0
+                                THEN power(%(hop_factor)s::float8, s.hop)
+                                     * GREATEST(%(entity_credit)s::float8 * s.missing,
+                                                %(entity_match)s::float8 * tq.full_match)
+                                ELSE 0 END) / NULLIF(tq.full_match, 0) AS coverage
+          FROM entity_scored s, tq) c
+    ORDER BY score DESC, c.id DESC LIMIT %(max_facts)s
+),
+-- Fusion: the hybrid rows and the entity leg's; a fact found by both keeps its hybrid row
+-- (text and context parts) with the higher score, entity_score the leg's; then the best
+-- %(fetch_limit)s by score times weight, and with %(entity_pool)s every fact the leg found.
+both_legs AS (
+    SELECT r.kind, r.id, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.score,
+           NULL::float8 AS entity_score, 0 AS leg, r.restates FROM ranked r
+    UNION ALL
+    SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1, copy.restates
+    FROM entity_ranked x JOIN facts f ON f.id = x.id
+    CROSS JOIN LATERAL (
+        SELECT count(*) > 0 AS restates FROM lineage l JOIN episodes e ON e.id = l.parent_id
+        WHERE l.child_kind = 'fact' AND l.child_id = x.id AND l.parent_kind = 'episode'
+          AND 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s) copy
+), fused_legs AS (
+    SELECT DISTINCT ON (b.kind, b.id) b.kind, b.id, b.cosine, b.bm25, b.coverage, b.own_score, b.context_score,
+           b.restates, max(b.score) OVER (PARTITION BY b.kind, b.id) AS score,
+           max(b.entity_score) OVER (PARTITION BY b.kind, b.id) AS entity_score
+    FROM both_legs b ORDER BY b.kind, b.id, b.leg
+), weighed AS (
+    SELECT t.*, w.weight, row_number() OVER (ORDER BY t.score * w.weight DESC, t.kind, t.id DESC) AS place
+    FROM fused_legs t
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN t.kind <> 'fact' OR t.restates THEN 1
+                    WHEN t.entity_score IS NOT NULL THEN %(fact_weight)s::float8 * %(subject_weight)s::float8
+                    WHEN COALESCE(t.cosine, 1) < %(weight_min_cosine)s THEN 1
+                    ELSE %(fact_weight)s::float8 END AS weight) w
+), top AS (
+    SELECT t.* FROM weighed t WHERE t.place <= %(fetch_limit)s OR (%(entity_pool)s AND t.entity_score IS NOT NULL)
+)
+-- The rows in rank order with what grouping and shaping need: a fact's source episode ids,
+-- a profile's member facts, and, with %(excerpt_chars)s set, its source turns (when each
+-- occurred, its session marks, its first excerpt_chars characters and one more so the
+-- caller can tell the text was cut; forgotten ones as known at known_at, now by default,
+-- left out; none for a profile, whose content already gathers what its members say: its
+-- ids suffice); an episode hit's context: up to %(context)s turns each side in its session,
+-- with as_of or known_at those stored by known_at and occurred by as_of (episode_visible's
+-- rule).
+SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
+       n.slug AS namespace, COALESCE(f.content, e.content) AS content, f.confidence, f.valid_from, f.valid_until,
+       f.withdrawn_at, CASE WHEN r.kind = 'fact' THEN fact_visible(f, NULL, NULL, false) END AS current,
+       CASE WHEN r.kind = 'fact' THEN COALESCE(p.episode_ids, '{}') END AS source_episode_ids,
+       CASE WHEN f.origin = 'profile' THEN COALESCE(p.fact_ids, '{}') END AS member_fact_ids,
+       CASE WHEN r.kind = 'fact' AND f.origin <> 'profile' AND %(excerpt_chars)s::int IS NOT NULL THEN ARRAY(
+           SELECT jsonb_build_object('id', s.id, 'occurred_at', s.occurred_at, 'metadata', s.metadata,
+                                     'content', left(s.content, %(excerpt_chars)s::int + 1))
+           FROM lineage l JOIN episodes s ON s.id = l.parent_id
+           WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
+             AND s.created_at <= COALESCE(%(known_at)s::timestamptz, 'infinity')
+             AND (s.deleted_at IS NULL OR s.deleted_at > COALESCE(%(known_at)s::timestamptz, 'infinity'))
+           ORDER BY s.id) END AS sources,
+       e.metadata, e.occurred_at,
+       CASE WHEN r.kind = 'episode' AND %(context)s > 0 THEN ARRAY(
+           SELECT jsonb_build_object('id', c.id, 'content', c.content)
+           FROM ((SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
+                  WHERE x.namespace_id >= e.namespace_id AND x.deleted_at IS NULL
+                    AND (x.namespace_id, x.id) < (e.namespace_id, e.id)
+                  ORDER BY x.namespace_id DESC, x.id DESC LIMIT %(context)s)
+                 UNION ALL
+                 (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
+                  WHERE x.namespace_id <= e.namespace_id AND x.deleted_at IS NULL
+                    AND (x.namespace_id, x.id) > (e.namespace_id, e.id)
+                  ORDER BY x.namespace_id ASC, x.id ASC LIMIT %(context)s)) c
+           WHERE ((c.occurred_at = e.occurred_at AND c.occurred_at <> c.created_at)
+                  OR c.metadata ->> 'session' = e.metadata ->> 'session'
+                  OR c.metadata ->> 'thread' = e.metadata ->> 'thread')
+             AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
+                  OR c.created_at <= COALESCE(%(known_at)s::timestamptz, now())
+                     AND c.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()))
+           ORDER BY c.id) END AS context
+FROM top r
+LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id
+LEFT JOIN episodes e ON r.kind = 'episode' AND e.id = r.id
+LEFT JOIN LATERAL (  -- a fact's parents, read once by the lineage key
+    SELECT array_agg(l.parent_id ORDER BY l.parent_id) FILTER (WHERE l.parent_kind = 'episode') AS episode_ids,
+           array_agg(l.parent_id ORDER BY l.parent_id) FILTER (WHERE l.parent_kind = 'fact') AS fact_ids
+    FROM lineage l WHERE l.child_kind = 'fact' AND l.child_id = f.id) p ON true
+JOIN namespaces n ON n.id = COALESCE(f.namespace_id, e.namespace_id)
+ORDER BY r.place

@@ -1,0 +1,97 @@
+"""Recall: hybrid retrieval over current facts and episodes, ranked together, as one pipeline.
+
+A ``RecallRequest`` (``request.py``) goes through:
+
+1. ``vectors.prepared``: the statement's parameters (``parameters.py``) and the text the
+   query's vector is made from (names common in scope masked);
+2. ``statement.round_trip``: the ``recall`` statement (``queries/recall.sql``, where
+   every ranking rule is written: legs, scoring, context, entity leg, fusion) in one
+   round trip; a text this process has not cached is embedded before it when the model is
+   local (``CachedEmbedder.embeds_first``), otherwise its vector is read from the cache
+   and a second round trip follows the model only when it was not there;
+3. ``grouping.group``: one result per piece of evidence;
+4. ``shape``: the agent's answer (``answer``) or ``RecallHit`` records (``hits``).
+
+``relevance`` is the score clipped to [0, 1], absolute, so an agent can threshold it at
+``relevance_floor``. Results never carry vectors. ``recall`` and ``recall_results`` build
+the request from keyword arguments for callers of the library.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stash_pipeline.memory import validate
+from stash_pipeline.models import RecallHit
+from stash_pipeline.recall import grouping
+from stash_pipeline.recall.request import RecallRequest
+from stash_pipeline.recall.shape import shape_results, to_hit, within_budget
+from stash_pipeline.recall.statement import round_trip
+from stash_pipeline.recall.vectors import prepared, query_vector
+from stash_pipeline.store import Store
+
+#: one recall's results, each with its episode's context turns
+Ranked = list[tuple[RecallHit, list[dict[str, Any]]]]
+
+
+def search(store: Store, request: RecallRequest) -> list[dict[str, Any]]:
+    """The ranked rows of one recall (the statement's), each episode's context turns with it."""
+    embedder = store.embedder
+    if request.use_vector:
+        embedder.ensure_lock()  # (once per process) the model the stored vectors were made with
+    params, masked = prepared(store, request)
+    config, key = request.config, params["text_hash"]
+    if request.use_vector and embedder.embeds_first(key):  # a new query, a local model: embed, then one round trip
+        params["embedding"] = query_vector(embedder, request.query, masked, config)
+        _, rows = round_trip(store, params, config, cache=True)
+    else:
+        needs_vector, rows = round_trip(store, params, config)
+        if needs_vector:  # not cached after all: the model embeds it, then the search runs
+            params["embedding"] = query_vector(embedder, request.query, masked, config)
+            _, rows = round_trip(store, params, config, cache=True)
+    if request.use_vector:
+        embedder.note_cached(key)
+    return rows
+
+
+def rank(store: Store, request: RecallRequest) -> Ranked:
+    """The ``limit`` results of one recall, each with its context turns: the statement's rows
+    as hits, then grouping's post-ranking step (``grouping.group``)."""
+    rows = search(store, request)
+    return grouping.group([(to_hit(r), r["context"] or []) for r in rows], request.limit,
+                          grouping.source_rows(rows), request.config)
+
+
+def hits(store: Store, request: RecallRequest) -> list[RecallHit]:
+    """The results as ``RecallHit`` records, within ``max_tokens`` (content and source excerpts)."""
+    return within_budget([hit for hit, _ in rank(store, request)], request.max_tokens)
+
+
+def answer(store: Store, request: RecallRequest) -> dict[str, Any]:
+    """The results in the lean shape agents get: ``{"results": [compact hits]}`` (``shape.py``)."""
+    return shape_results(rank(store, request), budget=request.max_tokens, score_parts=request.score_parts)
+
+
+def recall(store: Store, query: str, namespaces: list[str], **options: Any) -> list[RecallHit]:
+    """Facts and episodes most relevant to ``query``, best first, as ``RecallHit`` records.
+
+    Two times, both now by default: ``as_of`` (event time: facts valid then, episodes that
+    had occurred by then) and ``known_at`` (system time: what Stash had recorded and not
+    withdrawn or forgotten by then). ``include_history`` without either time returns
+    retired facts too. ``config`` is the ranking's tuning (``config.py``). The options are
+    ``RecallRequest``'s fields; no context turns.
+    """
+    return hits(store, RecallRequest.of(store.settings, query, namespaces, **options))
+
+
+def recall_results(store: Store, query: str, namespaces: list[str], **options: Any) -> dict[str, Any]:
+    """Recall in the lean shape agents get (``answer``); ``context`` defaults to the tool's.
+
+    ``context`` adds up to that many turns on each side of an episode hit from its session,
+    leaving out turns that are results themselves or a fact result's ``sources``. A fact
+    result carries its source episodes as ``sources``; with ``score_parts`` it also lists
+    what was folded into it (``grouped``). ``max_tokens`` bounds the serialised results in
+    rank order: a result that does not fit ends the list.
+    """
+    options.setdefault("context", validate.RECALL_CONTEXT_DEFAULT)
+    return answer(store, RecallRequest.of(store.settings, query, namespaces, **options))
