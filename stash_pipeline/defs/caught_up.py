@@ -4,7 +4,7 @@ Dagster shows a partition as filled once it has a materialization, and a stage a
 fill percentage counts them. A stage partition whose stage has nothing to do in its
 namespace — a parent namespace with no records of its own (``/projects``), a namespace
 without a goal for ``goal_progress``, input already consumed by ``stash consolidate run
---local`` — gets no run from the sensor, so it would stay "Missing" for ever, a caught-up
+--inline`` — gets no run from the sensor, so it would stay "Missing" for ever, a caught-up
 system would show "28% filled", and a "failed and missing" backfill would launch runs
 where there is no work.
 

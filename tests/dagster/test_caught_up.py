@@ -121,7 +121,7 @@ def test_a_partition_is_filled_once_and_a_quiet_tick_asks_dagster_nothing(
     store: Store, instance: dg.DagsterInstance, stash: StashResource, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seed_team(store)
-    catch_up(store)  # consumed outside Dagster, as `stash consolidate run --local` does
+    catch_up(store)  # consumed outside Dagster, as `stash consolidate run --inline` does
     apply(instance, tick(namespace_discovery_sensor, instance, stash, None))
     asked: list[str] = []
     real = caught_up.materialized_partitions
