@@ -51,7 +51,7 @@ test-interop: $(STAMP) $(INTEROP)/.installed
 	cd tests/interop && STASH_BIN="$(CURDIR)/$(BIN)/stash" $(CURDIR)/$(INTEROP)/bin/python -m pytest -c pytest.ini
 
 lint: $(STAMP)
-	$(BIN)/ruff check stash_pipeline stash_serve tests bench
+	$(BIN)/ruff check stash_pipeline stash_serve testkit tests bench
 
 # docker compose end to end (needs Docker; not part of `make test`): docker/smoke.sh
 smoke-compose:

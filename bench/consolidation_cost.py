@@ -196,8 +196,8 @@ def main() -> int:
     from stash_pipeline.db.migrate import migrate
     from stash_pipeline.memory import episodes, failures, goals, hypotheses, namespaces
     from stash_pipeline.store import Store
-    from tests.support.openai_server import ScriptedOpenAI
-    from tests.support.scripted_model import ScriptedModel
+    from testkit.openai_server import ScriptedOpenAI
+    from testkit.scripted_model import ScriptedModel
 
     server_handle = None
     dbname = f"stash_bench_{uuid.uuid4().hex[:8]}"

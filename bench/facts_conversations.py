@@ -8,7 +8,7 @@ The default run of ``python -m bench.consolidation_quality`` (no endpoint given)
 Every turn of ``bench/data/conversations.py`` is imported as one episode (content
 ``"Name: text"``, ``occurred_at`` = session date, ``metadata.dia_id``), then the facts
 stage runs per conversation through the real ``openai`` client against a local
-OpenAI-compatible server (``tests/support/openai_server.py``). The server answers as a
+OpenAI-compatible server (``testkit/openai_server.py``). The server answers as a
 capable model would, from the planted truth (``conversations_facts.jsonl``, facts written
 per session, each citing its evidence turns):
 
@@ -61,7 +61,7 @@ class PlantedTruth:
                 "value": fact["value"], "summary": fact["content"], "valid_from": None}
 
     def __call__(self, user: str) -> dict[str, Any]:
-        from tests.support.scripted_model import facts_blocks
+        from testkit.scripted_model import facts_blocks
 
         out = []
         for block in facts_blocks(user):
@@ -139,8 +139,8 @@ def run(conversations_n: int | None = None, embedder: str = "minilm",
     (``data``: another set of the same shape, default the conversational set)."""
     from stash_pipeline.consolidation import runner as consolidation
     from stash_pipeline.consolidation.reasoner import reset_mode_cache
-    from tests.support.openai_server import ScriptedOpenAI
-    from tests.support.scripted_model import ScriptedModel
+    from testkit.openai_server import ScriptedOpenAI
+    from testkit.scripted_model import ScriptedModel
 
     data = data or conversations.load()
     chosen = sorted({t["namespace"] for t in data["turns"]})[:conversations_n]

@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from stash_serve.runs import DagsterRuns  # noqa: E402  (after the path set-up above)
-from tests.support.openai_server import ScriptedOpenAI  # noqa: E402
-from tests.support.scripted_model import ScriptedModel  # noqa: E402
+from testkit.openai_server import ScriptedOpenAI  # noqa: E402
+from testkit.scripted_model import ScriptedModel  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
 BIN = Path(sys.executable).parent

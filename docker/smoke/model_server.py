@@ -1,7 +1,7 @@
 """The scripted OpenAI-compatible model of the tests, served on the compose network (docker/smoke.sh).
 
-Runs in a container of the Stash image with the repository's tests/support mounted
-read-only under /opt/smoke/tests/support; listens on 0.0.0.0:8000 and prints one line per
+Runs in a container of the Stash image with the repository's testkit/ mounted
+read-only under /opt/smoke/testkit; listens on 0.0.0.0:8000 and prints one line per
 chat request (the stage it answered), so the smoke can see that a run called the model.
 """
 
@@ -11,8 +11,8 @@ import signal
 import sys
 import threading
 
-from tests.support.openai_server import ScriptedOpenAI
-from tests.support.scripted_model import ScriptedModel
+from testkit.openai_server import ScriptedOpenAI
+from testkit.scripted_model import ScriptedModel
 
 
 class LoggedModel(ScriptedModel):

@@ -10,10 +10,10 @@ import pytest
 
 from stash_pipeline.config import Settings
 from stash_pipeline.defs.resources import StashResource
+from testkit.openai_server import ScriptedOpenAI
 
 # the scripted model behind a real OpenAI-compatible HTTP endpoint, shared with the stage tests
 from tests.integration.consolidation.conftest import model, server  # noqa: F401
-from tests.support.openai_server import ScriptedOpenAI
 
 # Partitioned asset checks are a Dagster 1.13 preview feature used on purpose.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)

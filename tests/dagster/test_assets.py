@@ -18,8 +18,8 @@ from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
 from stash_pipeline.stages import REPORT_KEYS, backlog_parameters
 from stash_pipeline.store import Store
+from testkit.scripted_model import ScriptedModel
 from tests.dagster.conftest import resource_for
-from tests.support.scripted_model import ScriptedModel
 
 TEXTS = ["Alice lives in Paris near the river Seine", "Bob deploys Kubernetes clusters every Friday"]
 

@@ -27,9 +27,9 @@ from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
 from stash_pipeline.stages import backlog_parameters
 from stash_pipeline.store import Store
+from testkit.openai_server import ScriptedOpenAI
 from tests.conftest import free_port
 from tests.support.dagster_dev import dagster_env, start_dagster_dev
-from tests.support.openai_server import ScriptedOpenAI
 
 TEXTS = ["Alice lives in Paris near the river Seine", "Bob deploys Kubernetes clusters every Friday"]
 
@@ -73,7 +73,7 @@ def dagster_db(pg_admin_dsn: str) -> Iterator[str]:
 def test_dagster_dev_discovers_and_consolidates_a_new_namespace(
     store: Store, database_url: str, pg_admin_dsn: str, dagster_db: str, tmp_path: Path
 ) -> None:
-    from tests.support.scripted_model import ScriptedModel
+    from testkit.scripted_model import ScriptedModel
 
     home = tmp_path / "dagster_home"
     port = free_port()

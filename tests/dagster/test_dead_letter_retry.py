@@ -19,9 +19,9 @@ from stash_pipeline.defs.sensors import DEAD_LETTER_TAG, watermark_sensor
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
 from stash_pipeline.store import Store
+from testkit.openai_server import Reply, ScriptedOpenAI
+from testkit.scripted_model import ScriptedModel
 from tests.dagster.test_sensors import catch_up, requested, tick
-from tests.support.openai_server import Reply, ScriptedOpenAI
-from tests.support.scripted_model import ScriptedModel
 
 ASSETS = build_stage_assets(retry_policy=dg.RetryPolicy(max_retries=2, delay=0))
 POISON = "Zebulon pasted the whole nightly Quartz backup log into the chat"

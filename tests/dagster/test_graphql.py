@@ -30,11 +30,11 @@ from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
 from stash_pipeline.store import Store
 from stash_serve.runs import DagsterRuns
+from testkit.openai_server import ScriptedOpenAI
+from testkit.scripted_model import ScriptedModel
 from tests.conftest import _with_db, free_port
 from tests.dagster.test_dagster_dev import graphql
 from tests.support.dagster_dev import dagster_env, start_dagster_dev
-from tests.support.openai_server import ScriptedOpenAI
-from tests.support.scripted_model import ScriptedModel
 
 TEXTS = ["Alice lives in Paris near the river Seine", "Bob deploys Kubernetes clusters every Friday"]
 DONE = {"SUCCESS", "FAILURE", "CANCELED"}

@@ -30,10 +30,10 @@ from stash_pipeline.defs.sensors import watermark_sensor
 from stash_pipeline.memory import namespaces as ns
 from stash_pipeline.memory.episodes import remember
 from stash_pipeline.store import Store
+from testkit.openai_server import Reply, ScriptedOpenAI
+from testkit.scripted_model import ScriptedModel
 from tests.dagster.conftest import resource_for
 from tests.dagster.test_sensors import requested, tick
-from tests.support.openai_server import Reply, ScriptedOpenAI
-from tests.support.scripted_model import ScriptedModel
 
 #: the deployed assets: RetryPolicy of 3 retries, 10 s / 20 s / 40 s apart
 ASSETS = build_stage_assets()

@@ -579,7 +579,7 @@ def test_serve_mcp_refuses_no_auth_on_a_public_host(run: Run) -> None:
 
 
 def test_doctor_with_a_reachable_model_endpoint(run: Run) -> None:
-    from tests.support.openai_server import ScriptedOpenAI
+    from testkit.openai_server import ScriptedOpenAI
 
     with ScriptedOpenAI() as server:
         url = server.base_url

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from stash_pipeline.consolidation.reasoner import reset_mode_cache
 from stash_serve.cli import cli
-from tests.support.openai_server import Reply, ScriptedOpenAI
-from tests.support.scripted_model import ScriptedModel
+from testkit.openai_server import Reply, ScriptedOpenAI
+from testkit.scripted_model import ScriptedModel
 
 
 @pytest.fixture

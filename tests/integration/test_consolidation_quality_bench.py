@@ -11,8 +11,8 @@ import pytest
 
 from bench import consolidation_quality as quality
 from stash_pipeline.consolidation.reasoner import reset_mode_cache
-from tests.support.openai_server import ScriptedOpenAI
-from tests.support.scripted_model import ScriptedModel
+from testkit.openai_server import ScriptedOpenAI
+from testkit.scripted_model import ScriptedModel
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from stash_pipeline.embedding.cache import as_array, column_dims, read_lock
 from stash_pipeline.embedding.hashing import HashEmbedder
 from stash_pipeline.embedding.reembed import _ddl, reembed
 from stash_pipeline.store import Store
-from tests.support.openai_server import ScriptedOpenAI
+from testkit.openai_server import ScriptedOpenAI
 
 EPISODES = ["the deploy runs on fridays", "postgres holds the memories", "an old deleted note"]
 FACTS = ["deploys happen on fridays", "memories live in postgres"]

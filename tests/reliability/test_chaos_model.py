@@ -24,6 +24,8 @@ import pytest
 from stash_pipeline import errors
 from stash_pipeline.consolidation import runner
 from stash_pipeline.stages import get_stage
+from testkit.openai_server import Reply
+from testkit.scripted_model import ScriptedModel
 from tests.reliability.conftest import (
     FIGURES,
     duplicate_rows,
@@ -35,8 +37,6 @@ from tests.reliability.conftest import (
     trials,
     uncovered_before_cursor,
 )
-from tests.support.openai_server import Reply
-from tests.support.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.reliability
 
@@ -104,8 +104,8 @@ def _ledger(store: Any) -> int:
 @pytest.mark.parametrize("trial", trials(1, 5))
 def test_chaos_model_never_stalls_and_every_call_is_accounted(make_store: Any, trial: int) -> None:
     from stash_pipeline.consolidation.reasoner import reset_mode_cache
+    from testkit.openai_server import ScriptedOpenAI
     from tests.reliability.conftest import WORKER_SETTINGS
-    from tests.support.openai_server import ScriptedOpenAI
 
     reset_mode_cache()
     model = ChaosModel(seed_value=4242 + trial, fault_rate=0.5 if trial == 0 else 0.3 + 0.1 * (trial % 4))

@@ -31,6 +31,8 @@ from mcp import Client
 from stash_pipeline.consolidation import runner
 from stash_pipeline.memory import namespaces as ns_ops
 from stash_serve.mcp.server import build_server
+from testkit.openai_server import Reply
+from testkit.scripted_model import ScriptedModel
 from tests.dagster.conftest import resource_for
 from tests.dagster.test_assets import materialize
 from tests.reliability.conftest import (
@@ -46,8 +48,6 @@ from tests.reliability.conftest import (
     worker_env,
 )
 from tests.reliability.test_crash import SlowModel
-from tests.support.openai_server import Reply
-from tests.support.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.reliability
 

@@ -27,6 +27,8 @@ import pytest
 
 from stash_pipeline.consolidation import runner
 from stash_pipeline.stages import STAGE_NAMES
+from testkit.openai_server import Reply, system_prompt
+from testkit.scripted_model import ScriptedModel
 from tests.reliability.conftest import (
     FIGURES,
     REPO,
@@ -41,8 +43,6 @@ from tests.reliability.conftest import (
     until_caught_up,
     worker_env,
 )
-from tests.support.openai_server import Reply, system_prompt
-from tests.support.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.reliability
 

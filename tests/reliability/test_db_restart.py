@@ -46,6 +46,7 @@ from stash_pipeline.db.migrate import migrate
 from stash_pipeline.memory import namespaces as ns_ops
 from stash_pipeline.stages import STAGE_NAMES
 from stash_pipeline.store import Store
+from testkit.openai_server import ScriptedOpenAI
 from tests.conftest import _ADMIN_DSN, _PG_CONTAINER, _with_db, free_port
 from tests.mcp.test_transports import _serve_http, _session
 from tests.reliability.conftest import (
@@ -60,7 +61,6 @@ from tests.reliability.conftest import (
     until_caught_up,
 )
 from tests.reliability.test_crash import SlowModel, _stage_of
-from tests.support.openai_server import ScriptedOpenAI
 
 pytestmark = [pytest.mark.reliability, pytest.mark.anyio]
 

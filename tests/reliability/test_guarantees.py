@@ -44,10 +44,10 @@ from stash_pipeline.interchange.export import export_tree
 from stash_pipeline.memory import entities, episodes, facts
 from stash_pipeline.stages import STAGES
 from stash_pipeline.store import Store
+from testkit.openai_server import ScriptedOpenAI
+from testkit.scripted_model import ScriptedModel
 from tests.conftest import _with_db
 from tests.reliability.conftest import WORKER_SETTINGS, prepare, seed, until_caught_up
-from tests.support.openai_server import ScriptedOpenAI
-from tests.support.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.reliability
 

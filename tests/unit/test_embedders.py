@@ -15,7 +15,7 @@ from stash_pipeline.embedding import build_embedder
 from stash_pipeline.embedding.hashing import HashEmbedder
 from stash_pipeline.embedding.minilm import MiniLMEmbedder
 from stash_pipeline.embedding.openai_embedder import OpenAIEmbedder
-from tests.support.openai_server import ScriptedOpenAI
+from testkit.openai_server import ScriptedOpenAI
 
 # -- MiniLM -------------------------------------------------------------------------
 

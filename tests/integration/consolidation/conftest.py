@@ -9,8 +9,8 @@ import pytest
 
 from stash_pipeline.consolidation.reasoner import reset_mode_cache
 from stash_pipeline.memory import episodes, namespaces
-from tests.support.openai_server import ScriptedOpenAI
-from tests.support.scripted_model import ScriptedModel
+from testkit.openai_server import ScriptedOpenAI
+from testkit.scripted_model import ScriptedModel
 
 
 @pytest.fixture

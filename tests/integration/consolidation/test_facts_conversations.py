@@ -12,8 +12,8 @@ from stash_pipeline.consolidation import runner
 from stash_pipeline.memory import episodes, lineage, namespaces
 from stash_pipeline.stages import facts as facts_stage
 from stash_pipeline.stages.prompts import FactDraft
+from testkit.scripted_model import facts_blocks
 from tests.integration.consolidation.conftest import rows
-from tests.support.scripted_model import facts_blocks
 
 #: one session of a two-person chat; Caroline's turns call Jolene "you"
 SESSION_1 = [

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from stash_pipeline.consolidation import runner
+from testkit.openai_server import last_user_message, system_prompt
 from tests.integration.consolidation.conftest import rows, seed
-from tests.support.openai_server import last_user_message, system_prompt
 
 EPISODES = [
     "Alice works at Acme in the Lyon office",

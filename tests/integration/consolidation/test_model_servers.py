@@ -16,9 +16,9 @@ from stash_pipeline import errors
 from stash_pipeline.consolidation import dead_letters, model_server, runner
 from stash_pipeline.consolidation.reasoner import Reasoner, RunLedger, reset_mode_cache
 from stash_pipeline.stages import prompts
+from testkit.openai_server import Reply, ScriptedOpenAI
+from testkit.scripted_model import ScriptedModel
 from tests.integration.consolidation.conftest import rows, seed
-from tests.support.openai_server import Reply, ScriptedOpenAI
-from tests.support.scripted_model import ScriptedModel
 
 EPISODES = [
     "Alice works at Acme in the Lyon office",

@@ -10,9 +10,9 @@ from stash_pipeline import errors
 from stash_pipeline.consolidation import dead_letters, runner
 from stash_pipeline.db.locks import stage_lock_key
 from stash_pipeline.memory import lineage
+from testkit.openai_server import ScriptedOpenAI
+from testkit.scripted_model import ScriptedModel
 from tests.integration.consolidation.conftest import rows, seed
-from tests.support.openai_server import ScriptedOpenAI
-from tests.support.scripted_model import ScriptedModel
 
 EPISODES = [
     "Alice works at Acme in the Lyon office",
