@@ -1,7 +1,7 @@
 """Consolidation cost: model calls (and tokens) per episode across all stages.
 
 Migrates a fresh database (``STASH_DATABASE_URL``'s server, or an embedded server in a
-temporary STASH_HOME), loads ``tests/data/consolidation_fixture.jsonl`` (~200 episodes
+temporary STASH_HOME), loads ``bench/data/consolidation_fixture.jsonl`` (~200 episodes
 in 3 namespaces), creates goals, failures and hypotheses, then runs every stage of every
 namespace against the scripted OpenAI-compatible model (the real ``openai`` client over
 HTTP). It prints per stage: model calls, tokens in/out, rows written — and, computed on
@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-FIXTURE = ROOT / "tests" / "data" / "consolidation_fixture.jsonl"
+FIXTURE = ROOT / "bench" / "data" / "consolidation_fixture.jsonl"
 TARGET = 0.35
 
 TOPICS = {

@@ -1,38 +1,21 @@
-"""Shared fixtures: a real PostgreSQL + pgvector, one fresh database per test.
+"""The test suite's options and the names its modules import from here.
 
-The server is ``STASH_TEST_DATABASE_URL`` / ``STASH_DATABASE_URL`` when set (a superuser
-DSN), otherwise an embedded cluster started for this session in a temporary
-STASH_HOME. The schema is migrated once into a template database; every test gets
-``CREATE DATABASE … TEMPLATE`` (milliseconds) and it is dropped afterwards
-(procrastinate's pattern).
+The database fixtures (a real PostgreSQL + pgvector, one fresh database per test) are
+``testkit.database``'s, registered by the repository's root ``conftest.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
-import tempfile
-import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import psycopg
 import pytest
+
+# imported from here by the suite's modules
+from testkit.database import ADMIN_DSN as _ADMIN_DSN  # noqa: F401
+from testkit.database import PG_CONTAINER as _PG_CONTAINER  # noqa: F401
+from testkit.database import free_port  # noqa: F401
+from testkit.database import with_db as _with_db  # noqa: F401
 
 #: the framework interop suite runs from its own environment: `make test-interop`
 collect_ignore = ["interop"]
-
-# Settings come from the environment; keep the developer's STASH_* out of the tests.
-_ADMIN_DSN = os.environ.get("STASH_TEST_DATABASE_URL") or os.environ.get("STASH_DATABASE_URL")
-#: the container of that server when tests/server.sh started one (the restart tests restart it)
-_PG_CONTAINER = os.environ.get("STASH_TEST_PG_CONTAINER")
-for _key in [k for k in os.environ if k.startswith("STASH_")]:
-    del os.environ[_key]
-os.environ["STASH_ENV_FILE"] = "/nonexistent/.env"
-
-from stash_pipeline.config import Settings, load_settings  # noqa: E402
-from stash_pipeline.store import Store  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,118 +29,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _with_db(dsn: str, dbname: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    parts = conninfo_to_dict(dsn)
-    parts["dbname"] = dbname
-    return make_conninfo(**parts)
-
-
-@pytest.fixture(scope="session")
-def pg_admin_dsn() -> Iterator[str]:
-    """Superuser DSN of the test server (maintenance database)."""
-    if _ADMIN_DSN:
-        yield _with_db(_ADMIN_DSN, "postgres")
-        return
-    from stash_pipeline.db.embedded import EmbeddedServer
-
-    home = Path(tempfile.mkdtemp(prefix="stash-test-"))
-    server = EmbeddedServer(load_settings(home=home, db_port=free_port(), embedder="hash"))
-    server.start()
-    try:
-        yield server.url("postgres")
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def template_db(pg_admin_dsn: str) -> Iterator[str]:
-    """A database holding the migrated schema, used as template for each test."""
-    from stash_pipeline.db.migrate import migrate
-
-    name = f"stash_tpl_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = _with_db(pg_admin_dsn, name)
-    migrate(load_settings(database_url=dsn, embedder="hash", vector_dim=384), dsn)
-    yield name
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def database_url(pg_admin_dsn: str, template_db: str) -> Iterator[str]:
-    """DSN of a fresh, migrated database for this test only."""
-    name = f"stash_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    yield _with_db(pg_admin_dsn, name)
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def database_at(pg_admin_dsn: str) -> Iterator[Callable[[str], str]]:
-    """Factory: the DSN of a new database migrated only up to ``revision`` (a migration's
-    test writes rows as an older version did, then upgrades); dropped after the test."""
-    from alembic import command
-
-    from stash_pipeline.db.migrate import _config
-
-    made: list[str] = []
-
-    def at(revision: str) -> str:
-        name = f"stash_at{revision}_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        made.append(name)
-        dsn = _with_db(pg_admin_dsn, name)
-        command.upgrade(_config(dsn, 384), revision)
-        return dsn
-
-    yield at
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        for name in made:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    """Settings for a test: its own database, the deterministic hash embedder."""
-    return load_settings(database_url=database_url, home=tmp_path / "home", embedder="hash", vector_dim=384)
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[Store]:
-    s = Store.open(settings)
-    try:
-        yield s
-    finally:
-        s.close()
-
-
-@pytest.fixture
-def make_store(database_url: str, tmp_path: Path) -> Iterator[object]:
-    """Factory for stores with other settings on the same test database."""
-    opened: list[Store] = []
-
-    def factory(**overrides: object) -> Store:
-        values: dict[str, object] = {"database_url": database_url, "home": tmp_path / "home", "embedder": "hash"}
-        values.update(overrides)
-        s = Store.open(load_settings(**values))
-        opened.append(s)
-        return s
-
-    yield factory
-    for s in opened:
-        with contextlib.suppress(Exception):
-            s.close()

@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -11,51 +10,9 @@ from stash_pipeline import errors, recall
 from stash_pipeline.memory import episodes, facts, namespaces
 from stash_pipeline.operations.recall import RECALL
 from stash_pipeline.recall.config import VARIANTS
+from testkit.recall_sets import LABELLED_NS, load_labelled, ranks, summarise
 
-DATA = Path(__file__).parent.parent / "data" / "recall_small.jsonl"
-NS = "/projects/x"
-
-
-def load_labelled(store, namespace=NS):
-    """Write the labelled set; returns ({key: (kind, id)}, questions)."""
-    namespaces.create(store, namespace)
-    keys: dict[str, tuple[str, int]] = {}
-    questions = []
-    records = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
-    episode_records = [r for r in records if r["type"] == "episode"]
-    out = episodes.remember_batch(store, namespace, [{"content": r["content"]} for r in episode_records])
-    for record, result in zip(episode_records, out, strict=True):
-        keys[record["key"]] = ("episode", result["id"])
-    for record in records:
-        if record["type"] == "fact":
-            made = facts.assert_fact(
-                store, namespace, record["content"], entity=record["entity"], property=record["property"],
-                value=record["value"], supersede=record.get("supersede", False),
-            )
-            keys[record["key"]] = ("fact", made["fact"].id)
-        elif record["type"] == "question":
-            questions.append(record)
-    return keys, questions
-
-
-def ranks(store, keys, questions, search):
-    """Rank (0-based) of the first relevant hit per question, None when not in the top 10."""
-    out = []
-    for q in questions:
-        hits = [(h.kind, h.id) for h in search(q["query"])]
-        found = [i for i, hit in enumerate(hits) if hit in {keys[r] for r in q["relevant"]}]
-        out.append(found[0] if found else None)
-    return out
-
-
-def summarise(rank_list):
-    n = len(rank_list)
-    return {
-        "recall@1": sum(r is not None and r < 1 for r in rank_list) / n,
-        "recall@3": sum(r is not None and r < 3 for r in rank_list) / n,
-        "recall@10": sum(r is not None for r in rank_list) / n,
-        "mrr": sum(1 / (r + 1) for r in rank_list if r is not None) / n,
-    }
+NS = LABELLED_NS
 
 
 def test_acceptance_deploy_question(store):

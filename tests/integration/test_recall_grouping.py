@@ -10,26 +10,10 @@ from datetime import UTC, datetime
 from stash_pipeline import recall
 from stash_pipeline.memory import episodes, facts, namespaces
 from stash_pipeline.recall.config import DEFAULT, VARIANTS
+from testkit.recall_sets import CHAT_NS
+from testkit.recall_sets import chat as _chat
 
-NS = "/chat/c1"
-DAY = "2023-03-15T12:00:00+00:00"
-
-
-def _chat(store) -> dict[str, int]:
-    namespaces.create(store, NS)
-    turns = [
-        "Caroline: How was your week?",
-        "Melanie: Busy! I started a pottery class on Thursday nights at the community center.",
-        "Caroline: That sounds so relaxing. Made anything yet?",
-        "Melanie: Oh yeah, bowls that came out lopsided. I love them anyway.",
-        "Caroline: Haha, that's so you.",
-    ]
-    made = episodes.remember_batch(store, NS, [{"content": t, "occurred_at": DAY} for t in turns])
-    ids = [int(r["id"]) for r in made]
-    fact = facts.assert_fact(store, NS, "Melanie attends a weekly pottery class at the community centre",
-                             entity="Melanie", property="craft", value="pottery", valid_from=datetime.fromisoformat(DAY),
-                             source_episode_ids=[ids[1], ids[3]])["fact"]
-    return {"class": ids[1], "bowls": ids[3], "fact": fact.id, "first": ids[0], "last": ids[4]}
+NS = CHAT_NS
 
 
 def test_a_fact_and_its_source_turns_are_one_result(store):

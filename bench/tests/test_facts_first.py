@@ -9,7 +9,8 @@ from __future__ import annotations
 from bench import facts_first
 from stash_pipeline import recall
 from stash_pipeline.memory import episodes, facts, namespaces
-from tests.integration.test_recall import NS, load_labelled, ranks, summarise
+from testkit.recall_sets import LABELLED_NS as NS
+from testkit.recall_sets import load_labelled, ranks, summarise
 
 
 def test_facts_first_gives_facts_every_slot(store):

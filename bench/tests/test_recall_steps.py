@@ -12,7 +12,8 @@ import re
 
 from bench import recall_steps
 from stash_pipeline import recall
-from tests.integration.test_recall_grouping import NS, _chat
+from testkit.recall_sets import CHAT_NS as NS
+from testkit.recall_sets import chat as _chat
 
 QUESTIONS = ["What class did Melanie start?", "What did Melanie make in her pottery class?", "How was the week?"]
 
