@@ -47,7 +47,7 @@ def test_a_revision_is_exported_and_removed_afterwards() -> None:
     with common.baseline_tree(args) as tree:
         assert tree is not None and args.baseline_label == head
         assert (tree / "bench" / "common.py").is_file()
-        assert (tree / "stash_pipeline" / "db" / "queries" / "recall.sql").is_file()
+        assert (tree / "stash_pipeline" / "store.py").is_file()
     assert not tree.exists()
 
 
