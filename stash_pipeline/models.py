@@ -1,7 +1,13 @@
-"""Typed records returned by memory operations: snake_case, JSON-ready, never vectors.
+"""Typed records and answers returned by memory operations: snake_case, JSON-ready, never vectors.
 
 ``Record.from_row`` builds a model from a ``dict_row`` and ignores columns it does not
 declare (``embedding``, ``search``), so a vector can never leak to a caller.
+
+``Result`` is an answer that is not one stored row (a goal and the parents completed with
+it, a deletion's ids): what a library function returns and its operation publishes as it
+is. Each lists the keys the answer has always had, in the same order, so the JSON a client
+sees is unchanged; ``extra="allow"``: a key a library function adds reaches the client
+before its model names it (and the docs).
 """
 
 from __future__ import annotations
@@ -18,6 +24,13 @@ class Record(BaseModel):
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Any:
         return cls.model_validate(row)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="allow")
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -286,3 +299,35 @@ class ForgetPreview(Record):
     applied: bool
     withdrawn_fact_ids: list[int] = []
     recheck_fact_ids: list[int] = []
+
+
+# --- answers of the library's calls that are not one stored row, by subject -------------
+
+
+class Cascade(Result):
+    """What a withdrawal took with it: facts withdrawn, facts to recheck, counts by kind."""
+
+    withdrawn_fact_ids: list[int] = []
+    recheck_fact_ids: list[int] = []
+    withdrawn: dict[str, Any] = {}
+
+
+class Erasure(Result):
+    """What a purge erased with the record: the facts derived from it, counts by kind
+    (only rows inside the caller's trees are named or counted)."""
+
+    erased_fact_ids: list[int] = []
+    erased: dict[str, int] = {}
+
+
+class GoalFinish(Result):
+    """A completed or abandoned goal, and the parents that completed with it."""
+
+    goal: Goal
+    auto_completed: list[int]
+
+
+class GoalDeletion(Result):
+    ok: bool
+    id: int
+    deleted_ids: list[int]

@@ -20,10 +20,15 @@ Rules:
   ancestor outside its scope.
 * ``update`` keeps a field when its argument is None, so priority 0 can be set.
 * ``delete`` soft-deletes the goal and all its descendants.
+
+The functions take parsed values (``validate``'s module docstring says which layer checks
+what): ids and priorities as ints, ``status`` one of ``validate.GOAL_STATUSES``, namespace
+paths checked; they check the text against the store's limits and the rules above.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from stash_pipeline import errors
@@ -39,12 +44,11 @@ from stash_pipeline.memory.scope import (
     scope_ids,
     visible,
 )
-from stash_pipeline.models import Goal, GoalNote
+from stash_pipeline.models import Goal, GoalDeletion, GoalFinish, GoalNote
 from stash_pipeline.store import Store
 
 NOTE_AUTHORS = ("caller", "model")
 NOTE_KINDS = ("note", "progress", "suggested_complete", "contradicted", "completed", "abandoned")
-_INT32 = 2**31 - 1
 
 
 # --- reads -------------------------------------------------------------------------------
@@ -52,41 +56,36 @@ _INT32 = 2**31 - 1
 
 def list_(
     store: Store,
-    namespaces: Any = "/",
+    namespaces: Sequence[str] = ("/",),
     *,
-    status: str | None = None,
-    parent_id: Any = None,
+    status: validate.GoalStatus | None = None,
+    parent_id: int | None = None,
     top_level_only: bool = False,
-    limit: Any = None,
-    offset: Any = None,
-    refs_within: Any = None,
+    limit: int = validate.LIST_LIMIT_DEFAULT,
+    offset: int = 0,
+    refs_within: Sequence[str] | None = None,
 ) -> list[Goal]:
     """Non-deleted goals in the namespace trees, highest priority first, then oldest.
 
     Default: every goal of any status (sub-goals included). A parent outside
     ``refs_within`` (the caller's trees; None: anywhere) is not shown.
     """
-    page = Page.of(limit, offset)
-    if status is not None:
-        validate.one_of(status, validate.GOAL_STATUSES, "status")
-    parent = None if parent_id is None else validate.record_id(parent_id, "parent_id")
-    if parent is not None and top_level_only:
+    if parent_id is not None and top_level_only:
         raise errors.InvalidInput("parent_id and top_level_only exclude each other")
-    return page.in_trees(
+    return Page(limit, offset).in_trees(
         store,
         "goal_list",
         Goal,
         namespaces,
         refs_within=refs_within,
         status=status,
-        parent_id=parent,
-        top_level_only=bool(top_level_only),
+        parent_id=parent_id,
+        top_level_only=top_level_only,
     )
 
 
-def show(store: Store, goal_id: Any, namespaces: Any = None) -> Goal:
+def show(store: Store, goal_id: int, namespaces: Sequence[str] | None = None) -> Goal:
     """One goal with its direct sub-goal counts by status and all its notes."""
-    goal_id = validate.record_id(goal_id, "goal_id")
     with store.db.transaction() as tx:
         row = load(tx, goal_id, scope_ids(tx, namespaces))
         return _full(tx, row)
@@ -100,9 +99,9 @@ def create(
     namespace: str,
     content: str,
     *,
-    parent_id: Any = None,
-    priority: Any = 0,
-    namespaces: Any = None,
+    parent_id: int | None = None,
+    priority: int = 0,
+    namespaces: Sequence[str] | None = None,
 ) -> Goal:
     """Create an active goal in one exact namespace, optionally under an active parent.
 
@@ -111,14 +110,12 @@ def create(
     is not found, whatever its status, as ``show`` would answer.
     """
     content = validate.content(store.settings, content)
-    priority = _priority(priority)
-    parent = None if parent_id is None else validate.record_id(parent_id, "parent_id")
     with store.db.transaction() as tx:
         target = get_namespace(tx, namespace)
         scope = scope_ids(tx, namespaces)
-        if parent is not None:
-            tx.one("goal_lock", id=parent)  # a concurrent delete/complete of the parent waits for us
-            prow = tx.one("goal_get", id=parent, **visible(scope))
+        if parent_id is not None:
+            tx.one("goal_lock", id=parent_id)  # a concurrent delete/complete of the parent waits for us
+            prow = tx.one("goal_get", id=parent_id, **visible(scope))
             if (
                 prow is None
                 or prow["deleted_at"] is not None
@@ -126,18 +123,18 @@ def create(
                 or not on_one_line(prow["namespace"], target["slug"])
             ):
                 raise errors.RecordNotFound(
-                    f"parent goal {parent} not found in namespace {target['slug']!r} or its ancestors"
+                    f"parent goal {parent_id} not found in namespace {target['slug']!r} or its ancestors"
                 )
             if not is_ancestor_or_self(prow["namespace"], target["slug"]):
                 raise errors.InvalidInput(
-                    f"parent goal {parent} is in {prow['namespace']!r}, below {target['slug']!r}; a sub-goal "
+                    f"parent goal {parent_id} is in {prow['namespace']!r}, below {target['slug']!r}; a sub-goal "
                     "must live in its parent's namespace or a descendant of it"
                 )
             if prow["status"] != "active":
                 raise errors.InvalidTransition(
-                    f"parent goal {parent} is {prow['status']}; sub-goals can only be added to an active goal"
+                    f"parent goal {parent_id} is {prow['status']}; sub-goals can only be added to an active goal"
                 )
-        row = tx.one("goal_insert", namespace_id=target["id"], parent_id=parent, content=content, priority=priority)
+        row = tx.one("goal_insert", namespace_id=target["id"], parent_id=parent_id, content=content, priority=priority)
         assert row is not None
         created = tx.one("goal_get", id=row["id"], **visible(scope))
     return Goal.from_row(created)
@@ -145,17 +142,15 @@ def create(
 
 def update(
     store: Store,
-    goal_id: Any,
+    goal_id: int,
     *,
     content: str | None = None,
-    priority: Any = None,
+    priority: int | None = None,
     note: str | None = None,
-    namespaces: Any = None,
+    namespaces: Sequence[str] | None = None,
 ) -> Goal:
     """Change content and/or priority (None keeps; 0 is a valid priority) and/or append a note."""
-    goal_id = validate.record_id(goal_id, "goal_id")
     content = None if content is None else validate.content(store.settings, content)
-    priority = None if priority is None else _priority(priority)
     note = validate.optional_text(store.settings, note, "note")
     if content is None and priority is None and note is None:
         raise errors.InvalidInput("nothing to update: give content, priority or note")
@@ -169,29 +164,27 @@ def update(
         return _full(tx, tx.one("goal_get", id=goal_id, **visible(scope)))
 
 
-def complete(store: Store, goal_id: Any, *, note: str | None = None, namespaces: Any = None) -> dict[str, Any]:
-    """Complete an active goal, append the caller's note, then auto-complete ancestors.
-
-    Returns ``{"goal": Goal, "auto_completed": [ancestor ids completed, bottom-up]}``.
-    """
+def complete(
+    store: Store, goal_id: int, *, note: str | None = None, namespaces: Sequence[str] | None = None
+) -> GoalFinish:
+    """Complete an active goal, append the caller's note, then auto-complete ancestors
+    (``auto_completed``: the ancestor ids completed, bottom-up)."""
     return _finish(store, goal_id, "completed", note, namespaces)
 
 
-def abandon(store: Store, goal_id: Any, *, note: str | None = None, namespaces: Any = None) -> dict[str, Any]:
-    """Abandon an active goal (sub-goals are left as they are), then check ancestors.
-
-    Returns ``{"goal": Goal, "auto_completed": [...]}`` like ``complete``.
-    """
+def abandon(
+    store: Store, goal_id: int, *, note: str | None = None, namespaces: Sequence[str] | None = None
+) -> GoalFinish:
+    """Abandon an active goal (sub-goals are left as they are), then check ancestors, like ``complete``."""
     return _finish(store, goal_id, "abandoned", note, namespaces)
 
 
-def delete(store: Store, goal_id: Any, namespaces: Any = None) -> dict[str, Any]:
+def delete(store: Store, goal_id: int, namespaces: Sequence[str] | None = None) -> GoalDeletion:
     """Soft-delete a goal and all its descendants. Returns the ids deleted."""
-    goal_id = validate.record_id(goal_id, "goal_id")
     with store.db.transaction() as tx:
         load(tx, goal_id, scope_ids(tx, namespaces), lock=True)
         deleted = sorted(int(r["id"]) for r in tx.all("goal_soft_delete_tree", id=goal_id))
-    return {"ok": True, "id": goal_id, "deleted_ids": deleted}
+    return GoalDeletion(ok=True, id=goal_id, deleted_ids=deleted)
 
 
 # --- transaction-level helpers (also used by the goal-progress stage) ----------------
@@ -263,8 +256,7 @@ def auto_complete_ancestors(tx: Session, parent_id: int | None, scope: set[int] 
 # --- internals ---------------------------------------------------------------------------
 
 
-def _finish(store: Store, goal_id: Any, to: str, note: str | None, namespaces: Any) -> dict[str, Any]:
-    goal_id = validate.record_id(goal_id, "goal_id")
+def _finish(store: Store, goal_id: int, to: str, note: str | None, namespaces: Sequence[str] | None) -> GoalFinish:
     note = validate.optional_text(store.settings, note, "note")
     with store.db.transaction() as tx:
         scope = scope_ids(tx, namespaces)
@@ -283,7 +275,7 @@ def _finish(store: Store, goal_id: Any, to: str, note: str | None, namespaces: A
             add_note(tx, goal_id=goal_id, namespace_id=row["namespace_id"], author="caller", kind=to, content=note)
         auto = auto_complete_ancestors(tx, row["parent_id"], scope)
         goal = _full(tx, tx.one("goal_get", id=goal_id, **visible(scope)))
-    return {"goal": goal, "auto_completed": auto}
+    return GoalFinish(goal=goal, auto_completed=auto)
 
 
 def _full(tx: Session, row: dict[str, Any] | None) -> Goal:
@@ -298,10 +290,3 @@ def _full(tx: Session, row: dict[str, Any] | None) -> Goal:
         }
     )
 
-
-def _priority(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise errors.InvalidInput("priority must be an integer")
-    if not -_INT32 - 1 <= value <= _INT32:
-        raise errors.InvalidInput("priority is out of range (32-bit integer)")
-    return value

@@ -1,4 +1,32 @@
-"""Input checks shared by every memory operation. They raise before anything is written."""
+"""Input checks shared by every memory operation. They raise before anything is written.
+
+Which layer checks what — each rule once, where it belongs:
+
+* **An operation's arguments model** (``stash_pipeline.operations``, built from the field
+  types of ``operations/fields.py``) parses what a surface receives: types, ids (>= 1),
+  bounds and closed sets (statuses, priorities, actions), namespace paths, times (a UTC
+  datetime within [MIN_TIMESTAMP, MAX_TIMESTAMP)), pages and list caps, with the parsers,
+  bounds and sets declared here. The operation passes the parsed values on and publishes
+  what the library returns as it is.
+* **The library** (``stash_pipeline.memory``) takes parsed values, typed as such (``int``
+  ids, ``datetime`` times, checked paths as ``str`` or a sequence of them), and returns the
+  models the operations publish (``stash_pipeline.models``). It checks only what needs the
+  store: text and metadata against the store's limits (``content``, ``optional_text``,
+  ``metadata``), existence and scope, transitions, and rules between records (a sub-goal's
+  namespace line, ``parent_id`` with ``top_level_only``). The namespace lookups
+  (``namespaces.get``, ``namespaces.resolve_trees``, ``scope.scope_ids``) normalise the
+  path they resolve, so a path means one row whoever passes it. The schema's CHECK
+  constraints hold the stored ranges (confidences in [0, 1], times in the supported range)
+  for every caller, so the library does not repeat them.
+* **A caller that is not an operation** (an importer, a stage, bench) parses its raw input
+  at its own entry with the same functions (``slug``, ``timestamp``, ``record_id``,
+  ``record_ids``), as the episode-file importer does for each line, before it calls the
+  library; a stage passes values it read from the store.
+
+``tests/unit/test_library_boundary.py`` keeps the typed subjects typed: no ``Any`` in the
+signature of a public library function that takes the store, each answering a model, and
+no operation that re-validates a library answer.
+"""
 
 from __future__ import annotations
 

@@ -12,10 +12,9 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from stash_pipeline.memory import validate
-from stash_pipeline.models import Goal
+from stash_pipeline.models import Goal, GoalDeletion, GoalFinish
 from stash_pipeline.operations.base import Arguments, CliView, Operation, Scope
 from stash_pipeline.operations.fields import Limit, Namespace, Namespaces, Offset, RecordId
-from stash_pipeline.operations.results import GoalDeletion, GoalFinish
 
 GOAL_COLUMNS = ("id", "namespace", "parent_id", "status", "priority", "content")
 
@@ -154,7 +153,7 @@ class CompleteGoal(Arguments):
 def _complete(store: Any, a: CompleteGoal, namespaces: list[str] | None) -> GoalFinish:
     from stash_pipeline.memory import goals
 
-    return GoalFinish.model_validate(goals.complete(store, a.id, note=a.note, namespaces=namespaces))
+    return goals.complete(store, a.id, note=a.note, namespaces=namespaces)
 
 
 COMPLETE_GOAL = Operation(
@@ -183,7 +182,7 @@ class AbandonGoal(Arguments):
 def _abandon(store: Any, a: AbandonGoal, namespaces: list[str] | None) -> GoalFinish:
     from stash_pipeline.memory import goals
 
-    return GoalFinish.model_validate(goals.abandon(store, a.id, note=a.note, namespaces=namespaces))
+    return goals.abandon(store, a.id, note=a.note, namespaces=namespaces)
 
 
 ABANDON_GOAL = Operation(
@@ -207,7 +206,7 @@ ABANDON_GOAL = Operation(
 def _delete(store: Any, a: GoalById, namespaces: list[str] | None) -> GoalDeletion:
     from stash_pipeline.memory import goals
 
-    return GoalDeletion.model_validate(goals.delete(store, a.id, namespaces=namespaces))
+    return goals.delete(store, a.id, namespaces=namespaces)
 
 
 DELETE_GOAL = Operation(

@@ -2,39 +2,27 @@
 
 Each model lists the keys the answer has always had, in the same order, so the JSON a
 client sees is unchanged. ``extra="allow"``: a key a library function adds reaches the
-client before its model names it (and the docs).
+client before its model names it (and the docs). A subject whose library returns its
+answers typed keeps them in ``stash_pipeline.models`` (``Result`` is declared there).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
-from stash_pipeline.models import CausalStep, Context, Contradiction, Fact, Goal, Hypothesis, Namespace
-
-
-class Result(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="allow")
-
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
-
-class Cascade(Result):
-    """What a withdrawal took with it: facts withdrawn, facts to recheck, counts by kind."""
-
-    withdrawn_fact_ids: list[int] = []
-    recheck_fact_ids: list[int] = []
-    withdrawn: dict[str, Any] = {}
-
-
-class Erasure(Result):
-    """What a purge erased with the record: the facts derived from it, counts by kind
-    (only rows inside the caller's trees are named or counted)."""
-
-    erased_fact_ids: list[int] = []
-    erased: dict[str, int] = {}
+from stash_pipeline.models import (
+    Cascade,
+    CausalStep,
+    Context,
+    Contradiction,
+    Erasure,
+    Fact,
+    Hypothesis,
+    Namespace,
+    Result,
+)
 
 
 class AssertedFact(Result):
@@ -120,19 +108,6 @@ class CausalTrace(Result):
 class Deleted(Result):
     ok: bool
     id: int
-
-
-class GoalFinish(Result):
-    """A completed or abandoned goal, and the parents that completed with it."""
-
-    goal: Goal
-    auto_completed: list[int]
-
-
-class GoalDeletion(Result):
-    ok: bool
-    id: int
-    deleted_ids: list[int]
 
 
 class Confirmation(Result):
@@ -344,8 +319,6 @@ __all__ = [
     "FactLineage",
     "FactPurge",
     "FactWithdrawal",
-    "GoalDeletion",
-    "GoalFinish",
     "GroupedHit",
     "NamespaceCreated",
     "NamespaceDeletion",

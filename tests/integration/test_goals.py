@@ -6,6 +6,7 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.memory import facts, goals, lineage, namespaces
+from stash_pipeline.operations.goals import CREATE_GOAL, LIST_GOALS
 
 
 @pytest.fixture
@@ -62,16 +63,29 @@ def test_create_parent_rules(ns):
     [
         ("", {}, errors.EmptyContent),
         ("x" * 10_001, {}, errors.ContentTooLarge),
-        ("ok", {"priority": "high"}, errors.InvalidInput),
-        ("ok", {"priority": True}, errors.InvalidInput),
-        ("ok", {"priority": 2**31}, errors.InvalidInput),
-        ("ok", {"parent_id": 0}, errors.InvalidInput),
     ],
 )
 def test_create_validates(ns, content, kwargs, error):
     with pytest.raises(error):
         goals.create(ns, "/p", content, **kwargs)
     assert goals.list_(ns) == []
+
+
+@pytest.mark.parametrize(
+    ("operation", "values"),
+    [
+        (CREATE_GOAL, {"priority": "high"}),
+        (CREATE_GOAL, {"priority": 2**31}),
+        (CREATE_GOAL, {"parent_id": 0}),
+        (LIST_GOALS, {"status": "open"}),
+        (LIST_GOALS, {"parent_id": -1}),
+    ],
+)
+def test_arguments_are_parsed_by_the_operation(operation, values):
+    """Shapes and bounds are the arguments model's to check; the library takes the parsed values."""
+    base = {"content": "ok", "namespace": "/p"} if operation is CREATE_GOAL else {}
+    with pytest.raises(errors.InvalidInput):
+        operation.parse({**base, **values})
 
 
 def test_create_in_unknown_namespace(ns):
@@ -91,14 +105,12 @@ def test_list_defaults_to_every_goal_and_filters(ns):
     goals.complete(store, done.id)
     # default: all statuses, sub-goals included; priority desc then oldest first
     assert [g.id for g in goals.list_(store)] == [child.id, root.id, other.id, done.id]
-    assert [g.id for g in goals.list_(store, "/p")] == [child.id, root.id, done.id]
-    assert [g.id for g in goals.list_(store, "/p", top_level_only=True)] == [root.id, done.id]
+    assert [g.id for g in goals.list_(store, ["/p"])] == [child.id, root.id, done.id]
+    assert [g.id for g in goals.list_(store, ["/p"], top_level_only=True)] == [root.id, done.id]
     assert [g.id for g in goals.list_(store, status="completed")] == [done.id]
     assert [g.id for g in goals.list_(store, parent_id=root.id)] == [child.id]
-    assert [g.id for g in goals.list_(store, "/p/a")] == [child.id]
+    assert [g.id for g in goals.list_(store, ["/p/a"])] == [child.id]
     assert [g.id for g in goals.list_(store, limit=2, offset=1)] == [root.id, other.id]
-    with pytest.raises(errors.InvalidInput, match="status"):
-        goals.list_(store, status="open")
     with pytest.raises(errors.InvalidInput, match="exclude"):
         goals.list_(store, parent_id=root.id, top_level_only=True)
 
@@ -116,7 +128,7 @@ def test_show_counts_sub_goals_and_lists_notes(ns):
     assert [(n.author, n.kind, n.content) for n in shown.notes] == [("caller", "note", "kick-off done")]
     assert goals.show(store, kids[1].id).notes[0].kind == "abandoned"
     with pytest.raises(errors.RecordNotFound):
-        goals.show(store, root.id, namespaces="/other")
+        goals.show(store, root.id, namespaces=["/other"])
     with pytest.raises(errors.RecordNotFound):
         goals.show(store, kids[3].id)
 
@@ -138,7 +150,7 @@ def test_update_priority_zero_content_and_note(ns):
     with pytest.raises(errors.EmptyContent):
         goals.update(store, g.id, content="")
     with pytest.raises(errors.RecordNotFound):
-        goals.update(store, g.id, priority=1, namespaces="/other")
+        goals.update(store, g.id, priority=1, namespaces=["/other"])
     assert goals.show(store, g.id).priority == 0
 
 
@@ -163,7 +175,7 @@ def test_caller_note_after_model_note_keeps_both(ns):
     assert repeat is None  # model notes are idempotent per (goal, fact, kind)
     assert [(p["kind"], p["id"]) for p in parents] == [("fact", fact)]
     out = goals.complete(store, g.id, note="released to prod")
-    notes = out["goal"].notes
+    notes = out.goal.notes
     assert [(n.author, n.kind, n.content) for n in notes] == [
         ("model", "suggested_complete", "QA passed; looks done"),
         ("caller", "completed", "released to prod"),
@@ -191,14 +203,14 @@ def test_complete_only_from_active(ns):
     store = ns
     g = goals.create(store, "/p", "Ship v2")
     out = goals.complete(store, g.id)
-    assert out["goal"].status == "completed" and out["goal"].completed_at is not None
-    assert out["auto_completed"] == []
+    assert out.goal.status == "completed" and out.goal.completed_at is not None
+    assert out.auto_completed == []
     with pytest.raises(errors.InvalidTransition, match="completed → completed"):
         goals.complete(store, g.id)
     with pytest.raises(errors.InvalidTransition, match="completed → abandoned"):
         goals.abandon(store, g.id)
     a = goals.create(store, "/p", "Dropped")
-    assert goals.abandon(store, a.id)["goal"].status == "abandoned"
+    assert goals.abandon(store, a.id).goal.status == "abandoned"
     with pytest.raises(errors.InvalidTransition, match="abandoned → completed"):
         goals.complete(store, a.id)
 
@@ -209,10 +221,10 @@ def test_ancestor_auto_complete_is_recursive(ns):
     mid = goals.create(store, "/p", "Backend", parent_id=root.id)
     leaf1 = goals.create(store, "/p/a", "API", parent_id=mid.id)
     leaf2 = goals.create(store, "/p/a", "DB", parent_id=mid.id)
-    assert goals.complete(store, leaf1.id)["auto_completed"] == []  # sibling still active
+    assert goals.complete(store, leaf1.id).auto_completed == []  # sibling still active
     assert goals.show(store, mid.id).status == "active"
     out = goals.complete(store, leaf2.id)
-    assert out["auto_completed"] == [mid.id, root.id]
+    assert out.auto_completed == [mid.id, root.id]
     assert goals.show(store, mid.id).status == "completed"
     assert goals.show(store, root.id).status == "completed"
 
@@ -222,7 +234,7 @@ def test_no_auto_complete_while_a_sibling_is_active(ns):
     root = goals.create(store, "/p", "Ship v2")
     a = goals.create(store, "/p", "A", parent_id=root.id)
     goals.create(store, "/p", "B", parent_id=root.id)
-    assert goals.complete(store, a.id)["auto_completed"] == []
+    assert goals.complete(store, a.id).auto_completed == []
     assert goals.show(store, root.id).status == "active"
 
 
@@ -232,13 +244,13 @@ def test_abandoned_children_do_not_count_but_one_completed_is_needed(ns):
     a = goals.create(store, "/p", "A", parent_id=root.id)
     b = goals.create(store, "/p", "B", parent_id=root.id)
     # abandoning every child never completes the parent (no completed child)
-    assert goals.abandon(store, a.id)["auto_completed"] == []
+    assert goals.abandon(store, a.id).auto_completed == []
     assert goals.show(store, root.id).status == "active"
     # abandoning/completing so that all non-abandoned children are completed does
     c = goals.create(store, "/p", "C", parent_id=root.id)
     goals.complete(store, c.id)
     assert goals.show(store, root.id).status == "active"  # b still active
-    assert goals.abandon(store, b.id)["auto_completed"] == [root.id]
+    assert goals.abandon(store, b.id).auto_completed == [root.id]
 
 
 def test_deleted_children_are_ignored_by_auto_complete(ns):
@@ -247,7 +259,7 @@ def test_deleted_children_are_ignored_by_auto_complete(ns):
     a = goals.create(store, "/p", "A", parent_id=root.id)
     b = goals.create(store, "/p", "B", parent_id=root.id)
     goals.delete(store, b.id)
-    assert goals.complete(store, a.id)["auto_completed"] == [root.id]
+    assert goals.complete(store, a.id).auto_completed == [root.id]
 
 
 # --- delete ---------------------------------------------------------------------------------
@@ -260,7 +272,7 @@ def test_delete_cascades_to_descendants(ns):
     leaf = goals.create(store, "/p/a", "API", parent_id=mid.id)
     keep = goals.create(store, "/p", "Unrelated")
     out = goals.delete(store, root.id)
-    assert out == {"ok": True, "id": root.id, "deleted_ids": sorted([root.id, mid.id, leaf.id])}
+    assert out.to_json() == {"ok": True, "id": root.id, "deleted_ids": sorted([root.id, mid.id, leaf.id])}
     assert [g.id for g in goals.list_(store)] == [keep.id]
     for gid in (root.id, mid.id, leaf.id):
         with pytest.raises(errors.RecordNotFound):
@@ -276,9 +288,9 @@ def test_delete_and_act_respect_scope(ns):
     g = goals.create(store, "/other", "Elsewhere")
     for op in (goals.delete, goals.complete, goals.abandon):
         with pytest.raises(errors.RecordNotFound):
-            op(store, g.id, namespaces="/p")
+            op(store, g.id, namespaces=["/p"])
     assert goals.show(store, g.id).status == "active"
-    assert goals.complete(store, g.id, namespaces="/other")["goal"].status == "completed"
+    assert goals.complete(store, g.id, namespaces=["/other"]).goal.status == "completed"
 
 
 def test_siblings_completed_concurrently_still_complete_the_parent(ns):
@@ -290,7 +302,7 @@ def test_siblings_completed_concurrently_still_complete_the_parent(ns):
     root = goals.create(store, "/p", "Ship v2")
     a = goals.create(store, "/p", "A", parent_id=root.id)
     b = goals.create(store, "/p", "B", parent_id=root.id)
-    result: dict[str, object] = {}
+    result: dict[str, goals.GoalFinish] = {}
 
     with store.db.transaction() as tx:  # T1, the library's complete() steps, not yet committed
         goals.load(tx, a.id, lock=True)
@@ -298,14 +310,14 @@ def test_siblings_completed_concurrently_still_complete_the_parent(ns):
         assert goals.auto_complete_ancestors(tx, root.id) == []  # B still active for T1
 
         def other() -> None:
-            result.update(goals.complete(store, b.id))
+            result["finish"] = goals.complete(store, b.id)
 
         worker = threading.Thread(target=other)
         worker.start()
         worker.join(timeout=1.0)
         assert worker.is_alive()  # T2 waits on the parent's lock held by T1
     worker.join(timeout=20)
-    assert result["auto_completed"] == [root.id]
+    assert result["finish"].auto_completed == [root.id]
     assert goals.show(store, root.id).status == "completed"
 
 
@@ -314,6 +326,6 @@ def test_scoped_auto_complete_stops_at_the_scope(ns):
     root = goals.create(store, "/p", "Ship v2")
     mid = goals.create(store, "/p/a", "API", parent_id=root.id)
     leaf = goals.create(store, "/p/a", "Endpoint", parent_id=mid.id)
-    out = goals.complete(store, leaf.id, namespaces="/p/a")
-    assert out["auto_completed"] == [mid.id]  # /p's root is outside the caller's scope
+    out = goals.complete(store, leaf.id, namespaces=["/p/a"])
+    assert out.auto_completed == [mid.id]  # /p's root is outside the caller's scope
     assert goals.show(store, root.id).status == "active"
