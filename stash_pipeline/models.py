@@ -331,3 +331,15 @@ class GoalDeletion(Result):
     ok: bool
     id: int
     deleted_ids: list[int]
+
+
+class Deleted(Result):
+    ok: bool
+    id: int
+
+
+class Confirmation(Result):
+    """A confirmed hypothesis and the fact it became (as the fact row reads)."""
+
+    hypothesis: Hypothesis
+    fact: dict[str, Any]

@@ -6,10 +6,14 @@ and on the same namespace line: the failure's namespace, an ancestor or a descen
 of it (a failure in ``/projects/x`` may concern a ``/projects`` goal and vice versa;
 a goal in an unrelated namespace is not found). Reads take namespace trees; by-id
 operations take an optional ``namespaces`` scope; deleted failures are not found.
+
+The functions take parsed values (``validate``'s module docstring says which layer checks
+what) and check the texts against the store's limits and the goal's namespace line.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from stash_pipeline import errors
@@ -18,7 +22,7 @@ from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import get as get_namespace
 from stash_pipeline.memory.paging import Page
 from stash_pipeline.memory.scope import found_in_scope, in_scope, on_one_line, scope_ids, visible
-from stash_pipeline.models import Failure
+from stash_pipeline.models import Deleted, Failure
 from stash_pipeline.store import Store
 
 
@@ -29,20 +33,19 @@ def create(
     reason: str,
     lesson: str,
     *,
-    goal_id: Any = None,
-    namespaces: Any = None,
+    goal_id: int | None = None,
+    namespaces: Sequence[str] | None = None,
 ) -> Failure:
     """Record a failure in one exact namespace; its goal, when given, inside ``namespaces``
     (the caller's trees; None: anywhere), else not found."""
     content = validate.content(store.settings, content)
     reason = validate.content(store.settings, reason, "reason")
     lesson = validate.content(store.settings, lesson, "lesson")
-    goal = None if goal_id is None else validate.record_id(goal_id, "goal_id")
     with store.db.transaction() as tx:
         target = get_namespace(tx, namespace)
         scope = scope_ids(tx, namespaces)
-        if goal is not None:
-            row = tx.one("goal_get", id=goal, **visible(scope))
+        if goal_id is not None:
+            row = tx.one("goal_get", id=goal_id, **visible(scope))
             if (
                 row is None
                 or row["deleted_at"] is not None
@@ -50,10 +53,10 @@ def create(
                 or not on_one_line(row["namespace"], target["slug"])
             ):
                 raise errors.RecordNotFound(
-                    f"goal {goal} not found in namespace {target['slug']!r}, its ancestors or descendants"
+                    f"goal {goal_id} not found in namespace {target['slug']!r}, its ancestors or descendants"
                 )
         row = tx.one(
-            "failure_insert", namespace_id=target["id"], goal_id=goal, content=content, reason=reason, lesson=lesson
+            "failure_insert", namespace_id=target["id"], goal_id=goal_id, content=content, reason=reason, lesson=lesson
         )
         assert row is not None
         created = tx.one("failure_get", id=row["id"], **visible(scope))
@@ -62,35 +65,33 @@ def create(
 
 def list_(
     store: Store,
-    namespaces: Any = "/",
+    namespaces: Sequence[str] = ("/",),
     *,
-    goal_id: Any = None,
-    limit: Any = None,
-    offset: Any = None,
-    refs_within: Any = None,
+    goal_id: int | None = None,
+    limit: int = validate.LIST_LIMIT_DEFAULT,
+    offset: int = 0,
+    refs_within: Sequence[str] | None = None,
 ) -> list[Failure]:
     """Non-deleted failures in the namespace trees, newest first; optionally of one goal.
     A goal outside ``refs_within`` (the caller's trees; None: anywhere) is not shown."""
-    page = Page.of(limit, offset)
-    goal = None if goal_id is None else validate.record_id(goal_id, "goal_id")
-    return page.in_trees(store, "failure_list", Failure, namespaces, refs_within=refs_within, goal_id=goal)
+    return Page(limit, offset).in_trees(
+        store, "failure_list", Failure, namespaces, refs_within=refs_within, goal_id=goal_id
+    )
 
 
-def show(store: Store, failure_id: Any, namespaces: Any = None) -> Failure:
+def show(store: Store, failure_id: int, namespaces: Sequence[str] | None = None) -> Failure:
     """One non-deleted failure."""
-    failure_id = validate.record_id(failure_id, "failure_id")
     with store.db.transaction() as tx:
         row = _load(tx, failure_id, scope_ids(tx, namespaces))
     return Failure.from_row(row)
 
 
-def delete(store: Store, failure_id: Any, namespaces: Any = None) -> dict[str, Any]:
+def delete(store: Store, failure_id: int, namespaces: Sequence[str] | None = None) -> Deleted:
     """Soft-delete a failure; afterwards it is not found."""
-    failure_id = validate.record_id(failure_id, "failure_id")
     with store.db.transaction() as tx:
         _load(tx, failure_id, scope_ids(tx, namespaces))
         tx.execute("failure_soft_delete", id=failure_id)
-    return {"ok": True, "id": failure_id}
+    return Deleted(ok=True, id=failure_id)
 
 
 def _load(tx: Session, failure_id: int, scope: set[int] | None) -> dict[str, Any]:

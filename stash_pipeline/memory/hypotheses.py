@@ -16,10 +16,16 @@ in the same transaction as the status change.
 
 ``record_evidence`` (and the ``*_tx`` helpers) are the transaction-level entry points
 for the hypothesis-evidence consolidation stage.
+
+The functions that take the store take parsed values (``validate``'s module docstring says
+which layer checks what): ids as ints, confidences within [0, 1], ``status`` one of
+``validate.HYPOTHESIS_STATUSES``; they check the texts against the store's limits, the
+source facts against the namespace tree and each move against the state machine.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,7 +37,7 @@ from stash_pipeline.memory.namespaces import get as get_namespace
 from stash_pipeline.memory.namespaces import resolve_trees
 from stash_pipeline.memory.paging import Page
 from stash_pipeline.memory.scope import found_in_scope, scope_ids
-from stash_pipeline.models import Hypothesis, HypothesisEvidence
+from stash_pipeline.models import Confirmation, Deleted, Hypothesis, HypothesisEvidence
 from stash_pipeline.store import Store
 
 TRANSITIONS: dict[str, tuple[str, ...]] = {
@@ -50,22 +56,18 @@ VERDICTS = ("supports", "weakens", "contradicts", "irrelevant")
 
 def list_(
     store: Store,
-    namespaces: Any = "/",
+    namespaces: Sequence[str] = ("/",),
     *,
-    status: str | None = None,
-    limit: Any = None,
-    offset: Any = None,
+    status: validate.HypothesisStatus | None = None,
+    limit: int = validate.LIST_LIMIT_DEFAULT,
+    offset: int = 0,
 ) -> list[Hypothesis]:
     """Non-deleted hypotheses in the namespace trees, most recently changed first."""
-    page = Page.of(limit, offset)
-    if status is not None:
-        validate.one_of(status, validate.HYPOTHESIS_STATUSES, "status")
-    return page.in_trees(store, "hypothesis_list", Hypothesis, namespaces, status=status)
+    return Page(limit, offset).in_trees(store, "hypothesis_list", Hypothesis, namespaces, status=status)
 
 
-def show(store: Store, hypothesis_id: Any, namespaces: Any = None) -> Hypothesis:
+def show(store: Store, hypothesis_id: int, namespaces: Sequence[str] | None = None) -> Hypothesis:
     """One hypothesis with its source fact ids and its evidence log."""
-    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
     with store.db.transaction() as tx:
         row = load(tx, hypothesis_id, scope_ids(tx, namespaces))
         evidence = tx.all("hypothesis_evidence_for", hypothesis_id=hypothesis_id)
@@ -81,18 +83,17 @@ def create(
     content: str,
     verification_plan: str,
     *,
-    confidence: Any = 0.5,
-    source_fact_ids: Any = None,
+    confidence: float = 0.5,
+    source_fact_ids: Sequence[int] = (),
 ) -> Hypothesis:
     """Propose a hypothesis in one exact namespace.
 
-    ``source_fact_ids`` (list or comma string) must name facts in that namespace's tree
-    that are not withdrawn; they are recorded as lineage parents.
+    ``source_fact_ids`` must name facts in that namespace's tree that are not withdrawn;
+    they are recorded as lineage parents.
     """
     content = validate.content(store.settings, content)
     verification_plan = validate.content(store.settings, verification_plan, "verification_plan")
-    confidence = validate.probability(confidence)
-    sources = validate.record_ids(source_fact_ids, "source_fact_ids")
+    sources = list(dict.fromkeys(source_fact_ids))
     with store.db.transaction() as tx:
         target = get_namespace(tx, namespace)
         tree = set(resolve_trees(tx, target["slug"]))
@@ -119,9 +120,8 @@ def create(
     return Hypothesis.from_row(created)
 
 
-def test(store: Store, hypothesis_id: Any, namespaces: Any = None) -> Hypothesis:
+def test(store: Store, hypothesis_id: int, namespaces: Sequence[str] | None = None) -> Hypothesis:
     """Start testing: proposed → testing."""
-    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
     with store.db.transaction() as tx:
         row = load(tx, hypothesis_id, scope_ids(tx, namespaces), lock=True)
         test_tx(tx, row)
@@ -131,23 +131,21 @@ def test(store: Store, hypothesis_id: Any, namespaces: Any = None) -> Hypothesis
 
 def refine(
     store: Store,
-    hypothesis_id: Any,
+    hypothesis_id: int,
     *,
     content: str | None = None,
     verification_plan: str | None = None,
-    confidence: Any = None,
-    namespaces: Any = None,
+    confidence: float | None = None,
+    namespaces: Sequence[str] | None = None,
 ) -> Hypothesis:
     """Rework a hypothesis under test and send it back: testing → proposed.
 
     Only the fields given change; ``None`` keeps the current value.
     """
-    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
     content = None if content is None else validate.content(store.settings, content)
     verification_plan = (
         None if verification_plan is None else validate.content(store.settings, verification_plan, "verification_plan")
     )
-    confidence = None if confidence is None else validate.probability(confidence)
     with store.db.transaction() as tx:
         row = load(tx, hypothesis_id, scope_ids(tx, namespaces), lock=True)
         _check_move(row, "proposed")
@@ -164,18 +162,17 @@ def refine(
 
 def confirm(
     store: Store,
-    hypothesis_id: Any,
+    hypothesis_id: int,
     *,
     rationale: str | None = None,
-    namespaces: Any = None,
-) -> dict[str, Any]:
+    namespaces: Sequence[str] | None = None,
+) -> Confirmation:
     """Confirm a hypothesis under test (testing → confirmed) and record it as a fact.
 
     In one transaction: a fact (origin 'hypothesis', the hypothesis's content and
     confidence, lineage to the hypothesis and its source facts) is inserted and the
-    hypothesis points at it. Returns ``{"hypothesis": Hypothesis, "fact": dict}``.
+    hypothesis points at it. Returns the hypothesis and the fact's row.
     """
-    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
     rationale = validate.optional_text(store.settings, rationale, "rationale")
     # Validate and embed before the write transaction, so no row lock is held while
     # the embedder runs; the state is checked again under the lock.
@@ -189,12 +186,13 @@ def confirm(
         if row["content"] != first["content"]:  # refined in between: embed what we store
             embedding = store.embedder.embed_one(row["content"], [row["namespace"]])
         hypothesis, fact = confirm_tx(tx, store, row, embedding=embedding, rationale=rationale)
-    return {"hypothesis": hypothesis, "fact": fact}
+    return Confirmation(hypothesis=hypothesis, fact=fact)
 
 
-def reject(store: Store, hypothesis_id: Any, reason: str | None = None, *, namespaces: Any = None) -> Hypothesis:
+def reject(
+    store: Store, hypothesis_id: int, reason: str | None = None, *, namespaces: Sequence[str] | None = None
+) -> Hypothesis:
     """Reject a hypothesis (proposed or testing → rejected, final)."""
-    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
     reason = validate.optional_text(store.settings, reason, "reason")
     with store.db.transaction() as tx:
         row = load(tx, hypothesis_id, scope_ids(tx, namespaces), lock=True)
@@ -203,16 +201,15 @@ def reject(store: Store, hypothesis_id: Any, reason: str | None = None, *, names
     return Hypothesis.from_row(out)
 
 
-def delete(store: Store, hypothesis_id: Any, namespaces: Any = None) -> dict[str, Any]:
+def delete(store: Store, hypothesis_id: int, namespaces: Sequence[str] | None = None) -> Deleted:
     """Soft-delete a hypothesis; afterwards it is not found and cannot be acted on.
 
     A fact created by confirming it stays (it is knowledge in its own right).
     """
-    hypothesis_id = validate.record_id(hypothesis_id, "hypothesis_id")
     with store.db.transaction() as tx:
         load(tx, hypothesis_id, scope_ids(tx, namespaces), lock=True)
         tx.execute("hypothesis_soft_delete", id=hypothesis_id)
-    return {"ok": True, "id": hypothesis_id}
+    return Deleted(ok=True, id=hypothesis_id)
 
 
 # --- transaction-level helpers (also used by the hypothesis-evidence stage) ----------

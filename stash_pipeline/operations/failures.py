@@ -11,10 +11,9 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from stash_pipeline.memory import validate
-from stash_pipeline.models import Failure
+from stash_pipeline.models import Deleted, Failure
 from stash_pipeline.operations.base import Arguments, CliView, Operation, Scope
 from stash_pipeline.operations.fields import Limit, Namespace, Namespaces, Offset, RecordId
-from stash_pipeline.operations.results import Deleted
 
 
 class ListFailures(Arguments):
@@ -114,7 +113,7 @@ SHOW_FAILURE = Operation(
 def _delete(store: Any, a: FailureById, namespaces: list[str] | None) -> Deleted:
     from stash_pipeline.memory import failures
 
-    return Deleted.model_validate(failures.delete(store, a.id, namespaces=namespaces))
+    return failures.delete(store, a.id, namespaces=namespaces)
 
 
 DELETE_FAILURE = Operation(

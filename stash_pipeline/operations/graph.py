@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from stash_pipeline.memory import validate
-from stash_pipeline.models import CausalLink, Pattern, Relationship
+from stash_pipeline.models import CausalLink, Deleted, Pattern, Relationship
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import (
     AsOf,
@@ -25,7 +25,7 @@ from stash_pipeline.operations.fields import (
     Offset,
     RecordId,
 )
-from stash_pipeline.operations.results import CausalTrace, Deleted
+from stash_pipeline.operations.results import CausalTrace
 
 CAUSAL_COLUMNS = ("id", "namespace", "cause_fact_id", "effect_fact_id", "effect_failure_id", "confidence", "method")
 STEP_COLUMNS = ("depth", "link_id", "cause_fact_id", "effect_fact_id", "effect_failure_id", "confidence", "effect")

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from stash_pipeline.memory import validate
-from stash_pipeline.models import Hypothesis
+from stash_pipeline.models import Confirmation, Deleted, Hypothesis
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import (
     Confidence,
@@ -23,7 +23,6 @@ from stash_pipeline.operations.fields import (
     Offset,
     RecordId,
 )
-from stash_pipeline.operations.results import Confirmation, Deleted
 
 
 class ListHypotheses(Arguments):
@@ -71,7 +70,8 @@ def _create(store: Any, a: CreateHypothesis, namespace: str) -> Hypothesis:
     from stash_pipeline.memory import hypotheses
 
     return hypotheses.create(
-        store, namespace, a.content, a.verification_plan, confidence=a.confidence, source_fact_ids=a.source_fact_ids
+        store, namespace, a.content, a.verification_plan, confidence=a.confidence,
+        source_fact_ids=a.source_fact_ids or (),
     )
 
 
@@ -176,9 +176,7 @@ class ConfirmHypothesis(Arguments):
 def _confirm(store: Any, a: ConfirmHypothesis, namespaces: list[str] | None) -> Confirmation:
     from stash_pipeline.memory import hypotheses
 
-    return Confirmation.model_validate(
-        hypotheses.confirm(store, a.id, rationale=a.rationale, namespaces=namespaces)
-    )
+    return hypotheses.confirm(store, a.id, rationale=a.rationale, namespaces=namespaces)
 
 
 CONFIRM_HYPOTHESIS = Operation(
@@ -229,7 +227,7 @@ REJECT_HYPOTHESIS = Operation(
 def _delete(store: Any, a: HypothesisById, namespaces: list[str] | None) -> Deleted:
     from stash_pipeline.memory import hypotheses
 
-    return Deleted.model_validate(hypotheses.delete(store, a.id, namespaces=namespaces))
+    return hypotheses.delete(store, a.id, namespaces=namespaces)
 
 
 DELETE_HYPOTHESIS = Operation(

@@ -19,7 +19,6 @@ from stash_pipeline.models import (
     Contradiction,
     Erasure,
     Fact,
-    Hypothesis,
     Namespace,
     Result,
 )
@@ -103,18 +102,6 @@ class CausalTrace(Result):
     fact_id: int
     direction: str
     steps: list[CausalStep]
-
-
-class Deleted(Result):
-    ok: bool
-    id: int
-
-
-class Confirmation(Result):
-    """A confirmed hypothesis and the fact it became (as the fact row reads)."""
-
-    hypothesis: Hypothesis
-    fact: dict[str, Any]
 
 
 class CurrentContext(Result):
@@ -302,13 +289,11 @@ __all__ = [
     "AssertedFact",
     "Cascade",
     "CausalTrace",
-    "Confirmation",
     "ConsolidationStarted",
     "ConsolidationStatus",
     "ContextCleared",
     "ContextTurn",
     "CurrentContext",
-    "Deleted",
     "EntityMerge",
     "EntityMoved",
     "EntityPurge",

@@ -6,6 +6,7 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.memory import failures, goals, namespaces
+from stash_pipeline.operations.failures import CREATE_FAILURE, LIST_FAILURES
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def test_create_and_show(ns):
         "/p/a", "Deploy broke prod", "migration raced", "lock migrations", None
     )
     assert failures.show(store, f.id) == f
-    assert failures.show(store, f.id, namespaces="/p").id == f.id
+    assert failures.show(store, f.id, namespaces=["/p"]).id == f.id
 
 
 @pytest.mark.parametrize(
@@ -59,11 +60,25 @@ def test_create_goal_must_be_live_and_on_the_namespace_line(ns):
     goals.delete(store, top.id)
     with pytest.raises(errors.RecordNotFound):
         failures.create(store, "/p/a", "w", "r", "l", goal_id=top.id)
-    with pytest.raises(errors.InvalidInput):
-        failures.create(store, "/p/a", "w", "r", "l", goal_id="first")
     with pytest.raises(errors.NamespaceNotFound):
         failures.create(store, "/missing", "w", "r", "l")
     assert len(failures.list_(store)) == 3
+
+
+@pytest.mark.parametrize(
+    ("operation", "values"),
+    [
+        (CREATE_FAILURE, {"goal_id": "first"}),
+        (CREATE_FAILURE, {"goal_id": 0}),
+        (LIST_FAILURES, {"limit": -1}),
+        (LIST_FAILURES, {"goal_id": "x"}),
+    ],
+)
+def test_arguments_are_parsed_by_the_operation(operation, values):
+    """Shapes and bounds are the arguments model's to check; the library takes the parsed values."""
+    base = {"content": "w", "reason": "r", "lesson": "l", "namespace": "/p/a"} if operation is CREATE_FAILURE else {}
+    with pytest.raises(errors.InvalidInput):
+        operation.parse({**base, **values})
 
 
 def test_list_newest_first_with_filters(ns):
@@ -73,14 +88,12 @@ def test_list_newest_first_with_filters(ns):
     f2 = failures.create(store, "/p/b", "two", "r", "l")
     f3 = failures.create(store, "/other", "three", "r", "l")
     assert [f.id for f in failures.list_(store)] == [f3.id, f2.id, f1.id]
-    assert [f.id for f in failures.list_(store, "/p")] == [f2.id, f1.id]
-    assert [f.id for f in failures.list_(store, "/p/a,/other")] == [f3.id, f1.id]
+    assert [f.id for f in failures.list_(store, ["/p"])] == [f2.id, f1.id]
+    assert [f.id for f in failures.list_(store, ["/p/a", "/other"])] == [f3.id, f1.id]
     assert [f.id for f in failures.list_(store, goal_id=g.id)] == [f1.id]
     assert [f.id for f in failures.list_(store, limit=1, offset=2)] == [f1.id]
-    with pytest.raises(errors.InvalidInput):
-        failures.list_(store, limit=-1)
     with pytest.raises(errors.NamespaceNotFound):
-        failures.list_(store, "/nope")
+        failures.list_(store, ["/nope"])
 
 
 def test_delete_is_soft_and_scoped(ns):
@@ -88,10 +101,10 @@ def test_delete_is_soft_and_scoped(ns):
     mine = failures.create(store, "/p/a", "one", "r", "l")
     theirs = failures.create(store, "/other", "two", "r", "l")
     with pytest.raises(errors.RecordNotFound):
-        failures.delete(store, theirs.id, namespaces="/p")
+        failures.delete(store, theirs.id, namespaces=["/p"])
     with pytest.raises(errors.RecordNotFound):
-        failures.show(store, theirs.id, namespaces="/p")
-    assert failures.delete(store, mine.id) == {"ok": True, "id": mine.id}
+        failures.show(store, theirs.id, namespaces=["/p"])
+    assert failures.delete(store, mine.id).to_json() == {"ok": True, "id": mine.id}
     assert [f.id for f in failures.list_(store)] == [theirs.id]
     with pytest.raises(errors.RecordNotFound):
         failures.show(store, mine.id)
