@@ -343,3 +343,14 @@ class Confirmation(Result):
 
     hypothesis: Hypothesis
     fact: dict[str, Any]
+
+
+class CurrentContext(Result):
+    """A namespace's current focus; None when there is none or it expired."""
+
+    context: Context | None
+
+
+class ContextCleared(Result):
+    ok: bool
+    cleared: bool

@@ -10,15 +10,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from stash_pipeline.models import Context
+from stash_pipeline.models import Context, ContextCleared, CurrentContext
 from stash_pipeline.operations.base import Arguments, CliView, Operation, duration
 from stash_pipeline.operations.fields import Namespace
-from stash_pipeline.operations.results import ContextCleared, CurrentContext
-
-
-def _checked_duration(value: str | None) -> str | None:
-    duration(value)
-    return value
 
 
 class SetContext(Arguments):
@@ -27,14 +21,14 @@ class SetContext(Arguments):
     ttl: Annotated[
         str | None,
         Field(description="Lifetime, e.g. 2h."),
-        AfterValidator(_checked_duration),
+        AfterValidator(duration),  # parsed once, here: the library takes the timedelta
     ] = None
 
 
 def _set(store: Any, a: SetContext, namespace: str) -> Context:
     from stash_pipeline.memory import context
 
-    return context.set_(store, namespace, a.focus, ttl=duration(a.ttl))
+    return context.set_(store, namespace, a.focus, ttl=a.ttl)
 
 
 SET_CONTEXT = Operation(
@@ -65,7 +59,7 @@ class NamespaceOnly(Arguments):
 def _get(store: Any, a: NamespaceOnly, namespace: str) -> CurrentContext:
     from stash_pipeline.memory import context
 
-    return CurrentContext(context=context.get(store, namespace))
+    return context.get(store, namespace)
 
 
 GET_CONTEXT = Operation(
@@ -88,7 +82,7 @@ GET_CONTEXT = Operation(
 def _clear(store: Any, a: NamespaceOnly, namespace: str) -> ContextCleared:
     from stash_pipeline.memory import context
 
-    return ContextCleared(ok=True, cleared=context.clear(store, namespace))
+    return context.clear(store, namespace)
 
 
 CLEAR_CONTEXT = Operation(

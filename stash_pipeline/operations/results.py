@@ -15,7 +15,6 @@ from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 from stash_pipeline.models import (
     Cascade,
     CausalStep,
-    Context,
     Contradiction,
     Erasure,
     Fact,
@@ -102,17 +101,6 @@ class CausalTrace(Result):
     fact_id: int
     direction: str
     steps: list[CausalStep]
-
-
-class CurrentContext(Result):
-    """A namespace's current focus; None when there is none or it expired."""
-
-    context: Context | None
-
-
-class ContextCleared(Result):
-    ok: bool
-    cleared: bool
 
 
 class Remembered(Result):
@@ -291,9 +279,7 @@ __all__ = [
     "CausalTrace",
     "ConsolidationStarted",
     "ConsolidationStatus",
-    "ContextCleared",
     "ContextTurn",
-    "CurrentContext",
     "EntityMerge",
     "EntityMoved",
     "EntityPurge",
