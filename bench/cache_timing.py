@@ -36,6 +36,7 @@ def _quartiles(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} (IQR {q[0]:.2f}–{q[2]:.2f})"
 
 
+@common.writes_results
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--guesses", type=int, default=200)

@@ -101,6 +101,7 @@ def top_ids(rows: list[dict[str, Any]], n: int = 10) -> list[tuple[str, int]]:
     return seen[:n]
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=100_000)

@@ -5,7 +5,8 @@
   create databases) the throwaway database lives on that server; otherwise an embedded
   PostgreSQL is started in a temporary STASH_HOME on a free port and stopped at the end.
 * ``summarize(ms)`` / ``percentile`` — p50 / p95 / mean of latencies in milliseconds.
-* ``print_table`` — a Markdown table (copied verbatim into bench/README.md).
+* ``print_table`` — a Markdown table, printed and, in a run of ``@writes_results``'s
+  ``main``, kept for ``bench/results/<script>.md`` (``record`` keeps other text).
 * ``save_plot`` — writes ``bench/out/<name>.png`` with the Agg backend.
 * ``dataset_vectors`` — MiniLM vectors of the committed dataset texts, computed once and
   kept in ``bench/out/`` (ignored by git) so reruns and the large fillers do not re-embed.
@@ -28,8 +29,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
+import platform
 import resource
+import shlex
 import shutil
 import socket
 import statistics
@@ -51,6 +55,7 @@ from stash_pipeline.db.sql import parse
 HERE = Path(__file__).parent
 ROOT = HERE.parent
 OUT = HERE / "out"
+RESULTS = HERE / "results"
 QUERIES = parse((HERE / "queries.sql").read_text(encoding="utf-8"), "bench/queries.sql")
 
 
@@ -167,8 +172,100 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]
     lines = [f"**{title}**", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     text = "\n".join(lines)
-    print(text + "\n", flush=True)
+    record(text)
     return text
+
+
+# --- results files ------------------------------------------------------------------------
+
+#: the tables (and recorded text) of the run ``writes_results`` is recording; None: none is
+_recorded: list[str] | None = None
+#: ``BENCH_RESULTS=off`` in the environment: print only (an older tree's baseline run, a trial)
+RESULTS_SWITCH = "BENCH_RESULTS"
+
+
+def record(text: str) -> None:
+    """Print ``text`` (Markdown) and keep it for the results file of the run being recorded."""
+    print(text + "\n", flush=True)
+    if _recorded is not None:
+        _recorded.append(text)
+
+
+def _program() -> tuple[str, str]:
+    """(the results file's stem, the command line) of this process: ``python -m bench.X …``
+    or ``python bench/X.py …``."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    args = shlex.join(sys.argv[1:])
+    if spec is not None and spec.name.startswith("bench."):
+        return spec.name.removeprefix("bench."), f"python -m {spec.name} {args}".rstrip()
+    script = Path(sys.argv[0]).resolve()
+    shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
+    return script.stem, f"python {shown} {args}".rstrip()
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _section(command: str, started: float, load: float, tables: Sequence[str]) -> str:
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    if _git("status", "--porcelain", "--untracked-files=no"):
+        commit += " with uncommitted changes"
+    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)) + time.strftime("–%H:%M UTC", time.gmtime())
+    machine = (f"{os.cpu_count()} cores, load average {load:.1f} at the start and {os.getloadavg()[0]:.1f} at "
+               f"the end; {platform.system()} {platform.machine()}, Python {platform.python_version()}")
+    head = f"## `{command}`\n\n{when}; commit {commit}; {machine}.\n\n"
+    return head + "\n\n".join(tables) + "\n"
+
+
+def write_results(stem: str, command: str, section: str) -> Path:
+    """Put ``section`` at the top of ``bench/results/<stem>.md``, replacing the section of the
+    same command line; the other sections (other arguments, the figures recorded by hand) stay."""
+    path = RESULTS / f"{stem}.md"
+    preamble = (f"# `bench.{stem}`: results\n\nWritten by the bench itself (`bench/common.py`, "
+                "`writes_results`): one section per command line, the latest run first. A run replaces "
+                "the section of its own command line; older runs are in this file's git history.\n")
+    sections: list[str] = []
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        preamble, *rest = text.split("\n## ")
+        sections = ["## " + part for part in rest]
+    heading = f"## `{command}`\n"
+    kept = [s for s in sections if not s.startswith(heading)]
+    RESULTS.mkdir(exist_ok=True)
+    path.write_text("\n".join([preamble.rstrip() + "\n", section, *(s.rstrip() + "\n" for s in kept)]),
+                    encoding="utf-8")
+    return path
+
+
+def writes_results(main: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a bench's ``main``: when the bench is the program (``python -m bench.X`` or
+    ``python bench/X.py``, not an import by a test or another bench) and it returns normally,
+    the tables it printed are written to ``bench/results/X.md`` under its command line, with
+    the date, the commit and the machine's load. ``BENCH_RESULTS=off`` prints only."""
+
+    @functools.wraps(main)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        global _recorded
+        if main.__module__ != "__main__" or os.environ.get(RESULTS_SWITCH) == "off" or _recorded is not None:
+            return main(*args, **kwargs)
+        started, load = time.time(), os.getloadavg()[0]
+        _recorded = []
+        try:
+            result = main(*args, **kwargs)
+            tables = _recorded
+        finally:
+            _recorded = None
+        if tables and not (isinstance(result, int) and not isinstance(result, bool) and result):
+            stem, command = _program()
+            path = write_results(stem, command, _section(command, started, load, tables))
+            print(f"results: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}", flush=True)
+        return result
+
+    return run
 
 
 def save_plot(name: str, draw: Callable[[Any], None], *, size: tuple[float, float] = (8, 4.5)) -> Path:
@@ -522,8 +619,27 @@ def run_baseline(tree: Path, module: str, argv: Sequence[str], label: str | None
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(cached, target)
     command = [sys.executable, "-m", module, *argv]
-    print(f"\n## Baseline: {label or tree} — python -m {module} {' '.join(argv)}\n", flush=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    result = subprocess.run(command, cwd=tree, env=env, check=False)
+    title = f"Baseline: {label or tree} — python -m {module} {' '.join(argv)}"
+    print(f"\n## {title}\n", flush=True)
+    # the older tree's bench prints only; its tables go into this run's results file
+    env = {**os.environ, RESULTS_SWITCH: "off",
+           "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    if _recorded is None:
+        result = subprocess.run(command, cwd=tree, env=env, check=False)
+    else:
+        _recorded.append(f"### {title}")
+        with subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE, text=True) as child:
+            assert child.stdout is not None
+            block: list[str] = []
+            for line in child.stdout:
+                print(line, end="", flush=True)
+                if line.startswith(("**", "|")):
+                    block.append(line.rstrip("\n"))
+                elif block and line.strip() == "":
+                    _recorded.append("\n".join(block))
+                    block = []
+            if block:
+                _recorded.append("\n".join(block))
+        result = child
     if result.returncode:
         raise SystemExit(f"the baseline run ({label or tree}) failed with exit code {result.returncode}")

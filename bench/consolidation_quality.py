@@ -258,6 +258,7 @@ def report(result: dict[str, Any]) -> str:
     return text + "\n\n" + "\n".join(lines)
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-url", default=None,

@@ -216,6 +216,7 @@ def measure_quality(name: str) -> dict[str, float]:
 # --- report ---------------------------------------------------------------------------------
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--candidates", default=",".join(n for n in CANDIDATES if "2threads" not in n),

@@ -107,6 +107,7 @@ def _convert_one(index: int, sample: dict[str, Any], data: dict[str, list[dict[s
                                           "subject": speaker, "valid_from": when[session].isoformat()})
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("path", type=Path, help="the benchmark's JSON file (a list of conversations)")

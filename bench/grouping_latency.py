@@ -23,6 +23,7 @@ from typing import Any
 from bench import common, recall_latency
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     from stash_pipeline import recall
     from stash_pipeline.memory import namespaces

@@ -78,6 +78,7 @@ def _step(name: str, run: Callable[[], int]) -> list[Any]:
     return [name, f"{rows:,}", f"{seconds:.1f}", f"{rows / seconds:,.0f}", f"{top:.0f} MB", f"+{top - start:.0f} MB"]
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10_000, help="episodes (facts: a tenth)")

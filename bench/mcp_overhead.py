@@ -337,6 +337,7 @@ def paired_overhead(mcp: list[float], library: list[float]) -> float:
     return common.percentile([m - b for m, b in zip(mcp, library, strict=True)], 50)
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=150, help="calls per tool and path (default 150)")

@@ -297,6 +297,7 @@ def write_load_table(store: Any, questions: list[str], rate: float, block: int =
         ["measure", "writers off", "writers on", "ratio"], rows)
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10_000, help="memories (default 10000)")

@@ -211,6 +211,7 @@ def first_recalls(store: Any, questions: list[str], pools: int, runs: int) -> li
     return [[way, *np.median(np.array(v), axis=0)] for way, v in cpu.items()]
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=20_000, help="memories in the one big namespace")

@@ -77,6 +77,7 @@ def jit_baseline(store: Any, questions: list[str]) -> tuple[float, list[float]]:
             fresh.close()
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", required=True, metavar="URL",

@@ -185,6 +185,7 @@ async def measure(store: Any, questions: list[dict[str, Any]], vectors: Any, rou
     return samples
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=100, help="questions asked per path (default 100)")

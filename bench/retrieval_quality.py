@@ -190,6 +190,7 @@ def metric_row(name: str, m: dict[str, float], baseline: dict[str, float] | None
     return row
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--distractors", type=int, default=0, help="extra episodes that answer no question")

@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import fresh_store, log, print_table, ratio, save_plot, timed
+from bench.common import fresh_store, log, print_table, ratio, save_plot, timed, writes_results
 from stash_pipeline.db.sql import parse
 from stash_pipeline.stages import backlog_parameters
 
@@ -130,6 +130,7 @@ def baseline(store: Any, repeats: int) -> tuple[list[float], int]:
     return times, found
 
 
+@writes_results
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])

@@ -326,6 +326,7 @@ def write_cost(rounds: int = 3, rows: int = 200) -> None:
                            [[k[0], k[1], len(v), float(np.median(v))] for k, v in sorted(results.items())])
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=100_000)

@@ -211,6 +211,7 @@ def async_rows(embedder: str, found: dict[str, Any]) -> list[list[Any]]:
     ]
 
 
+@common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=1_000, help="existing episodes (default 1000)")
