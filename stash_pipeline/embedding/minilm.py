@@ -194,7 +194,7 @@ def _single_threaded_blas() -> None:
 
     The matrices of one request are small (tokens x 384), and on a small shared machine
     OpenBLAS' thread pool spins against Postgres and the other processes (figures in
-    bench/README.md, "Embedders").
+    bench/results/embedders.md).
     """
     if any(os.environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
         return
