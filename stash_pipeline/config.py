@@ -192,6 +192,20 @@ class Settings(BaseSettings):
         description="token lookups a second, one at a time, for a client address over its failed-check budget "
         "(ten times STASH_AUTH_FAILURES_PER_MINUTE a minute); its other requests wait their turn, none is refused",
     )
+    http_max_concurrent: int | None = Field(
+        None, ge=1, le=10_000,
+        description="MCP requests over HTTP running at once in one server process; unset = STASH_DB_POOL_MAX",
+    )
+    http_max_queue: int | None = Field(
+        None, ge=0, le=100_000,
+        description="MCP requests over HTTP waiting for a place in one server process; one more is answered "
+        "503 busy with Retry-After at once; unset = 4 x STASH_HTTP_MAX_CONCURRENT",
+    )
+    http_queue_timeout_s: float = Field(
+        1.0, gt=0, le=300,
+        description="seconds an MCP request over HTTP may wait for a place before it is answered 503 busy "
+        "(one expected to wait longer is answered at once)",
+    )
 
     @field_validator("context_ttl", "consolidation_window", mode="before")
     @classmethod
@@ -223,6 +237,12 @@ class Settings(BaseSettings):
     @property
     def embedded(self) -> bool:
         return self.database_url is None
+
+    @property
+    def http_admission(self) -> tuple[int, int]:
+        """(requests running at once, requests waiting) per HTTP server process."""
+        running = self.http_max_concurrent or self.db_pool_max
+        return running, 4 * running if self.http_max_queue is None else self.http_max_queue
 
     @property
     def embedding_model_name(self) -> str:

@@ -6,7 +6,12 @@ Routes
     /healthz    200 when the process is up and PostgreSQL answers a ping, else 503
     /readyz     200 once the process can serve a recall (``warmup``), PostgreSQL answers and
                 the schema is at the latest migration, else 503 with the reason
-    /metrics    Prometheus text: tool calls by tool and outcome, errors by code, latency
+    /metrics    Prometheus text: tool calls by tool and outcome, errors by code, latency,
+                requests refused and running
+
+Admission: at most STASH_HTTP_MAX_CONCURRENT requests to /mcp run at once in a process,
+STASH_HTTP_MAX_QUEUE more wait; past that a request is answered 503 busy with
+Retry-After and a JSON-RPC error at once (``stash_serve.admission``).
 
 Authentication: with ``auth`` on, every request except /healthz, /readyz and /metrics must carry
 ``Authorization: Bearer <token>`` (``stash token create``). A missing, unknown or revoked
@@ -60,7 +65,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.store import Store
-from stash_serve.limits import InFlight, Pacer, SlidingWindow
+from stash_serve.admission import AdmissionControl
+from stash_serve.limits import Admission, InFlight, Pacer, SlidingWindow
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, VERIFICATION_SCOPE_KEY
 from stash_serve.metrics import AUTH_FAILURES, METRICS
 from stash_serve.token_check import SeenTokens, TokenCheck, Verification
@@ -514,9 +520,13 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
                 await running.enter_async_context(tokens.running())
             yield
 
-    # the body cap inside the token check: a client without a valid token cannot make the server read a body
+    # the body cap inside the token check: a client without a valid token cannot make the server read a
+    # body; admission inside both: a place is taken by an authenticated request whose body has arrived
+    running, queue = store.settings.http_admission
+    admission = Admission(running, queue, store.settings.http_queue_timeout_s)
     app: ASGIApp = Starlette(routes=routes, lifespan=lifespan,
-                             middleware=[Middleware(RefuseOtherScopes), Middleware(BodyLimit, max_bytes=body_cap)])
+                             middleware=[Middleware(RefuseOtherScopes), Middleware(BodyLimit, max_bytes=body_cap),
+                                         Middleware(AdmissionControl, admission=admission, path=STREAMABLE_PATH)])
     if auth:
         app = BearerAuthMiddleware(app, store, tokens)
     return app

@@ -1,10 +1,11 @@
 """In-process limits: at most N events per key within a window (``SlidingWindow``), at
 most N things in progress per key (``InFlight``), at most N turns a second per key, taken
-one at a time (``Pacer``).
+one at a time (``Pacer``), at most N requests running and M waiting in all (``Admission``).
 
 Used by the HTTP surface for what must stay cheap for the server and bounded for a
 caller: failed bearer-token checks per client address, namespaces created per token,
-requests in flight per token, token lookups of an address that keeps failing them.
+requests in flight per token, token lookups of an address that keeps failing them, and
+the requests one server process takes on at once.
 Counts live in this process (a replica counts its own traffic); the number of keys is
 bounded so a flood of distinct keys cannot grow memory without limit.
 """
@@ -12,6 +13,7 @@ bounded so a flood of distinct keys cannot grow memory without limit.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections import OrderedDict, deque
@@ -170,4 +172,107 @@ class Pacer:
             del self._lanes[key]
 
 
-__all__ = ["InFlight", "Pacer", "SlidingWindow"]
+class Admission:
+    """At most ``limit`` requests running at once, at most ``max_queue`` more waiting for a
+    place, each at most ``wait_s``; on the event loop.
+
+    ``async with admission.enter() as refused``: ``refused`` is None once the request holds
+    a place (until the block ends). It is why not otherwise: at once ``QUEUE_FULL``, or
+    ``EXPECTED_WAIT`` when the wait this request can expect (its place in the queue times
+    the recent service time, over ``limit``) is longer than ``wait_s``, since it would only
+    wait to be refused; ``WAITED`` after ``wait_s`` for one that waited in vain. Places go
+    to waiters in order of arrival. ``retry_after_s()`` is when a refused request may expect a place:
+    the time the requests ahead of it take, from the recent service time.
+    """
+
+    QUEUE_FULL = "queue_full"
+    EXPECTED_WAIT = "expected_wait"
+    WAITED = "waited"
+    #: weight of the latest request in the service-time average
+    SMOOTHING = 0.2
+    #: the shortest and longest Retry-After in seconds; before any request has been timed,
+    #: the longest wait allowed
+    RETRY_MIN_S = 0.05
+    RETRY_MAX_S = 30.0
+
+    def __init__(
+        self, limit: int, max_queue: int, wait_s: float, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.limit = limit
+        self.max_queue = max_queue
+        self.wait_s = wait_s
+        self.running = 0
+        #: the recent time a request holds its place, seconds (None until one has finished)
+        self.service_s: float | None = None
+        self._clock = clock
+        self._waiters: deque[anyio.Event] = deque()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def expected_wait_s(self, position: int) -> float:
+        """How long the ``position``-th waiter (1 = next) can expect to wait for a place."""
+        return 0.0 if self.service_s is None else position * self.service_s / self.limit
+
+    def retry_after_s(self) -> float:
+        """When a request refused now may expect a place: what runs and waits ahead of it, done."""
+        if self.service_s is None:
+            return min(self.wait_s, self.RETRY_MAX_S)
+        ahead = (self.running + self.waiting) * self.service_s / self.limit
+        return round(min(max(ahead, self.RETRY_MIN_S), self.RETRY_MAX_S), 2)
+
+    @contextlib.asynccontextmanager
+    async def enter(self) -> AsyncIterator[str | None]:
+        refused = await self._take()
+        if refused is not None:
+            yield refused
+            return
+        started = self._clock()
+        try:
+            yield None
+        finally:
+            self._release(self._clock() - started)
+
+    async def _take(self) -> str | None:
+        if self.running < self.limit and not self._waiters:
+            self.running += 1
+            return None
+        position = self.waiting + 1
+        if position > self.max_queue:
+            return self.QUEUE_FULL
+        if self.expected_wait_s(position) > self.wait_s:
+            return self.EXPECTED_WAIT
+        turn = anyio.Event()
+        self._waiters.append(turn)
+        try:
+            with anyio.move_on_after(self.wait_s):
+                await turn.wait()
+        except BaseException:  # cancelled (the client went away): give back a place handed over
+            if turn.is_set():
+                self._release(None)
+            else:
+                self._waiters.remove(turn)
+            raise
+        if turn.is_set():  # the releaser counted this request as running
+            return None
+        self._waiters.remove(turn)
+        return self.WAITED
+
+    def _release(self, held_s: float | None) -> None:
+        if held_s is not None:
+            self.service_s = held_s if self.service_s is None else (
+                self.SMOOTHING * held_s + (1 - self.SMOOTHING) * self.service_s
+            )
+        if self._waiters:  # the place passes to the first waiter: running stays the same
+            self._waiters.popleft().set()
+        else:
+            self.running -= 1
+
+
+def retry_after_header(seconds: float) -> bytes:
+    """An HTTP Retry-After value (whole seconds, at least 1) for a wait of ``seconds``."""
+    return str(max(1, math.ceil(seconds))).encode()
+
+
+__all__ = ["Admission", "InFlight", "Pacer", "SlidingWindow", "retry_after_header"]

@@ -7,7 +7,7 @@ both, so neither has to import the other to reach it.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 METRICS = CollectorRegistry(auto_describe=True)
 
@@ -36,5 +36,33 @@ AUTH_FAILURES = Counter(
     ["status"],
     registry=METRICS,
 )
+BUSY = Counter(
+    "stash_http_busy_total",
+    "MCP HTTP requests answered 503 busy by admission control, by why (queue_full, expected_wait, waited).",
+    ["reason"],
+    registry=METRICS,
+)
+RUNNING = Gauge(
+    "stash_http_requests_running",
+    "MCP HTTP requests holding a place (STASH_HTTP_MAX_CONCURRENT per process).",
+    registry=METRICS,
+    multiprocess_mode="livesum",
+)
+WAITING = Gauge(
+    "stash_http_requests_waiting",
+    "MCP HTTP requests waiting for a place (at most STASH_HTTP_MAX_QUEUE per process).",
+    registry=METRICS,
+    multiprocess_mode="livesum",
+)
 
-__all__ = ["AUTH_FAILURES", "METRICS", "TOOL_CALLS", "TOOL_ERRORS", "TOOL_LATENCY"]
+
+__all__ = [
+    "AUTH_FAILURES",
+    "BUSY",
+    "METRICS",
+    "RUNNING",
+    "TOOL_CALLS",
+    "TOOL_ERRORS",
+    "TOOL_LATENCY",
+    "WAITING",
+]

@@ -1,0 +1,149 @@
+"""Admission control for MCP over streamable HTTP: a bounded load per server process, and
+past it an immediate, typed "busy, retry after" answer instead of a growing wait.
+
+Each server process runs at most STASH_HTTP_MAX_CONCURRENT requests to ``/mcp`` at once
+(default STASH_DB_POOL_MAX: a running call may need a pooled connection, and one more
+would only wait for it) and keeps at most STASH_HTTP_MAX_QUEUE more waiting for a place
+(default four times as many), each for at most STASH_HTTP_QUEUE_TIMEOUT_S. A request past
+the queue, or one whose expected wait (from the recent service time) is longer than that,
+is answered at once; one that waited in vain, after its wait:
+
+    HTTP/1.1 503 Service Unavailable
+    Retry-After: 1
+    content-type: application/json
+
+    {"jsonrpc": "2.0", "id": <the request's id>,
+     "error": {"code": -32005, "message": "Stash is busy; retry after 0.42 s (…)",
+               "data": {"error": "busy", "message": "…", "retry_after_s": 0.42}}}
+
+MCP clients surface a JSON-RPC error body at a non-2xx status as the call's error (the
+Python SDK raises ``MCPError`` with that code and data), so an agent or its framework
+sees a busy server, not a timeout, and when to come back. ``Retry-After`` is whole
+seconds (at least 1); ``retry_after_s`` is finer: the time the requests running and
+waiting ahead take at the recent service time (``stash_serve.limits.Admission``).
+Nothing of a refused request ran: a refused ``remember`` stored nothing.
+
+What is not counted: a POST carrying no request (a notification or a response: nothing to
+wait for, and cheap), health, readiness and metrics, and the legacy SSE transport, whose
+answers travel on the event stream, not on the POST. stdio has no such limit: its one
+client waits for its own answers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from stash_serve.limits import Admission, retry_after_header
+from stash_serve.metrics import BUSY, RUNNING, WAITING
+
+#: the JSON-RPC error code of a busy answer (the implementation-defined server-error range;
+#: -32005 is "limit exceeded" in other JSON-RPC APIs too)
+BUSY_CODE = -32005
+#: the error name in the answer's ``data``, as tool errors name theirs
+BUSY_ERROR = "busy"
+
+
+class AdmissionControl:
+    """ASGI middleware: POST /mcp takes a place of ``admission`` or is answered busy (503)."""
+
+    def __init__(self, app: ASGIApp, admission: Admission, path: str = "/mcp") -> None:
+        self.app = app
+        self.admission = admission
+        self.path = path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+            await self.app(scope, receive, send)
+            return
+        admission = self.admission
+        WAITING.inc()
+        entered = False
+        try:
+            async with admission.enter() as refused:
+                WAITING.dec()
+                entered = True
+                if refused is None:
+                    RUNNING.inc()
+                    try:
+                        await self.app(scope, receive, send)
+                    finally:
+                        RUNNING.dec()
+                    return
+        finally:
+            if not entered:  # cancelled while waiting
+                WAITING.dec()
+        await self._refuse(scope, receive, send, refused)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, reason: str) -> None:
+        # BodyLimit (outside) has read the body whole: the first message holds it
+        first = await receive()
+        body = first.get("body", b"") if first["type"] == "http.request" else b""
+        payload = _parsed(body)
+        ids = _request_ids(payload)
+        if not ids:  # no request to refuse (a notification, a response, not JSON-RPC): let it pass
+            await self.app(scope, _replay(first, receive), send)
+            return
+        BUSY.labels(reason).inc()
+        admission = self.admission
+        retry_s = admission.retry_after_s()
+        message = busy_message(admission, reason, retry_s)
+        data = {"error": BUSY_ERROR, "message": message, "retry_after_s": retry_s}
+        answers = [
+            {"jsonrpc": "2.0", "id": id_, "error": {"code": BUSY_CODE, "message": message, "data": data}}
+            for id_ in ids
+        ]
+        answer = json.dumps(answers if isinstance(payload, list) else answers[0]).encode()
+        await send({
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(answer)).encode()),
+                (b"retry-after", retry_after_header(retry_s)),
+            ],
+        })
+        await send({"type": "http.response.body", "body": answer})
+
+
+def busy_message(admission: Admission, reason: str, retry_s: float) -> str:
+    """What a refused caller reads: busy, when to retry, and which limit said so."""
+    if reason == Admission.WAITED:
+        why = f"waited {admission.wait_s:g} s for a place (STASH_HTTP_QUEUE_TIMEOUT_S)"
+    elif reason == Admission.EXPECTED_WAIT:
+        why = f"the wait for a place would pass {admission.wait_s:g} s (STASH_HTTP_QUEUE_TIMEOUT_S)"
+    else:
+        why = (f"{admission.running} requests running and {admission.waiting} waiting in this server process "
+               "(STASH_HTTP_MAX_CONCURRENT, STASH_HTTP_MAX_QUEUE)")
+    return f"Stash is busy; retry after {retry_s:g} s ({why})"
+
+
+def _parsed(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def _request_ids(payload: Any) -> list[Any]:
+    """The ids of the JSON-RPC requests in ``payload`` (none for notifications and responses)."""
+    messages = payload if isinstance(payload, list) else [payload]
+    return [m["id"] for m in messages if isinstance(m, dict) and "method" in m and m.get("id") is not None]
+
+
+def _replay(first: Message, receive: Receive) -> Receive:
+    pending: Message | None = first
+
+    async def replay() -> Message:
+        nonlocal pending
+        if pending is not None:
+            message, pending = pending, None
+            return message
+        return await receive()
+
+    return replay
+
+
+__all__ = ["BUSY_CODE", "BUSY_ERROR", "AdmissionControl", "busy_message"]
