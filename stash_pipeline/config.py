@@ -192,6 +192,11 @@ class Settings(BaseSettings):
         description="token lookups a second, one at a time, for a client address over its failed-check budget "
         "(ten times STASH_AUTH_FAILURES_PER_MINUTE a minute); its other requests wait their turn, none is refused",
     )
+    http_workers: int | None = Field(
+        None, ge=1, le=256,
+        description="worker processes of `stash serve mcp --transport http`, sharing its port (--workers); "
+        "unset = one per usable CPU, at most 4, as many as the connection budget fits",
+    )
     http_max_concurrent: int | None = Field(
         None, ge=1, le=10_000,
         description="MCP requests over HTTP running at once in one server process; unset = STASH_DB_POOL_MAX",

@@ -4,10 +4,11 @@ Routes
     /mcp        MCP streamable HTTP (current clients)
     /sse        MCP over SSE, with POSTs to /messages/ (older clients)
     /healthz    200 when the process is up and PostgreSQL answers a ping, else 503
-    /readyz     200 once the process can serve a recall (``warmup``), PostgreSQL answers and
-                the schema is at the latest migration, else 503 with the reason
+    /readyz     200 once the process can serve a recall (``warmup``; with several workers,
+                every worker can), PostgreSQL answers and the schema is at the latest
+                migration, else 503 with the reason
     /metrics    Prometheus text: tool calls by tool and outcome, errors by code, latency,
-                requests refused and running
+                requests refused and running (the sum over workers, with several)
 
 Admission: at most STASH_HTTP_MAX_CONCURRENT requests to /mcp run at once in a process,
 STASH_HTTP_MAX_QUEUE more wait; past that a request is answered 503 busy with
@@ -47,14 +48,14 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -68,9 +69,12 @@ from stash_pipeline.store import Store
 from stash_serve.admission import AdmissionControl
 from stash_serve.limits import Admission, InFlight, Pacer, SlidingWindow
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, VERIFICATION_SCOPE_KEY
-from stash_serve.metrics import AUTH_FAILURES, METRICS
+from stash_serve.metrics import AUTH_FAILURES, exposition
 from stash_serve.token_check import SeenTokens, TokenCheck, Verification
 from stash_serve.warmup import Warmup
+
+if TYPE_CHECKING:
+    from stash_serve.workers import Peers
 
 log = logging.getLogger("stash.http")
 
@@ -437,7 +441,7 @@ async def _send_json(send: Send, status: int, body: dict[str, Any], headers: lis
     await send({"type": "http.response.body", "body": data})
 
 
-def _health_routes(store: Store, warmup: Warmup | None) -> list[BaseRoute]:
+def _health_routes(store: Store, warmup: Warmup | None, peers: Peers | None = None) -> list[BaseRoute]:
     async def database_answers() -> bool:
         # a fresh connection, not the pool (which may be busy, or wait its whole timeout for
         # a database that is down), and an answer within HEALTH_BUDGET_S whatever happens
@@ -472,13 +476,19 @@ def _health_routes(store: Store, warmup: Warmup | None) -> list[BaseRoute]:
         if warmup is not None and not warmup.ready.is_set():
             return JSONResponse({"ready": False, "reason": f"starting: waiting for {warmup.waiting_on}"},
                                 status_code=503)
+        if peers is not None and (ready := peers.ready_count()) < peers.count:
+            # a probe reaches one worker, a client's next request maybe another
+            return JSONResponse({"ready": False, "reason": f"starting: {ready} of {peers.count} workers ready"},
+                                status_code=503)
         if not await database_answers():
             return JSONResponse({"ready": False, "reason": "database unreachable"}, status_code=503)
         state = await anyio.to_thread.run_sync(_readiness)
+        if peers is not None:
+            state["workers"] = peers.count
         return JSONResponse(state, status_code=200 if state["ready"] else 503)
 
     async def metrics(request: Request) -> Response:
-        return Response(generate_latest(METRICS), media_type=CONTENT_TYPE_LATEST)
+        return Response(exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return [
         Route("/healthz", healthz, methods=["GET"]),
@@ -488,10 +498,12 @@ def _health_routes(store: Store, warmup: Warmup | None) -> list[BaseRoute]:
 
 
 def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0.0.1",
-              warmup: Warmup | None = None) -> ASGIApp:
+              warmup: Warmup | None = None, peers: Peers | None = None) -> ASGIApp:
     """The ASGI app: MCP (streamable HTTP + SSE), health, readiness and metrics, behind bearer auth.
 
     With ``warmup``, /readyz answers ready only once it has passed (a recall can be served).
+    With ``peers`` (a worker among several, ``stash_serve.workers``), only once every worker
+    has, and SSE messages for another worker's session are passed on to it.
     """
     # Stateless: no per-session state lives in this process (tools keep none), so any
     # replica behind a load balancer can answer any request (docs/deploy.md). SSE is
@@ -508,8 +520,12 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
         host=host, stateless_http=True, json_response=True, transport_security=security,
         max_request_body_size=body_cap,
     )
-    sse = server.sse_app(host=host, transport_security=security, max_request_body_size=body_cap)
-    routes = [*_health_routes(store, warmup), *streamable.routes, *sse.routes]
+    # with several workers an SSE session's message path names the worker holding it
+    message_path = "/messages/" if peers is None else peers.message_path(peers.index)
+    sse = server.sse_app(host=host, transport_security=security, max_request_body_size=body_cap,
+                         message_path=message_path)
+    routes = [*_health_routes(store, warmup, peers), *streamable.routes, *sse.routes,
+              *(peers.forward_routes() if peers is not None else [])]
 
     tokens = TokenCheck(store)
 

@@ -3,11 +3,21 @@
 One registry for the process: the MCP server records tool calls into it, the HTTP app
 records refused requests into it and serves it at ``/metrics``. It lives here, below
 both, so neither has to import the other to reach it.
+
+With several worker processes (``stash serve mcp --workers``) each records into files of
+its own under ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's multiprocess mode, which
+the supervisor turns on for its workers, ``stash_serve.workers``), and ``exposition``
+answers with the sum over every worker, whichever worker a scrape reaches.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+#: set by the worker supervisor for its workers: the directory of their metric files
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 METRICS = CollectorRegistry(auto_describe=True)
 
@@ -44,25 +54,39 @@ BUSY = Counter(
 )
 RUNNING = Gauge(
     "stash_http_requests_running",
-    "MCP HTTP requests holding a place (STASH_HTTP_MAX_CONCURRENT per process).",
+    "MCP HTTP requests holding a place (STASH_HTTP_MAX_CONCURRENT per process), all workers.",
     registry=METRICS,
     multiprocess_mode="livesum",
 )
 WAITING = Gauge(
     "stash_http_requests_waiting",
-    "MCP HTTP requests waiting for a place (at most STASH_HTTP_MAX_QUEUE per process).",
+    "MCP HTTP requests waiting for a place (at most STASH_HTTP_MAX_QUEUE per process), all workers.",
     registry=METRICS,
     multiprocess_mode="livesum",
 )
+
+
+def exposition() -> bytes:
+    """The Prometheus text of this process, or of every worker in multiprocess mode."""
+    directory = os.environ.get(MULTIPROC_ENV)
+    if not directory:
+        return generate_latest(METRICS)
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=directory)
+    return generate_latest(registry)
 
 
 __all__ = [
     "AUTH_FAILURES",
     "BUSY",
     "METRICS",
+    "MULTIPROC_ENV",
     "RUNNING",
     "TOOL_CALLS",
     "TOOL_ERRORS",
     "TOOL_LATENCY",
     "WAITING",
+    "exposition",
 ]

@@ -2,7 +2,7 @@
 
 In a background thread at start, in order: the server's PostgreSQL and pgvector are
 checked (``stash_pipeline.db.server``), the schema is at the latest migration, the pool
-holds a connection (each new one prepares the recall statements, ``recall_prepare``)
+holds a connection (each new one prepares the recall statements, ``recall.statement``)
 and the embedding model is loaded. A step that fails (a database still starting,
 migrations not yet run) is tried again every ``RETRY_S`` seconds; until the last one
 passes, ``/readyz`` answers 503 with the step it waits on.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from stash_pipeline import errors
 from stash_pipeline.db.migrate import current_revision, head_revision
@@ -24,10 +25,12 @@ RETRY_S = 1.0
 
 
 class Warmup:
-    """``ready`` is set once the process can serve a recall; ``waiting_on`` says what it waits for."""
+    """``ready`` is set once the process can serve a recall; ``waiting_on`` says what it waits for;
+    ``on_ready`` is called then (a worker tells its siblings, ``stash_serve.workers``)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, on_ready: Callable[[], None] | None = None) -> None:
         self.store = store
+        self.on_ready = on_ready
         self.ready = threading.Event()
         self.waiting_on = "starting"
         self._stop = threading.Event()
@@ -71,5 +74,7 @@ class Warmup:
                 continue
             self.waiting_on = ""
             self.ready.set()
+            if self.on_ready is not None:
+                self.on_ready()
             log.info("ready to serve")
             return

@@ -150,8 +150,11 @@ def doctor_checks() -> list[Check]:
         def connections() -> str:
             from stash_pipeline.db.budget import read_budget
             from stash_pipeline.errors import ConfigurationError
+            from stash_serve.workers import choose_workers
 
             budget = read_budget(store.db, settings)
+            # as many HTTP workers as `stash serve mcp --transport http` would start here
+            budget = budget.with_workers(choose_workers(settings.http_workers, budget)[0])
             if not budget.fits:
                 raise ConfigurationError(budget.describe())
             return budget.describe()

@@ -31,13 +31,17 @@ def serve_group() -> None:
 @click.option("--toolsets", metavar="SPEC", default=None,
               help="Tools offered: default, all, or toolset names, comma-separated (default,graph); "
                    "default: STASH_TOOLSETS, else default. `stash tools` lists them.")
-def serve_mcp(transport: str, host: str, port: int, no_auth: bool, toolsets: str | None) -> None:
+@click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
+              help="HTTP worker processes sharing the port; default: STASH_HTTP_WORKERS, else one per "
+                   "CPU (at most 4) within the database's connection budget.")
+def serve_mcp(transport: str, host: str, port: int, no_auth: bool, toolsets: str | None, workers: int | None) -> None:
     """Run the MCP server: the everyday tools, or the toolsets asked for.
 
     \b
     Example:
       stash serve mcp                      # stdio, e.g. from an MCP client config
       stash serve mcp --transport http --host 0.0.0.0 --port 8080 --toolsets all
+      stash serve mcp --transport http --workers 4
     """
     from stash_serve.mcp.toolsets import select
     from stash_serve.serve import run
@@ -45,7 +49,8 @@ def serve_mcp(transport: str, host: str, port: int, no_auth: bool, toolsets: str
     spec = base.settings().toolsets if toolsets is None else toolsets
     select(spec)  # a bad spec is the caller's mistake, said before anything starts
     base.start_database()  # an entry point: the library (Store.open) never starts the server
-    run(base.settings(), transport=transport, host=host, port=port, no_auth=no_auth, toolsets=spec)
+    run(base.settings(), transport=transport, host=host, port=port, no_auth=no_auth, toolsets=spec,
+        workers=workers)
 
 
 @serve_group.command("dagster-ui")

@@ -46,6 +46,9 @@ def _env(settings: Any, tmp_path: Path) -> dict[str, str]:
         "STASH_EMBED_ON_WRITE": "sync",
         # every tool: these tests call tools outside the default toolset
         "STASH_TOOLSETS": "all",
+        # one HTTP process: the limits these tests count are per process (one per CPU would
+        # start two here); tests/mcp/test_workers.py serves with two
+        "STASH_HTTP_WORKERS": "1",
     }
 
 
