@@ -13,7 +13,7 @@ is answered at once; one that waited in vain, after its wait:
     content-type: application/json
 
     {"jsonrpc": "2.0", "id": <the request's id>,
-     "error": {"code": -32005, "message": "Stash is busy; retry after 0.42 s (…)",
+     "error": {"code": -32005, "message": "Stash is busy; retry after 0.42 s: …",
                "data": {"error": "busy", "message": "…", "retry_after_s": 0.42}}}
 
 MCP clients surface a JSON-RPC error body at a non-2xx status as the call's error (the
@@ -117,7 +117,7 @@ def busy_message(admission: Admission, reason: str, retry_s: float) -> str:
     else:
         why = (f"{admission.running} requests running and {admission.waiting} waiting in this server process "
                "(STASH_HTTP_MAX_CONCURRENT, STASH_HTTP_MAX_QUEUE)")
-    return f"Stash is busy; retry after {retry_s:g} s ({why})"
+    return f"Stash is busy; retry after {retry_s:g} s: {why}"
 
 
 def _parsed(body: bytes) -> Any:

@@ -155,8 +155,8 @@ def choose_workers(requested: int | None, budget: Budget | None, cpus: int | Non
         if requested > 1 and budget is not None and not budget.with_workers(requested).fits:
             fit = budget.most_workers()
             raise errors.ConfigurationError(
-                f"{requested} workers do not fit the connection budget: "
-                f"{budget.with_workers(requested).describe().removeprefix('connection budget exceeded: ')}; "
+                f"{requested} workers do not fit the connection budget: {budget.with_workers(requested).spelled()}, "
+                f"but the server gives {budget.available} available; "
                 + (f"at most {fit} fit: " if fit >= 1 else "")
                 + "lower --workers (STASH_HTTP_WORKERS) or STASH_DB_POOL_MAX, or raise max_connections"
             )

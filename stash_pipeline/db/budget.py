@@ -75,16 +75,20 @@ class Budget:
     def with_workers(self, workers: int) -> Budget:
         return replace(self, workers=workers)
 
-    def describe(self) -> str:
-        """The sum, spelled out, and whether it fits."""
+    def spelled(self) -> str:
+        """The sum, spelled out: "3 MCP process(es) × (10 + 4) + … = 81 connections"."""
         processes = (
             f"{self.replicas} MCP process(es)" if self.workers == 1
             else f"{self.replicas} MCP replica(s) × {self.workers} workers"
         )
-        sum_ = (
+        return (
             f"{processes} × ({self.pool_max} + {AUTH_POOL}) + {self.runs} run(s) × "
             f"{RUN_CONNECTIONS} + {DAGSTER_SERVICES} for Dagster = {self.need} connections"
         )
+
+    def describe(self) -> str:
+        """The sum, spelled out, and whether it fits."""
+        sum_ = self.spelled()
         limit = f"{self.available} available (max_connections {self.max_connections}, {self.reserved} reserved)"
         if self.fits:
             return f"connection budget: {sum_} of {limit}; {self.open_now} open now"
