@@ -36,8 +36,9 @@ def after(store: Any, query: str, namespace: str, *, limit: int = 10, context: i
     request = recall.RecallRequest.of(store.settings, query, [namespace], limit=limit, context=context,
                                       config=config)
     params, _ = recall.prepared(store, request)
-    ms["one round trip"], (needs_vector, rows) = common.timed(lambda: recall.round_trip(store, params, config))
-    assert not needs_vector, "the bench's queries are in the embedding cache"
+    ms["one round trip"], found = common.timed(lambda: recall.round_trip(store, params, config))
+    assert not found.needs_vector, "the bench's queries are in the embedding cache"
+    rows = found.rows
     ms["grouping"], ranked = common.timed(lambda: recall_grouping.group(
         [(recall.to_hit(r), r["context"] or []) for r in rows], limit, recall_grouping.source_rows(rows), config))
     ms["shaping"], answer = common.timed(lambda: recall.shape_results(ranked, budget=None, score_parts=False))

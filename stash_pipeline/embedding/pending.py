@@ -11,6 +11,8 @@ When the store defers vectors (``Store.defer_vectors``), ``remember`` and
   pass: only a forget, purge or namespace deletion of one of those fresh rows waits for it.
 * ``embed_pending(store)`` repeats batches until none is left (``stash embed-pending``,
   the Dagster ``episode_embeddings`` asset).
+* ``embed_pending_in(store, paths, limit=...)`` is a recall's: the waiting rows of the
+  trees it reads, waiting for those a worker holds, so a recall sees the writes it follows.
 * ``PendingVectorWorker`` is the thread the MCP service runs (``stash serve mcp``, so
   also ``stash up``): woken by a write in the same process, and every
   STASH_EMBED_PENDING_INTERVAL_S by its own sweep, which picks up rows written by other
@@ -55,23 +57,42 @@ def embed_pending_batch(store: Store, limit: int | None = None) -> int:
     forward pass and one transaction; returns how many got their vector (0 = none left
     that another worker does not hold)."""
     size = store.settings.embedding_batch_size if limit is None else limit
-    embedder = store.embedder
-    embedder.ensure_lock()
+    store.embedder.ensure_lock()
     with store.db.transaction() as tx:
-        rows = tx.all("pending_vectors_claim", limit=size)
-        if not rows:
-            return 0
-        hashes = [query_key(row["content"], [row["namespace"]]) for row in rows]
-        vectors = embedder.lookup_in(tx, sorted(set(hashes)))
-        fresh = embedder.compute({h: row["content"] for h, row in zip(hashes, rows, strict=True) if h not in vectors})
-        vectors.update(fresh)
-        embedder.store_in(tx, fresh)
-        tx.execute(
-            "pending_vectors_set",
-            model=embedder.name,
-            ids=[int(row["id"]) for row in rows],
-            embeddings=[vectors[h] for h in hashes],
-        )
+        return _embed_rows(store, tx, tx.all("pending_vectors_claim", limit=size))
+
+
+def embed_pending_in(store: Store, paths: list[str], *, limit: int, wait_ms: int = 2000) -> int:
+    """Embed the episodes still waiting for a vector in the trees ``paths`` ("/" = all), at most
+    ``limit``, waiting up to ``wait_ms`` for rows a worker is embedding right now (they are
+    then done); returns how many this call embedded. A wait that runs out embeds nothing."""
+    store.embedder.ensure_lock()
+    try:
+        with store.db.transaction() as tx:
+            tx.one("pending_vectors_lock_timeout", ms=str(int(wait_ms)))
+            rows = tx.all("pending_vectors_claim_in", paths=paths, all_namespaces="/" in paths, limit=limit)
+            return _embed_rows(store, tx, rows)
+    except errors.StageBusy:  # the lock wait ran out (LockNotAvailable)
+        log.info("a recall stopped waiting for a worker's vectors after %d ms", wait_ms)
+        return 0
+
+
+def _embed_rows(store: Store, tx: Any, rows: list[dict[str, Any]]) -> int:
+    """Compute the claimed rows' vectors in one forward pass (cached texts from the cache) and write them."""
+    if not rows:
+        return 0
+    embedder = store.embedder
+    hashes = [query_key(row["content"], [row["namespace"]]) for row in rows]
+    vectors = embedder.lookup_in(tx, sorted(set(hashes)))
+    fresh = embedder.compute({h: row["content"] for h, row in zip(hashes, rows, strict=True) if h not in vectors})
+    vectors.update(fresh)
+    embedder.store_in(tx, fresh)
+    tx.execute(
+        "pending_vectors_set",
+        model=embedder.name,
+        ids=[int(row["id"]) for row in rows],
+        embeddings=[vectors[h] for h in hashes],
+    )
     return len(rows)
 
 

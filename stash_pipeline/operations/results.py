@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from stash_pipeline.models import (
     Cascade,
@@ -271,6 +271,7 @@ class RecallResult(BaseModel):
     """Facts and episodes, best first."""
 
     results: list[RecallItem]
+    pending: int | None = Field(default=None, description="Episodes too new to have a vector: found by words only.")
 
 
 __all__ = [

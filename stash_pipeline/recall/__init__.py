@@ -9,15 +9,15 @@
     queries/recall.sql  the statements PostgreSQL runs: legs, scoring, context, entity leg, fusion
     grouping.py    one result per piece of evidence (lineage), then diversity
     shape.py       the agent's answer: compact hits, context turns, token budgets
-    search.py      the pipeline: search → rank → hits / answer
+    pipeline.py    search → rank → hits / answer: the steps in order
 """
 
 from __future__ import annotations
 
 from stash_pipeline.recall.config import DEFAULT, VARIANTS, RecallConfig
 from stash_pipeline.recall.parameters import asks_about_time, statement_parameters
+from stash_pipeline.recall.pipeline import Ranked, answer, hits, rank, recall, recall_results, search
 from stash_pipeline.recall.request import MODES, RecallRequest
-from stash_pipeline.recall.search import Ranked, answer, hits, rank, recall, recall_results, search
 from stash_pipeline.recall.shape import (
     compact,
     estimate_tokens,

@@ -1,6 +1,6 @@
 """Recall's results as agents read them: rows to ``RecallHit`` records, the lean JSON answer, token budgets.
 
-``recall/search.py`` runs the statement and grouping (``recall/grouping.py``) picks
+``recall/pipeline.py`` runs the statement and grouping (``recall/grouping.py``) picks
 the results; this module gives them their final shape. ``to_hit`` turns a ``recall``
 statement row into a hit (its score parts: vector, text, coverage, context, and the
 entity leg's score and the weight it ranked by when there are some). ``compact`` drops

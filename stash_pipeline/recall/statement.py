@@ -16,6 +16,7 @@ connection, so a request never pays for it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from stash_pipeline import errors
@@ -27,10 +28,18 @@ from stash_pipeline.recall.request import RecallRequest
 from stash_pipeline.store import Store
 
 
-def round_trip(
-    store: Store, params: dict[str, Any], config: RecallConfig, *, cache: bool = False
-) -> tuple[bool, list[dict[str, Any]]]:
-    """The recall statements pipelined as one transaction: (the vector is missing, the rows).
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One round trip's answer: the rows, whether the query's vector was missing, and how
+    many live episodes in scope still wait for their vector (invisible to the vector legs)."""
+
+    rows: list[dict[str, Any]]
+    needs_vector: bool = False
+    pending: int = 0
+
+
+def round_trip(store: Store, params: dict[str, Any], config: RecallConfig, *, cache: bool = False) -> Found:
+    """The recall statements pipelined as one transaction.
 
     ``cache``: the query's vector was just computed; the same transaction stores it in the
     embedding cache (without waiting for the WAL flush, as every cache write), so the
@@ -46,7 +55,7 @@ def round_trip(
     missing = check[0]["missing"]
     if missing:
         raise errors.NamespaceNotFound(f"namespace {missing[0]!r} not found")
-    return bool(check[0]["needs_vector"]), rows
+    return Found(rows, bool(check[0]["needs_vector"]), int(check[0]["pending"]))
 
 
 def statements(params: dict[str, Any], config: RecallConfig) -> list[tuple[str, dict[str, Any]]]:

@@ -182,7 +182,7 @@ def test_every_fact_the_leg_found_joins_the_candidates_weighted_as_about_the_sub
 
     def rows(config):
         return recall.search(store, recall.RecallRequest.of(store.settings, "What does Alice work on?", [NS], limit=1,
-                                                            config=config))
+                                                            config=config)).rows
 
     pooled = rows(tight)
     reached = [r for r in pooled if r["entity_score"] is not None]

@@ -67,7 +67,7 @@ def test_every_package_module_is_named() -> None:
 
 # -- everything else the page names -------------------------------------------------------
 
-#: where a path written relative to a package (`recall/search.py`, `queries/x.sql`) starts
+#: where a path written relative to a package (`recall/pipeline.py`, `queries/x.sql`) starts
 BASES = (ROOT, ROOT / "stash_pipeline", ROOT / "stash_serve", ROOT / "stash_pipeline" / "db")
 FILE_SUFFIXES = (".py", ".sql", ".md", ".yaml", ".yml", ".toml", ".json")
 

@@ -104,8 +104,8 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_project() -> None:
     graph = import_graph()
-    assert "stash_pipeline.recall.search" in graph
-    assert "stash_pipeline.store" in graph["stash_pipeline.recall.search"]
+    assert "stash_pipeline.recall.pipeline" in graph
+    assert "stash_pipeline.store" in graph["stash_pipeline.recall.pipeline"]
 
 
 def test_circle_detection_finds_a_loop() -> None:

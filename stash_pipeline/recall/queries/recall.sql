@@ -51,9 +51,19 @@ FROM (VALUES ('hnsw.ef_search', %(ef_search)s), ('hnsw.iterative_scan', 'relaxed
 
 -- recall_check --
 -- Pipelined with recall_search_params and recall (one round trip): which %(paths)s name no
--- namespace (NamespaceNotFound), and whether the query's vector is still to compute (no
--- vector given, none in the embedding cache for the query's text, model and endpoint).
-SELECT ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
+-- namespace (NamespaceNotFound), whether the query's vector is still to compute (no
+-- vector given, none in the embedding cache for the query's text, model and endpoint), and
+-- how many live episodes in the trees still wait for their vector (pending, counted up to
+-- 1000 on the small partial index episodes_pending_vector): the vector legs cannot see them.
+SELECT (SELECT count(*) FROM (
+            SELECT 1 FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
+            WHERE e.embedding IS NULL AND e.deleted_at IS NULL
+              AND (%(all_namespaces)s
+                   OR EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug)
+                              WHERE n.slug = p.slug
+                                 OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%'))
+            LIMIT 1000) waiting) AS pending,
+       ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
              WHERE p.slug <> '/' AND NOT EXISTS (
                  SELECT 1 FROM namespaces n
                  WHERE n.slug = p.slug

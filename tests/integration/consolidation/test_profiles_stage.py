@@ -81,7 +81,8 @@ def test_the_entity_leg_reaches_a_profile_only_through_its_own_name(pstore):
             " f.recorded_at FROM facts f, facts m WHERE f.id = %s AND m.id = %s", (friend, fact_ids[0]))
 
     def reached(query: str) -> set[int]:
-        found = recall.search(pstore, recall.RecallRequest.of(pstore.settings, query, ["/p"], limit=10, config=DEFAULT))
+        found = recall.search(pstore, recall.RecallRequest.of(pstore.settings, query, ["/p"], limit=10,
+                                                              config=DEFAULT)).rows
         return {r["id"] for r in found if r["kind"] == "fact" and r["entity_score"] is not None}
 
     one_hop = reached("What does Dana's best friend do for fun?")

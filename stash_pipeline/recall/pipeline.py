@@ -12,6 +12,12 @@ A ``RecallRequest`` (``request.py``) goes through:
 3. ``grouping.group``: one result per piece of evidence;
 4. ``shape``: the agent's answer (``answer``) or ``RecallHit`` records (``hits``).
 
+Reads see the writes they follow: episodes committed before their vector
+(``STASH_EMBED_ON_WRITE=async``) are invisible to the vector legs until a worker embeds
+them, so when the round trip counts some in scope, the recall embeds them itself (up to
+``READ_YOUR_WRITES``, waiting for those a worker is embedding right now) and runs again;
+any left are reported as ``pending`` in the answer.
+
 ``relevance`` is the score clipped to [0, 1], absolute, so an agent can threshold it at
 ``relevance_floor``. Results never carry vectors. ``recall`` and ``recall_results`` build
 the request from keyword arguments for callers of the library.
@@ -21,21 +27,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from stash_pipeline.embedding.pending import embed_pending_in
 from stash_pipeline.memory import validate
 from stash_pipeline.models import RecallHit
 from stash_pipeline.recall import grouping
 from stash_pipeline.recall.request import RecallRequest
 from stash_pipeline.recall.shape import shape_results, to_hit, within_budget
-from stash_pipeline.recall.statement import round_trip
+from stash_pipeline.recall.statement import Found, round_trip
 from stash_pipeline.recall.vectors import prepared, query_vector
 from stash_pipeline.store import Store
 
 #: one recall's results, each with its episode's context turns
 Ranked = list[tuple[RecallHit, list[dict[str, Any]]]]
+#: episodes in scope still waiting for their vector that a recall embeds itself, at most
+#: (more: the answer says how many still wait, ``pending``)
+READ_YOUR_WRITES = 64
 
 
-def search(store: Store, request: RecallRequest) -> list[dict[str, Any]]:
-    """The ranked rows of one recall (the statement's), each episode's context turns with it."""
+def search(store: Store, request: RecallRequest) -> Found:
+    """The ranked rows of one recall (the statement's), each episode's context turns with it,
+    having seen every write acknowledged before it (``READ_YOUR_WRITES``)."""
     embedder = store.embedder
     if request.use_vector:
         embedder.ensure_lock()  # (once per process) the model the stored vectors were made with
@@ -43,33 +54,45 @@ def search(store: Store, request: RecallRequest) -> list[dict[str, Any]]:
     config, key = request.config, params["text_hash"]
     if request.use_vector and embedder.embeds_first(key):  # a new query, a local model: embed, then one round trip
         params["embedding"] = query_vector(embedder, request.query, masked, config)
-        _, rows = round_trip(store, params, config, cache=True)
+        found = round_trip(store, params, config, cache=True)
     else:
-        needs_vector, rows = round_trip(store, params, config)
-        if needs_vector:  # not cached after all: the model embeds it, then the search runs
+        found = round_trip(store, params, config)
+        if found.needs_vector:  # not cached after all: the model embeds it, then the search runs
             params["embedding"] = query_vector(embedder, request.query, masked, config)
-            _, rows = round_trip(store, params, config, cache=True)
+            found = round_trip(store, params, config, cache=True)
     if request.use_vector:
         embedder.note_cached(key)
-    return rows
+        if found.pending:
+            # episodes written just before, still without their vector: embedded here, or by the
+            # worker this waited for; then seen
+            embed_pending_in(store, list(request.paths), limit=READ_YOUR_WRITES)
+            found = round_trip(store, params, config)
+    return found
 
 
-def rank(store: Store, request: RecallRequest) -> Ranked:
-    """The ``limit`` results of one recall, each with its context turns: the statement's rows
-    as hits, then grouping's post-ranking step (``grouping.group``)."""
-    rows = search(store, request)
-    return grouping.group([(to_hit(r), r["context"] or []) for r in rows], request.limit,
-                          grouping.source_rows(rows), request.config)
+def rank(store: Store, request: RecallRequest) -> tuple[Ranked, int]:
+    """The ``limit`` results of one recall, each with its context turns (the statement's rows
+    as hits, then grouping's post-ranking step, ``grouping.group``), and how many episodes in
+    scope still wait for their vector."""
+    found = search(store, request)
+    rows = found.rows
+    ranked = grouping.group([(to_hit(r), r["context"] or []) for r in rows], request.limit,
+                            grouping.source_rows(rows), request.config)
+    return ranked, found.pending if request.use_vector else 0
 
 
 def hits(store: Store, request: RecallRequest) -> list[RecallHit]:
     """The results as ``RecallHit`` records, within ``max_tokens`` (content and source excerpts)."""
-    return within_budget([hit for hit, _ in rank(store, request)], request.max_tokens)
+    ranked, _ = rank(store, request)
+    return within_budget([hit for hit, _ in ranked], request.max_tokens)
 
 
 def answer(store: Store, request: RecallRequest) -> dict[str, Any]:
-    """The results in the lean shape agents get: ``{"results": [compact hits]}`` (``shape.py``)."""
-    return shape_results(rank(store, request), budget=request.max_tokens, score_parts=request.score_parts)
+    """The results in the lean shape agents get: ``{"results": [compact hits]}`` (``shape.py``),
+    and ``pending``: the episodes in scope a vector leg could not see yet, when there are some."""
+    ranked, pending = rank(store, request)
+    shaped = shape_results(ranked, budget=request.max_tokens, score_parts=request.score_parts)
+    return shaped | {"pending": pending} if pending else shaped
 
 
 def recall(store: Store, query: str, namespaces: list[str], **options: Any) -> list[RecallHit]:
