@@ -207,9 +207,9 @@ class Settings(BaseSettings):
         "503 busy with Retry-After at once; unset = 4 x STASH_HTTP_MAX_CONCURRENT",
     )
     http_queue_timeout_s: float = Field(
-        1.0, gt=0, le=300,
+        2.0, gt=0, le=300,
         description="seconds an MCP request over HTTP may wait for a place before it is answered 503 busy "
-        "(one expected to wait longer is answered at once)",
+        "(one expected to wait longer is answered at once); a burst of quick calls passes",
     )
 
     @field_validator("context_ttl", "consolidation_window", mode="before")
