@@ -5,8 +5,9 @@ distinct worker PIDs (each client connection is matched to the worker holding it
 end, read from /proc through psutil: nothing in the server names its workers), a write
 through one worker is read through the other, /metrics counts the calls of both, /readyz
 waits for both, an SSE session's messages reach the worker holding its stream whichever
-worker takes them, and SIGTERM stops every process. A worker count the connection
-budget cannot hold is refused before anything starts.
+worker takes them, SIGTERM to the server or Ctrl-C to its process group stops every
+process, a worker that dies is replaced, and workers stop once their server is killed.
+A worker count the connection budget cannot hold is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -50,14 +51,14 @@ class Server:
 
 
 @contextlib.contextmanager
-def serve(settings: Any, tmp_path: Path, *args: str, **env: str) -> Iterator[Server]:
+def serve(settings: Any, tmp_path: Path, *args: str, start_new_session: bool = False) -> Iterator[Server]:
     """`stash serve mcp --transport http` with ``args``, yielded once /readyz answers 200."""
     port = free_port()
     log = tmp_path / f"http-{port}.log"
     with log.open("w") as out:
         process = subprocess.Popen(
             [_stash(), "serve", "mcp", "--transport", "http", "--port", str(port), *args],
-            env={**os.environ, **_env(settings, tmp_path), **env},
+            env={**os.environ, **_env(settings, tmp_path)}, start_new_session=start_new_session,
             stdout=out, stderr=subprocess.STDOUT, cwd=str(Path(__file__).resolve().parents[2]),
         )
     base = f"http://127.0.0.1:{port}"
@@ -72,22 +73,15 @@ def serve(settings: Any, tmp_path: Path, *args: str, **env: str) -> Iterator[Ser
             time.sleep(0.3)
         yield Server(process, base, port, log)
     finally:
-        tree = [p for p in [_process(process.pid)] if p] + (
-            psutil.Process(process.pid).children(recursive=True) if _process(process.pid) else []
-        )
+        tree: list[psutil.Process] = []
+        with contextlib.suppress(psutil.NoSuchProcess):
+            tree = psutil.Process(process.pid).children(recursive=True)
         if process.poll() is None:
             process.kill()
             process.wait(timeout=15)
         for child in tree:
             with contextlib.suppress(psutil.NoSuchProcess):
                 child.kill()
-
-
-def _process(pid: int) -> psutil.Process | None:
-    try:
-        return psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        return None
 
 
 def _alive(process: psutil.Process) -> bool:
@@ -201,10 +195,7 @@ async def test_two_workers_serve_one_port_and_share_the_database(
 
         server.process.send_signal(signal.SIGTERM)
         assert server.process.wait(timeout=30) == 0, server.log.read_text()
-        deadline = time.monotonic() + 10
-        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not any(_alive(w) for w in workers), "a worker outlived SIGTERM"
+        _gone(workers)
         assert "Traceback" not in server.log.read_text()
 
 
@@ -255,6 +246,44 @@ async def _note_owner(response: httpx2.Response, server: Server, owners: set[int
     stream = response.extensions.get("network_stream")
     if stream is not None:
         owners.add(_owner(server.workers(), server.port, stream.get_extra_info("client_addr")[1]))
+
+
+def test_ctrl_c_to_the_process_group_stops_every_worker_cleanly(settings: Any, tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the server and its workers at once: all drain and exit."""
+    with serve(settings, tmp_path, "--workers", "2", start_new_session=True) as server:
+        workers = server.workers()
+        assert len(workers) == 2
+        os.killpg(server.process.pid, signal.SIGINT)
+        assert server.process.wait(timeout=30) == 0, server.log.read_text()
+        _gone(workers)
+        assert "Traceback" not in server.log.read_text(), server.log.read_text()
+
+
+def test_a_dead_worker_is_replaced_and_workers_outlive_no_killed_server(settings: Any, tmp_path: Path) -> None:
+    with serve(settings, tmp_path, "--workers", "2") as server:
+        first = server.workers()
+        first[0].kill()
+        deadline = time.monotonic() + 90
+        while True:  # a new worker in its place, and ready again once it can serve
+            now = server.workers()
+            with contextlib.suppress(httpx2.HTTPError):
+                if (len(now) == 2 and first[0].pid not in {w.pid for w in now}
+                        and httpx2.get(server.base + "/readyz", timeout=2).status_code == 200):
+                    break
+            assert time.monotonic() < deadline, server.log.read_text()
+            time.sleep(0.3)
+        assert "starting another" in server.log.read_text()
+        # the server killed outright: its workers notice and stop by themselves
+        server.process.kill()
+        server.process.wait(timeout=10)
+        _gone(now, within=20)
+
+
+def _gone(workers: list[psutil.Process], within: float = 10) -> None:
+    deadline = time.monotonic() + within
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(w) for w in workers), "a worker outlived its server"
 
 
 def test_more_workers_than_the_connection_budget_holds_are_refused(settings: Any, tmp_path: Path) -> None:
