@@ -354,3 +354,37 @@ class CurrentContext(Result):
 class ContextCleared(Result):
     ok: bool
     cleared: bool
+
+
+class NamespaceCreation(Result):
+    """A created or updated namespace (``created`` false: it existed, its name or
+    description may have changed) and how many missing ancestors came with it."""
+
+    namespace: Namespace
+    created: bool
+    ancestors_created: int
+
+
+class NamespaceView(Result):
+    """A namespace and the row counts of its tree."""
+
+    namespace: Namespace
+    counts: dict[str, int]
+
+
+class NamespaceDeletion(Result):
+    """A namespace tree deleted, or (``deleted`` false) what deleting it would take."""
+
+    deleted: bool
+    namespaces: list[str]
+    counts: dict[str, int]
+
+
+class SelfTree(Result):
+    """The /self tree: its paths and those just created. A token that may not write there
+    gets ``self_available`` false, no paths and a ``message`` naming what it may use."""
+
+    ok: bool
+    namespaces: list[str]
+    namespaces_created: list[str]
+    self_available: bool

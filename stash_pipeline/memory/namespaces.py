@@ -3,17 +3,22 @@
 Writes (remember, set_context, create_*) take one exact namespace. Reads take a list of
 paths and expand each to its tree; ``/`` means everything. The root ``/`` exists from
 the first migration.
+
+The functions that take the store take parsed values (``validate``'s module docstring says
+which layer checks what) and return the models the operations publish. Each normalises
+the path it creates, lists or deletes, as the lookups do, so a path means one row whoever
+passes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import erasure, validate
-from stash_pipeline.models import Namespace
+from stash_pipeline.models import Namespace, NamespaceCreation, NamespaceDeletion, NamespaceView, SelfTree
 from stash_pipeline.store import Store
 
 SELF_TREE = {
@@ -22,6 +27,27 @@ SELF_TREE = {
     "/self/limits": ("Limits", "Known failure modes and blind spots."),
     "/self/preferences": ("Preferences", "Standing instructions and corrections from the user."),
 }
+
+
+class Token(Protocol):
+    """The caller a namespace is created for (``stash_pipeline.auth.TokenInfo``)."""
+
+    @property
+    def id(self) -> int: ...
+
+    def covers(self, path: str) -> bool: ...
+
+
+class Allowance(Protocol):
+    """How many namespaces a token may create in a window (``stash_serve.limits.SlidingWindow``)."""
+
+    limit: int
+
+    def acquire(self, key: Hashable, count: int = 1) -> bool: ...
+
+    def release(self, key: Hashable, count: int = 1) -> None: ...
+
+    def record(self, key: Hashable, count: int = 1) -> None: ...
 
 
 def get(tx: Session, slug: str) -> dict[str, Any]:
@@ -54,10 +80,10 @@ def create(
     description: str | None = None,
     *,
     may_create: Callable[[str], bool] | None = None,
-) -> dict[str, Any]:
+) -> NamespaceCreation:
     """Create a namespace and any missing ancestors (mkdir -p).
 
-    Returns {namespace, created, ancestors_created}. With ``may_create`` (a token's scope
+    With ``may_create`` (a token's scope
     check), an ancestor it refuses must already exist: a token for /z/q creating /z/q/r
     must not bring /z into being. The check and the inserts share one transaction.
     """
@@ -90,19 +116,21 @@ def create(
         )
     assert row is not None
     created = bool(row.pop("created"))
-    return {"namespace": Namespace.from_row(row), "created": created, "ancestors_created": ancestors_created}
+    return NamespaceCreation(
+        namespace=Namespace.from_row(row), created=created, ancestors_created=ancestors_created
+    )
 
 
 def create_for_token(
     store: Store,
-    token: Any,
+    token: Token,
     slug: str,
     name: str | None = None,
     description: str | None = None,
     *,
-    allowance: Any = None,
-) -> dict[str, Any]:
-    """``create`` for a token (``stash_pipeline.auth.TokenInfo``): ancestors outside its
+    allowance: Allowance | None = None,
+) -> NamespaceCreation:
+    """``create`` for a token: ancestors outside its
     trees must already exist, and with an ``allowance`` (a sliding window keyed by token id,
     ``stash_serve.limits.SlidingWindow``) it creates at most ``allowance.limit`` namespaces
     a window, STASH_NAMESPACES_PER_TOKEN_PER_HOUR. Updating a namespace counts nothing.
@@ -121,7 +149,7 @@ def create_for_token(
     except BaseException:
         allowance.release(token.id)
         raise
-    made = int(result["created"]) + int(result["ancestors_created"])
+    made = int(result.created) + result.ancestors_created
     if made == 0:
         allowance.release(token.id)
     elif made > 1:  # the one reserved above, and the ancestors it brought into being
@@ -129,26 +157,31 @@ def create_for_token(
     return result
 
 
-def list_(store: Store, paths: Any = None, limit: Any = None, offset: Any = None) -> list[Namespace]:
+def list_(
+    store: Store,
+    paths: Sequence[str] | None = None,
+    limit: int = validate.LIST_LIMIT_DEFAULT,
+    offset: int = 0,
+) -> list[Namespace]:
     """Namespaces in the given trees (all when no path is given), ordered by slug."""
-    limit, offset = validate.page(limit, offset)
-    selected = validate.slugs(paths) if paths not in (None, "", []) else ["/"]
+    selected = list(dict.fromkeys(validate.slug(path) for path in paths)) if paths else ["/"]
     rows = store.db.all(
         "list_namespaces", all="/" in selected, slugs=selected, limit=limit, offset=offset
     )
     return [Namespace.from_row(r) for r in rows]
 
 
-def show(store: Store, slug: str) -> dict[str, Any]:
+def show(store: Store, slug: str) -> NamespaceView:
     """A namespace with the row counts of its tree."""
     with store.db.transaction() as tx:
         row = get(tx, slug)
         ids = list(resolve_trees(tx, slug))
         counts = tx.one("namespace_counts", ids=ids)
-    return {"namespace": Namespace.from_row(row), "counts": counts}
+    assert counts is not None
+    return NamespaceView(namespace=Namespace.from_row(row), counts=counts)
 
 
-def delete(store: Store, slug: str, *, confirm: bool = False) -> dict[str, Any]:
+def delete(store: Store, slug: str, *, confirm: bool = False) -> NamespaceDeletion:
     """Delete a namespace tree and everything in it, with what rows elsewhere derived from it
     (``erasure.erase_trees``). Without confirm, only report what would go."""
     path = validate.slug(slug)
@@ -160,14 +193,15 @@ def delete(store: Store, slug: str, *, confirm: bool = False) -> dict[str, Any]:
         if confirm:
             erasure.erase_trees(tx, store, list(tree))
             tx.execute("delete_namespaces", ids=list(tree))
-    return {"deleted": confirm, "namespaces": sorted(tree.values()), "counts": counts}
+    assert counts is not None
+    return NamespaceDeletion(deleted=confirm, namespaces=sorted(tree.values()), counts=counts)
 
 
-def init_self(store: Store) -> dict[str, Any]:
+def init_self(store: Store) -> SelfTree:
     """Create the /self tree (idempotent). Returns the slugs that were newly created."""
     created = []
     for slug_, (name, description) in SELF_TREE.items():
         result = create(store, slug_, name, description)
-        if result["created"]:
+        if result.created:
             created.append(slug_)
-    return {"ok": True, "namespaces": list(SELF_TREE), "namespaces_created": created}
+    return SelfTree(ok=True, namespaces=list(SELF_TREE), namespaces_created=created, self_available=True)

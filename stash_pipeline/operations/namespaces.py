@@ -16,9 +16,10 @@ from pydantic import AfterValidator, Field, StrictBool
 
 from stash_pipeline.memory import validate
 from stash_pipeline.models import Namespace as NamespaceRecord
+from stash_pipeline.models import NamespaceDeletion, SelfTree
 from stash_pipeline.operations.base import Arguments, CliView, Operation, Scope
 from stash_pipeline.operations.fields import Limit, Namespaces, Offset
-from stash_pipeline.operations.results import NamespaceCreated, NamespaceDeletion, SelfTree
+from stash_pipeline.operations.results import NamespaceCreated
 
 
 class Init(Arguments):
@@ -37,7 +38,7 @@ def _init(store: Any, a: Init, scope: Scope) -> SelfTree:
             message="this token does not cover /self with write access; the self-model is "
             f"unavailable. You may use: {', '.join(token.namespaces)}",
         )
-    return SelfTree(**namespaces.init_self(store), self_available=True)
+    return namespaces.init_self(store)
 
 
 INIT = Operation(
@@ -77,8 +78,8 @@ def _create(store: Any, a: CreateNamespace, scope: Scope) -> NamespaceCreated:
         result = namespaces.create_for_token(
             store, scope.token, path, a.name, a.description, allowance=scope.namespaces_created
         )
-    record = result["namespace"]
-    return NamespaceCreated(id=record.id, slug=record.slug, created=result["created"], namespace=record)
+    record = result.namespace
+    return NamespaceCreated(id=record.id, slug=record.slug, created=result.created, namespace=record)
 
 
 CREATE_NAMESPACE = Operation(
@@ -143,7 +144,7 @@ class DeleteNamespace(Arguments):
 def _delete(store: Any, a: DeleteNamespace, namespace: str) -> NamespaceDeletion:
     from stash_pipeline.memory import namespaces
 
-    return NamespaceDeletion.model_validate(namespaces.delete(store, namespace, confirm=a.confirm))
+    return namespaces.delete(store, namespace, confirm=a.confirm)
 
 
 DELETE_NAMESPACE = Operation(

@@ -129,16 +129,6 @@ class EpisodePurge(Result):
     erased: Erasure
 
 
-class SelfTree(Result):
-    """The /self tree: its paths and those just created. A token that may not write there
-    gets ``self_available`` false, no paths and a ``message`` naming what it may use."""
-
-    ok: bool
-    namespaces: list[str]
-    namespaces_created: list[str]
-    self_available: bool
-
-
 class NamespaceCreated(Result):
     """A created or updated namespace (``created`` false: it existed, its name or
     description may have changed)."""
@@ -147,14 +137,6 @@ class NamespaceCreated(Result):
     slug: str
     created: bool
     namespace: Namespace
-
-
-class NamespaceDeletion(Result):
-    """A namespace tree deleted, or (``deleted`` false) what deleting it would take."""
-
-    deleted: bool
-    namespaces: list[str]
-    counts: dict[str, int]
 
 
 class ConsolidationStatus(Result):
@@ -293,14 +275,12 @@ __all__ = [
     "FactWithdrawal",
     "GroupedHit",
     "NamespaceCreated",
-    "NamespaceDeletion",
     "RecallItem",
     "RecallResult",
     "Remembered",
     "RememberedBatch",
     "Resolution",
     "Result",
-    "SelfTree",
     "SourceTurn",
     "StoreStats",
 ]

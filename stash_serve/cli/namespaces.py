@@ -28,8 +28,8 @@ def _describe_deletion(store: Any, args: Any) -> str:
     from stash_pipeline.memory.namespaces import delete
 
     preview = delete(store, args.namespace, confirm=False)
-    counts = ", ".join(f"{v} {k}" for k, v in preview["counts"].items() if v)
-    return f"this deletes {', '.join(preview['namespaces'])}\nwith {counts or 'nothing in them'}"
+    counts = ", ".join(f"{v} {k}" for k, v in preview.counts.items() if v)
+    return f"this deletes {', '.join(preview.namespaces)}\nwith {counts or 'nothing in them'}"
 
 
 namespace_group.add_command(command(
@@ -55,9 +55,9 @@ def namespace_show(slug: str, as_json: bool) -> None:
     if as_json:
         emit_json(result)
         return
-    fields(result["namespace"])
+    fields(result.namespace)
     click.echo("counts (tree):")
-    for key, value in result["counts"].items():
+    for key, value in result.counts.items():
         click.echo(f"  {key}: {value}")
 
 

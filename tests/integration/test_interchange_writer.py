@@ -22,7 +22,7 @@ def _episode(ns: int, content: str, key: str | None, vector) -> dict:
 
 
 def test_one_insert_per_chunk_maps_every_written_row_back_to_its_record(store):
-    ns = namespaces.create(store, "/w")["namespace"].id
+    ns = namespaces.create(store, "/w").namespace.id
     episodes.remember(store, "/w", "already here", idempotency_key="held")
     dim = store.settings.vector_dim
     vectors = [np.full(dim, i / 10, dtype=np.float32) for i in range(6)]
@@ -52,7 +52,7 @@ def test_one_insert_per_chunk_maps_every_written_row_back_to_its_record(store):
 
 
 def test_a_table_without_ids_reports_which_rows_were_new(store):
-    ns = namespaces.create(store, "/w")["namespace"].id
+    ns = namespaces.create(store, "/w").namespace.id
     one = episodes.remember(store, "/w", "one")["id"]
     two = episodes.remember(store, "/w", "two")["id"]
     edge = {"child_kind": "episode", "child_id": two, "parent_kind": "episode", "namespace_id": ns}

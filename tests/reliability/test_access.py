@@ -99,7 +99,7 @@ CALLS: dict[str, Args] = {
     "init": lambda s, ns: {},
     "create_namespace": lambda s, ns: {"namespace": f"{ns}/new{_n()}"},
     "list_namespaces": lambda s, ns: {"namespaces": ns},
-    "delete_namespace": lambda s, ns: {"namespace": ns_ops.create(s, f"{ns}/doomed{_n()}")["namespace"].slug, "confirm": True},
+    "delete_namespace": lambda s, ns: {"namespace": ns_ops.create(s, f"{ns}/doomed{_n()}").namespace.slug, "confirm": True},
     "remember": lambda s, ns: {"content": f"note {_n()}", "namespace": ns},
     "remember_batch": lambda s, ns: {"namespace": ns, "items": [{"content": f"batch {_n()}"}]},
     "get_episode": lambda s, ns: {"id": _episode(s, ns)},
