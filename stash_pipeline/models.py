@@ -388,3 +388,14 @@ class SelfTree(Result):
     namespaces: list[str]
     namespaces_created: list[str]
     self_available: bool
+
+
+class Resolution(Result):
+    """A resolved contradiction and its two facts after the action; ``withdrawn`` is the
+    lineage cascade of ``neither`` (None otherwise)."""
+
+    contradiction: Contradiction
+    old_fact: Fact
+    new_fact: Fact
+    withdrawn: Cascade | None
+    note: str | None

@@ -32,38 +32,40 @@ resolution 'withdrawn': nothing is left to decide.
 
 ``note`` (optional free text) is stored with the resolution (``resolution_note``) and,
 for ``neither``, is also the withdrawal reason of both facts.
+
+The functions take parsed values (``validate``'s module docstring says which layer checks
+what): ids as ints, ``action`` one of ``validate.CONTRADICTION_ACTIONS``; they check the
+note against the store's limits, the scope and each resolution against the state machine.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from stash_pipeline import errors
 from stash_pipeline.memory import lineage, timeline, validate
 from stash_pipeline.memory.paging import Page
 from stash_pipeline.memory.scope import found_in_scope, scope_ids
-from stash_pipeline.models import Contradiction, Fact
+from stash_pipeline.models import Cascade, Contradiction, Fact, Resolution
 from stash_pipeline.store import Store
 
 
 def list_(
     store: Store,
-    namespaces: Any = "/",
+    namespaces: Sequence[str] = ("/",),
     *,
     include_resolved: bool = False,
-    limit: Any = None,
-    offset: Any = None,
+    limit: int = validate.LIST_LIMIT_DEFAULT,
+    offset: int = 0,
 ) -> list[Contradiction]:
     """Contradictions in the namespace trees, newest first (unresolved only by default)."""
-    page = Page.of(limit, offset)
-    return page.in_trees(
-        store, "contradiction_list", Contradiction, namespaces, include_resolved=bool(include_resolved)
+    return Page(limit, offset).in_trees(
+        store, "contradiction_list", Contradiction, namespaces, include_resolved=include_resolved
     )
 
 
-def get(store: Store, contradiction_id: Any, namespaces: Any = None) -> Contradiction:
+def get(store: Store, contradiction_id: int, namespaces: Sequence[str] | None = None) -> Contradiction:
     """One contradiction."""
-    contradiction_id = validate.record_id(contradiction_id, "contradiction_id")
     with store.db.transaction() as tx:
         row = found_in_scope(
             tx.one("contradiction_get", id=contradiction_id), scope_ids(tx, namespaces), f"contradiction {contradiction_id}"
@@ -73,19 +75,16 @@ def get(store: Store, contradiction_id: Any, namespaces: Any = None) -> Contradi
 
 def resolve(
     store: Store,
-    contradiction_id: Any,
-    action: str,
+    contradiction_id: int,
+    action: validate.ContradictionAction,
     *,
     note: str | None = None,
-    namespaces: Any = None,
-) -> dict[str, Any]:
+    namespaces: Sequence[str] | None = None,
+) -> Resolution:
     """Resolve a contradiction with an action on its two facts (see the module docstring).
 
-    Returns ``{"contradiction", "old_fact", "new_fact", "withdrawn", "note"}``; ``withdrawn``
-    is the lineage cascade report for ``neither`` and None otherwise.
+    ``withdrawn`` is the lineage cascade report for ``neither`` and None otherwise.
     """
-    contradiction_id = validate.record_id(contradiction_id, "contradiction_id")
-    validate.one_of(action, validate.CONTRADICTION_ACTIONS, "action")
     note = validate.optional_text(store.settings, note, "note")
 
     with store.db.transaction() as tx:
@@ -112,7 +111,7 @@ def resolve(
         # the resolution first: an open (or keep_both) pair is what keeps two values of a
         # key holding at once, so the timeline below reads it
         tx.execute("contradiction_mark_resolved", id=contradiction_id, resolution=action, note=note)
-        withdrawn = None
+        withdrawn: Cascade | None = None
         if action == "keep_new":
             timeline.reject(tx, [old_id], new_id)
         elif action == "keep_old":
@@ -120,11 +119,12 @@ def resolve(
         elif action == "neither":
             reason = note or f"contradiction {contradiction_id} resolved: neither fact holds"
             tx.all("contradiction_withdraw_facts", ids=[old_id, new_id], reason=reason)
-            withdrawn = lineage.withdraw_cascade(
+            cascade = lineage.withdraw_cascade(
                 tx, [("fact", old_id), ("fact", new_id)], reason, settings=store.settings,
                 scope=scope_ids(tx, namespaces),
             )
-            withdrawn["withdrawn_fact_ids"] = sorted({old_id, new_id, *withdrawn["withdrawn_fact_ids"]})
+            cascade["withdrawn_fact_ids"] = sorted({old_id, new_id, *cascade["withdrawn_fact_ids"]})
+            withdrawn = Cascade.model_validate(cascade)
         # the key's timeline recomputed: a rejected fact gives back the time it took, a kept
         # one holds again until the next value, keep_both lets both hold; relationships follow
         timeline.settle(tx, store.settings, [old_id, new_id])
@@ -132,10 +132,10 @@ def resolve(
         old_fact = tx.one("fact_get", id=old_id, as_of=None, known_at=None)
         new_fact = tx.one("fact_get", id=new_id, as_of=None, known_at=None)
     assert resolved is not None and old_fact is not None and new_fact is not None
-    return {
-        "contradiction": Contradiction.from_row(resolved),
-        "old_fact": Fact.from_row(old_fact),
-        "new_fact": Fact.from_row(new_fact),
-        "withdrawn": withdrawn,
-        "note": note,
-    }
+    return Resolution(
+        contradiction=Contradiction.from_row(resolved),
+        old_fact=Fact.from_row(old_fact),
+        new_fact=Fact.from_row(new_fact),
+        withdrawn=withdrawn,
+        note=note,
+    )

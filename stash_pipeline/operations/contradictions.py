@@ -11,10 +11,9 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from stash_pipeline.memory import validate
-from stash_pipeline.models import Contradiction
+from stash_pipeline.models import Contradiction, Resolution
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import Limit, Namespaces, Offset, RecordId
-from stash_pipeline.operations.results import Resolution
 
 
 class ListContradictions(Arguments):
@@ -61,9 +60,7 @@ class ResolveContradiction(Arguments):
 def _resolve(store: Any, a: ResolveContradiction, namespaces: list[str] | None) -> Resolution:
     from stash_pipeline.memory import contradictions
 
-    return Resolution.model_validate(
-        contradictions.resolve(store, a.id, a.resolution, note=a.note, namespaces=namespaces)
-    )
+    return contradictions.resolve(store, a.id, a.resolution, note=a.note, namespaces=namespaces)
 
 
 RESOLVE_CONTRADICTION = Operation(

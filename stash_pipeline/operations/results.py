@@ -48,14 +48,6 @@ class FactPurge(Result):
     erased: Erasure
 
 
-class Resolution(Result):
-    contradiction: Contradiction
-    old_fact: Fact
-    new_fact: Fact
-    withdrawn: Cascade | None
-    note: str | None
-
-
 class EntityMoved(Result):
     """What a merge or split moved: the aliases, and counts of facts and relationship ends."""
 
@@ -279,7 +271,6 @@ __all__ = [
     "RecallResult",
     "Remembered",
     "RememberedBatch",
-    "Resolution",
     "Result",
     "SourceTurn",
     "StoreStats",

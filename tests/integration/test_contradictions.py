@@ -6,6 +6,7 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.memory import contradictions, facts, graph, namespaces
+from stash_pipeline.operations.contradictions import LIST_CONTRADICTIONS, RESOLVE_CONTRADICTION
 
 
 @pytest.fixture
@@ -34,28 +35,28 @@ def test_list_unresolved_by_default_scoped_and_paginated(ns):
     _, _, auto_a = _pair(store, "/p/a", supersede=True, entity="db")
     _, _, open_other = _pair(store, "/other")
     assert [c.id for c in contradictions.list_(store)] == [open_other, open_a]
-    assert [c.id for c in contradictions.list_(store, "/p")] == [open_a]
-    assert [c.id for c in contradictions.list_(store, "/p", include_resolved=True)] == [auto_a, open_a]
+    assert [c.id for c in contradictions.list_(store, ["/p"])] == [open_a]
+    assert [c.id for c in contradictions.list_(store, ["/p"], include_resolved=True)] == [auto_a, open_a]
     assert [c.id for c in contradictions.list_(store, limit=1, offset=1)] == [open_a]
-    c = contradictions.list_(store, "/p")[0]
+    c = contradictions.list_(store, ["/p"])[0]
     assert (c.namespace, c.entity, c.property, c.old_value, c.new_value, c.resolved) == (
         "/p/a", "api", "port", "8080", "9090", False
     )
     with pytest.raises(errors.NamespaceNotFound):
-        contradictions.list_(store, "/nope")
+        contradictions.list_(store, ["/nope"])
 
 
 def test_keep_new_retires_the_old_fact(ns):
     store = ns
     old, new, cid = _pair(store)
     out = contradictions.resolve(store, cid, "keep_new")
-    c = out["contradiction"]
+    c = out.contradiction
     assert (c.resolved, c.resolution) == (True, "keep_new") and c.resolved_at is not None
     old_fact, new_fact = _fact(store, old), _fact(store, new)
     assert old_fact.current is False and old_fact.superseded_by == new and old_fact.valid_until is not None
     assert old_fact.withdrawn_at is None
     assert new_fact.current is True and new_fact.superseded_by is None
-    assert out["old_fact"].current is False and out["new_fact"].current is True
+    assert out.old_fact.current is False and out.new_fact.current is True
     assert [f.id for f in facts.query(store, "/p/a", entity="api")] == [new]
     assert contradictions.list_(store) == []
 
@@ -74,8 +75,8 @@ def test_keep_old_restores_an_auto_superseded_old_fact(ns):
     before = _fact(store, old)
     assert before.current is False and before.superseded_by == new
     out = contradictions.resolve(store, cid, "keep_old", note="the port change was rolled back")
-    assert out["contradiction"].resolution == "keep_old"
-    assert out["note"] == "the port change was rolled back"
+    assert out.contradiction.resolution == "keep_old"
+    assert out.note == "the port change was rolled back"
     stored = contradictions.get(store, cid)
     assert stored.resolution_note == "the port change was rolled back"
     restored, retired = _fact(store, old), _fact(store, new)
@@ -98,15 +99,15 @@ def test_neither_withdraws_both_and_cascades(ns):
     other = facts.assert_fact(store, "/p/a", "unrelated fact")["fact"].id
     link = graph.create_causal_link(store, "/p/a", old, effect_id=other)
     out = contradictions.resolve(store, cid, "neither", note="both were guesses")
-    assert out["withdrawn"]["withdrawn_fact_ids"] == sorted([old, new])
-    assert out["withdrawn"]["withdrawn"]["causal_link"] == 1
+    assert out.withdrawn.withdrawn_fact_ids == sorted([old, new])
+    assert out.withdrawn.withdrawn["causal_link"] == 1
     for fid in (old, new):
         f = _fact(store, fid)
         assert f.current is False and f.withdrawn_at is not None and f.withdrawn_reason == "both were guesses"
     assert _fact(store, other).current is True
     assert graph.list_causal_links(store) == []
     assert [x.id for x in graph.list_causal_links(store, include_withdrawn=True)] == [link.id]
-    assert out["contradiction"].resolution == "neither"
+    assert out.contradiction.resolution == "neither"
 
 
 def test_resolving_twice_is_an_invalid_transition(ns):
@@ -129,22 +130,34 @@ def test_auto_resolution_can_be_overridden_once(ns):
         contradictions.resolve(store, cid, "keep_both")
 
 
-def test_bad_action_and_unknown_or_foreign_ids(ns):
+@pytest.mark.parametrize(
+    ("operation", "values"),
+    [
+        (RESOLVE_CONTRADICTION, {"id": 1, "resolution": "resolved"}),
+        (RESOLVE_CONTRADICTION, {"id": "abc", "resolution": "keep_new"}),
+        (RESOLVE_CONTRADICTION, {"id": 0, "resolution": "keep_new"}),
+        (LIST_CONTRADICTIONS, {"limit": -1}),
+    ],
+)
+def test_arguments_are_parsed_by_the_operation(operation, values):
+    """Shapes, bounds and actions are the arguments model's to check; the library takes
+    the parsed values."""
+    with pytest.raises(errors.InvalidInput):
+        operation.parse(values)
+
+
+def test_unknown_or_foreign_ids(ns):
     store = ns
     old, new, cid = _pair(store)
-    with pytest.raises(errors.InvalidInput, match="action must be one of"):
-        contradictions.resolve(store, cid, "resolved")
     with pytest.raises(errors.RecordNotFound):
         contradictions.resolve(store, 999999, "keep_new")
     with pytest.raises(errors.RecordNotFound):
-        contradictions.resolve(store, cid, "keep_new", namespaces="/other")
+        contradictions.resolve(store, cid, "keep_new", namespaces=["/other"])
     with pytest.raises(errors.RecordNotFound):
-        contradictions.get(store, cid, namespaces="/other")
-    with pytest.raises(errors.InvalidInput):
-        contradictions.resolve(store, "abc", "keep_new")
-    assert contradictions.get(store, cid, namespaces="/p").resolved is False
+        contradictions.get(store, cid, namespaces=["/other"])
+    assert contradictions.get(store, cid, namespaces=["/p"]).resolved is False
     assert _fact(store, old).current is True and _fact(store, new).current is True
-    contradictions.resolve(store, cid, "keep_old", namespaces="/p")
+    contradictions.resolve(store, cid, "keep_old", namespaces=["/p"])
     assert contradictions.get(store, cid).resolution == "keep_old"
 
 
@@ -158,7 +171,7 @@ def test_a_withdrawn_fact_cannot_be_kept(ns):
     with pytest.raises(errors.InvalidTransition):
         contradictions.resolve(store, cid, "keep_both")
     out = contradictions.resolve(store, cid, "keep_old")
-    assert out["old_fact"].current is True
+    assert out.old_fact.current is True
 
 
 def test_withdrawing_a_fact_resolves_its_open_contradiction(ns):

@@ -133,7 +133,7 @@ def test_withdrawing_a_fact_resolves_its_open_contradictions(store):
     facts.withdraw(store, open_one.new_fact_id, "typo")
     got = contradictions.get(store, open_one.id)
     assert (got.resolved, got.resolution) == (True, "withdrawn")
-    assert contradictions.list_(store, NS) == []
+    assert contradictions.list_(store, [NS]) == []
 
 
 def test_restoring_a_fact_reopens_the_relationships_its_supersession_closed(store):
