@@ -399,3 +399,23 @@ class Resolution(Result):
     new_fact: Fact
     withdrawn: Cascade | None
     note: str | None
+
+
+class StoreStats(Result):
+    """Counts of everything stored in some namespace trees (by status where records have one)."""
+
+    namespaces: int
+    episodes: int
+    episodes_forgotten: int
+    facts_needing_recheck: int
+    relationships: int
+    causal_links: int
+    patterns: int
+    contradictions_open: int
+    hypotheses: dict[str, int]
+    goals: dict[str, int]
+    failures: int
+    model_calls: int
+    facts: dict[str, int]
+    dead_letters: dict[str, int]
+    tokens: dict[str, int]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from stash_pipeline.models import StoreStats
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import Namespaces
-from stash_pipeline.operations.results import StoreStats
 
 
 class Stats(Arguments):
@@ -22,7 +22,7 @@ class Stats(Arguments):
 def _stats(store: Any, a: Stats, namespaces: list[str]) -> StoreStats:
     from stash_pipeline.memory import admin
 
-    return StoreStats.model_validate(admin.stats(store, namespaces))
+    return admin.stats(store, namespaces)
 
 
 STATS = Operation(

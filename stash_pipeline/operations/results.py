@@ -160,26 +160,6 @@ class ConsolidationStarted(Result):
         return {key: value for key, value in handler(self).items() if value is not None}
 
 
-class StoreStats(Result):
-    """Counts of everything stored in some namespace trees (by status where records have one)."""
-
-    namespaces: int
-    episodes: int
-    episodes_forgotten: int
-    facts_needing_recheck: int
-    relationships: int
-    causal_links: int
-    patterns: int
-    contradictions_open: int
-    hypotheses: dict[str, int]
-    goals: dict[str, int]
-    failures: int
-    model_calls: int
-    facts: dict[str, int]
-    dead_letters: dict[str, int]
-    tokens: dict[str, int]
-
-
 # --- recall: the shape ``memory.recall.recall_results`` answers, published as the tool's
 # output schema (the answer itself stays the library's dict: one shaping, counted once
 # against max_tokens). Plain models, not ``Result``: the schema says what is there.
@@ -273,5 +253,4 @@ __all__ = [
     "RememberedBatch",
     "Result",
     "SourceTurn",
-    "StoreStats",
 ]

@@ -193,15 +193,15 @@ def test_cascade_is_idempotent(store, world):
 
 def test_stats_follow_withdrawal(store, world):
     before = admin.stats(store)
-    assert before["episodes"] == 2 and before["facts"] == {"current": 3, "retired": 0}
-    assert before["relationships"] == 3 and before["patterns"] == 2 and before["causal_links"] == 1
-    assert before["hypotheses"] == {"proposed": 0, "testing": 0, "confirmed": 0, "rejected": 0}
+    assert before.episodes == 2 and before.facts == {"current": 3, "retired": 0}
+    assert before.relationships == 3 and before.patterns == 2 and before.causal_links == 1
+    assert before.hypotheses == {"proposed": 0, "testing": 0, "confirmed": 0, "rejected": 0}
     episodes.forget(store, "Alice took over the billing service in March", NS, threshold=0.5)
-    after = admin.stats(store, NS)
-    assert after["episodes"] == 1 and after["episodes_forgotten"] == 1
-    assert after["facts"] == {"current": 1, "retired": 2}
-    assert after["facts_needing_recheck"] == 1
-    assert after["relationships"] == 1 and after["patterns"] == 1 and after["causal_links"] == 0
-    assert after["namespaces"] == 1 and admin.stats(store)["namespaces"] == 3
-    assert after["model_calls"] == 0 and after["tokens"] == {"prompt": 0, "completion": 0}
-    assert after["dead_letters"] == {"pending": 0, "dead": 0}
+    after = admin.stats(store, [NS])
+    assert after.episodes == 1 and after.episodes_forgotten == 1
+    assert after.facts == {"current": 1, "retired": 2}
+    assert after.facts_needing_recheck == 1
+    assert after.relationships == 1 and after.patterns == 1 and after.causal_links == 0
+    assert after.namespaces == 1 and admin.stats(store).namespaces == 3
+    assert after.model_calls == 0 and after.tokens == {"prompt": 0, "completion": 0}
+    assert after.dead_letters == {"pending": 0, "dead": 0}
