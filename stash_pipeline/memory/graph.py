@@ -21,10 +21,17 @@ relationship is returned when it was recorded by ``known_at``, not withdrawn by 
 and its source fact was valid at ``as_of`` as Stash knew it at ``known_at`` (a
 relationship holds over its source fact's interval); a causal link when it was recorded
 by ``known_at``, not withdrawn by then, and ``as_of`` lies in its own interval.
+
+The functions take parsed values (``validate``'s module docstring says which layer checks
+what): ids as ints, confidences within [0, 1], times as UTC datetimes; they check the
+names and the rationale against the store's limits, the ends of a link against its
+namespace's tree, and the rules between its arguments (exactly one effect, no fact
+causing itself).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +42,7 @@ from stash_pipeline.memory.namespaces import get as get_namespace
 from stash_pipeline.memory.namespaces import resolve_trees
 from stash_pipeline.memory.paging import Page
 from stash_pipeline.memory.scope import found_in_scope, scope_ids
-from stash_pipeline.models import CausalLink, CausalStep, Pattern, Relationship
+from stash_pipeline.models import CausalLink, CausalStep, Deleted, Pattern, Relationship
 from stash_pipeline.store import Store
 
 # --- relationships and patterns -------------------------------------------------------
@@ -43,15 +50,15 @@ from stash_pipeline.store import Store
 
 def query_relationships(
     store: Store,
-    namespaces: Any = "/",
+    namespaces: Sequence[str] = ("/",),
     *,
     entity: str | None = None,
     relation_type: str | None = None,
     include_withdrawn: bool = False,
     as_of: datetime | None = None,
     known_at: datetime | None = None,
-    limit: Any = None,
-    offset: Any = None,
+    limit: int = validate.LIST_LIMIT_DEFAULT,
+    offset: int = 0,
 ) -> list[Relationship]:
     """Relationships in the namespace trees, oldest first.
 
@@ -59,7 +66,6 @@ def query_relationships(
     identifier the stage stores (e.g. ``depends_on``; case is ignored). ``as_of`` /
     ``known_at``: those holding then, as known then (module docstring).
     """
-    page = Page.of(limit, offset)
     times = {"as_of": as_of, "known_at": known_at}
     entity = _optional_name(entity, "entity")
     if relation_type is not None:
@@ -69,29 +75,30 @@ def query_relationships(
                 "e.g. depends_on"
             )
         relation_type = relation_type.strip().lower()
-    return page.in_trees(
+    return Page(limit, offset).in_trees(
         store,
         "graph_query_relationships",
         Relationship,
         namespaces,
         entity=entity,
         relation_type=relation_type,
-        include_withdrawn=bool(include_withdrawn),
+        include_withdrawn=include_withdrawn,
         **times,
     )
 
 
 def query_patterns(
     store: Store,
-    namespaces: Any = "/",
+    namespaces: Sequence[str] = ("/",),
     *,
     include_withdrawn: bool = False,
-    limit: Any = None,
-    offset: Any = None,
+    limit: int = validate.LIST_LIMIT_DEFAULT,
+    offset: int = 0,
 ) -> list[Pattern]:
     """Patterns in the namespace trees with the fact and relationship ids each one cites."""
-    page = Page.of(limit, offset)
-    return page.in_trees(store, "graph_query_patterns", Pattern, namespaces, include_withdrawn=bool(include_withdrawn))
+    return Page(limit, offset).in_trees(
+        store, "graph_query_patterns", Pattern, namespaces, include_withdrawn=include_withdrawn
+    )
 
 
 # --- causal links ----------------------------------------------------------------------
@@ -100,11 +107,11 @@ def query_patterns(
 def create_causal_link(
     store: Store,
     namespace: str,
-    cause_id: Any,
+    cause_id: int,
     *,
-    effect_id: Any = None,
-    effect_failure_id: Any = None,
-    confidence: Any = 0.8,
+    effect_id: int | None = None,
+    effect_failure_id: int | None = None,
+    confidence: float = 0.8,
     rationale: str | None = None,
 ) -> CausalLink:
     """Assert that fact ``cause_id`` causes fact ``effect_id`` or failure ``effect_failure_id``.
@@ -113,14 +120,11 @@ def create_causal_link(
     ``namespace``'s tree. A duplicate live link is a ``Conflict``. Lineage points at the
     cause and the effect, so withdrawing either withdraws the link.
     """
-    cause = validate.record_id(cause_id, "cause_id")
-    if (effect_id is None) == (effect_failure_id is None):
+    cause, effect_fact, effect_failure = cause_id, effect_id, effect_failure_id
+    if (effect_fact is None) == (effect_failure is None):
         raise errors.InvalidInput("give exactly one effect: effect_id (a fact) or effect_failure_id (a failure)")
-    effect_fact = None if effect_id is None else validate.record_id(effect_id, "effect_id")
-    effect_failure = None if effect_failure_id is None else validate.record_id(effect_failure_id, "effect_failure_id")
     if effect_fact is not None and effect_fact == cause:
         raise errors.InvalidInput(f"a fact cannot cause itself (cause_id and effect_id are both {cause})")
-    confidence = validate.probability(confidence)
     rationale = validate.optional_text(store.settings, rationale, "rationale")
 
     with store.db.transaction() as tx:
@@ -159,26 +163,24 @@ def create_causal_link(
 
 def list_causal_links(
     store: Store,
-    namespaces: Any = "/",
+    namespaces: Sequence[str] = ("/",),
     *,
     include_withdrawn: bool = False,
     as_of: datetime | None = None,
     known_at: datetime | None = None,
-    limit: Any = None,
-    offset: Any = None,
+    limit: int = validate.LIST_LIMIT_DEFAULT,
+    offset: int = 0,
 ) -> list[CausalLink]:
     """Non-deleted causal links in the namespace trees, oldest first; with ``as_of`` /
     ``known_at`` those holding then, as known then (module docstring)."""
-    page = Page.of(limit, offset)
     times = {"as_of": as_of, "known_at": known_at}
-    return page.in_trees(
-        store, "graph_list_causal_links", CausalLink, namespaces, include_withdrawn=bool(include_withdrawn), **times
+    return Page(limit, offset).in_trees(
+        store, "graph_list_causal_links", CausalLink, namespaces, include_withdrawn=include_withdrawn, **times
     )
 
 
-def get_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> CausalLink:
+def get_causal_link(store: Store, link_id: int, namespaces: Sequence[str] | None = None) -> CausalLink:
     """One non-deleted causal link."""
-    link_id = validate.record_id(link_id, "link_id")
     with store.db.transaction() as tx:
         row = _causal_link_in_scope(tx, link_id, scope_ids(tx, namespaces))
     return CausalLink.from_row(row)
@@ -186,11 +188,11 @@ def get_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> Causa
 
 def trace_causal_chain(
     store: Store,
-    fact_id: Any,
+    fact_id: int,
     *,
     direction: validate.TraceDirection = "forward",
     max_depth: int = validate.TRACE_DEPTH_DEFAULT,
-    namespaces: Any = None,
+    namespaces: Sequence[str] | None = None,
     as_of: datetime | None = None,
     known_at: datetime | None = None,
 ) -> list[CausalStep]:
@@ -205,7 +207,6 @@ def trace_causal_chain(
     links holding then, as known then (module docstring). ``direction``, ``max_depth`` and
     the times arrive checked (the ``trace_causal_chain`` operation's model).
     """
-    fact_id = validate.record_id(fact_id, "fact_id")
     times = {"as_of": as_of, "known_at": known_at}
     with store.db.transaction() as tx:
         fact = tx.one("fact_get", id=fact_id, as_of=None, known_at=None)
@@ -218,13 +219,12 @@ def trace_causal_chain(
     return [CausalStep.from_row(r) for r in rows]
 
 
-def delete_causal_link(store: Store, link_id: Any, namespaces: Any = None) -> dict[str, Any]:
+def delete_causal_link(store: Store, link_id: int, namespaces: Sequence[str] | None = None) -> Deleted:
     """Soft-delete a causal link; a deleted or out-of-scope link is RecordNotFound."""
-    link_id = validate.record_id(link_id, "link_id")
     with store.db.transaction() as tx:
         _causal_link_in_scope(tx, link_id, scope_ids(tx, namespaces))
         tx.execute("graph_delete_causal_link", id=link_id)
-    return {"ok": True, "id": link_id}
+    return Deleted(ok=True, id=link_id)
 
 
 # --- helpers -----------------------------------------------------------------------------

@@ -218,7 +218,7 @@ class DeleteCausalLink(Arguments):
 def _delete(store: Any, a: DeleteCausalLink, namespaces: list[str] | None) -> Deleted:
     from stash_pipeline.memory import graph
 
-    return Deleted.model_validate(graph.delete_causal_link(store, a.id, namespaces))
+    return graph.delete_causal_link(store, a.id, namespaces)
 
 
 DELETE_CAUSAL_LINK = Operation(

@@ -200,7 +200,7 @@ def test_relationships_and_causal_links_carry_event_time(store):
                     id=link.id)
     assert stored == {"valid_from": DAY[2], "valid_until": None, "retired_at": None}
     assert graph.get_causal_link(store, link.id).valid_from == DAY[2]
-    [listed] = graph.query_relationships(store, NS)
+    [listed] = graph.query_relationships(store, [NS])
     assert (listed.valid_from, listed.valid_until) == (DAY[0], DAY[3])
     # withdrawal retires the fact and, through the cascade, what was drawn from it
     facts.withdraw(store, old.id, "wrong")

@@ -159,7 +159,7 @@ def test_a_0017_database_reads_the_same_after_the_upgrade(at_0017: str, tmp_path
 
         def read() -> list[Any]:
             return [(_read(store, NS, known) if known else None,
-                     [c.id for c in graph.list_causal_links(store, NS, known_at=known or datetime.now(UTC))])
+                     [c.id for c in graph.list_causal_links(store, [NS], known_at=known or datetime.now(UTC))])
                     for known in times]
 
         old = read()

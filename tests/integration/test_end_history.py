@@ -62,7 +62,7 @@ def _changed_three_times(store: Store) -> dict[str, Any]:
 def _read(store: Store, ns: str, known: datetime) -> dict[str, Any]:
     at = datetime(2013, 7, 1, tzinfo=UTC)
     return {"facts": sorted(f.value for f in facts.query(store, ns, as_of=at, known_at=known)),
-            "relationships": [r.to_entity for r in graph.query_relationships(store, ns, as_of=at, known_at=known)],
+            "relationships": [r.to_entity for r in graph.query_relationships(store, [ns], as_of=at, known_at=known)],
             "now": sorted(f.value for f in facts.query(store, ns, as_of=at))}
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.memory import facts, failures, graph, lineage, namespaces
-from stash_pipeline.operations.graph import TRACE_CAUSAL_CHAIN
+from stash_pipeline.models import Deleted
+from stash_pipeline.operations.graph import CREATE_CAUSAL_LINK, QUERY_RELATIONSHIPS, TRACE_CAUSAL_CHAIN
 
 
 def _fact(store, namespace: str, text: str) -> int:
@@ -51,14 +52,14 @@ def test_query_relationships_filters_and_scopes(tree):
     r3 = _relationship(store, "/other", f2, "billing", "depends_on", "stripe")
 
     assert [r.id for r in graph.query_relationships(store)] == [r1, r2, r3]
-    assert [r.id for r in graph.query_relationships(store, "/p")] == [r1, r2]
+    assert [r.id for r in graph.query_relationships(store, ["/p"])] == [r1, r2]
     # entity matches either end, case-insensitively
     assert [r.id for r in graph.query_relationships(store, entity="postgres")] == [r1]
     assert [r.id for r in graph.query_relationships(store, entity="API")] == [r1, r2]
     assert [r.id for r in graph.query_relationships(store, relation_type="depends_on")] == [r1, r3]
     assert [r.id for r in graph.query_relationships(store, relation_type="Owned_By")] == [r2]
     assert [r.id for r in graph.query_relationships(store, limit=1, offset=1)] == [r2]
-    rel = graph.query_relationships(store, "/p/a", relation_type="owned_by")[0]
+    rel = graph.query_relationships(store, ["/p/a"], relation_type="owned_by")[0]
     assert (rel.namespace, rel.from_entity, rel.to_entity, rel.source_fact_id) == ("/p/a", "api", "team-x", f1)
 
 
@@ -76,9 +77,9 @@ def test_query_relationships_rejects_bad_input(tree):
     with pytest.raises(errors.InvalidInput, match="relation_type"):
         graph.query_relationships(tree, relation_type="depends on")
     with pytest.raises(errors.InvalidInput):
-        graph.query_relationships(tree, limit=0)
+        QUERY_RELATIONSHIPS.parse({"limit": 0})
     with pytest.raises(errors.NamespaceNotFound):
-        graph.query_relationships(tree, "/nope")
+        graph.query_relationships(tree, ["/nope"])
 
 
 def test_query_patterns_reports_cited_sources(tree):
@@ -98,7 +99,7 @@ def test_query_patterns_reports_cited_sources(tree):
             "INSERT INTO patterns (namespace_id, content) VALUES (%s, 'elsewhere') RETURNING id",
             (_ns_id(store, "/other"),),
         ).fetchone()
-    patterns = graph.query_patterns(store, "/p")
+    patterns = graph.query_patterns(store, ["/p"])
     assert len(patterns) == 1
     p = patterns[0]
     assert (p.id, p.namespace, p.content) == (row["id"], "/p/a", "Friday deploys are risky")
@@ -107,11 +108,11 @@ def test_query_patterns_reports_cited_sources(tree):
     assert [x.id for x in graph.query_patterns(store)] == [row["id"], other["id"]]
     # withdrawing a cited fact leaves the pattern alive (another source lives) ...
     facts.withdraw(store, f2, "wrong")
-    assert [x.id for x in graph.query_patterns(store, "/p")] == [row["id"]]
+    assert [x.id for x in graph.query_patterns(store, ["/p"])] == [row["id"]]
     # ... withdrawing every source withdraws it; include_withdrawn shows it again
     facts.withdraw(store, f1, "wrong")
-    assert graph.query_patterns(store, "/p") == []
-    assert [x.id for x in graph.query_patterns(store, "/p", include_withdrawn=True)] == [row["id"]]
+    assert graph.query_patterns(store, ["/p"]) == []
+    assert [x.id for x in graph.query_patterns(store, ["/p"], include_withdrawn=True)] == [row["id"]]
 
 
 # --- create causal links -------------------------------------------------------------------
@@ -129,7 +130,7 @@ def test_create_causal_link_fact_to_fact_with_lineage(tree):
     with store.db.transaction() as tx:
         parents = lineage.parents_of(tx, "causal_link", link.id)
     assert sorted((p["kind"], p["id"]) for p in parents) == sorted([("fact", cause), ("fact", effect)])
-    assert [x.id for x in graph.list_causal_links(store, "/p")] == [link.id]
+    assert [x.id for x in graph.list_causal_links(store, ["/p"])] == [link.id]
 
 
 def test_create_causal_link_to_failure(tree):
@@ -195,22 +196,26 @@ def test_create_causal_link_rejects_retired_fact_and_deleted_failure(tree):
         graph.create_causal_link(store, "/p/a", cause, effect_failure_id=failure.id)
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"confidence": 1.5}, "confidence"),
-        ({"confidence": "high"}, "confidence"),
-        ({"rationale": "a\x00b"}, "NUL"),
-    ],
-)
-def test_create_causal_link_validates_values(tree, kwargs, match):
+def test_create_causal_link_checks_the_rationale(tree):
     store = tree
     cause = _fact(store, "/p/a", "x happened")
     effect = _fact(store, "/p/a", "y happened")
+    with pytest.raises(errors.InvalidInput, match="NUL"):
+        graph.create_causal_link(store, "/p/a", cause, effect_id=effect, rationale="a\x00b")
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"confidence": 1.5}, "confidence"),
+        ({"confidence": "high"}, "confidence"),
+        ({"cause_id": -1}, "cause_id"),
+    ],
+)
+def test_create_causal_link_arguments_are_parsed_by_the_operation(values, match):
+    """Shapes and bounds are the arguments model's to check; the library takes the parsed values."""
     with pytest.raises(errors.InvalidInput, match=match):
-        graph.create_causal_link(store, "/p/a", cause, effect_id=effect, **kwargs)
-    with pytest.raises(errors.InvalidInput, match="cause_id"):
-        graph.create_causal_link(store, "/p/a", -1, effect_id=effect)
+        CREATE_CAUSAL_LINK.parse({"cause_id": 1, "effect_id": 2, "namespace": "/p/a", **values})
 
 
 # --- list / get / delete -----------------------------------------------------------------
@@ -223,13 +228,13 @@ def test_list_get_delete_causal_links_with_scope(tree):
     mine = graph.create_causal_link(store, "/p/a", a1, effect_id=a2)
     theirs = graph.create_causal_link(store, "/other", o1, effect_id=o2)
     assert [x.id for x in graph.list_causal_links(store)] == [mine.id, theirs.id]
-    assert [x.id for x in graph.list_causal_links(store, "/p")] == [mine.id]
-    assert graph.get_causal_link(store, mine.id, namespaces="/p").id == mine.id
+    assert [x.id for x in graph.list_causal_links(store, ["/p"])] == [mine.id]
+    assert graph.get_causal_link(store, mine.id, namespaces=["/p"]).id == mine.id
     with pytest.raises(errors.RecordNotFound):
-        graph.get_causal_link(store, theirs.id, namespaces="/p")
+        graph.get_causal_link(store, theirs.id, namespaces=["/p"])
     with pytest.raises(errors.RecordNotFound):
-        graph.delete_causal_link(store, theirs.id, namespaces="/p")
-    assert graph.delete_causal_link(store, mine.id, namespaces="/p/a") == {"ok": True, "id": mine.id}
+        graph.delete_causal_link(store, theirs.id, namespaces=["/p"])
+    assert graph.delete_causal_link(store, mine.id, namespaces=["/p/a"]) == Deleted(ok=True, id=mine.id)
     assert [x.id for x in graph.list_causal_links(store)] == [theirs.id]
     with pytest.raises(errors.RecordNotFound):
         graph.delete_causal_link(store, mine.id)
@@ -321,11 +326,11 @@ def test_trace_does_not_cross_namespaces(tree):
     # default scope = the start fact's own tree (/p/a): the /p link is not followed
     assert [s.effect_fact_id for s in graph.trace_causal_chain(store, a1)] == [a2]
     # widen the scope to /p: the chain continues into /p/b
-    assert [s.effect_fact_id for s in graph.trace_causal_chain(store, a1, namespaces="/p")] == [a2, b1]
-    assert graph.trace_causal_chain(store, a1, namespaces="/p")[1].link_id == cross.id
+    assert [s.effect_fact_id for s in graph.trace_causal_chain(store, a1, namespaces=["/p"])] == [a2, b1]
+    assert graph.trace_causal_chain(store, a1, namespaces=["/p"])[1].link_id == cross.id
     # a scope that excludes the start fact: not found
     with pytest.raises(errors.RecordNotFound):
-        graph.trace_causal_chain(store, a1, namespaces="/other")
+        graph.trace_causal_chain(store, a1, namespaces=["/other"])
     with pytest.raises(errors.RecordNotFound):
         graph.trace_causal_chain(store, 999999)
 

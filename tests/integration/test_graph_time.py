@@ -62,34 +62,34 @@ def history(store: Store) -> dict[str, Any]:
 
 def test_relationships_as_of_and_known_at(store, history):
     h = history
-    assert _ids(graph.query_relationships(store, NS)) == [h["acme_rel"], h["globex_rel"]]  # every state
-    assert _ids(graph.query_relationships(store, NS, as_of=year(2021))) == [h["acme_rel"]]
-    assert _ids(graph.query_relationships(store, NS, as_of=year(2024))) == [h["globex_rel"]]
-    assert _ids(graph.query_relationships(store, NS, known_at=datetime.now(UTC))) == [h["globex_rel"]]
+    assert _ids(graph.query_relationships(store, [NS])) == [h["acme_rel"], h["globex_rel"]]  # every state
+    assert _ids(graph.query_relationships(store, [NS], as_of=year(2021))) == [h["acme_rel"]]
+    assert _ids(graph.query_relationships(store, [NS], as_of=year(2024))) == [h["globex_rel"]]
+    assert _ids(graph.query_relationships(store, [NS], known_at=datetime.now(UTC))) == [h["globex_rel"]]
     # as Stash knew it before Globex: Acme's relationship was open-ended, and the only one
-    assert _ids(graph.query_relationships(store, NS, as_of=year(2024), known_at=h["before_globex"])) == [
+    assert _ids(graph.query_relationships(store, [NS], as_of=year(2024), known_at=h["before_globex"])) == [
         h["acme_rel"]]
-    assert graph.query_relationships(store, NS, known_at=year(2000)) == []
+    assert graph.query_relationships(store, [NS], known_at=year(2000)) == []
     facts.withdraw(store, h["acme"], "wrong")
-    assert graph.query_relationships(store, NS, as_of=year(2021)) == []
-    assert _ids(graph.query_relationships(store, NS, as_of=year(2021), known_at=h["before_globex"])) == [
+    assert graph.query_relationships(store, [NS], as_of=year(2021)) == []
+    assert _ids(graph.query_relationships(store, [NS], as_of=year(2021), known_at=h["before_globex"])) == [
         h["acme_rel"]]
 
 
 def test_causal_links_and_traces_as_of_and_known_at(store, history):
     h = history
-    assert _ids(graph.list_causal_links(store, NS)) == [h["link"]]
-    assert graph.list_causal_links(store, NS, as_of=year(2023)) == []  # both ends hold from 2024
-    assert _ids(graph.list_causal_links(store, NS, as_of=year(2025))) == [h["link"]]
-    assert graph.list_causal_links(store, NS, known_at=h["before_globex"]) == []
+    assert _ids(graph.list_causal_links(store, [NS])) == [h["link"]]
+    assert graph.list_causal_links(store, [NS], as_of=year(2023)) == []  # both ends hold from 2024
+    assert _ids(graph.list_causal_links(store, [NS], as_of=year(2025))) == [h["link"]]
+    assert graph.list_causal_links(store, [NS], known_at=h["before_globex"]) == []
     assert [s.link_id for s in graph.trace_causal_chain(store, h["globex"])] == [h["link"]]
     assert graph.trace_causal_chain(store, h["globex"], known_at=h["before_globex"]) == []
     assert graph.trace_causal_chain(store, h["slow"], direction="backward", as_of=year(2023)) == []
     after_link = datetime.now(UTC)
     time.sleep(0.05)
     facts.withdraw(store, h["slow"], "not slow")  # the cascade withdraws the link
-    assert graph.list_causal_links(store, NS, as_of=year(2025)) == []
-    assert _ids(graph.list_causal_links(store, NS, as_of=year(2025), known_at=after_link)) == [h["link"]]
+    assert graph.list_causal_links(store, [NS], as_of=year(2025)) == []
+    assert _ids(graph.list_causal_links(store, [NS], as_of=year(2025), known_at=after_link)) == [h["link"]]
     assert [s.link_id for s in graph.trace_causal_chain(store, h["globex"], known_at=after_link)] == [h["link"]]
 
 
@@ -135,9 +135,9 @@ def test_a_relationship_read_between_the_second_and_third_change_of_its_end(stor
     between = _moment()
     facts.withdraw(store, initech, "wrong")
     mid_2022 = datetime(2022, 6, 1, tzinfo=UTC)
-    assert graph.query_relationships(store, NS, as_of=mid_2022, known_at=between) == []
-    assert _ids(graph.query_relationships(store, NS, as_of=mid_2022)) == [h["acme_rel"]]
-    assert _ids(graph.query_relationships(store, NS, as_of=mid_2022, known_at=h["before_globex"])) == [
+    assert graph.query_relationships(store, [NS], as_of=mid_2022, known_at=between) == []
+    assert _ids(graph.query_relationships(store, [NS], as_of=mid_2022)) == [h["acme_rel"]]
+    assert _ids(graph.query_relationships(store, [NS], as_of=mid_2022, known_at=h["before_globex"])) == [
         h["acme_rel"]]
 
 
@@ -156,9 +156,9 @@ def test_a_link_withdrawn_and_derived_again_was_gone_in_between(store, history):
                          effect_id=h["slow"], confidence=0.9, rationale="again") == h["link"]
     at = year(2025)
     for known, held in ((before, True), (withdrawn, False), (None, True)):
-        assert _ids(graph.query_relationships(store, NS, as_of=at, known_at=known)) == (
+        assert _ids(graph.query_relationships(store, [NS], as_of=at, known_at=known)) == (
             [h["globex_rel"]] if held else []), known
-        assert _ids(graph.list_causal_links(store, NS, as_of=at, known_at=known)) == (
+        assert _ids(graph.list_causal_links(store, [NS], as_of=at, known_at=known)) == (
             [h["link"]] if held else []), known
 
 
