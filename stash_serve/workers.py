@@ -441,8 +441,15 @@ def run_directory() -> Iterator[Path]:
 
 def serve_workers(settings: Settings, count: int, *, host: str, port: int, no_auth: bool, toolsets: str) -> None:
     """Bind ``host``:``port`` and serve it with ``count`` worker processes until a signal."""
+    from stash_pipeline.embedding import prepare_embedder
     from stash_serve.metrics import MULTIPROC_ENV
 
+    # the model's cached graph built once here (the first start only), not by every worker at once
+    try:
+        if prepare_embedder(settings):
+            log.info("built the %s graph in %s", settings.embedding_model_name, settings.home / "models")
+    except Exception as exc:  # each worker meets it again, and /readyz says so
+        log.warning("could not prepare the embedder: %s", exc)
     sockets = bind_sockets(host, port)
     try:
         with run_directory() as rundir:
