@@ -22,7 +22,7 @@ unless a row says otherwise.
 * model calls on write: rows in ``model_calls`` before and after (must be 0).
 
 Sync vs async (STASH_EMBED_ON_WRITE), same run, same store: the pending-vector worker
-(``stash_pipeline.embedding.pending.PendingVectorWorker``, the thread the MCP service
+(``stash_pipeline.memory.pending.PendingVectorWorker``, the thread the MCP service
 runs) embeds in the background on the same 2 cores while ``Store.defer_vectors`` is
 toggled per call. A watcher thread polls the rows still without a vector (one
 primary-key query every 5 ms) and records when each vector appears: the lag is from
@@ -133,8 +133,8 @@ class VectorWatcher:
 def measure_async(store: Any, base_texts: list[str], bare_insert: Any) -> dict[str, Any]:
     """Sync vs async remember of new texts (and a bare INSERT transaction, interleaved),
     the vector lag, and deferred batch throughput."""
-    from stash_pipeline.embedding.pending import PendingVectorWorker, forward_pass_ms
     from stash_pipeline.memory import episodes
+    from stash_pipeline.memory.pending import PendingVectorWorker, forward_pass_ms
 
     out: dict[str, Any] = {"forward_pass_ms": forward_pass_ms(store)}
     worker = PendingVectorWorker(store).start()

@@ -28,7 +28,7 @@ class Store:
     _embedder: CachedEmbedder | None = field(default=None, repr=False)
     _embedder_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     #: whether a write commits a new text's row before its vector exists (the
-    #: pending-vector worker, ``embedding/pending.py``, fills it in). True for
+    #: pending-vector worker, ``memory/pending.py``, fills it in). True for
     #: STASH_EMBED_ON_WRITE=async; in auto mode the worker sets it when it starts.
     defer_vectors: bool = False
     #: set by a write that left rows waiting for a vector; the worker wakes on it

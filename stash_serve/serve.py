@@ -4,7 +4,7 @@
 streamable HTTP at ``/mcp``, SSE at ``/sse``, bearer tokens, health and metrics, served
 by one process or by several worker processes on the same port (``stash_serve.workers``,
 each running ``serve_worker``). Every serving process also runs the pending-vector worker
-(``stash_pipeline.embedding.pending``).
+(``stash_pipeline.memory.pending``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from stash_pipeline import errors
 from stash_pipeline.config import Settings
 from stash_pipeline.db.budget import read_budget
 from stash_pipeline.db.server import check as check_server
-from stash_pipeline.embedding.pending import start_worker
+from stash_pipeline.memory.pending import start_worker
 from stash_pipeline.recall.statement import prepare_on_connect
 from stash_pipeline.store import Store
 from stash_serve.http import build_app, is_loopback

@@ -10,7 +10,7 @@ id ordering            ``(7311, namespace_id % 2147483647)``     transaction    
                                                                                      trigger (migration
                                                                                      ``0001_initial.sql``)
 schema migration       ``MIGRATION_LOCK = (7312, 1)``            session, waits      ``db/migrations/env.py``
-re-embedding           ``REEMBED_LOCK = (7312, 3)``              session, try        ``embedding/reembed.py``
+re-embedding           ``REEMBED_LOCK = (7312, 3)``              session, try        ``memory/reembed.py``
 stage run              ``stage_lock(stage, namespace_id)``       session, try/wait   ``consolidation.run_stage``
                        = ``(crc32 of the stage name, namespace)``
 =====================  ========================================  ==================  ======================

@@ -1,6 +1,6 @@
 """``episode_embeddings``: vectors of episodes that ``remember`` committed before embedding them.
 
-The MCP service's worker (``stash_pipeline.embedding.pending``) normally embeds such an
+The MCP service's worker (``stash_pipeline.memory.pending``) normally embeds such an
 episode within about a second. This asset is the backlog path for when no service runs
 (a CLI or import wrote with STASH_EMBED_ON_WRITE=async) or a burst outran it: a run
 embeds every waiting episode, batch by batch, next to any running worker (``FOR NO KEY
@@ -20,7 +20,7 @@ import dagster as dg
 from dagster import SensorEvaluationContext
 
 from stash_pipeline.defs.resources import StashResource
-from stash_pipeline.embedding.pending import backlog, embed_pending
+from stash_pipeline.memory.pending import backlog, embed_pending
 
 #: seconds an episode may wait for its vector before the sensor asks for a run
 GRACE_S = 30

@@ -32,10 +32,10 @@ import pyarrow.parquet as pq
 from psycopg.types.string import TextLoader
 
 from stash_pipeline import errors
+from stash_pipeline.db.catalog import DERIVED, TABLES, Table
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.db.sql import named
 from stash_pipeline.interchange import files
-from stash_pipeline.interchange.catalog import DERIVED, TABLES, Table
 from stash_pipeline.interchange.writer import json_dumps
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import resolve_trees

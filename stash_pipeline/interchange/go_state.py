@@ -16,8 +16,8 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
+from stash_pipeline.db import catalog
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.interchange import catalog
 from stash_pipeline.interchange import go_mapping as mapping
 from stash_pipeline.interchange.export import Progress, stream
 from stash_pipeline.interchange.writer import Writer

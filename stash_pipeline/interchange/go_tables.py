@@ -8,8 +8,8 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Any
 
+from stash_pipeline.db.catalog import BY_NAME, DERIVED, Table
 from stash_pipeline.interchange import go_mapping as mapping
-from stash_pipeline.interchange.catalog import BY_NAME, DERIVED, Table
 from stash_pipeline.interchange.writer import vector_length, vector_text
 from stash_pipeline.memory import entities
 

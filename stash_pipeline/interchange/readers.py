@@ -24,7 +24,8 @@ from typing import Any
 import pyarrow as pa
 
 from stash_pipeline import errors
-from stash_pipeline.interchange import catalog, files
+from stash_pipeline.db import catalog
+from stash_pipeline.interchange import files
 from stash_pipeline.interchange.export import (
     CHUNK_ROWS,
     FORMAT,

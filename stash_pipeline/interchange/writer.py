@@ -23,10 +23,10 @@ import numpy as np
 from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
+from stash_pipeline.db import catalog
+from stash_pipeline.db.catalog import Table
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.db.sql import named
-from stash_pipeline.interchange import catalog
-from stash_pipeline.interchange.catalog import Table
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.scope import is_ancestor_or_self, on_one_line
 from stash_pipeline.store import Store

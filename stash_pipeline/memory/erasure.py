@@ -21,9 +21,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from stash_pipeline.db import catalog
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.db.sql import named
-from stash_pipeline.interchange import catalog
 from stash_pipeline.memory import timeline
 from stash_pipeline.store import Store
 

@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from stash_pipeline import errors
+from stash_pipeline.db import catalog
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.db.sql import named
-from stash_pipeline.interchange import catalog
 from stash_pipeline.memory import timeline
 
 #: the id spaces a lineage edge may name, from the table catalog

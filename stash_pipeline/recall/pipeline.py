@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stash_pipeline.embedding.pending import embed_pending_in
 from stash_pipeline.memory import validate
+from stash_pipeline.memory.pending import embed_pending_in
 from stash_pipeline.models import RecallHit
 from stash_pipeline.recall import grouping
 from stash_pipeline.recall.request import RecallRequest

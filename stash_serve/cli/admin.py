@@ -264,7 +264,7 @@ def reembed_command(yes: bool, batch_size: int | None, as_json: bool) -> None:
     Example:
       STASH_EMBEDDER=minilm stash reembed --yes
     """
-    from stash_pipeline.embedding.reembed import reembed
+    from stash_pipeline.memory.reembed import reembed
 
     store = base.store()
     base.confirm(
@@ -300,7 +300,7 @@ def embed_pending_command(batch_size: int | None, status_only: bool, as_json: bo
       stash embed-pending
       stash embed-pending --status --json
     """
-    from stash_pipeline.embedding.pending import backlog, embed_pending
+    from stash_pipeline.memory.pending import backlog, embed_pending
 
     if batch_size is not None and batch_size < 1:
         raise click.BadParameter("must be at least 1", param_hint="--batch-size")

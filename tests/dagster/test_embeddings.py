@@ -10,8 +10,8 @@ from dagster._core.test_utils import create_run_for_test
 from stash_pipeline.defs import embeddings
 from stash_pipeline.defs.embeddings import episode_embeddings, pending_vectors_sensor
 from stash_pipeline.defs.resources import StashResource
-from stash_pipeline.embedding.pending import backlog
 from stash_pipeline.memory import episodes, namespaces
+from stash_pipeline.memory.pending import backlog
 
 
 def _tick(instance: dg.DagsterInstance, stash: StashResource) -> Any:

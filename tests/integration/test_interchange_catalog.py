@@ -4,7 +4,7 @@ either exported or listed as deliberately not exported."""
 
 from __future__ import annotations
 
-from stash_pipeline.interchange import catalog
+from stash_pipeline.db import catalog
 from stash_pipeline.memory import lineage
 from tests.integration.test_interchange import _sql
 

@@ -15,8 +15,8 @@ from stash_pipeline import recall
 from stash_pipeline.config import load_settings
 from stash_pipeline.embedding.cache import as_array
 from stash_pipeline.embedding.hashing import HashEmbedder
-from stash_pipeline.embedding.pending import PendingVectorWorker, backlog, embed_pending, embed_pending_batch
 from stash_pipeline.memory import episodes, namespaces
+from stash_pipeline.memory.pending import PendingVectorWorker, backlog, embed_pending, embed_pending_batch
 from stash_pipeline.store import Store
 from tests.conftest import free_port
 

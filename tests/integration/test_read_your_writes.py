@@ -11,8 +11,8 @@ import threading
 from typing import Any
 
 from stash_pipeline import recall
-from stash_pipeline.embedding.pending import PendingVectorWorker, backlog
 from stash_pipeline.memory import episodes, namespaces
+from stash_pipeline.memory.pending import PendingVectorWorker, backlog
 from stash_pipeline.recall import pipeline
 
 #: paraphrases: no word in common with the remembered text (the hash embedder's vectors

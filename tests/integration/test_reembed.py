@@ -12,7 +12,7 @@ from stash_pipeline import errors
 from stash_pipeline.db.locks import ID_ORDER_KEY, REEMBED_LOCK
 from stash_pipeline.embedding.cache import as_array, column_dims, read_lock
 from stash_pipeline.embedding.hashing import HashEmbedder
-from stash_pipeline.embedding.reembed import _ddl, reembed
+from stash_pipeline.memory.reembed import _ddl, reembed
 from stash_pipeline.store import Store
 from testkit.openai_server import ScriptedOpenAI
 

@@ -18,8 +18,8 @@ import httpx2
 import pytest
 
 from stash_pipeline import recall
-from stash_pipeline.embedding.pending import backlog
 from stash_pipeline.memory import namespaces
+from stash_pipeline.memory.pending import backlog
 from tests.conftest import free_port
 from tests.mcp.test_transports import _env, _session, _stash
 

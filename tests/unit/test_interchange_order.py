@@ -4,7 +4,7 @@ without an ``id`` must name one, since the default order is by ``id``."""
 
 from __future__ import annotations
 
-from stash_pipeline.interchange import catalog
+from stash_pipeline.db import catalog
 
 #: tables with a query of their own (sorted by namespace path), not the catalog's order
 OWN_QUERY = ("contexts",)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from stash_pipeline.consolidation import runner
-from stash_pipeline.embedding.pending import embed_pending
 from stash_pipeline.memory import episodes
+from stash_pipeline.memory.pending import embed_pending
 from tests.integration.consolidation.conftest import rows, seed
 
 ALICE = ["Alice lives in Paris near the river Seine", "Alice lives in Paris near the river"]

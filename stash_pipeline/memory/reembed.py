@@ -87,7 +87,7 @@ def _run(
     if unknown:
         raise errors.ConfigurationError(
             f"reembed does not know how to refill the vector column(s) {', '.join(unknown)}; "
-            "extend stash_pipeline/embedding/reembed.py first"
+            "extend stash_pipeline/memory/reembed.py first"
         )
     previous = read_lock(db)
     old_dim = dims.get("episodes.embedding")
