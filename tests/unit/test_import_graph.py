@@ -115,3 +115,94 @@ def test_circle_detection_finds_a_loop() -> None:
 def test_no_import_circles() -> None:
     found = circles(import_graph())
     assert not found, "import circles:\n" + "\n".join(" ↔ ".join(c) for c in found)
+
+
+
+#: The layers, lowest first. A module may import modules of its own entry and of the layers
+#: below; the entries side by side in one layer are independent of each other. A module
+#: belongs to its longest matching entry (``stash_pipeline`` and ``stash_serve`` name only
+#: the package faces), and every module has one, so a new package or top-level module is
+#: placed here on purpose.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("stash_pipeline", "stash_pipeline.errors", "stash_pipeline.models"),
+    ("stash_pipeline.config",),
+    ("stash_pipeline.db",),
+    ("stash_pipeline.embedding",),
+    ("stash_pipeline.store",),
+    ("stash_pipeline.memory",),
+    ("stash_pipeline.recall", "stash_pipeline.interchange", "stash_pipeline.auth", "stash_pipeline.stages"),
+    ("stash_pipeline.consolidation",),
+    ("stash_pipeline.operations",),
+    (
+        "stash_pipeline.defs",
+        "stash_serve",
+        "stash_serve.metrics",
+        "stash_serve.limits",
+        "stash_serve.http_edge",
+        "stash_serve.stdio",
+        "stash_serve.token_check",
+        "stash_serve.warmup",
+        "stash_serve.runs",
+        "stash_serve.run_worker",
+        "stash_serve.up",
+    ),
+    ("stash_serve.admission", "stash_serve.workers", "stash_serve.mcp"),
+    ("stash_serve.http",),
+    ("stash_serve.serve", "stash_serve.dagster_ui"),
+    ("stash_serve.cli",),
+)
+
+
+def entry_of(module: str) -> str | None:
+    """The entry of LAYERS a module belongs to: itself, else its longest dotted prefix."""
+    found = [
+        entry
+        for layer in LAYERS
+        for entry in layer
+        if module == entry or (module.startswith(entry + ".") and entry not in PACKAGES)
+    ]
+    return max(found, key=len, default=None)
+
+
+def upward_edges(graph: dict[str, set[str]]) -> list[str]:
+    """Each import that leaves its entry for a layer above, or for another entry of its own layer."""
+    level = {entry: n for n, layer in enumerate(LAYERS) for entry in layer}
+    found: list[str] = []
+    for module in sorted(graph):
+        source = entry_of(module)
+        for target in sorted(graph[module]):
+            into = entry_of(target)
+            if source is None or into is None or into == source:
+                continue
+            if level[into] >= level[source]:
+                side = "beside" if level[into] == level[source] else "above"
+                found.append(f"{module} → {target} ({into} is {side} {source})")
+    return found
+
+
+def test_layers_name_each_entry_once() -> None:
+    entries = [entry for layer in LAYERS for entry in layer]
+    assert len(entries) == len(set(entries))
+
+
+def test_every_module_sits_in_a_layer() -> None:
+    unplaced = sorted(module for module in import_graph() if entry_of(module) is None)
+    assert not unplaced, "modules in no layer (add them to LAYERS):\n" + "\n".join(unplaced)
+
+
+def test_layer_check_finds_an_upward_import() -> None:
+    graph = {
+        "stash_pipeline.db.gateway": {"stash_pipeline.memory.scope", "stash_pipeline.config"},
+        "stash_pipeline.recall.shape": {"stash_pipeline.stages.common", "stash_pipeline.recall.request"},
+    }
+    assert upward_edges(graph) == [
+        "stash_pipeline.db.gateway → stash_pipeline.memory.scope"
+        " (stash_pipeline.memory is above stash_pipeline.db)",
+        "stash_pipeline.recall.shape → stash_pipeline.stages.common"
+        " (stash_pipeline.stages is beside stash_pipeline.recall)",
+    ]
+
+
+def test_no_import_goes_up_a_layer() -> None:
+    found = upward_edges(import_graph())
+    assert not found, "imports against the layers:\n" + "\n".join(found)
