@@ -48,7 +48,7 @@ def resolve(store: Any, namespace: str, name: str, aliases: list[str]) -> int:
 
     ids = []
     for spelling in [name, *aliases]:
-        vector = entities.name_embedding(store, spelling)
+        vector = entities.name_embedding(store.embedder, spelling)
         with store.db.transaction() as tx:
             ids.append(entities.find_or_create(tx, resolve_id(tx, namespace), spelling, entities.normalise(spelling),
                                                embedding=vector,

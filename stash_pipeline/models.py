@@ -419,3 +419,51 @@ class StoreStats(Result):
     facts: dict[str, int]
     dead_letters: dict[str, int]
     tokens: dict[str, int]
+
+
+class EntityMoved(Result):
+    """What a merge or split moved: the aliases, and counts of facts and relationship ends."""
+
+    aliases: list[str]
+    facts: int
+    relationship_ends: int
+
+
+class EntityView(Result):
+    """Everything known about one entity (rows as the entity queries read them)."""
+
+    entity: dict[str, Any]
+    requested_id: int
+    aliases: list[dict[str, Any]]
+    merged_from: list[dict[str, Any]]
+    facts: list[dict[str, Any]]
+    relationships: list[dict[str, Any]]
+    causal_links: list[dict[str, Any]]
+    timeline: list[dict[str, Any]]
+    corrections: list[dict[str, Any]]
+    limit: int
+    offset: int
+    #: the offset of the next page while any list has more rows, else None
+    next_offset: int | None
+
+
+class EntityMerge(Result):
+    id: int
+    merged_id: int
+    correction_id: int
+    moved: EntityMoved
+
+
+class EntitySplit(Result):
+    id: int
+    new_id: int
+    revived: bool
+    correction_id: int
+    moved: EntityMoved
+
+
+class EntityPurge(Result):
+    entity_id: int
+    namespace: str
+    purged: bool
+    erased: Erasure

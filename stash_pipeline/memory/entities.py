@@ -6,14 +6,19 @@ An entity has aliases, unique per namespace by their normalised form (``normalis
 so "Alice", "alice" and "she (Alice)" are one alias of one entity. The consolidation
 stages resolve names to entities (``stash_pipeline.stages.entity_resolution``); here
 are the pure normalisation and the corrections and reads callers use.
+
+The functions that take the store take parsed values (``validate``'s module docstring says
+which layer checks what): ids as ints, times as UTC datetimes, a page within its bounds;
+they check names and notes, the scope, and each correction against the entities it moves.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
@@ -21,7 +26,11 @@ from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.memory import erasure, lineage, validate
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
+from stash_pipeline.models import EntityMerge, EntityMoved, EntityPurge, EntitySplit, EntityView, Erasure
 from stash_pipeline.store import Store
+
+if TYPE_CHECKING:
+    from stash_pipeline.embedding.cache import CachedEmbedder
 
 #: words that stand for a name rather than being one: "she (Alice)" is Alice
 PRONOUNS = frozenset(
@@ -87,11 +96,11 @@ def find_or_create(
     return entity_id, True
 
 
-def name_embedding(store: Store, name: str | None, scope: list[str] | None = None) -> Any:
+def name_embedding(embedder: CachedEmbedder, name: str | None, scope: list[str] | None = None) -> Any:
     """The vector an entity name is compared by (of its normalised form), or None for no
     name; ``scope`` is the namespaces of the tool call it serves (``CachedEmbedder.embed``)."""
     key = normalise(name or "")
-    return store.embedder.embed_one(key, scope) if key else None
+    return embedder.embed_one(key, scope) if key else None
 
 
 def link_asserted_fact(tx: Session, store: Store, fact: dict[str, Any], embedding: Any) -> int | None:
@@ -124,13 +133,13 @@ SECTIONS = {
 }
 
 
-def _entity_id(tx: Session, entity_id: Any, name: Any, namespaces: Any) -> int:
+def _entity_id(tx: Session, entity_id: int | None, name: str | None, namespaces: Sequence[str] | None) -> int:
     """The entity a by-id or by-name call means (RecordNotFound outside the scope)."""
     if entity_id is not None:
-        return validate.record_id(entity_id, "id")
-    if not isinstance(name, str) or not normalise(name):
+        return entity_id
+    if name is None or not normalise(name):
         raise errors.InvalidInput("give an entity id or a name")
-    everywhere, ns_ids = read_scope(tx, "/" if namespaces is None else namespaces)
+    everywhere, ns_ids = read_scope(tx, ["/"] if namespaces is None else list(namespaces))
     found = tx.all("entity_find_by_alias", normalised=normalise(name), all_namespaces=everywhere, ns_ids=ns_ids)
     if not found:
         raise errors.RecordNotFound(f"no entity is named {name!r} in these namespaces")
@@ -152,15 +161,15 @@ def _live(tx: Session, entity_id: int, scope: set[int] | None) -> dict[str, Any]
 
 def get_entity(
     store: Store,
-    entity_id: Any = None,
+    entity_id: int | None = None,
     *,
-    name: Any = None,
-    namespaces: Any = None,
+    name: str | None = None,
+    namespaces: Sequence[str] | None = None,
     as_of: datetime | None = None,
     known_at: datetime | None = None,
-    limit: Any = None,
-    offset: Any = None,
-) -> dict[str, Any]:
+    limit: int = validate.ENTITY_PAGE_DEFAULT,
+    offset: int = 0,
+) -> EntityView:
     """Everything known about one entity, by id or by any of its names, a page at a time.
 
     Returns the entity with its aliases, the entities merged into it, its current facts,
@@ -172,7 +181,6 @@ def get_entity(
     ``as_of`` / ``known_at`` read facts, relationships and causal links as ``query_facts``
     and ``query_relationships`` do: valid then, as known then (both default to now).
     """
-    limit, offset = validate.page(limit, offset, default=validate.ENTITY_PAGE_DEFAULT, maximum=validate.ENTITY_PAGE_MAX)
     times = {"as_of": as_of, "known_at": known_at}
     with store.db.transaction() as tx:
         wanted = _entity_id(tx, entity_id, name, namespaces)
@@ -190,15 +198,15 @@ def get_entity(
         more = any(len(rows) > limit for rows in sections.values())
         page = {key: rows[:limit] for key, rows in sections.items()}
         entity = {key: row[key] for key in ("id", "namespace", "name", "kind", "created_at", "updated_at")}
-        return {
-            "entity": entity,
-            "requested_id": wanted,
+        return EntityView(
+            entity=entity,
+            requested_id=wanted,
             **page,
-            "facts": [f for f in page["timeline"] if f["current"]],
-            "limit": limit,
-            "offset": offset,
-            "next_offset": offset + limit if more else None,
-        }
+            facts=[f for f in page["timeline"] if f["current"]],
+            limit=limit,
+            offset=offset,
+            next_offset=offset + limit if more else None,
+        )
 
 
 # --- corrections -------------------------------------------------------------------------
@@ -214,14 +222,14 @@ def _lock_pair(tx: Session, first: int, second: int, scope: set[int] | None) -> 
     return rows[first], rows[second]
 
 
-def _record(tx: Session, row: dict[str, Any], action: str, other: int, moved: dict[str, Any], note: Any) -> int:
+def _record(tx: Session, row: dict[str, Any], action: str, other: int, moved: EntityMoved, note: str | None) -> int:
     correction = tx.one(
         "entity_correction_add",
         namespace_id=int(row["namespace_id"]),
         action=action,
         entity_id=int(row["id"]),
         other_entity_id=other,
-        moved=Jsonb(moved),
+        moved=Jsonb(moved.model_dump()),
         reason=note,
     )
     assert correction is not None
@@ -232,15 +240,13 @@ def _record(tx: Session, row: dict[str, Any], action: str, other: int, moved: di
 
 
 def merge_entities(
-    store: Store, keep_id: Any, merge_id: Any, *, note: Any = None, namespaces: Any = None
-) -> dict[str, Any]:
+    store: Store, keep_id: int, merge_id: int, *, note: str | None = None, namespaces: Sequence[str] | None = None
+) -> EntityMerge:
     """Merge entity ``merge_id`` into ``keep_id``: its aliases, facts and relationship ends move.
 
     The merged entity keeps its row (``merged_into``), the correction is recorded with
     what it moved, and ``split_entity(keep_id, <the moved aliases>)`` undoes it.
     """
-    keep_id = validate.record_id(keep_id, "id")
-    merge_id = validate.record_id(merge_id, "merge_id")
     if keep_id == merge_id:
         raise errors.InvalidInput("an entity cannot be merged into itself")
     note = validate.optional_text(store.settings, note, "note")
@@ -261,34 +267,37 @@ def merge_entities(
         tx.execute("entity_set_merged_into", id=keep_id, into=None)
         moved = _moved([a["normalised"] for a in aliases], len(facts), ends)
         correction_id = _record(tx, keep, "merge", merge_id, moved, note)
-    return {"id": keep_id, "merged_id": merge_id, "correction_id": correction_id, "moved": moved}
+    return EntityMerge(id=keep_id, merged_id=merge_id, correction_id=correction_id, moved=moved)
 
 
-def _moved(aliases: list[str], facts: int, ends: dict[str, Any] | None) -> dict[str, Any]:
+def _moved(aliases: list[str], facts: int, ends: dict[str, Any] | None) -> EntityMoved:
     ends = ends or {}
-    return {
-        "aliases": sorted(aliases),
-        "facts": facts,
-        "relationship_ends": int(ends.get("from_ends", 0)) + int(ends.get("to_ends", 0)),
-    }
+    return EntityMoved(
+        aliases=sorted(aliases),
+        facts=facts,
+        relationship_ends=int(ends.get("from_ends", 0)) + int(ends.get("to_ends", 0)),
+    )
 
 
 def split_entity(
-    store: Store, entity_id: Any, aliases: Any, *, note: Any = None, namespaces: Any = None
-) -> dict[str, Any]:
+    store: Store,
+    entity_id: int,
+    aliases: Sequence[str],
+    *,
+    note: str | None = None,
+    namespaces: Sequence[str] | None = None,
+) -> EntitySplit:
     """Move some aliases of an entity, with the facts and relationship ends written with them, to another.
 
     When the aliases are exactly those an earlier merge brought in, the merged entity comes
     back (the merge is undone); otherwise a new entity is created, named by the first alias.
     """
-    entity_id = validate.record_id(entity_id, "id")
-    names = [aliases] if isinstance(aliases, str) else aliases
-    if not isinstance(names, list) or not names or not all(isinstance(a, str) and normalise(a) for a in names):
+    if not aliases or not all(normalise(a) for a in aliases):
         raise errors.InvalidInput("aliases must be a non-empty list of names")
-    keys = sorted({normalise(a) for a in names})
+    keys = sorted({normalise(a) for a in aliases})
     note = validate.optional_text(store.settings, note, "note")
     # before the transaction, for a new entity; cached under the caller's trees
-    embedding = store.embedder.embed_one(keys[0], namespaces or ["/"])
+    embedding = store.embedder.embed_one(keys[0], list(namespaces or ["/"]))
     with store.db.transaction() as tx:
         source = found_in_scope(
             next(iter(tx.all("entity_lock", ids=[entity_id])), None), scope_ids(tx, namespaces), f"entity {entity_id}"
@@ -326,16 +335,16 @@ def split_entity(
                             from_ids=from_ids, to_ids=to_ids)
         moved = _moved([a["normalised"] for a in moved_aliases], len(facts), moved_ends)
         correction_id = _record(tx, source, "split", target, moved, note)
-    return {"id": entity_id, "new_id": target, "revived": revived is not None,
-            "correction_id": correction_id, "moved": moved}
+    return EntitySplit(
+        id=entity_id, new_id=target, revived=revived is not None, correction_id=correction_id, moved=moved
+    )
 
 
-def purge_entity(store: Store, entity_id: Any, namespaces: Any = None) -> dict[str, Any]:
+def purge_entity(store: Store, entity_id: int, namespaces: Sequence[str] | None = None) -> EntityPurge:
     """Erase an entity: it, the entities merged into it, every fact about them and every
     relationship naming them, with everything derived from those (``erasure.erase``),
     their aliases, corrections and cached vectors. Episodes that mention it are the
     agent's record and stay (purge them one by one)."""
-    entity_id = validate.record_id(entity_id, "id")
     with store.db.transaction() as tx:
         scope = scope_ids(tx, namespaces)
         row = found_in_scope(tx.one("entity_get", id=entity_id), scope, f"entity {entity_id}")
@@ -346,4 +355,4 @@ def purge_entity(store: Store, entity_id: Any, namespaces: Any = None) -> dict[s
         names = [r["text"] for r in tx.all("entity_purge", ids=members)]
         store.embedder.forget_texts(tx, names)
     erased["erased"]["entity"] = len(members)
-    return {"entity_id": entity_id, "namespace": row["namespace"], "purged": True, "erased": erased}
+    return EntityPurge(entity_id=entity_id, namespace=row["namespace"], purged=True, erased=Erasure.model_validate(erased))

@@ -245,7 +245,7 @@ def assert_fact(
     with store.db.transaction() as tx:
         resolve_id(tx, slug)  # fail before embedding on an unknown namespace
     embedding = store.embedder.embed_one(text, [slug])
-    entity_embedding = entities.name_embedding(store, entity, [slug])  # its entity: exact name or a new one
+    entity_embedding = entities.name_embedding(store.embedder, entity, [slug])  # its entity: exact name or a new one
     with store.db.transaction() as tx:
         namespace_id = resolve_id(tx, slug)
         if cited:

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from stash_pipeline.memory import validate
+from stash_pipeline.models import EntityMerge, EntityPurge, EntitySplit, EntityView
 from stash_pipeline.operations.base import Arguments, CliView, Operation
 from stash_pipeline.operations.fields import AsOf, KnownAt, Namespaces, Offset
-from stash_pipeline.operations.results import EntityMerge, EntityPurge, EntitySplit, EntityView
 
 EntityId = Annotated[int, Field(description="Entity id.", ge=1)]
 Why = Annotated[str | None, Field(description="Why.")]
@@ -35,10 +35,10 @@ class GetEntity(Arguments):
 def _get(store: Any, a: GetEntity, namespaces: list[str] | None) -> EntityView:
     from stash_pipeline.memory import entities
 
-    return EntityView.model_validate(entities.get_entity(
+    return entities.get_entity(
         store, a.id, name=a.name, namespaces=namespaces, as_of=a.as_of, known_at=a.known_at,
         limit=a.limit, offset=a.offset,
-    ))
+    )
 
 
 GET_ENTITY = Operation(
@@ -70,9 +70,7 @@ class MergeEntities(Arguments):
 def _merge(store: Any, a: MergeEntities, namespaces: list[str] | None) -> EntityMerge:
     from stash_pipeline.memory import entities
 
-    return EntityMerge.model_validate(
-        entities.merge_entities(store, a.id, a.merge_id, note=a.note, namespaces=namespaces)
-    )
+    return entities.merge_entities(store, a.id, a.merge_id, note=a.note, namespaces=namespaces)
 
 
 MERGE_ENTITIES = Operation(
@@ -103,9 +101,7 @@ class SplitEntity(Arguments):
 def _split(store: Any, a: SplitEntity, namespaces: list[str] | None) -> EntitySplit:
     from stash_pipeline.memory import entities
 
-    return EntitySplit.model_validate(
-        entities.split_entity(store, a.id, list(a.aliases), note=a.note, namespaces=namespaces)
-    )
+    return entities.split_entity(store, a.id, a.aliases, note=a.note, namespaces=namespaces)
 
 
 SPLIT_ENTITY = Operation(
@@ -134,7 +130,7 @@ class PurgeEntity(Arguments):
 def _purge(store: Any, a: PurgeEntity, namespaces: list[str] | None) -> EntityPurge:
     from stash_pipeline.memory import entities
 
-    return EntityPurge.model_validate(entities.purge_entity(store, a.id, namespaces))
+    return entities.purge_entity(store, a.id, namespaces)
 
 
 PURGE_ENTITY = Operation(

@@ -48,47 +48,6 @@ class FactPurge(Result):
     erased: Erasure
 
 
-class EntityMoved(Result):
-    """What a merge or split moved: the aliases, and counts of facts and relationship ends."""
-
-    aliases: list[str]
-    facts: int
-    relationship_ends: int
-
-
-class EntityView(Result):
-    """Everything known about one entity (rows as the entity queries read them)."""
-
-    entity: dict[str, Any]
-    requested_id: int
-    aliases: list[dict[str, Any]]
-    merged_from: list[dict[str, Any]]
-    facts: list[dict[str, Any]]
-    relationships: list[dict[str, Any]]
-    causal_links: list[dict[str, Any]]
-    timeline: list[dict[str, Any]]
-    corrections: list[dict[str, Any]]
-    limit: int
-    offset: int
-    #: the offset of the next page while any list has more rows, else None
-    next_offset: int | None
-
-
-class EntityMerge(Result):
-    id: int
-    merged_id: int
-    correction_id: int
-    moved: EntityMoved
-
-
-class EntitySplit(Result):
-    id: int
-    new_id: int
-    revived: bool
-    correction_id: int
-    moved: EntityMoved
-
-
 class CausalTrace(Result):
     fact_id: int
     direction: str
@@ -105,13 +64,6 @@ class Remembered(Result):
 
 class RememberedBatch(Result):
     results: list[Remembered]
-
-
-class EntityPurge(Result):
-    entity_id: int
-    namespace: str
-    purged: bool
-    erased: Erasure
 
 
 class EpisodePurge(Result):
@@ -235,11 +187,6 @@ __all__ = [
     "ConsolidationStarted",
     "ConsolidationStatus",
     "ContextTurn",
-    "EntityMerge",
-    "EntityMoved",
-    "EntityPurge",
-    "EntitySplit",
-    "EntityView",
     "EpisodePurge",
     "Erasure",
     "FactLineage",

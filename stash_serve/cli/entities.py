@@ -79,7 +79,7 @@ def _describe(store: Any, args: Any) -> str:
     from stash_pipeline.memory import entities
 
     got = entities.get_entity(store, args.id, limit=1)
-    head = got["entity"]
+    head = got.entity
     return f"entity {head['id']} in {head['namespace']}: {head['name']} and everything about it"
 
 

@@ -46,7 +46,7 @@ def _entity(store: Any, name: str, aliases: list[str]) -> int:
     """The entity ``name`` (as an asserted fact's entity resolves), its aliases merged into it."""
     ids = []
     for spelling in [name, *aliases]:
-        vector = entities.name_embedding(store, spelling)
+        vector = entities.name_embedding(store.embedder, spelling)
         with store.db.transaction() as tx:
             ids.append(entities.find_or_create(tx, namespaces.resolve_id(tx, NS), spelling, normalise(spelling),
                                                embedding=vector,

@@ -95,26 +95,26 @@ def test_causal_links_and_traces_as_of_and_known_at(store, history):
 
 def test_get_entity_as_of_and_known_at(store, history):
     h = history
-    now = entities.get_entity(store, name="Alice", namespaces=NS)
-    assert [f["id"] for f in now["facts"]] == [h["globex"]]
-    then = entities.get_entity(store, name="Alice", namespaces=NS, as_of=year(2021))
-    assert [f["id"] for f in then["facts"]] == [h["acme"]]
-    known = entities.get_entity(store, name="Alice", namespaces=NS, known_at=h["before_globex"])
-    assert [f["id"] for f in known["timeline"]] == [h["acme"]]
-    assert known["timeline"][0]["valid_until"] is None and known["facts"][0]["id"] == h["acme"]
+    now = entities.get_entity(store, name="Alice", namespaces=[NS])
+    assert [f["id"] for f in now.facts] == [h["globex"]]
+    then = entities.get_entity(store, name="Alice", namespaces=[NS], as_of=year(2021))
+    assert [f["id"] for f in then.facts] == [h["acme"]]
+    known = entities.get_entity(store, name="Alice", namespaces=[NS], known_at=h["before_globex"])
+    assert [f["id"] for f in known.timeline] == [h["acme"]]
+    assert known.timeline[0]["valid_until"] is None and known.facts[0]["id"] == h["acme"]
 
 
 def test_get_entity_finds_causal_links_by_either_end(store, history):
     h = history
     # Alice's fact is the link's cause, the app's its effect: each entity lists it once
     for name in ("Alice", "app"):
-        assert [c["id"] for c in entities.get_entity(store, name=name, namespaces=NS)["causal_links"]] == [h["link"]]
-        assert entities.get_entity(store, name=name, namespaces=NS, as_of=year(2023))["causal_links"] == []
+        assert [c["id"] for c in entities.get_entity(store, name=name, namespaces=[NS]).causal_links] == [h["link"]]
+        assert entities.get_entity(store, name=name, namespaces=[NS], as_of=year(2023)).causal_links == []
     # a link between two facts of one entity is listed once, not once per end
     own = facts.assert_fact(store, NS, "Alice moved to Berlin", entity="Alice", property="lives_in",
                             value="Berlin", valid_from=year(2024))["fact"].id
     inner = graph.create_causal_link(store, NS, h["globex"], effect_id=own).id
-    found = entities.get_entity(store, name="Alice", namespaces=NS)["causal_links"]
+    found = entities.get_entity(store, name="Alice", namespaces=[NS]).causal_links
     assert [c["id"] for c in found] == [h["link"], inner]
 
 

@@ -78,14 +78,14 @@ def _failure(s: Any, ns: str) -> int:
 def _entity(s: Any, ns: str) -> int:
     name = f"{ns[1:].upper()} person {_n()}"
     facts.assert_fact(s, ns, f"{name} joined the team", entity=name, property="role", value="member")
-    return entities.get_entity(s, name=name, namespaces=ns)["entity"]["id"]
+    return entities.get_entity(s, name=name, namespaces=[ns]).entity["id"]
 
 
 def _merged(s: Any, ns: str) -> tuple[int, str]:
     """An entity with a second alias (merged in), and that alias."""
     keep, other = _entity(s, ns), _entity(s, ns)
     entities.merge_entities(s, keep, other)
-    return keep, entities.get_entity(s, keep)["aliases"][-1]["alias"]
+    return keep, entities.get_entity(s, keep).aliases[-1]["alias"]
 
 
 def _episode(s: Any, ns: str) -> int:

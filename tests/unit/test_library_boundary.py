@@ -20,7 +20,7 @@ import pytest
 from pydantic import BaseModel
 
 #: the subjects whose library functions take parsed values and return models
-TYPED_SUBJECTS = ("goals", "hypotheses", "failures", "context", "namespaces", "contradictions", "admin", "graph")
+TYPED_SUBJECTS = ("goals", "hypotheses", "failures", "context", "namespaces", "contradictions", "admin", "graph", "entities")
 
 
 def _store_functions(subject: str) -> list[tuple[str, Any]]:
