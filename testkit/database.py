@@ -7,8 +7,9 @@ The schema is migrated once into a template database; every test gets
 (procrastinate's pattern).
 
 A pytest plugin: the repository's root ``conftest.py`` registers it for ``tests/`` and
-``bench/tests/``. Importing it reads the server's DSN, then removes every ``STASH_*``
-variable from the environment, so the developer's settings stay out of the tests.
+``bench/tests/``. Importing it reads the server's DSN and ``STASH_WRITE_SCREENSHOTS``, then
+removes every ``STASH_*`` variable from the environment, so the developer's settings stay
+out of the tests.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import pytest
 ADMIN_DSN = os.environ.get("STASH_TEST_DATABASE_URL") or os.environ.get("STASH_DATABASE_URL")
 #: the container of that server when tests/server.sh started one (the restart tests restart it)
 PG_CONTAINER = os.environ.get("STASH_TEST_PG_CONTAINER")
+#: STASH_WRITE_SCREENSHOTS=1: the browser tests also write their screenshots to docs/img
+WRITE_SCREENSHOTS = os.environ.get("STASH_WRITE_SCREENSHOTS") == "1"
 for _key in [k for k in os.environ if k.startswith("STASH_")]:
     del os.environ[_key]
 os.environ["STASH_ENV_FILE"] = "/nonexistent/.env"
