@@ -39,7 +39,7 @@ from stash_pipeline import errors, recall
 from stash_pipeline.config import load_settings
 from stash_pipeline.consolidation import runner
 from stash_pipeline.consolidation.reasoner import reset_mode_cache
-from stash_pipeline.interchange import catalog
+from stash_pipeline.db import catalog
 from stash_pipeline.interchange.export import export_tree
 from stash_pipeline.memory import entities, episodes, facts
 from stash_pipeline.stages import STAGES
@@ -519,7 +519,7 @@ def test_identity_holds_across_split_and_merge(world):
     assert retirement_problems(world) == [], "after the split, before a run"
     until_caught_up(world, NS)
     assert retirement_problems(world) == [], "after the split and the runs"
-    entities.merge_entities(world, keep, int(moved["new_id"]), namespaces=[NS])
+    entities.merge_entities(world, keep, int(moved.new_id), namespaces=[NS])
     assert retirement_problems(world) == [], "after the merge, before a run"
     until_caught_up(world, NS)
     assert retirement_problems(world) == [], "after the merge and the runs"
