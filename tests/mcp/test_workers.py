@@ -1,8 +1,9 @@
 """`stash serve mcp --transport http --workers 2`: one port, two worker processes.
 
-Over a real server process and the MCP SDK's client: connections are served by two
-distinct worker PIDs (each client connection is matched to the worker holding its other
-end, read from /proc through psutil: nothing in the server names its workers), a write
+Over a real server process and the MCP SDK's client: the workers keep the guarded HTTP
+edge (a head over 64 KiB is answered 431), connections are served by two distinct worker
+PIDs (each client connection is matched to the worker holding its other end, read from
+/proc through psutil: nothing in the server names its workers), a write
 through one worker is read through the other, /metrics counts the calls of both, /readyz
 waits for both, an SSE session's messages reach the worker holding its stream whichever
 worker takes them, SIGTERM to the server or Ctrl-C to its process group stops every
@@ -153,6 +154,10 @@ async def test_two_workers_serve_one_port_and_share_the_database(
         pids = {w.pid for w in workers}
         ready = httpx2.get(server.base + "/readyz", timeout=10).json()
         assert ready["ready"] is True and ready["workers"] == 2, ready
+        # the workers serve behind the guarded HTTP edge: a head over 64 KiB is answered 431
+        for _ in range(4):
+            oversized = httpx2.post(server.base + "/mcp", headers={"X-Padding": "a" * 70_000}, timeout=10)
+            assert oversized.status_code == 431, oversized.text
 
         calls = 0
         clients: list[Client] = []
