@@ -9,7 +9,7 @@ in one transaction, embeds the new texts in one call, and writes the cache rows 
 episodes (one multi-row statement) in a second. When the store defers vectors
 (``Store.defer_vectors``, STASH_EMBED_ON_WRITE), a new text is not embedded on the write
 path at all: its row commits with a NULL vector in the same single statement and the
-pending-vector worker (``embedding/pending.py``) embeds it shortly after. An
+pending-vector worker (``memory/pending.py``) embeds it shortly after. An
 ``idempotency_key`` makes a retry safe: the replay returns the existing id with
 ``created: False``; the same key with other content is a ``Conflict``. ``forget`` is semantic, thresholded and previewable, and withdraws what
 was derived only from the forgotten episode (``lineage.withdraw_cascade``); ``purge`` is
