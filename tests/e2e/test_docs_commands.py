@@ -104,9 +104,10 @@ NOT_RUN: dict[str, str] = {
     "^python -c .* dagster dev": "starts `dagster dev` (long-running); tests/support/dagster_dev.py starts it so",
     "stash consolidate run --inline": "named in passing (every namespace, every stage, in the terminal); "
                                       "docs/cli.md's `stash consolidate run` examples run",
-    "python bench/sensor_tick.py": "a benchmark (1,000 namespaces); bench/README.md has its figures",
+    "python bench/sensor_tick.py": "a benchmark (1,000 namespaces); bench/results/sensor_tick.md has its figures",
     "apt-get install -y chromium": "installs a system package",
-    "^\\.venv/bin/python docs/screenshots\\.py.*": "needs chromium; drives `stash up` in a browser for minutes",
+    "^STASH_WRITE_SCREENSHOTS=1 \\.venv/bin/python -m pytest tests/e2e/test_dagster_ui_browser\\.py$":
+        "rewrites docs/img in the checkout; the suite runs tests/e2e/test_dagster_ui_browser.py without it",
     # docs/deploy.md
     "^(STASH_DOCKER_GID=\\S+ )?docker .*": _DOCKER,
     "^export DOCKER_GID=.*": "the docker socket's group, for the compose stack that follows; " + _DOCKER,
