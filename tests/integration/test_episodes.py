@@ -273,8 +273,8 @@ def test_every_query_name_used_by_the_memory_core_exists():
     from stash_pipeline.db.sql import QUERIES
     root = Path(episodes.__file__).parent
     used: set[str] = set()
-    for path in [root / f"{name}.py" for name in ("episodes", "facts", "recall", "context", "lineage", "admin")] + [
-            *sorted((root.parent / "interchange").glob("*.py"))]:
+    for path in [root / f"{name}.py" for name in ("episodes", "facts", "context", "lineage", "admin", "pending")] + [
+            *sorted((root.parent / "recall").glob("*.py")), *sorted((root.parent / "interchange").glob("*.py"))]:
         text = path.read_text()
         used |= set(re.findall(r"\.(?:one|all|scalar|execute|returning_many|executemany)\(\s*\"([a-z0-9_]+)\"", text))
     assert len(used) > 30
