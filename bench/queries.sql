@@ -14,7 +14,7 @@ WHERE schemaname = 'public' AND tablename = %(table)s
 SELECT COALESCE(min(df) FILTER (WHERE df > 0), 0) AS df FROM (
     SELECT (SELECT COALESCE(sum(t.documents), 0) FROM recall_term_stats t
             WHERE t.lexeme = l AND (%(all_namespaces)s OR t.namespace_id = ANY(%(namespace_ids)s))) AS df
-    FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l) x
+    FROM unnest(tsvector_to_array(stash_lexemes(%(query)s))) AS l) x
 
 -- bench_reference_insert --
 -- The reference's write: one plain single-row INSERT of an episode with its vector.
@@ -99,7 +99,7 @@ WHERE e.deleted_at IS NULL
 -- bench_text_lexemes --
 -- The lexemes (with counts) of a text, tokenised like the stored rows.
 SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1) AS n
-FROM unnest(to_tsvector('english', %(text)s)) AS u
+FROM unnest(stash_lexemes(%(text)s)) AS u
 
 -- bench_relation_sizes --
 -- Sizes of the episodes and facts tables (heap + TOAST) and of each of their indexes.

@@ -92,7 +92,7 @@ WHERE a.normalised = ANY(%(phrases)s::text[]) AND a.namespace_id = ANY(scope.ids
   AND %(mask_share)s * scope.documents <= (
       SELECT min((SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
                   WHERE t.namespace_id = ANY(scope.ids) AND t.lexeme = l))
-      FROM unnest(tsvector_to_array(to_tsvector('english', a.normalised))) l)
+      FROM unnest(tsvector_to_array(stash_lexemes(a.normalised))) l)
 
 -- recall --
 -- Recall in one statement, after recall_search_params and recall_check; grouping
@@ -127,7 +127,7 @@ scope AS MATERIALIZED (
 -- rows, it and the next rarest together. terms: a lookup per word (a join let the planner
 -- scan the whole table), materialised since weights reads df five times.
 query_lexemes AS (
-    SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS l
+    SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(stash_lexemes(%(query)s))) AS l
     WHERE (SELECT ready FROM query_vector)
 ), corpus AS (
     SELECT COALESCE(sum(s.documents), 0)::float8 AS documents,
@@ -452,7 +452,7 @@ entity_matched AS MATERIALIZED (
     FROM entity_matched m GROUP BY m.entity_id ORDER BY m.entity_id LIMIT %(max_named)s
 ), entity_words AS (
     SELECT m.entity_id, ARRAY(SELECT w.lexeme FROM weights w
-                              WHERE w.lexeme = ANY(tsvector_to_array(to_tsvector('english', m.aliases)))) AS words
+                              WHERE w.lexeme = ANY(tsvector_to_array(stash_lexemes(m.aliases)))) AS words
     FROM entity_named m
 ), entity_links AS (
     SELECT l.id, l.entity_id, m.entity_id AS named_id FROM entity_named m
