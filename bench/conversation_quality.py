@@ -55,7 +55,7 @@ def load(store: Any, data: dict[str, list[dict[str, Any]]]) -> dict[int, Key]:
             items = [{"content": t["content"], "occurred_at": t["occurred_at"], "metadata": {"dia_id": t["dia_id"]}}
                      for t in chunk]
             for turn, result in zip(chunk, episodes.remember_batch(store, slug, items), strict=True):
-                keys[int(result["id"])] = (slug, turn["dia_id"])
+                keys[int(result.id)] = (slug, turn["dia_id"])
     return keys
 
 
@@ -130,7 +130,7 @@ def assert_facts(store: Any, data: dict[str, list[dict[str, Any]]], keys: dict[i
             store, fact["namespace"], fact["content"], entity=fact["entity"], property=fact["property"],
             value=fact["value"], valid_from=validate.timestamp(fact["valid_from"], "valid_from"),
             source_episode_ids=[episode_of[(fact["namespace"], d)] for d in fact["evidence"]])
-        out[int(result["fact"].id)] = fact["key"]
+        out[int(result.fact.id)] = fact["key"]
     return out
 
 

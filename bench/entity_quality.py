@@ -86,7 +86,7 @@ def load(store: Any, graph: list[dict[str, Any]]) -> dict[str, Ref]:
     for record in (r for r in graph if r["record"] == "fact"):  # file order: a later works_on supersedes
         made = facts.assert_fact(store, record["namespace"], record["content"], entity=record["entity"],
                                  property=record["property"], value=record["value"], supersede=True)
-        out[record["key"]] = ("fact", int(made["fact"].id))
+        out[record["key"]] = ("fact", int(made.fact.id))
     with store.db.transaction() as tx:
         for record in (r for r in graph if r["record"] == "relationship"):
             tx.conn.execute(common.sql("bench_entity_relationship_insert"), {

@@ -171,9 +171,9 @@ def fill(store: Any) -> dict[str, Any]:
     episode_ids: list[int] = []
     for start in range(0, EPISODES, 250):
         batch = [{"content": f"{texts[i % len(texts)]} [{i}]"} for i in range(start, min(EPISODES, start + 250))]
-        episode_ids += [r["id"] for r in episodes.remember_batch(store, NAMESPACE, batch)]
+        episode_ids += [r.id for r in episodes.remember_batch(store, NAMESPACE, batch)]
     fact_ids = [
-        facts.assert_fact(store, NAMESPACE, f"{f['content']} [{i}]")["fact"].id
+        facts.assert_fact(store, NAMESPACE, f"{f['content']} [{i}]").fact.id
         for i, f in zip(range(FACTS), data["facts"] * 10, strict=False)
     ]
     return {

@@ -79,7 +79,7 @@ def load_dataset(
                 [{"content": e["content"], "occurred_at": e["occurred_at"], "kind": e["kind"]} for e in chunk],
             )
             for episode, result in zip(chunk, results, strict=True):
-                refs[episode["key"]] = ("episode", int(result["id"]))
+                refs[episode["key"]] = ("episode", int(result.id))
     for fact in data["facts"]:  # file order: a later fact on the same entity+property supersedes
         result = facts.assert_fact(
             store,
@@ -91,7 +91,7 @@ def load_dataset(
             source_episode_ids=[refs[k][1] for k in fact["sources"]],
             supersede=True,
         )
-        refs[fact["key"]] = ("fact", int(result["fact"].id))
+        refs[fact["key"]] = ("fact", int(result.fact.id))
     return refs
 
 

@@ -148,10 +148,10 @@ def measure_async(store: Any, base_texts: list[str], bare_insert: Any) -> dict[s
                 sync_ms.append(common.timed(lambda t=sync_text: episodes.remember(store, NAMESPACE, t))[0])
                 store.defer_vectors = True
                 elapsed, stored = common.timed(lambda t=async_text: episodes.remember(store, NAMESPACE, t))
-                watcher.watch(stored["id"], time.perf_counter())
+                watcher.watch(stored.id, time.perf_counter())
                 async_ms.append(elapsed)
-                steady_ids.append(stored["id"])
-                watcher.wait_for([stored["id"]])
+                steady_ids.append(stored.id)
+                watcher.wait_for([stored.id])
             out["sync"], out["async"] = common.summarize(sync_ms), common.summarize(async_ms)
             out["insert"] = common.summarize(insert_ms)
             out["steady_lag"] = common.summarize(watcher.lags_ms(steady_ids))
@@ -159,9 +159,9 @@ def measure_async(store: Any, base_texts: list[str], bare_insert: Any) -> dict[s
             burst_ms, burst_ids = [], []
             for text in fresh_texts(base_texts, LATENCY_SAMPLES, "burst"):
                 elapsed, stored = common.timed(lambda t=text: episodes.remember(store, NAMESPACE, t))
-                watcher.watch(stored["id"], time.perf_counter())
+                watcher.watch(stored.id, time.perf_counter())
                 burst_ms.append(elapsed)
-                burst_ids.append(stored["id"])
+                burst_ids.append(stored.id)
             watcher.wait_for(burst_ids)
             out["burst"], out["burst_lag"] = common.summarize(burst_ms), common.summarize(watcher.lags_ms(burst_ids))
 
@@ -173,8 +173,8 @@ def measure_async(store: Any, base_texts: list[str], bare_insert: Any) -> dict[s
                 results = episodes.remember_batch(store, NAMESPACE, [{"content": t} for t in texts])
                 commit_s += time.perf_counter() - t0
                 for r in results:
-                    watcher.watch(r["id"], time.perf_counter())
-                    batch_ids.append(r["id"])
+                    watcher.watch(r.id, time.perf_counter())
+                    batch_ids.append(r.id)
             watcher.wait_for(batch_ids)
             total = BATCH_SIZE * BATCHES
             out["batch_commit"] = total / commit_s

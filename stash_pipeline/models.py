@@ -309,7 +309,7 @@ class Cascade(Result):
 
     withdrawn_fact_ids: list[int] = []
     recheck_fact_ids: list[int] = []
-    withdrawn: dict[str, Any] = {}
+    withdrawn: dict[str, int] = {}
 
 
 class Erasure(Result):
@@ -464,6 +464,84 @@ class EntitySplit(Result):
 
 class EntityPurge(Result):
     entity_id: int
+    namespace: str
+    purged: bool
+    erased: Erasure
+
+
+
+class VectorBacklog(Result):
+    """Rows waiting for a vector, and how long the oldest has waited (None: none waits)."""
+
+    pending: int
+    oldest_age_s: float | None
+
+
+class ReembedReport(Result):
+    """What ``stash reembed`` did: the model and dimension now, the ones before, rows rewritten."""
+
+    model: str
+    dim: int
+    endpoint: str | None
+    previous_model: str | None
+    previous_dim: int | None
+    dims_changed: bool
+    episodes: int
+    facts: int
+    entities: int
+    rows_written: int
+    duration_s: float
+
+
+# --- facts and episodes ----------------------------------------------------------------
+
+
+class LineageRef(Record):
+    """One lineage edge's other end: a row's kind and id."""
+
+    kind: str
+    id: int
+
+
+class AssertedFact(Result):
+    fact: Fact
+    contradictions: list[Contradiction]
+    superseded_fact_ids: list[int]
+
+
+class FactLineage(Result):
+    fact: Fact
+    parents: list[LineageRef]
+    children: list[LineageRef]
+
+
+class FactWithdrawal(Result):
+    fact_id: int
+    withdrawn: bool
+    cascade: Cascade
+
+
+class FactPurge(Result):
+    fact_id: int
+    namespace: str
+    purged: bool
+    erased: Erasure
+
+
+class Remembered(Result):
+    """One stored episode: its id, namespace, and whether it is new (a key's retry is not)."""
+
+    id: int
+    namespace: str
+    created: bool
+
+
+class RememberedBatch(Result):
+    results: list[Remembered]
+
+
+class EpisodePurge(Result):
+    episode_id: int
     namespace: str
     purged: bool
     erased: Erasure

@@ -30,14 +30,14 @@ def load_labelled(store, namespace=LABELLED_NS):
     episode_records = [r for r in records if r["type"] == "episode"]
     out = episodes.remember_batch(store, namespace, [{"content": r["content"]} for r in episode_records])
     for record, result in zip(episode_records, out, strict=True):
-        keys[record["key"]] = ("episode", result["id"])
+        keys[record["key"]] = ("episode", result.id)
     for record in records:
         if record["type"] == "fact":
             made = facts.assert_fact(
                 store, namespace, record["content"], entity=record["entity"], property=record["property"],
                 value=record["value"], supersede=record.get("supersede", False),
             )
-            keys[record["key"]] = ("fact", made["fact"].id)
+            keys[record["key"]] = ("fact", made.fact.id)
         elif record["type"] == "question":
             questions.append(record)
     return keys, questions
@@ -74,8 +74,8 @@ def chat(store) -> dict[str, int]:
         "Caroline: Haha, that's so you.",
     ]
     made = episodes.remember_batch(store, CHAT_NS, [{"content": t, "occurred_at": CHAT_DAY} for t in turns])
-    ids = [int(r["id"]) for r in made]
+    ids = [int(r.id) for r in made]
     fact = facts.assert_fact(store, CHAT_NS, "Melanie attends a weekly pottery class at the community centre",
                              entity="Melanie", property="craft", value="pottery",
-                             valid_from=datetime.fromisoformat(CHAT_DAY), source_episode_ids=[ids[1], ids[3]])["fact"]
+                             valid_from=datetime.fromisoformat(CHAT_DAY), source_episode_ids=[ids[1], ids[3]]).fact
     return {"class": ids[1], "bowls": ids[3], "fact": fact.id, "first": ids[0], "last": ids[4]}

@@ -15,8 +15,8 @@ from testkit.recall_sets import load_labelled, ranks, summarise
 
 def test_facts_first_gives_facts_every_slot(store):
     namespaces.create(store, NS)
-    eid = episodes.remember(store, NS, "The deploy uses blue-green on Fridays")["id"]
-    fact_ids = [facts.assert_fact(store, NS, f"unrelated fact number {i}")["fact"].id for i in range(3)]
+    eid = episodes.remember(store, NS, "The deploy uses blue-green on Fridays").id
+    fact_ids = [facts.assert_fact(store, NS, f"unrelated fact number {i}").fact.id for i in range(3)]
     hits = facts_first.recall(store, "how do we deploy", NS, limit=3)
     assert sorted(h.id for h in hits) == sorted(fact_ids) and all(h.kind == "fact" for h in hits)
     hybrid = recall.recall(store, "how do we deploy", [NS], limit=3)
@@ -25,8 +25,8 @@ def test_facts_first_gives_facts_every_slot(store):
 
 def test_facts_first_fills_the_rest_with_episodes(store):
     namespaces.create(store, NS)
-    episode_ids = [episodes.remember(store, NS, f"turn {i} about the deploy")["id"] for i in range(3)]
-    fact_id = facts.assert_fact(store, NS, "the deploy runs on fridays")["fact"].id
+    episode_ids = [episodes.remember(store, NS, f"turn {i} about the deploy").id for i in range(3)]
+    fact_id = facts.assert_fact(store, NS, "the deploy runs on fridays").fact.id
     hits = facts_first.recall(store, "deploy", NS, limit=3)
     assert [(h.kind, h.id) for h in hits if h.kind == "fact"] == [("fact", fact_id)]
     assert {h.id for h in hits if h.kind == "episode"} <= set(episode_ids) and len(hits) == 3

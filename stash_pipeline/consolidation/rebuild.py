@@ -144,7 +144,7 @@ def _withdraw_and_rewind(
     report.withdrawn = len(own)
     if own:
         cascade = lineage.withdraw_cascade(tx, [(kind, i) for i in own], f"rebuild of {stage}", settings=settings)
-        report.cascade = {k: n for k, n in cascade["withdrawn"].items() if n}
-        report.recheck = len(cascade["recheck_fact_ids"])
+        report.cascade = {k: n for k, n in cascade.withdrawn.items() if n}
+        report.recheck = len(cascade.recheck_fact_ids)
     row = tx.one("rebuild_rewind_checkpoint", namespace_id=namespace_id, stage=stage) or {}
     report.cursor_was = int(row.get("cursor_was") or 0)

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: a row as the gateway returns it (psycopg's ``dict_row``): column name -> value
+Row = dict[str, Any]
+
 Statements = Sequence[tuple[str, Mapping[str, Any]]]
 
 #: what each statement prepared on a new connection may take (``prepare_on_connect``):
@@ -162,12 +165,12 @@ class Session:
     def __init__(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
         self.conn = conn
 
-    def one(self, name: str, /, **params: Any) -> dict[str, Any] | None:
+    def one(self, name: str, /, **params: Any) -> Row | None:
         with translate_errors(), self.conn.cursor() as cur:
             cur.execute(query(name), params or None)
             return cur.fetchone()
 
-    def all(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+    def all(self, name: str, /, **params: Any) -> list[Row]:
         with translate_errors(), self.conn.cursor() as cur:
             cur.execute(query(name), params or None)
             return cur.fetchall()
@@ -187,7 +190,7 @@ class Session:
         with translate_errors(), self.conn.cursor() as cur:
             cur.executemany(query(name), rows)
 
-    def returning_many(self, name: str, /, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def returning_many(self, name: str, /, rows: Sequence[Mapping[str, Any]]) -> list[Row]:
         """executemany that collects each statement's RETURNING row, in input order."""
         out: list[dict[str, Any]] = []
         if not rows:
@@ -287,11 +290,11 @@ class Database:
         with self._checked_connection() as conn, translate_errors():
             yield conn
 
-    def one(self, name: str, /, **params: Any) -> dict[str, Any] | None:
+    def one(self, name: str, /, **params: Any) -> Row | None:
         with self.transaction() as tx:
             return tx.one(name, **params)
 
-    def one_round_trip(self, name: str, /, **params: Any) -> dict[str, Any] | None:
+    def one_round_trip(self, name: str, /, **params: Any) -> Row | None:
         """One statement as its own transaction, in one round trip to the server.
 
         An explicit transaction waits for the server three times (BEGIN, the statement,
@@ -350,7 +353,7 @@ class Database:
             except psycopg.Error as exc:
                 log.debug("statements not prepared at connect: %s", _first_line(exc))
 
-    def all(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+    def all(self, name: str, /, **params: Any) -> list[Row]:
         with self.transaction() as tx:
             return tx.all(name, **params)
 

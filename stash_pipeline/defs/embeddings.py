@@ -44,12 +44,12 @@ def episode_embeddings(context, stash: StashResource) -> dg.MaterializeResult:  
         before = backlog(store)
         embedded = embed_pending(store)
         after = backlog(store)
-    context.log.info(f"embedded {embedded} waiting episodes; {after['pending']} still wait")
+    context.log.info(f"embedded {embedded} waiting episodes; {after.pending} still wait")
     return dg.MaterializeResult(
         metadata={
             "embedded": embedded,
-            "still_pending": after["pending"],
-            "oldest_wait_s": float(before["oldest_age_s"] or 0.0),
+            "still_pending": after.pending,
+            "oldest_wait_s": float(before.oldest_age_s or 0.0),
         }
     )
 
@@ -71,11 +71,11 @@ embed_pending_job = dg.define_asset_job(
 def pending_vectors_sensor(context: SensorEvaluationContext, stash: StashResource) -> dg.RunRequest | dg.SkipReason:
     with stash.open_store() as store:
         waiting = backlog(store)
-    if not waiting["pending"]:
+    if not waiting.pending:
         return dg.SkipReason("no episode waits for its vector")
-    age = waiting["oldest_age_s"] or 0.0
+    age = waiting.oldest_age_s or 0.0
     if age < GRACE_S:
-        return dg.SkipReason(f"{waiting['pending']} episodes wait, the oldest {age:.1f} s: a service worker takes them")
+        return dg.SkipReason(f"{waiting.pending} episodes wait, the oldest {age:.1f} s: a service worker takes them")
     runs = context.instance.get_runs(
         filters=dg.RunsFilter(job_name=embed_pending_job.name, statuses=IN_FLIGHT), limit=1
     )

@@ -149,9 +149,9 @@ def _items(store: Store, file: Path, kind: str, problems: list[str] | None) -> I
             item = _clean(row)
             if problems is not None:
                 prepared = episodes.prepare(store, item)
-                key = prepared["idempotency_key"]
+                key = prepared.idempotency_key
                 if key is not None:
-                    digest = hashlib.sha256(prepared["content"].encode("utf-8")).hexdigest()
+                    digest = hashlib.sha256(prepared.content.encode("utf-8")).hexdigest()
                     if key in keys and keys[key][1] != digest:
                         raise errors.Conflict(f"its idempotency_key is also used on {keys[key][0]} with other content")
                     keys.setdefault(key, (where, digest))
@@ -196,8 +196,8 @@ def import_episodes(store: Store, namespace: str, path: str | Path, *, format: s
         results = episodes.remember_batch(store, slug, batch)
         batches += 1
         done += len(results)
-        created += sum(1 for r in results if r["created"])
-        replayed += sum(1 for r in results if not r["created"])
+        created += sum(1 for r in results if r.created)
+        replayed += sum(1 for r in results if not r.created)
         if progress is not None:
             progress(done, total)
     return {"namespace": slug, "rows": total, "created": created, "replayed": replayed, "batches": batches}

@@ -123,8 +123,9 @@ def resolve(
                 tx, [("fact", old_id), ("fact", new_id)], reason, settings=store.settings,
                 scope=scope_ids(tx, namespaces),
             )
-            cascade["withdrawn_fact_ids"] = sorted({old_id, new_id, *cascade["withdrawn_fact_ids"]})
-            withdrawn = Cascade.model_validate(cascade)
+            withdrawn = cascade.model_copy(
+                update={"withdrawn_fact_ids": sorted({old_id, new_id, *cascade.withdrawn_fact_ids})}
+            )
         # the key's timeline recomputed: a rejected fact gives back the time it took, a kept
         # one holds again until the next value, keep_both lets both hold; relationships follow
         timeline.settle(tx, store.settings, [old_id, new_id])

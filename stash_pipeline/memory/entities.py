@@ -18,15 +18,16 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+import numpy as np
 from psycopg.types.json import Jsonb
 
 from stash_pipeline import errors
-from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.memory import erasure, lineage, validate
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
-from stash_pipeline.models import EntityMerge, EntityMoved, EntityPurge, EntitySplit, EntityView, Erasure
+from stash_pipeline.models import EntityMerge, EntityMoved, EntityPurge, EntitySplit, EntityView
 from stash_pipeline.store import Store
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def normalise(name: str) -> str:
 
 
 def find_or_create(
-    tx: Session, namespace_id: int, name: str, key: str, *, embedding: Any, embedding_model: str
+    tx: Session, namespace_id: int, name: str, key: str, *, embedding: np.ndarray | None, embedding_model: str
 ) -> tuple[int, bool]:
     """(entity id, created): the entity whose alias ``key`` is, else a new one named ``name``.
 
@@ -96,14 +97,14 @@ def find_or_create(
     return entity_id, True
 
 
-def name_embedding(embedder: CachedEmbedder, name: str | None, scope: list[str] | None = None) -> Any:
+def name_embedding(embedder: CachedEmbedder, name: str | None, scope: list[str] | None = None) -> np.ndarray | None:
     """The vector an entity name is compared by (of its normalised form), or None for no
     name; ``scope`` is the namespaces of the tool call it serves (``CachedEmbedder.embed``)."""
     key = normalise(name or "")
     return embedder.embed_one(key, scope) if key else None
 
 
-def link_asserted_fact(tx: Session, store: Store, fact: dict[str, Any], embedding: Any) -> int | None:
+def link_asserted_fact(tx: Session, store: Store, fact: Row, embedding: np.ndarray | None) -> int | None:
     """Point a caller's new fact at its entity (returned): the one its name is an alias of, else a new one.
 
     A caller's write calls no model, so only the exact (normalised) name is matched here;
@@ -149,7 +150,7 @@ def _entity_id(tx: Session, entity_id: int | None, name: str | None, namespaces:
     return int(found[0]["entity_id"])
 
 
-def _live(tx: Session, entity_id: int, scope: set[int] | None) -> dict[str, Any]:
+def _live(tx: Session, entity_id: int, scope: set[int] | None) -> Row:
     """The entity row, following merges to the entity it now is part of."""
     row = found_in_scope(tx.one("entity_get", id=entity_id), scope, f"entity {entity_id}")
     for _ in range(MAX_MERGE_STEPS):
@@ -215,14 +216,14 @@ def get_entity(
 MAX_MERGE_STEPS = 20
 
 
-def _lock_pair(tx: Session, first: int, second: int, scope: set[int] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def _lock_pair(tx: Session, first: int, second: int, scope: set[int] | None) -> tuple[Row, Row]:
     rows = {int(r["id"]): r for r in tx.all("entity_lock", ids=[first, second])}
     for entity_id in (first, second):
         found_in_scope(rows.get(entity_id), scope, f"entity {entity_id}")
     return rows[first], rows[second]
 
 
-def _record(tx: Session, row: dict[str, Any], action: str, other: int, moved: EntityMoved, note: str | None) -> int:
+def _record(tx: Session, row: Row, action: str, other: int, moved: EntityMoved, note: str | None) -> int:
     correction = tx.one(
         "entity_correction_add",
         namespace_id=int(row["namespace_id"]),
@@ -270,7 +271,7 @@ def merge_entities(
     return EntityMerge(id=keep_id, merged_id=merge_id, correction_id=correction_id, moved=moved)
 
 
-def _moved(aliases: list[str], facts: int, ends: dict[str, Any] | None) -> EntityMoved:
+def _moved(aliases: list[str], facts: int, ends: Row | None) -> EntityMoved:
     ends = ends or {}
     return EntityMoved(
         aliases=sorted(aliases),
@@ -354,5 +355,5 @@ def purge_entity(store: Store, entity_id: int, namespaces: Sequence[str] | None 
         members = [i for k, i in roots if k == "entity"]
         names = [r["text"] for r in tx.all("entity_purge", ids=members)]
         store.embedder.forget_texts(tx, names)
-    erased["erased"]["entity"] = len(members)
-    return EntityPurge(entity_id=entity_id, namespace=row["namespace"], purged=True, erased=Erasure.model_validate(erased))
+    erased = erased.model_copy(update={"erased": {**erased.erased, "entity": len(members)}})
+    return EntityPurge(entity_id=entity_id, namespace=row["namespace"], purged=True, erased=erased)

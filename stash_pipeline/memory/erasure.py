@@ -19,18 +19,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
 
 from stash_pipeline.db import catalog
 from stash_pipeline.db.gateway import Session
 from stash_pipeline.db.sql import named
 from stash_pipeline.memory import timeline
+from stash_pipeline.models import Erasure
 from stash_pipeline.store import Store
 
 
 def erase(
     tx: Session, store: Store, roots: Iterable[tuple[str, int]], *, scope: set[int] | None = None
-) -> dict[str, Any]:
+) -> Erasure:
     """Delete ``roots`` and everything derived from them; returns what went.
 
     The report names and counts only rows in ``scope`` (namespace ids; None: all) and
@@ -39,7 +39,7 @@ def erase(
     """
     root_set = {(kind, int(ident)) for kind, ident in roots}
     if not root_set:
-        return {"erased_fact_ids": [], "erased": {}}
+        return Erasure()
     by_kind = _locked_closure(tx, root_set)
     shown: dict[str, list[int]] = {}
     texts: list[str] = []
@@ -74,10 +74,10 @@ def erase(
     store.embedder.forget_texts(tx, [t for t in texts if t])
     tx.execute("erasure_forget_lexemes", ids=sorted(namespaces))
     root_facts = {i for k, i in root_set if k == "fact"}
-    return {
-        "erased_fact_ids": [i for i in shown.get("fact", []) if i not in root_facts],
-        "erased": {kind: len(ids) for kind, ids in sorted(shown.items()) if ids},
-    }
+    return Erasure(
+        erased_fact_ids=[i for i in shown.get("fact", []) if i not in root_facts],
+        erased={kind: len(ids) for kind, ids in sorted(shown.items()) if ids},
+    )
 
 
 def _locked_closure(tx: Session, roots: set[tuple[str, int]]) -> dict[str, list[int]]:
@@ -102,7 +102,7 @@ def _locked_closure(tx: Session, roots: set[tuple[str, int]]) -> dict[str, list[
     return out
 
 
-def erase_trees(tx: Session, store: Store, namespace_ids: list[int]) -> dict[str, Any]:
+def erase_trees(tx: Session, store: Store, namespace_ids: list[int]) -> Erasure:
     """Before namespaces are deleted: erase what rows outside them derived from their rows,
     and forget the cached vectors of their texts (the rows themselves go with the namespaces)."""
     roots: list[tuple[str, int]] = []

@@ -25,22 +25,35 @@ in [valid_from, end), where end is the end the fact had at ``known_at``
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+
+import numpy as np
 
 from stash_pipeline import errors
-from stash_pipeline.db.gateway import Session
+from stash_pipeline.config import Settings
+from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.memory import entities, erasure, lineage, timeline, validate
 from stash_pipeline.memory.namespaces import resolve_id, resolve_trees
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
-from stash_pipeline.models import Contradiction, Fact
+from stash_pipeline.models import AssertedFact, Contradiction, Fact, FactLineage, FactPurge, FactWithdrawal
 from stash_pipeline.store import Store
 
 MAX_KEY_CHARS = 500
 
 
-def _short(settings: Any, value: Any, field: str) -> str | None:
+@dataclass
+class Conflicts:
+    """What slotting a fact into its timeline did: the contradictions it recorded, the facts
+    it superseded, and whether the fact arrived as history (a later value ends it)."""
+
+    contradictions: list[Contradiction] = field(default_factory=list)
+    superseded_fact_ids: list[int] = field(default_factory=list)
+    history: bool = False
+
+
+def _short(settings: Settings, value: str | None, field: str) -> str | None:
     text = validate.optional_text(settings, value, field)
     if text is not None and len(text) > MAX_KEY_CHARS:
         raise errors.InvalidInput(f"{field} is limited to {MAX_KEY_CHARS} characters")
@@ -60,12 +73,12 @@ def insert_fact(
     value: str | None = None,
     parents: Iterable[tuple[str, int]] = (),
     rationale: str | None = None,
-    embedding: Any = None,
+    embedding: np.ndarray | None = None,
     valid_from: datetime | None = None,
     valid_until: datetime | None = None,
     stated_valid_until: datetime | None = None,
     time_sources: Iterable[tuple[str, int]] = (),
-) -> dict[str, Any]:
+) -> Row:
     """Insert one fact plus its lineage in the caller's transaction; returns the row (no vector).
 
     Pass ``embedding`` when you can (embed before opening the transaction); otherwise the
@@ -115,7 +128,7 @@ def insert_fact(
     return row
 
 
-def _current_now(row: dict[str, Any]) -> bool:
+def _current_now(row: Row) -> bool:
     now = datetime.now(UTC)
     return row["withdrawn_at"] is None and row["valid_from"] <= now and (
         row["valid_until"] is None or row["valid_until"] > now
@@ -130,8 +143,8 @@ def event_interval(start: datetime | None, end: datetime | None) -> tuple[dateti
 
 
 def structured_conflicts(
-    tx: Session, new_fact: dict[str, Any], *, supersede: bool, confidence: float | None = None, settings: Any = None
-) -> dict[str, Any]:
+    tx: Session, new_fact: Row, *, supersede: bool, confidence: float | None = None, settings: Settings | None = None
+) -> Conflicts:
     """Slot a new fact into its entity+property timeline (``memory.timeline``; no model).
 
     The values holding at its start (``timeline.place``) each get a contradiction row:
@@ -140,9 +153,8 @@ def structured_conflicts(
     timeline is recomputed (``timeline.settle``): a later known value ends the new fact (it
     is history and supersedes nothing). A multi-valued property
     (``timeline.single_valued``) has no timeline: nothing is compared.
-    Returns {"contradictions": [rows], "superseded_fact_ids": [ids], "history": bool}.
     """
-    out: dict[str, Any] = {"contradictions": [], "superseded_fact_ids": [], "history": False}
+    out = Conflicts()
     entity, prop, value = new_fact.get("entity"), new_fact.get("property"), new_fact.get("value")
     if not entity or not prop or value is None or not timeline.single_valued(settings, prop):
         return out
@@ -162,7 +174,7 @@ def structured_conflicts(
     }
     known = [timeline.Known(i, o["value"], o["valid_from"], o["valid_until"]) for i, o in olds.items()]
     placed = timeline.place(value, start, end, known)
-    out["history"] = placed.history
+    out.history = placed.history
     for covered in placed.covered:
         old = olds[covered.ref]
         old_value = old["value"]
@@ -177,7 +189,7 @@ def structured_conflicts(
             "confidence": new_fact["confidence"] if confidence is None else confidence,
         }
         if supersede:  # the timeline closes it where the new fact begins (settle, below)
-            out["superseded_fact_ids"].append(int(old["id"]))
+            out.superseded_fact_ids.append(int(old["id"]))
             row = tx.one(
                 "contradiction_insert",
                 **common,
@@ -201,7 +213,7 @@ def structured_conflicts(
                 resolution=None,
             )
         if row is not None:
-            out["contradictions"].append(row)
+            out.contradictions.append(Contradiction.from_row(row))
     # the key's timeline, recomputed with the new statement (and its contradictions) in it
     timeline.settle(tx, settings, [new_fact["id"]])
     row = tx.one("fact_get", id=new_fact["id"], as_of=None, known_at=None)
@@ -225,7 +237,7 @@ def assert_fact(
     supersede: bool = False,
     valid_from: datetime | None = None,
     valid_until: datetime | None = None,
-) -> dict[str, Any]:
+) -> AssertedFact:
     """A caller-made fact (origin 'asserted') with optional cited episodes and a conflict check.
 
     ``valid_from``/``valid_until`` state when the fact was true in the world (event time;
@@ -241,7 +253,7 @@ def assert_fact(
     if (entity is None) != (property is None):
         raise errors.InvalidInput("entity and property go together: give both or neither")
     confidence = validate.probability(confidence)
-    cited = sorted({validate.record_id(i, "source_episode_ids") for i in (source_episode_ids or [])})
+    cited = sorted(set(source_episode_ids or ()))
     with store.db.transaction() as tx:
         resolve_id(tx, slug)  # fail before embedding on an unknown namespace
     embedding = store.embedder.embed_one(text, [slug])
@@ -274,16 +286,16 @@ def assert_fact(
         )
         row["entity_id"] = entities.link_asserted_fact(tx, store, row, entity_embedding)
         conflicts = structured_conflicts(tx, row, supersede=supersede, settings=store.settings)
-    return {
-        "fact": Fact.from_row(row),
-        "contradictions": [Contradiction.from_row(c) for c in conflicts["contradictions"]],
-        "superseded_fact_ids": conflicts["superseded_fact_ids"],
-    }
+    return AssertedFact(
+        fact=Fact.from_row(row),
+        contradictions=conflicts.contradictions,
+        superseded_fact_ids=conflicts.superseded_fact_ids,
+    )
 
 
 def query(
     store: Store,
-    namespaces: Any = "/",
+    namespaces: Sequence[str] = ("/",),
     *,
     entity: str | None = None,
     property: str | None = None,
@@ -322,9 +334,12 @@ def query(
 
 
 def _load(
-    tx: Session, fact_id: Any, namespaces: Any, as_of: datetime | None = None, known_at: datetime | None = None
-) -> dict[str, Any]:
-    ident = validate.record_id(fact_id, "fact_id")
+    tx: Session,
+    ident: int,
+    namespaces: Sequence[str] | None,
+    as_of: datetime | None = None,
+    known_at: datetime | None = None,
+) -> Row:
     row = tx.one("fact_get", id=ident, as_of=as_of, known_at=known_at)
     row = found_in_scope(row, scope_ids(tx, namespaces), f"fact {ident}")
     if known_at is not None and row["recorded_at"] > known_at:
@@ -335,7 +350,7 @@ def _load(
 def get(
     store: Store,
     fact_id: int,
-    namespaces: Any = None,
+    namespaces: Sequence[str] | None = None,
     *,
     as_of: datetime | None = None,
     known_at: datetime | None = None,
@@ -354,22 +369,21 @@ def get(
 def get_with_lineage(
     store: Store,
     fact_id: int,
-    namespaces: Any = None,
+    namespaces: Sequence[str] | None = None,
     *,
     as_of: datetime | None = None,
     known_at: datetime | None = None,
-) -> dict[str, Any]:
-    """A fact (as ``get`` reads it) with its parents and the rows derived from it:
-    {"fact", "parents", "children"}."""
+) -> FactLineage:
+    """A fact (as ``get`` reads it) with its parents and the rows derived from it."""
     with store.db.transaction() as tx:
         row = _load(tx, fact_id, namespaces, as_of, known_at)
         scope = scope_ids(tx, namespaces)  # only ids inside the caller's trees are handed out
         parents = lineage.parents_of(tx, "fact", int(row["id"]), scope)
         children = lineage.children_of(tx, "fact", int(row["id"]), scope)
-    return {"fact": Fact.from_row(row), "parents": parents, "children": children}
+    return FactLineage(fact=Fact.from_row(row), parents=parents, children=children)
 
 
-def withdraw(store: Store, fact_id: int, reason: str, namespaces: Any = None) -> dict[str, Any]:
+def withdraw(store: Store, fact_id: int, reason: str, namespaces: Sequence[str] | None = None) -> FactWithdrawal:
     """Withdraw a fact (it stays as history) and cascade to what was derived only from it."""
     why = validate.content(store.settings, reason, "reason")
     with store.db.transaction() as tx:
@@ -381,14 +395,14 @@ def withdraw(store: Store, fact_id: int, reason: str, namespaces: Any = None) ->
             tx, [("fact", ident)], f"source fact {ident} withdrawn: {why[:200]}", settings=store.settings,
             scope=scope_ids(tx, namespaces),
         )
-    return {"fact_id": ident, "withdrawn": True, "cascade": cascade}
+    return FactWithdrawal(fact_id=ident, withdrawn=True, cascade=cascade)
 
 
-def purge(store: Store, fact_id: int, namespaces: Any = None) -> dict[str, Any]:
+def purge(store: Store, fact_id: int, namespaces: Sequence[str] | None = None) -> FactPurge:
     """Erase a fact and everything derived from it (``erasure.erase``): rows, end history,
     lineage, cached vectors; what gathered it is gathered again from what remains."""
     with store.db.transaction() as tx:
         row = _load(tx, fact_id, namespaces)
         ident = int(row["id"])
         erased = erasure.erase(tx, store, [("fact", ident)], scope=scope_ids(tx, namespaces))
-    return {"fact_id": ident, "namespace": row["namespace"], "purged": True, "erased": erased}
+    return FactPurge(fact_id=ident, namespace=row["namespace"], purged=True, erased=erased)

@@ -14,10 +14,9 @@ what) and check the texts against the store's limits and the goal's namespace li
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import get as get_namespace
 from stash_pipeline.memory.paging import Page
@@ -94,5 +93,5 @@ def delete(store: Store, failure_id: int, namespaces: Sequence[str] | None = Non
     return Deleted(ok=True, id=failure_id)
 
 
-def _load(tx: Session, failure_id: int, scope: set[int] | None) -> dict[str, Any]:
+def _load(tx: Session, failure_id: int, scope: set[int] | None) -> Row:
     return found_in_scope(tx.one("failure_get", id=failure_id, **visible(scope)), scope, f"failure {failure_id}")

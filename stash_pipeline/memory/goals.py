@@ -29,10 +29,9 @@ paths checked; they check the text against the store's limits and the rules abov
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.memory import lineage, validate
 from stash_pipeline.memory.namespaces import get as get_namespace
 from stash_pipeline.memory.paging import Page
@@ -190,7 +189,7 @@ def delete(store: Store, goal_id: int, namespaces: Sequence[str] | None = None) 
 # --- transaction-level helpers (also used by the goal-progress stage) ----------------
 
 
-def load(tx: Session, goal_id: int, scope: set[int] | None = None, *, lock: bool = False) -> dict[str, Any]:
+def load(tx: Session, goal_id: int, scope: set[int] | None = None, *, lock: bool = False) -> Row:
     """A live goal row in scope, optionally locked; RecordNotFound otherwise."""
     if lock:
         tx.one("goal_lock", id=goal_id)
@@ -207,7 +206,7 @@ def add_note(
     content: str,
     confidence: float | None = None,
     fact_id: int | None = None,
-) -> dict[str, Any] | None:
+) -> Row | None:
     """Append a note to a goal; returns the row, or None for a repeated model note.
 
     A model note is written once per (goal, fact, kind); its lineage points at the fact.
@@ -278,7 +277,7 @@ def _finish(store: Store, goal_id: int, to: str, note: str | None, namespaces: S
     return GoalFinish(goal=goal, auto_completed=auto)
 
 
-def _full(tx: Session, row: dict[str, Any] | None) -> Goal:
+def _full(tx: Session, row: Row | None) -> Goal:
     assert row is not None
     counts = tx.one("goal_sub_goal_counts", id=row["id"])
     notes = tx.all("goal_notes_for", goal_id=row["id"])

@@ -33,10 +33,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from stash_pipeline import errors
-from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.memory import lineage, validate
 from stash_pipeline.memory.namespaces import get as get_namespace
 from stash_pipeline.memory.namespaces import resolve_trees
@@ -230,7 +229,7 @@ def delete_causal_link(store: Store, link_id: int, namespaces: Sequence[str] | N
 # --- helpers -----------------------------------------------------------------------------
 
 
-def _live_fact_in(tx: Session, fact_id: int, tree: set[int], slug: str, role: str) -> dict[str, Any]:
+def _live_fact_in(tx: Session, fact_id: int, tree: set[int], slug: str, role: str) -> Row:
     fact = tx.one("fact_get", id=fact_id, as_of=None, known_at=None)
     if fact is None or fact["namespace_id"] not in tree:
         raise errors.RecordNotFound(f"{role} fact {fact_id} not found in namespace {slug!r} or its descendants")
@@ -242,11 +241,11 @@ def _live_fact_in(tx: Session, fact_id: int, tree: set[int], slug: str, role: st
     return fact
 
 
-def _causal_link_in_scope(tx: Session, link_id: int, scope: set[int] | None) -> dict[str, Any]:
+def _causal_link_in_scope(tx: Session, link_id: int, scope: set[int] | None) -> Row:
     return found_in_scope(tx.one("graph_get_causal_link", id=link_id), scope, f"causal link {link_id}")
 
 
-def _optional_name(value: Any, field: str) -> str | None:
+def _optional_name(value: object, field: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):

@@ -26,12 +26,11 @@ source facts against the namespace tree and each move against the state machine.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from stash_pipeline import errors
-from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.memory import facts, lineage, validate
 from stash_pipeline.memory.namespaces import get as get_namespace
 from stash_pipeline.memory.namespaces import resolve_trees
@@ -215,20 +214,20 @@ def delete(store: Store, hypothesis_id: int, namespaces: Sequence[str] | None = 
 # --- transaction-level helpers (also used by the hypothesis-evidence stage) ----------
 
 
-def load(tx: Session, hypothesis_id: int, scope: set[int] | None = None, *, lock: bool = False) -> dict[str, Any]:
+def load(tx: Session, hypothesis_id: int, scope: set[int] | None = None, *, lock: bool = False) -> Row:
     """A live hypothesis row in scope, optionally locked; RecordNotFound otherwise."""
     if lock:
         tx.one("hypothesis_lock", id=hypothesis_id)
     return found_in_scope(tx.one("hypothesis_get", id=hypothesis_id), scope, f"hypothesis {hypothesis_id}")
 
 
-def test_tx(tx: Session, row: dict[str, Any]) -> None:
+def test_tx(tx: Session, row: Row) -> None:
     """proposed → testing on a locked row."""
     _check_move(row, "testing")
     tx.execute("hypothesis_set_testing", id=row["id"])
 
 
-def reject_tx(tx: Session, row: dict[str, Any], reason: str | None) -> None:
+def reject_tx(tx: Session, row: Row, reason: str | None) -> None:
     """proposed/testing → rejected on a locked row."""
     _check_move(row, "rejected")
     tx.execute("hypothesis_set_rejected", id=row["id"], reason=reason)
@@ -237,12 +236,12 @@ def reject_tx(tx: Session, row: dict[str, Any], reason: str | None) -> None:
 def confirm_tx(
     tx: Session,
     store: Store,
-    row: dict[str, Any],
+    row: Row,
     *,
     embedding: np.ndarray | None = None,
     rationale: str | None = None,
     evidence_fact_id: int | None = None,
-) -> tuple[Hypothesis, dict[str, Any]]:
+) -> tuple[Hypothesis, Row]:
     """testing → confirmed on a locked row, inserting the confirming fact in ``tx``.
 
     The fact holds from its sources' time: the earliest of the hypothesis's source facts
@@ -283,7 +282,7 @@ def record_evidence(
     new_confidence: float | None,
     reasoning: str,
     action: str | None,
-) -> dict[str, Any] | None:
+) -> Row | None:
     """Log one verdict on a hypothesis (idempotent per (hypothesis, fact)).
 
     Returns the inserted row, or None when that fact already has a verdict on that
@@ -310,7 +309,7 @@ def record_evidence(
     return row
 
 
-def _check_move(row: dict[str, Any], to: str) -> None:
+def _check_move(row: Row, to: str) -> None:
     current = row["status"]
     allowed = TRANSITIONS[current]
     if to in allowed:

@@ -14,13 +14,14 @@ statements, never a loop over rows. A purge erases instead (``erasure``).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from stash_pipeline import errors
+from stash_pipeline.config import Settings
 from stash_pipeline.db import catalog
-from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.db.sql import named
 from stash_pipeline.memory import timeline
+from stash_pipeline.models import Cascade, LineageRef
 
 #: the id spaces a lineage edge may name, from the table catalog
 KINDS = catalog.LINEAGE_KINDS
@@ -76,19 +77,21 @@ def _hold_parents(tx: Session, pairs: list[tuple[str, int]]) -> None:
             raise errors.Conflict(f"the {kind} {', '.join(map(str, gone))} a derived row names was erased meanwhile")
 
 
-def _where(scope: set[int] | None) -> dict[str, Any]:
+def _where(scope: set[int] | None) -> dict[str, object]:
     """The SQL parameters of a namespace scope (``scope.scope_ids``: None is every namespace)."""
     return {"all_namespaces": scope is None, "ns_ids": sorted(scope or ())}
 
 
-def parents_of(tx: Session, kind: str, id: int, scope: set[int] | None = None) -> list[dict[str, Any]]:
-    """The parents of one row as [{"kind", "id"}]: those in ``scope`` (namespace ids; None: all)."""
-    return tx.all("lineage_parents_of", kind=_check_kind(kind), id=int(id), **_where(scope))
+def parents_of(tx: Session, kind: str, id: int, scope: set[int] | None = None) -> list[LineageRef]:
+    """The parents of one row: those in ``scope`` (namespace ids; None: all)."""
+    rows = tx.all("lineage_parents_of", kind=_check_kind(kind), id=int(id), **_where(scope))
+    return [LineageRef.from_row(r) for r in rows]
 
 
-def children_of(tx: Session, kind: str, id: int, scope: set[int] | None = None) -> list[dict[str, Any]]:
-    """The rows derived from one row as [{"kind", "id"}]: those in ``scope`` (None: all)."""
-    return tx.all("lineage_children_of", kind=_check_kind(kind), id=int(id), **_where(scope))
+def children_of(tx: Session, kind: str, id: int, scope: set[int] | None = None) -> list[LineageRef]:
+    """The rows derived from one row: those in ``scope`` (None: all)."""
+    rows = tx.all("lineage_children_of", kind=_check_kind(kind), id=int(id), **_where(scope))
+    return [LineageRef.from_row(r) for r in rows]
 
 
 def withdraw_cascade(
@@ -96,16 +99,16 @@ def withdraw_cascade(
     roots: list[tuple[str, int]],
     reason: str,
     *,
-    settings: Any = None,
+    settings: Settings | None = None,
     scope: set[int] | None = None,
-) -> dict[str, Any]:
+) -> Cascade:
     """Withdraw what was derived only from ``roots`` (already removed/withdrawn), to a fixpoint.
 
     ``settings`` names the multi-valued properties (``timeline.multi_valued``; the built-in
     list when None) whose keys have no timeline to give time back on.
 
-    Roots are treated as dead even if their row still exists. Returns ``{"withdrawn_fact_ids", "recheck_fact_ids",
-    "withdrawn": {kind: count}}``.
+    Roots are treated as dead even if their row still exists. Returns the facts withdrawn,
+    the facts to re-check and counts by kind.
 
     The cascade crosses namespace boundaries (a parent namespace's fact derived only from
     a child's forgotten turn must not stay current), but the report names and counts only
@@ -119,7 +122,7 @@ def withdraw_cascade(
     recheck: set[int] = set()
     hidden: set[tuple[str, int]] = set()  # changed, outside the caller's scope: not reported
 
-    def changed(kind: str, rows: list[dict[str, Any]]) -> list[int]:
+    def changed(kind: str, rows: list[Row]) -> list[int]:
         if scope is not None:
             hidden.update((kind, int(r["id"])) for r in rows if int(r["namespace_id"]) not in scope)
         return _ids(rows)
@@ -178,12 +181,12 @@ def withdraw_cascade(
     def shown(kind: str, ids: Iterable[int]) -> list[int]:
         return sorted(i for i in ids if (kind, i) not in hidden)
 
-    return {
-        "withdrawn_fact_ids": shown("fact", withdrawn_facts),
-        "recheck_fact_ids": shown("fact", recheck - set(withdrawn_facts)),
-        "withdrawn": {kind: len(shown(kind, ids)) for kind, ids in withdrawn.items()},
-    }
+    return Cascade(
+        withdrawn_fact_ids=shown("fact", withdrawn_facts),
+        recheck_fact_ids=shown("fact", recheck - set(withdrawn_facts)),
+        withdrawn={kind: len(shown(kind, ids)) for kind, ids in withdrawn.items()},
+    )
 
 
-def _ids(rows: list[dict[str, Any]]) -> list[int]:
+def _ids(rows: list[Row]) -> list[int]:
     return [int(r["id"]) for r in rows]

@@ -13,10 +13,10 @@ passes it.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from stash_pipeline import errors
-from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.memory import erasure, validate
 from stash_pipeline.models import Namespace, NamespaceCreation, NamespaceDeletion, NamespaceView, SelfTree
 from stash_pipeline.store import Store
@@ -50,7 +50,7 @@ class Allowance(Protocol):
     def record(self, key: Hashable, count: int = 1) -> None: ...
 
 
-def get(tx: Session, slug: str) -> dict[str, Any]:
+def get(tx: Session, slug: str) -> Row:
     """The namespace row for an exact slug, or NamespaceNotFound."""
     row = tx.one("get_namespace_by_slug", slug=validate.slug(slug))
     if row is None:
@@ -62,7 +62,7 @@ def resolve_id(tx: Session, slug: str) -> int:
     return int(get(tx, slug)["id"])
 
 
-def resolve_trees(tx: Session, paths: Any) -> dict[int, str]:
+def resolve_trees(tx: Session, paths: str | Sequence[str] | None) -> dict[int, str]:
     """Expand paths (list or comma string) to {namespace_id: slug} including descendants."""
     out: dict[int, str] = {}
     for path in validate.slugs(paths):

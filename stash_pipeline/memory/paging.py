@@ -11,8 +11,9 @@ any other filter); ``page.in_trees(...)`` resolves the trees, runs the list quer
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.scope import read_ids, scope_ids, visible
@@ -28,7 +29,7 @@ class Page:
     offset: int
 
     @classmethod
-    def of(cls, limit: Any, offset: Any) -> Page:
+    def of(cls, limit: int | None, offset: int | None) -> Page:
         """A validated page (see ``validate.page``)."""
         valid_limit, valid_offset = validate.page(limit, offset)
         return cls(valid_limit, valid_offset)
@@ -38,10 +39,10 @@ class Page:
         store: Store,
         query_name: str,
         model: type[RecordType],
-        namespaces: Any,
+        namespaces: str | Sequence[str] | None,
         *,
-        refs_within: Any = None,
-        **filters: Any,
+        refs_within: Sequence[str] | None = None,
+        **filters: object,
     ) -> list[RecordType]:
         """One page of ``query_name`` over the namespace trees, as ``model`` records;
         ``refs_within`` (the caller's trees, None: anywhere) bounds the ids a row may show

@@ -34,10 +34,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from stash_pipeline import errors
+from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.embedding.cache import query_key
+from stash_pipeline.models import VectorBacklog
 
 if TYPE_CHECKING:
     from stash_pipeline.store import Store
@@ -77,7 +79,7 @@ def embed_pending_in(store: Store, paths: list[str], *, limit: int, wait_ms: int
         return 0
 
 
-def _embed_rows(store: Store, tx: Any, rows: list[dict[str, Any]]) -> int:
+def _embed_rows(store: Store, tx: Session, rows: list[Row]) -> int:
     """Compute the claimed rows' vectors in one forward pass (cached texts from the cache) and write them."""
     if not rows:
         return 0
@@ -110,12 +112,12 @@ def embed_pending(store: Store, *, batch_size: int | None = None, max_rows: int 
     return done
 
 
-def backlog(store: Store) -> dict[str, Any]:
-    """{"pending": rows waiting for a vector, "oldest_age_s": seconds the oldest has waited or None}."""
+def backlog(store: Store) -> VectorBacklog:
+    """How many rows wait for a vector, and how long the oldest has waited (None: none waits)."""
     row = store.db.one("pending_vectors_backlog")
     assert row is not None
     age = row["oldest_age_s"]
-    return {"pending": int(row["pending"]), "oldest_age_s": None if age is None else round(float(age), 3)}
+    return VectorBacklog(pending=int(row["pending"]), oldest_age_s=None if age is None else round(float(age), 3))
 
 
 def forward_pass_ms(store: Store) -> float:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from psycopg import sql
 
@@ -40,6 +40,7 @@ from stash_pipeline.embedding.cache import (
     column_dims,
     read_lock,
 )
+from stash_pipeline.models import ReembedReport
 
 if TYPE_CHECKING:
     from stash_pipeline.store import Store
@@ -57,7 +58,7 @@ _MAX_PASSES = 3  # a second pass picks up rows written by old-config writers dur
 
 def reembed(
     store: Store, *, progress: Progress | None = None, batch_size: int | None = None
-) -> dict[str, Any]:
+) -> ReembedReport:
     """Re-embed every episode and fact with the configured embedder; return a report.
 
     ``progress(done, total)`` is called after each batch; ``batch_size`` rows are embedded
@@ -80,7 +81,7 @@ def reembed(
 
 def _run(
     store: Store, embedder: CachedEmbedder, progress: Progress | None, batch: int, started: float
-) -> dict[str, Any]:
+) -> ReembedReport:
     db = store.db
     dims = column_dims(db)
     unknown = sorted(set(dims) - KNOWN_VECTOR_COLUMNS)
@@ -146,19 +147,19 @@ def _run(
         tx.execute("embedding_lock_set", key=LOCK_DIM_KEY, value=str(embedder.dim))
         tx.execute("embedding_lock_set", key=LOCK_ENDPOINT_KEY, value=embedder.endpoint)
 
-    return {
-        "model": embedder.name,
-        "dim": embedder.dim,
-        "endpoint": embedder.endpoint,
-        "previous_model": previous.get(LOCK_MODEL_KEY),
-        "previous_dim": int(previous[LOCK_DIM_KEY]) if LOCK_DIM_KEY in previous else old_dim,
-        "dims_changed": dims_changed,
-        "episodes": counts["episodes"],
-        "facts": counts["facts"],
-        "entities": counts["entities"],
-        "rows_written": counts["episodes"] + counts["facts"],
-        "duration_s": round(time.monotonic() - started, 3),
-    }
+    return ReembedReport(
+        model=embedder.name,
+        dim=embedder.dim,
+        endpoint=embedder.endpoint,
+        previous_model=previous.get(LOCK_MODEL_KEY),
+        previous_dim=int(previous[LOCK_DIM_KEY]) if LOCK_DIM_KEY in previous else old_dim,
+        dims_changed=dims_changed,
+        episodes=counts["episodes"],
+        facts=counts["facts"],
+        entities=counts["entities"],
+        rows_written=counts["episodes"] + counts["facts"],
+        duration_s=round(time.monotonic() - started, 3),
+    )
 
 
 def _ddl(store: Store, name: str, **literals: int) -> None:

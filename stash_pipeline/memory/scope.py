@@ -9,15 +9,15 @@ about other namespaces.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from stash_pipeline import errors
-from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.namespaces import resolve_trees
 
 
-def scope_ids(tx: Session, namespaces: Any) -> set[int] | None:
+def scope_ids(tx: Session, namespaces: str | Sequence[str] | None) -> set[int] | None:
     """Namespace ids covered by a by-id scope, or None for "unrestricted".
 
     A path that does not exist covers nothing (rather than raising NamespaceNotFound):
@@ -31,13 +31,13 @@ def scope_ids(tx: Session, namespaces: Any) -> set[int] | None:
     return out
 
 
-def visible(scope: set[int] | None) -> dict[str, Any]:
+def visible(scope: set[int] | None) -> dict[str, object]:
     """The ``all_visible`` / ``visible_ids`` parameters of a query that shows a reference
     (a parent goal, a failure's goal) only when it points inside the caller's scope."""
     return {"all_visible": scope is None, "visible_ids": sorted(scope or ())}
 
 
-def read_scope(tx: Session, namespaces: Any) -> tuple[bool, list[int]]:
+def read_scope(tx: Session, namespaces: str | Sequence[str] | None) -> tuple[bool, list[int]]:
     """(all_namespaces, ids) for a read over trees; unknown paths raise NamespaceNotFound."""
     selected = validate.slugs(namespaces)
     if "/" in selected:
@@ -50,8 +50,8 @@ def in_scope(scope: set[int] | None, namespace_id: int) -> bool:
 
 
 def found_in_scope(
-    row: dict[str, Any] | None, scope: set[int] | None, label: str, *, include_deleted: bool = False
-) -> dict[str, Any]:
+    row: Row | None, scope: set[int] | None, label: str, *, include_deleted: bool = False
+) -> Row:
     """``row`` when it exists, lies in ``scope`` and is not soft-deleted (unless
     ``include_deleted``); otherwise ``RecordNotFound("<label> not found")`` — the same
     answer for a missing record and one outside the caller's scope."""
@@ -64,7 +64,7 @@ def found_in_scope(
     return row
 
 
-def read_ids(tx: Session, namespaces: Any) -> list[int]:
+def read_ids(tx: Session, namespaces: str | Sequence[str] | None) -> list[int]:
     """Namespace ids of a read's trees (default '/'); unknown paths raise NamespaceNotFound."""
     return list(resolve_trees(tx, "/" if namespaces in (None, "", []) else namespaces))
 

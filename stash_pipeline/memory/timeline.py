@@ -43,11 +43,11 @@ from datetime import datetime
 from typing import Any
 
 from stash_pipeline.config import Settings
-from stash_pipeline.db.gateway import Session
+from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.memory import validate
 
 
-def multi_valued(settings: Any) -> list[str]:
+def multi_valued(settings: Settings | None) -> list[str]:
     """The multi-valued property names (lower-case) configured for this deployment."""
     raw = getattr(settings, "multi_valued_properties", None)
     if raw is None:
@@ -55,7 +55,7 @@ def multi_valued(settings: Any) -> list[str]:
     return sorted({name.strip().lower() for name in str(raw).split(",") if name.strip()})
 
 
-def single_valued(settings: Any, property: str | None) -> bool:
+def single_valued(settings: Settings | None, property: str | None) -> bool:
     """True when facts on ``property`` form one timeline (one value at a time)."""
     return bool(property) and " ".join(str(property).lower().split()) not in multi_valued(settings)
 
@@ -177,7 +177,7 @@ def intervals(statements: list[Statement], together: set[frozenset[int]]) -> dic
     return out
 
 
-def settle(tx: Session, settings: Any, fact_ids: Iterable[int], *, gone: Iterable[int] = ()) -> list[int]:
+def settle(tx: Session, settings: Settings | None, fact_ids: Iterable[int], *, gone: Iterable[int] = ()) -> list[int]:
     """Recompute the timelines of these facts' keys from their live statements (the rule of
     the module docstring, ``intervals``, for every fact of each key at once) and re-align the
     relationships of the facts whose interval changed. Call it after any change to a key: a
@@ -209,7 +209,7 @@ def settle(tx: Session, settings: Any, fact_ids: Iterable[int], *, gone: Iterabl
     return sorted(changes)
 
 
-def _keys(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def _keys(rows: list[Row]) -> list[list[Row]]:
     """Group facts into keys: the same namespace and property, and the same entity name or
     resolved entity (facts linked through either are one key)."""
     parent = list(range(len(rows)))
@@ -230,7 +230,7 @@ def _keys(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
                 parent[root(n)] = root(seen[name])
             else:
                 seen[name] = n
-    groups: dict[int, list[dict[str, Any]]] = {}
+    groups: dict[int, list[Row]] = {}
     for n, r in enumerate(rows):
         groups.setdefault(root(n), []).append(r)
     return list(groups.values())
@@ -244,7 +244,7 @@ def reject(tx: Session, fact_ids: Iterable[int], kept_id: int) -> list[int]:
     return [int(r["id"]) for r in tx.all("timeline_reject", ids=ids, kept_id=int(kept_id))] if ids else []
 
 
-def gone(tx: Session, settings: Any, fact_ids: Iterable[int]) -> list[int]:
+def gone(tx: Session, settings: Settings | None, fact_ids: Iterable[int]) -> list[int]:
     """Withdrawn (or about to be purged) facts give back the time they took on their keys
     (``settle``), and contradictions still open on them are resolved ('withdrawn'): there
     is nothing left to decide. Returns the ids of the facts whose interval changed."""

@@ -92,7 +92,7 @@ HYPOTHESIS_STATUSES: tuple[str, ...] = get_args(HypothesisStatus)
 CONTRADICTION_ACTIONS: tuple[str, ...] = get_args(ContradictionAction)
 
 
-def slug(value: Any) -> str:
+def slug(value: object) -> str:
     """Normalise and validate a namespace path ('/a/b'; a trailing '/' is tolerated)."""
     if not isinstance(value, str):
         raise errors.InvalidNamespace(f"namespace must be a string, got {type(value).__name__}")
@@ -114,7 +114,7 @@ def slug(value: Any) -> str:
     return text
 
 
-def too_many(value: Any, maximum: int) -> int | None:
+def too_many(value: object, maximum: int) -> int | None:
     """How many entries ``value`` (a list, or a comma-separated string) holds when that is
     more than ``maximum``, else None; counted without looking at any entry."""
     if isinstance(value, list | tuple | set | frozenset):
@@ -126,7 +126,7 @@ def too_many(value: Any, maximum: int) -> int | None:
     return count if count > maximum else None
 
 
-def slugs(value: Any, *, default: str = "/") -> list[str]:
+def slugs(value: object, *, default: str = "/") -> list[str]:
     """A list, or a comma-separated string, of at most NAMESPACES_MAX namespace paths;
     de-duplicated (in linear time), order kept."""
     if value is None or value == "" or value == []:
@@ -147,7 +147,7 @@ def slugs(value: Any, *, default: str = "/") -> list[str]:
     return out
 
 
-def content(settings: Settings, value: Any, field: str = "content") -> str:
+def content(settings: Settings, value: object, field: str = "content") -> str:
     """Non-empty text within the size limit, without NUL bytes."""
     if not isinstance(value, str):
         raise errors.InvalidInput(f"{field} must be a string, got {type(value).__name__}")
@@ -166,19 +166,19 @@ def content(settings: Settings, value: Any, field: str = "content") -> str:
     return value
 
 
-def optional_text(settings: Settings, value: Any, field: str) -> str | None:
+def optional_text(settings: Settings, value: object, field: str) -> str | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return content(settings, value, field)
 
 
-def kind(value: Any) -> str:
+def kind(value: object) -> str:
     if not isinstance(value, str) or not KIND.match(value):
         raise errors.InvalidInput("kind must be lowercase letters, digits and '_', starting with a letter")
     return value
 
 
-def one_of(value: Any, allowed: Sequence[str], field: str) -> str:
+def one_of(value: object, allowed: Sequence[str], field: str) -> str:
     """One of a fixed set of names; the error lists them all."""
     if value not in allowed:
         raise errors.InvalidInput(f"{field} must be one of {', '.join(allowed)}; got {value!r}")
@@ -194,7 +194,7 @@ def parse_time(text: str) -> datetime | None:
         return None
 
 
-def timestamp(value: Any, field: str) -> datetime | None:
+def timestamp(value: object, field: str) -> datetime | None:
     """An ISO-8601 time with a time zone (a datetime or a string), in UTC; None or '' is None.
 
     The instant must lie in [MIN_TIMESTAMP, MAX_TIMESTAMP) once converted to UTC:
@@ -225,7 +225,7 @@ def timestamp(value: Any, field: str) -> datetime | None:
     return utc
 
 
-def page(limit: Any, offset: Any, *, default: int = LIST_LIMIT_DEFAULT, maximum: int = LIST_LIMIT_MAX) -> tuple[int, int]:
+def page(limit: object, offset: object, *, default: int = LIST_LIMIT_DEFAULT, maximum: int = LIST_LIMIT_MAX) -> tuple[int, int]:
     """Validate pagination. Negative or non-integer values are errors, not silently clamped."""
     limit = default if limit is None else limit
     offset = 0 if offset is None else offset
@@ -240,7 +240,7 @@ def page(limit: Any, offset: Any, *, default: int = LIST_LIMIT_DEFAULT, maximum:
     return limit, offset
 
 
-def record_id(value: Any, field: str = "id") -> int:
+def record_id(value: object, field: str = "id") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value.strip())
@@ -251,7 +251,7 @@ def record_id(value: Any, field: str = "id") -> int:
     return value
 
 
-def probability(value: Any, field: str = "confidence") -> float:
+def probability(value: object, field: str = "confidence") -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise errors.InvalidInput(f"{field} must be a number between 0 and 1")
     if not 0.0 <= float(value) <= 1.0:
@@ -259,7 +259,7 @@ def probability(value: Any, field: str = "confidence") -> float:
     return float(value)
 
 
-def deeper_than(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+def deeper_than(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether ``value`` nests objects and arrays (dicts, lists, tuples) more than ``limit``
     deep, as a JSON parser counts them (``{}`` is 1, ``{"a": []}`` 2); walked without
     recursion, so any depth is measured without a RecursionError."""
@@ -275,7 +275,7 @@ def deeper_than(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def metadata(value: Any, settings: Settings | None = None) -> dict[str, Any]:
+def metadata(value: object, settings: Settings | None = None) -> dict[str, object]:
     """A JSON object without NUL characters, nested at most MAX_JSON_DEPTH deep, at most
     ``settings.max_metadata_bytes`` as JSON."""
     if value is None:
@@ -305,7 +305,7 @@ def metadata(value: Any, settings: Settings | None = None) -> dict[str, Any]:
     return value
 
 
-def _has_nul(value: Any) -> bool:
+def _has_nul(value: object) -> bool:
     """Whether a NUL character is in any key or string of a JSON value (walked without recursion)."""
     stack = [value]
     while stack:
@@ -321,7 +321,7 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-def record_ids(value: Any, field: str) -> list[int]:
+def record_ids(value: object, field: str) -> list[int]:
     """A list (or comma-separated string) of at most IDS_MAX positive ids; de-duplicated
     (in linear time), order kept.
 

@@ -12,10 +12,9 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from stash_pipeline.memory import validate
-from stash_pipeline.models import Episode, ForgetPreview
+from stash_pipeline.models import Episode, EpisodePurge, ForgetPreview, Remembered, RememberedBatch
 from stash_pipeline.operations.base import Arguments, CliView, Operation, iso_time
 from stash_pipeline.operations.fields import Metadata, Namespace, Namespaces, RecordId, Timestamp
-from stash_pipeline.operations.results import EpisodePurge, Remembered, RememberedBatch
 
 
 class Remember(Arguments):
@@ -32,11 +31,9 @@ class Remember(Arguments):
 def _remember(store: Any, a: Remember, namespace: str) -> Remembered:
     from stash_pipeline.memory import episodes
 
-    return Remembered.model_validate(
-        episodes.remember(
-            store, namespace, a.content, occurred_at=a.occurred_at, kind=a.kind, metadata=a.metadata,
-            idempotency_key=a.idempotency_key,
-        )
+    return episodes.remember(
+        store, namespace, a.content, occurred_at=a.occurred_at, kind=a.kind, metadata=a.metadata,
+        idempotency_key=a.idempotency_key,
     )
 
 
@@ -165,7 +162,7 @@ class PurgeEpisode(Arguments):
 def _purge(store: Any, a: PurgeEpisode, namespaces: list[str] | None) -> EpisodePurge:
     from stash_pipeline.memory import episodes
 
-    return EpisodePurge.model_validate(episodes.purge(store, a.id, namespaces))
+    return episodes.purge(store, a.id, namespaces)
 
 
 PURGE_EPISODE = Operation(

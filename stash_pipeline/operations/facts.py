@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, model_validator
 
 from stash_pipeline.memory import validate
-from stash_pipeline.models import Fact
+from stash_pipeline.models import AssertedFact, Fact, FactLineage, FactPurge, FactWithdrawal
 from stash_pipeline.operations.base import Arguments, CliView, Operation, iso_time
 from stash_pipeline.operations.fields import (
     AsOf,
@@ -25,7 +25,6 @@ from stash_pipeline.operations.fields import (
     RecordId,
     Timestamp,
 )
-from stash_pipeline.operations.results import AssertedFact, FactLineage, FactPurge, FactWithdrawal
 
 FACT_COLUMNS = ("id", "namespace", "origin", "confidence", "current", "valid_from", "content")
 IncludeLineage = Annotated[bool, Field(description="Also return its sources and what was derived from it.")]
@@ -87,8 +86,7 @@ def _get(store: Any, a: GetFact, namespaces: list[str] | None) -> Fact | FactLin
     from stash_pipeline.memory import facts
 
     if a.include_lineage:
-        found = facts.get_with_lineage(store, a.id, namespaces, as_of=a.as_of, known_at=a.known_at)
-        return FactLineage.model_validate(found)
+        return facts.get_with_lineage(store, a.id, namespaces, as_of=a.as_of, known_at=a.known_at)
     return facts.get(store, a.id, namespaces, as_of=a.as_of, known_at=a.known_at)
 
 
@@ -134,12 +132,11 @@ class AssertFact(Arguments):
 def _assert(store: Any, a: AssertFact, namespace: str) -> AssertedFact:
     from stash_pipeline.memory import facts
 
-    made = facts.assert_fact(
+    return facts.assert_fact(
         store, namespace, a.content, entity=a.entity, property=a.property, value=a.value,
         confidence=a.confidence, source_episode_ids=a.source_episode_ids, supersede=a.supersede,
         valid_from=a.valid_from, valid_until=a.valid_until,
     )
-    return AssertedFact.model_validate(made)
 
 
 ASSERT_FACT = Operation(
@@ -168,7 +165,7 @@ class WithdrawFact(Arguments):
 def _withdraw(store: Any, a: WithdrawFact, namespaces: list[str] | None) -> FactWithdrawal:
     from stash_pipeline.memory import facts
 
-    return FactWithdrawal.model_validate(facts.withdraw(store, a.id, a.reason, namespaces))
+    return facts.withdraw(store, a.id, a.reason, namespaces)
 
 
 WITHDRAW_FACT = Operation(
@@ -195,7 +192,7 @@ class PurgeFact(Arguments):
 def _purge(store: Any, a: PurgeFact, namespaces: list[str] | None) -> FactPurge:
     from stash_pipeline.memory import facts
 
-    return FactPurge.model_validate(facts.purge(store, a.id, namespaces))
+    return facts.purge(store, a.id, namespaces)
 
 
 PURGE_FACT = Operation(

@@ -15,62 +15,16 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 from stash_pipeline.models import (
     Cascade,
     CausalStep,
-    Contradiction,
     Erasure,
-    Fact,
     Namespace,
     Result,
 )
-
-
-class AssertedFact(Result):
-    fact: Fact
-    contradictions: list[Contradiction]
-    superseded_fact_ids: list[int]
-
-
-class FactLineage(Result):
-    fact: Fact
-    parents: list[dict[str, Any]]
-    children: list[dict[str, Any]]
-
-
-class FactWithdrawal(Result):
-    fact_id: int
-    withdrawn: bool
-    cascade: Cascade
-
-
-class FactPurge(Result):
-    fact_id: int
-    namespace: str
-    purged: bool
-    erased: Erasure
 
 
 class CausalTrace(Result):
     fact_id: int
     direction: str
     steps: list[CausalStep]
-
-
-class Remembered(Result):
-    """One stored episode: its id, namespace, and whether it is new (a key's retry is not)."""
-
-    id: int
-    namespace: str
-    created: bool
-
-
-class RememberedBatch(Result):
-    results: list[Remembered]
-
-
-class EpisodePurge(Result):
-    episode_id: int
-    namespace: str
-    purged: bool
-    erased: Erasure
 
 
 class NamespaceCreated(Result):
@@ -181,23 +135,16 @@ class RecallResult(BaseModel):
 
 
 __all__ = [
-    "AssertedFact",
     "Cascade",
     "CausalTrace",
     "ConsolidationStarted",
     "ConsolidationStatus",
     "ContextTurn",
-    "EpisodePurge",
     "Erasure",
-    "FactLineage",
-    "FactPurge",
-    "FactWithdrawal",
     "GroupedHit",
     "NamespaceCreated",
     "RecallItem",
     "RecallResult",
-    "Remembered",
-    "RememberedBatch",
     "Result",
     "SourceTurn",
 ]

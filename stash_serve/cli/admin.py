@@ -275,7 +275,7 @@ def reembed_command(yes: bool, batch_size: int | None, as_json: bool) -> None:
     def progress(done: int, total: int) -> None:
         click.echo(f"\r  {done}/{total}", nl=False, err=True)
 
-    result = reembed(store, progress=progress, batch_size=batch_size)
+    result = reembed(store, progress=progress, batch_size=batch_size).to_json()
     click.echo("", err=True)
     if as_json:
         emit_json(result)
@@ -307,7 +307,7 @@ def embed_pending_command(batch_size: int | None, status_only: bool, as_json: bo
     store = base.store()
     embedded = 0 if status_only else embed_pending(store, batch_size=batch_size)
     left = backlog(store)
-    result = {"embedded": embedded, "still_pending": left["pending"], "oldest_age_s": left["oldest_age_s"]}
+    result = {"embedded": embedded, "still_pending": left.pending, "oldest_age_s": left.oldest_age_s}
     if as_json:
         emit_json(result)
     else:

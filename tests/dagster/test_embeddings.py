@@ -42,5 +42,5 @@ def test_sensor_waits_for_the_grace_then_the_asset_embeds_everything(
     assert result.success
     metadata = result.asset_materializations_for_node("episode_embeddings")[0].metadata
     assert (metadata["embedded"].value, metadata["still_pending"].value) == (3, 0)
-    assert backlog(store)["pending"] == 0
+    assert backlog(store).pending == 0
     assert isinstance(_tick(instance, stash), dg.SkipReason)

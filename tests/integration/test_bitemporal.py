@@ -46,10 +46,10 @@ def _recalled(store: Store, **kwargs: Any) -> set[int]:
 
 def test_a_late_old_statement_is_history_and_supersedes_nothing(store):
     namespaces.create(store, NS)
-    pg16 = _engine(store, "The database runs Postgres 16", "postgres 16", valid_from=DAY[5])["fact"]
+    pg16 = _engine(store, "The database runs Postgres 16", "postgres 16", valid_from=DAY[5]).fact
     late = _engine(store, "The database ran Postgres 14", "postgres 14", valid_from=DAY[1], supersede=True)
-    old = late["fact"]
-    assert late["superseded_fact_ids"] == [] and late["contradictions"] == []
+    old = late.fact
+    assert late.superseded_fact_ids == [] and late.contradictions == []
     assert (old.valid_from, old.valid_until, old.current) == (DAY[1], DAY[5], False)
     # the newer fact is untouched and still the current one
     now = facts.get(store, pg16.id)
@@ -67,13 +67,13 @@ def test_as_of_and_known_at_answer_different_questions(store):
     namespaces.create(store, NS)
     before_anything = datetime.now(UTC)
     time.sleep(0.05)
-    old = _engine(store, "The database runs MySQL 8", "mysql 8", valid_from=DAY[0])["fact"]
+    old = _engine(store, "The database runs MySQL 8", "mysql 8", valid_from=DAY[0]).fact
     time.sleep(0.05)
     day4 = datetime.now(UTC)  # system time between the two recordings
     time.sleep(0.05)
     result = _engine(store, "The database runs Postgres 16", "postgres 16", valid_from=DAY[3], supersede=True)
-    new = result["fact"]
-    assert result["superseded_fact_ids"] == [old.id]
+    new = result.fact
+    assert result.superseded_fact_ids == [old.id]
 
     retired = facts.get(store, old.id)
     assert (retired.valid_until, retired.superseded_by, retired.current) == (DAY[3], new.id, False)
@@ -122,22 +122,22 @@ def test_event_time_is_validated(store):
 def test_values_only_contradict_when_their_intervals_overlap(store):
     namespaces.create(store, NS)
     january = _engine(store, "The database ran MySQL in January", "mysql", valid_from=DAY[0],
-                      valid_until=DAY[0] + timedelta(days=31))["fact"]
+                      valid_until=DAY[0] + timedelta(days=31)).fact
     march = _engine(store, "The database runs Postgres since March", "postgres",
                     valid_from=datetime(2026, 3, 1, tzinfo=UTC))
-    assert march["contradictions"] == [] and march["fact"].current is True  # from March on
+    assert march.contradictions == [] and march.fact.current is True  # from March on
     overlapping = _engine(store, "The database ran SQLite mid January", "sqlite", valid_from=DAY[9],
                           valid_until=DAY[9] + timedelta(days=5))
-    assert [c.old_fact_id for c in overlapping["contradictions"]] == [january.id]
-    assert overlapping["contradictions"][0].classification == "contradiction"
+    assert [c.old_fact_id for c in overlapping.contradictions] == [january.id]
+    assert overlapping.contradictions[0].classification == "contradiction"
 
 
 def test_resolving_keep_new_closes_the_old_interval_where_the_new_begins(store):
     from stash_pipeline.memory import contradictions
 
     namespaces.create(store, NS)
-    old = _engine(store, "The database runs MySQL 8", "mysql 8", valid_from=DAY[0])["fact"]
-    [open_one] = _engine(store, "The database runs Postgres 16", "postgres 16", valid_from=DAY[3])["contradictions"]
+    old = _engine(store, "The database runs MySQL 8", "mysql 8", valid_from=DAY[0]).fact
+    [open_one] = _engine(store, "The database runs Postgres 16", "postgres 16", valid_from=DAY[3]).contradictions
     assert open_one.old_fact_id == old.id and not open_one.resolved
     contradictions.resolve(store, open_one.id, "keep_new")
     retired = facts.get(store, old.id)
@@ -184,15 +184,15 @@ def test_stage_facts_take_event_time_from_their_evidence(cstore, server, model):
 
 def test_relationships_and_causal_links_carry_event_time(store):
     namespaces.create(store, NS)
-    old = _engine(store, "The database runs MySQL 8", "mysql 8", valid_from=DAY[0])["fact"]
+    old = _engine(store, "The database runs MySQL 8", "mysql 8", valid_from=DAY[0]).fact
     slow = facts.assert_fact(store, NS, "The app got slow", entity="app", property="speed", value="slow",
-                             valid_from=DAY[2])["fact"]
+                             valid_from=DAY[2]).fact
     with store.db.transaction() as tx:
         tx.all("stage_relationship_insert", namespace_id=namespaces.resolve_id(tx, NS), from_entity="db",
                relation_type="runs", to_entity="mysql", confidence=0.9, fact_id=old.id)
     link = graph.create_causal_link(store, NS, old.id, effect_id=slow.id)
     # a relationship holds while its source fact does: superseding the fact closes it too
-    new = _engine(store, "The database runs Postgres 16", "postgres 16", valid_from=DAY[3], supersede=True)["fact"]
+    new = _engine(store, "The database runs Postgres 16", "postgres 16", valid_from=DAY[3], supersede=True).fact
     [rel] = rows(store, "SELECT valid_from, valid_until, recorded_at, retired_at FROM relationships")
     assert (rel["valid_from"], rel["valid_until"]) == (DAY[0], DAY[3]) and rel["retired_at"] is not None
     # a causal link holds from when both its facts did

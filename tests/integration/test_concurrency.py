@@ -27,9 +27,9 @@ def test_concurrent_writers_lose_nothing(store, make_store):
                     out = episodes.remember_batch(
                         stores[n], ns, [{"content": f"writer {n} batch {i} item {j}"} for j in range(3)]
                     )
-                    results[n] += [r["id"] for r in out]
+                    results[n] += [r.id for r in out]
                 else:
-                    results[n].append(episodes.remember(stores[n], ns, f"writer {n} episode {i}")["id"])
+                    results[n].append(episodes.remember(stores[n], ns, f"writer {n} episode {i}").id)
         except BaseException as exc:
             failures.append(exc)
 
@@ -64,5 +64,5 @@ def test_concurrent_idempotent_replays_create_one_row(store, make_store):
     for t in threads:
         t.join(timeout=60)
     assert len(out) == 10
-    assert len({r["id"] for r in out}) == 1
-    assert sum(r["created"] for r in out) == 1
+    assert len({r.id for r in out}) == 1
+    assert sum(r.created for r in out) == 1

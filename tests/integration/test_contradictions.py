@@ -21,8 +21,8 @@ def _pair(store, namespace="/p/a", *, supersede=False, entity="api", prop="port"
     new = facts.assert_fact(
         store, namespace, f"{entity} {prop} is 9090", entity=entity, property=prop, value="9090", supersede=supersede
     )
-    assert len(new["contradictions"]) == 1
-    return old["fact"].id, new["fact"].id, new["contradictions"][0].id
+    assert len(new.contradictions) == 1
+    return old.fact.id, new.fact.id, new.contradictions[0].id
 
 
 def _fact(store, fact_id):
@@ -96,7 +96,7 @@ def test_keep_both_makes_both_current(ns):
 def test_neither_withdraws_both_and_cascades(ns):
     store = ns
     old, new, cid = _pair(store)
-    other = facts.assert_fact(store, "/p/a", "unrelated fact")["fact"].id
+    other = facts.assert_fact(store, "/p/a", "unrelated fact").fact.id
     link = graph.create_causal_link(store, "/p/a", old, effect_id=other)
     out = contradictions.resolve(store, cid, "neither", note="both were guesses")
     assert out.withdrawn.withdrawn_fact_ids == sorted([old, new])

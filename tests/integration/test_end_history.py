@@ -32,7 +32,7 @@ def year(n: int) -> datetime:
 
 def _works(store: Store, company: str, since: int, ns: str = NS, **kwargs: Any) -> int:
     return facts.assert_fact(store, ns, f"Alice works at {company}", entity="Alice", property="works_at",
-                             value=company, valid_from=year(since), **kwargs)["fact"].id
+                             value=company, valid_from=year(since), **kwargs).fact.id
 
 
 def _moment() -> datetime:

@@ -58,7 +58,7 @@ def _entity(store: Any, name: str, aliases: list[str]) -> int:
 
 
 def _fact(store: Any, content: str, entity: str, prop: str, value: str) -> int:
-    return facts.assert_fact(store, NS, content, entity=entity, property=prop, value=value, supersede=True)["fact"].id
+    return facts.assert_fact(store, NS, content, entity=entity, property=prop, value=value, supersede=True).fact.id
 
 
 @pytest.fixture

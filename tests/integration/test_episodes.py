@@ -26,8 +26,8 @@ def test_remember_and_get_round_trips_metadata(store, ns):
         store, ns, "The deploy uses blue-green on Fridays", occurred_at=when, kind="session_summary",
         metadata={"source": "chat", "tags": ["deploy"], "n": 3, "nested": {"ok": True}},
     )
-    assert out["created"] is True and out["namespace"] == ns and out["id"] > 0
-    ep = episodes.get(store, out["id"])
+    assert out.created is True and out.namespace == ns and out.id > 0
+    ep = episodes.get(store, out.id)
     assert ep.content == "The deploy uses blue-green on Fridays"
     assert ep.kind == "session_summary"
     assert ep.metadata == {"source": "chat", "tags": ["deploy"], "n": 3, "nested": {"ok": True}}
@@ -40,7 +40,7 @@ def test_metadata_may_hold_the_text_backslash_u0000_but_not_a_nul(store, ns):
     # a regex or a JSON snippet in metadata: the six characters \u0000, no NUL among them
     text = {"pattern": "[\\u0000-\\u001f]", "\\u0000 key": ["\\u0000"]}
     out = episodes.remember(store, ns, "Strip control characters before parsing", metadata=text)
-    assert episodes.get(store, out["id"]).metadata == text
+    assert episodes.get(store, out.id).metadata == text
     for nul in ({"k": "a\x00b"}, {"a\x00": 1}, {"k": [{"deep": "\x00"}]}):
         with pytest.raises(errors.InvalidInput, match="NUL"):
             episodes.remember(store, ns, "with a NUL", metadata=nul)
@@ -73,7 +73,7 @@ def test_bad_content_rejected_and_nothing_written(store, ns, content, error):
 
 
 def test_content_at_the_limit_is_accepted(store, ns):
-    assert episodes.remember(store, ns, "é" * 5000)["created"] is True  # 10,000 bytes
+    assert episodes.remember(store, ns, "é" * 5000).created is True  # 10,000 bytes
 
 
 @pytest.mark.parametrize(
@@ -108,13 +108,13 @@ def test_an_item_given_as_an_object_has_its_time_parsed(store, ns, occurred_at, 
 def test_idempotency_key_replay_and_conflict(store, ns):
     first = episodes.remember(store, ns, "note one", idempotency_key="k-1")
     again = episodes.remember(store, ns, "note one", idempotency_key="k-1")
-    assert again == {"id": first["id"], "namespace": ns, "created": False}
+    assert again.model_dump() == {"id": first.id, "namespace": ns, "created": False}
     with pytest.raises(errors.Conflict, match=r"k-1.*different content"):
         episodes.remember(store, ns, "note two", idempotency_key="k-1")
     # keys are per namespace
     namespaces.create(store, "/projects/z")
     other = episodes.remember(store, "/projects/z", "note one", idempotency_key="k-1")
-    assert other["created"] is True and other["id"] != first["id"]
+    assert other.created is True and other.id != first.id
     assert count(store, "SELECT count(*) FROM episodes") == 2
 
 
@@ -130,11 +130,11 @@ def test_batch_inserts_in_order_with_replays(store, ns):
             {"content": "third", "idempotency_key": "new"},
         ],
     )
-    assert [r["created"] for r in out] == [True, False, True, False]
-    assert out[3]["id"] == out[2]["id"]
-    assert out[0]["id"] < out[2]["id"]
-    assert episodes.get(store, out[0]["id"]).metadata == {"i": 0}
-    assert episodes.get(store, out[2]["id"]).kind == "note"
+    assert [r.created for r in out] == [True, False, True, False]
+    assert out[3].id == out[2].id
+    assert out[0].id < out[2].id
+    assert episodes.get(store, out[0].id).metadata == {"i": 0}
+    assert episodes.get(store, out[2].id).kind == "note"
     assert count(store, "SELECT count(*) FROM episodes") == 3
 
 
@@ -183,14 +183,14 @@ def test_batch_of_1000_in_one_embedding_call(store, ns):
     # the spy sits on the model itself: one forward pass for the whole batch
     model.embed = spy  # type: ignore[method-assign]
     out = episodes.remember_batch(store, ns, [{"content": f"episode number {i}"} for i in range(1000)])
-    assert len(out) == 1000 and len({r["id"] for r in out}) == 1000
+    assert len(out) == 1000 and len({r.id for r in out}) == 1000
     assert calls == [1000]
     assert count(store, "SELECT count(*) FROM episodes") == 1000
 
 
 def test_get_scoping_and_missing(store, ns):
     namespaces.create(store, "/other")
-    eid = episodes.remember(store, ns, "scoped")["id"]
+    eid = episodes.remember(store, ns, "scoped").id
     assert episodes.get(store, eid, "/projects").id == eid
     with pytest.raises(errors.RecordNotFound):
         episodes.get(store, eid, "/other")
@@ -198,12 +198,12 @@ def test_get_scoping_and_missing(store, ns):
         episodes.get(store, eid, "/does-not-exist")
     with pytest.raises(errors.RecordNotFound):
         episodes.get(store, eid + 100)
-    with pytest.raises(errors.InvalidInput):
+    with pytest.raises(errors.RecordNotFound):  # the library takes a parsed id: -1 names no row
         episodes.get(store, -1)
 
 
 def test_forget_threshold_preview_and_apply(store, ns):
-    eid = episodes.remember(store, ns, "The staging database password rotates monthly")["id"]
+    eid = episodes.remember(store, ns, "The staging database password rotates monthly").id
     episodes.remember(store, ns, "Lunch is at noon")
     miss = episodes.forget(store, "quantum chromodynamics lecture notes", ns)
     assert miss.episode_id is None and miss.applied is False
@@ -234,10 +234,10 @@ def test_forget_stays_inside_the_namespace_trees(store, ns):
 
 def test_purge_erases_row_and_cache(store, ns):
     text = "secret token is hunter2"
-    eid = episodes.remember(store, ns, text)["id"]
+    eid = episodes.remember(store, ns, text).id
     assert count(store, "SELECT count(*) FROM embedding_cache") == 1
     out = episodes.purge(store, eid)
-    assert out["purged"] is True
+    assert out.purged is True
     assert count(store, "SELECT count(*) FROM episodes") == 0
     assert count(store, "SELECT count(*) FROM embedding_cache") == 0
     with pytest.raises(errors.RecordNotFound):
@@ -245,7 +245,7 @@ def test_purge_erases_row_and_cache(store, ns):
 
 
 def test_insert_fact_writes_lineage_in_same_transaction(store, ns):
-    eid = episodes.remember(store, ns, "Alice leads the platform team")["id"]
+    eid = episodes.remember(store, ns, "Alice leads the platform team").id
     with store.db.transaction() as tx:
         nsid = namespaces.resolve_id(tx, ns)
         row = facts.insert_fact(
@@ -253,7 +253,7 @@ def test_insert_fact_writes_lineage_in_same_transaction(store, ns):
             confidence=0.8, entity="Alice", property="leads", value="platform", parents=[("episode", eid)],
             rationale="stated directly",
         )
-        assert lineage.parents_of(tx, "fact", row["id"]) == [{"kind": "episode", "id": eid}]
+        assert [(p.kind, p.id) for p in lineage.parents_of(tx, "fact", row["id"])] == [("episode", eid)]
     assert "embedding" not in row
     assert row["source_episode_ids"] == [eid] and row["namespace"] == ns
     fact = facts.get(store, row["id"])

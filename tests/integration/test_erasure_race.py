@@ -33,7 +33,7 @@ def _exists(store: Any, table: str, ident: int) -> bool:
 @pytest.fixture
 def episode(store: Any) -> int:
     namespaces.create(store, NS)
-    return int(episodes.remember(store, NS, "Rosa keeps the vault codes in a red notebook")["id"])
+    return int(episodes.remember(store, NS, "Rosa keeps the vault codes in a red notebook").id)
 
 
 def test_a_purge_waits_for_a_derivation_in_flight_and_erases_it_too(store: Any, episode: int) -> None:
@@ -57,7 +57,7 @@ def test_a_purge_waits_for_a_derivation_in_flight_and_erases_it_too(store: Any, 
     release.set()
     worker.join(10)
     purge.join(10)
-    assert purged and purged[0]["erased"]["erased_fact_ids"] == derived
+    assert purged and purged[0].erased.erased_fact_ids == derived
     assert not _exists(store, "facts", derived[0]) and not _exists(store, "episodes", episode)
 
 

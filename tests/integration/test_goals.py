@@ -160,7 +160,7 @@ def test_update_priority_zero_content_and_note(ns):
 def test_caller_note_after_model_note_keeps_both(ns):
     store = ns
     g = goals.create(store, "/p", "Ship v2")
-    fact = facts.assert_fact(store, "/p", "v2 passed QA")["fact"].id
+    fact = facts.assert_fact(store, "/p", "v2 passed QA").fact.id
     ns_id = _ns_id(store, "/p")
     with store.db.transaction() as tx:
         model = goals.add_note(
@@ -173,7 +173,7 @@ def test_caller_note_after_model_note_keeps_both(ns):
         )
         parents = lineage.parents_of(tx, "goal_note", model["id"])
     assert repeat is None  # model notes are idempotent per (goal, fact, kind)
-    assert [(p["kind"], p["id"]) for p in parents] == [("fact", fact)]
+    assert [(p.kind, p.id) for p in parents] == [("fact", fact)]
     out = goals.complete(store, g.id, note="released to prod")
     notes = out.goal.notes
     assert [(n.author, n.kind, n.content) for n in notes] == [

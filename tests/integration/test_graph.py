@@ -13,7 +13,7 @@ from stash_pipeline.operations.graph import CREATE_CAUSAL_LINK, QUERY_RELATIONSH
 
 
 def _fact(store, namespace: str, text: str) -> int:
-    return facts.assert_fact(store, namespace, text)["fact"].id
+    return facts.assert_fact(store, namespace, text).fact.id
 
 
 def _ns_id(store, slug: str) -> int:
@@ -129,7 +129,7 @@ def test_create_causal_link_fact_to_fact_with_lineage(tree):
     assert (link.method, link.confidence, link.rationale) == ("asserted", pytest.approx(0.7), "timing")
     with store.db.transaction() as tx:
         parents = lineage.parents_of(tx, "causal_link", link.id)
-    assert sorted((p["kind"], p["id"]) for p in parents) == sorted([("fact", cause), ("fact", effect)])
+    assert sorted((p.kind, p.id) for p in parents) == sorted([("fact", cause), ("fact", effect)])
     assert [x.id for x in graph.list_causal_links(store, ["/p"])] == [link.id]
 
 

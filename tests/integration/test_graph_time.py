@@ -27,7 +27,7 @@ def year(n: int) -> datetime:
 
 def _works(store: Store, company: str, since: int, **kwargs: Any) -> int:
     return facts.assert_fact(store, NS, f"Alice works at {company}", entity="Alice", property="works_at",
-                             value=company, valid_from=year(since), **kwargs)["fact"].id
+                             value=company, valid_from=year(since), **kwargs).fact.id
 
 
 def _relationship(store: Store, fact_id: int, to: str) -> int:
@@ -54,7 +54,7 @@ def history(store: Store) -> dict[str, Any]:
     globex = _works(store, "Globex", 2023, supersede=True)
     globex_rel = _relationship(store, globex, "globex")
     slow = facts.assert_fact(store, NS, "The app got slow", entity="app", property="speed", value="slow",
-                             valid_from=year(2024))["fact"].id
+                             valid_from=year(2024)).fact.id
     link = graph.create_causal_link(store, NS, globex, effect_id=slow).id
     return {"acme": acme, "globex": globex, "acme_rel": acme_rel, "globex_rel": globex_rel, "slow": slow,
             "link": link, "before_globex": before_globex}
@@ -112,7 +112,7 @@ def test_get_entity_finds_causal_links_by_either_end(store, history):
         assert entities.get_entity(store, name=name, namespaces=[NS], as_of=year(2023)).causal_links == []
     # a link between two facts of one entity is listed once, not once per end
     own = facts.assert_fact(store, NS, "Alice moved to Berlin", entity="Alice", property="lives_in",
-                            value="Berlin", valid_from=year(2024))["fact"].id
+                            value="Berlin", valid_from=year(2024)).fact.id
     inner = graph.create_causal_link(store, NS, h["globex"], effect_id=own).id
     found = entities.get_entity(store, name="Alice", namespaces=[NS]).causal_links
     assert [c["id"] for c in found] == [h["link"], inner]

@@ -17,7 +17,7 @@ def ns(store):
 
 
 def _fact(store, namespace, text):
-    return facts.assert_fact(store, namespace, text)["fact"].id
+    return facts.assert_fact(store, namespace, text).fact.id
 
 
 def _new(store, namespace="/p/a", **kw):
@@ -37,7 +37,7 @@ def test_create_with_source_facts(ns):
     assert h.verification_plan == "Compare p99 with warm pools"
     with store.db.transaction() as tx:
         parents = lineage.parents_of(tx, "hypothesis", h.id)
-    assert sorted(p["id"] for p in parents) == sorted([f1, f2])
+    assert sorted(p.id for p in parents) == sorted([f1, f2])
 
 
 @pytest.mark.parametrize(
@@ -152,7 +152,7 @@ def test_mcp_style_flow_test_then_confirm_creates_a_fact_with_lineage(ns):
     assert (stored.content, stored.origin, stored.namespace) == (h.content, "hypothesis", "/p/a")
     assert stored.confidence == pytest.approx(0.85) and stored.current is True
     with store.db.transaction() as tx:
-        parents = {(p["kind"], p["id"]) for p in lineage.parents_of(tx, "fact", fact["id"])}
+        parents = {(p.kind, p.id) for p in lineage.parents_of(tx, "fact", fact["id"])}
     assert parents == {("hypothesis", h.id), ("fact", f)}
     assert "embedding" not in fact
 
@@ -274,7 +274,7 @@ def test_record_evidence_is_idempotent_per_fact_and_writes_lineage(ns):
         common = dict(hypothesis_id=h.id, fact_id=f, namespace_id=ns_id, confidence=0.9, new_confidence=0.2)
         first = hypotheses.record_evidence(tx, verdict="contradicts", reasoning="r1", action="rejected", **common)
         second = hypotheses.record_evidence(tx, verdict="supports", reasoning="r2", action=None, **common)
-        parents = {(p["kind"], p["id"]) for p in lineage.parents_of(tx, "hypothesis_evidence", first["id"])}
+        parents = {(p.kind, p.id) for p in lineage.parents_of(tx, "hypothesis_evidence", first["id"])}
     assert first is not None and first["verdict"] == "contradicts"
     assert second is None
     assert parents == {("hypothesis", h.id), ("fact", f)}

@@ -147,15 +147,15 @@ def _build_tree(store):
     from stash_pipeline.memory import context, facts, lineage
 
     namespaces.create(store, "/a/sub", "Sub", "a child namespace")
-    e1 = episodes.remember(store, "/a", "Alice owns billing", metadata={"src": "chat"}, idempotency_key="e1")["id"]
-    e2 = episodes.remember(store, "/a/sub", "Billing moved to the payments cluster")["id"]
+    e1 = episodes.remember(store, "/a", "Alice owns billing", metadata={"src": "chat"}, idempotency_key="e1").id
+    e2 = episodes.remember(store, "/a/sub", "Billing moved to the payments cluster").id
     episodes.remember(store, "/a", "forget me later")
     episodes.forget(store, "forget me later", "/a", threshold=0.9)
     old = facts.assert_fact(store, "/a", "Billing owner is Alice", entity="billing", property="owner",
-                            value="alice", source_episode_ids=[e1])["fact"]
+                            value="alice", source_episode_ids=[e1]).fact
     new = facts.assert_fact(store, "/a", "Billing owner is Bob", entity="billing", property="owner",
-                            value="bob", supersede=True)["fact"]
-    cluster = facts.assert_fact(store, "/a/sub", "Billing runs on payments", source_episode_ids=[e2])["fact"]
+                            value="bob", supersede=True).fact
+    cluster = facts.assert_fact(store, "/a/sub", "Billing runs on payments", source_episode_ids=[e2]).fact
     facts.withdraw(store, cluster.id, "test withdrawal")
     [rel] = _sql(store, "INSERT INTO relationships (namespace_id, from_entity, relation_type, to_entity, "
                  "source_fact_id) SELECT id, 'bob', 'owns', 'billing', %s FROM namespaces WHERE slug = '/a' "

@@ -59,9 +59,9 @@ def secret_and_tenant(store, root: str = ""):
     tenant, hidden = f"{root}/gx", f"{root}/gy-secret"
     namespaces.create(store, tenant)
     namespaces.create(store, hidden)
-    secret = facts.assert_fact(store, hidden, "The vault code is 1234")["fact"].id
-    old = facts.assert_fact(store, tenant, "Billing owner is Alice")["fact"].id
-    new = facts.assert_fact(store, tenant, "Billing owner is Bob")["fact"].id
+    secret = facts.assert_fact(store, hidden, "The vault code is 1234").fact.id
+    old = facts.assert_fact(store, tenant, "Billing owner is Alice").fact.id
+    new = facts.assert_fact(store, tenant, "Billing owner is Bob").fact.id
     _sql(store, "INSERT INTO contradictions (namespace_id, old_fact_id, new_fact_id, entity, property, old_value, "
          "new_value, classification, confidence, explanation, method) SELECT id, %s, %s, 'billing', 'owner', "
          "'alice', 'bob', 'contradiction', 0.9, '', 'structured' FROM namespaces WHERE slug = %s", old, new, tenant)

@@ -53,8 +53,8 @@ def test_one_insert_per_chunk_maps_every_written_row_back_to_its_record(store):
 
 def test_a_table_without_ids_reports_which_rows_were_new(store):
     ns = namespaces.create(store, "/w").namespace.id
-    one = episodes.remember(store, "/w", "one")["id"]
-    two = episodes.remember(store, "/w", "two")["id"]
+    one = episodes.remember(store, "/w", "one").id
+    two = episodes.remember(store, "/w", "two").id
     edge = {"child_kind": "episode", "child_id": two, "parent_kind": "episode", "namespace_id": ns}
     with store.db.transaction() as tx:
         first = Writer(store, tx).write_rows("lineage", [edge | {"parent_id": one}])

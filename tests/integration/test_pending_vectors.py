@@ -38,29 +38,29 @@ def test_remember_commits_at_once_and_the_batch_fills_the_vector(make_store: Any
     store = _async_store(make_store)
     assert store.defer_vectors and not store.vectors_pending.is_set()
     stored = episodes.remember(store, "/p", "The billing service retries failed webhooks three times")
-    assert stored["created"] is True
-    assert _vector(store, stored["id"]) is None  # committed without waiting for the vector
+    assert stored.created is True
+    assert _vector(store, stored.id) is None  # committed without waiting for the vector
     assert store.vectors_pending.is_set()  # and the worker was told
-    assert backlog(store)["pending"] == 1
+    assert backlog(store).pending == 1
 
     # meanwhile a text recall finds it by its words (one with a vector leg embeds it first:
     # tests/integration/test_read_your_writes.py)
     hits = recall.recall(store, "billing service retries failed webhooks", ["/p"], mode="text")
-    assert [h.id for h in hits][:1] == [stored["id"]]
+    assert [h.id for h in hits][:1] == [stored.id]
     assert hits[0].score_parts["vector"] is None
     assert 0 < hits[0].score <= 1
 
     assert embed_pending(store) == 1
-    vector = _vector(store, stored["id"])
+    vector = _vector(store, stored.id)
     assert vector is not None
     assert np.allclose(vector, HashEmbedder(384).embed_one("The billing service retries failed webhooks three times"))
-    assert backlog(store) == {"pending": 0, "oldest_age_s": None}
+    assert backlog(store).model_dump() == {"pending": 0, "oldest_age_s": None}
     hits = recall.recall(store, "billing service retries failed webhooks", ["/p"], mode="vector")
-    assert hits[0].id == stored["id"] and hits[0].score_parts["vector"] > 0.5
+    assert hits[0].id == stored.id and hits[0].score_parts["vector"] > 0.5
 
     # the vector went into the cache too: the same text again is written with its vector
     again = episodes.remember(store, "/p", "The billing service retries failed webhooks three times")
-    assert _vector(store, again["id"]) is not None
+    assert _vector(store, again.id) is not None
 
 
 def test_cached_text_keeps_its_vector_and_replays_stay_replays(make_store: Any) -> None:
@@ -69,12 +69,12 @@ def test_cached_text_keeps_its_vector_and_replays_stay_replays(make_store: Any) 
     first = episodes.remember(sync, "/p", "Deploys happen on Tuesdays")
     store = make_store(embed_on_write="async")
     cached = episodes.remember(store, "/p", "Deploys happen on Tuesdays")
-    assert _vector(store, cached["id"]) is not None and not store.vectors_pending.is_set()
+    assert _vector(store, cached.id) is not None and not store.vectors_pending.is_set()
     keyed = episodes.remember(store, "/p", "A new text with a key", idempotency_key="k1")
     replay = episodes.remember(store, "/p", "A new text with a key", idempotency_key="k1")
-    assert replay == {"id": keyed["id"], "namespace": "/p", "created": False}
-    assert _vector(store, keyed["id"]) is None
-    assert first["id"] < cached["id"] < keyed["id"]
+    assert replay.model_dump() == {"id": keyed.id, "namespace": "/p", "created": False}
+    assert _vector(store, keyed.id) is None
+    assert first.id < cached.id < keyed.id
 
 
 def test_remember_batch_defers_new_texts_only(make_store: Any) -> None:
@@ -83,22 +83,22 @@ def test_remember_batch_defers_new_texts_only(make_store: Any) -> None:
     known = episodes.remember(sync, "/p", "known text")
     items = [{"content": "known text"}, {"content": "new text one"}, {"content": "new text two", "idempotency_key": "a"}]
     results = episodes.remember_batch(store, "/p", items)
-    assert [r["created"] for r in results] == [True, True, True]
-    assert _vector(store, results[0]["id"]) is not None
-    assert _vector(store, results[1]["id"]) is None and _vector(store, results[2]["id"]) is None
+    assert [r.created for r in results] == [True, True, True]
+    assert _vector(store, results[0].id) is not None
+    assert _vector(store, results[1].id) is None and _vector(store, results[2].id) is None
     assert store.vectors_pending.is_set()
     # a batch of new texts only (every vector NULL) goes in too
     only_new = episodes.remember_batch(store, "/p", [{"content": f"fresh {i}"} for i in range(5)])
-    assert backlog(store)["pending"] == 7
+    assert backlog(store).pending == 7
     assert embed_pending(store, batch_size=3) == 7
     for result in [*results, *only_new]:
-        assert _vector(store, result["id"]) is not None
-    assert known["id"] < results[0]["id"]
+        assert _vector(store, result.id) is not None
+    assert known.id < results[0].id
 
 
 def test_a_claimed_row_is_skipped_by_a_second_worker(make_store: Any) -> None:
     store = _async_store(make_store)
-    ids = [episodes.remember(store, "/p", f"row {i}")["id"] for i in range(4)]
+    ids = [episodes.remember(store, "/p", f"row {i}").id for i in range(4)]
     # worker A holds the two oldest rows in its open transaction (as during its forward pass)
     with store.db.transaction() as tx:
         held = [r["id"] for r in tx.all("pending_vectors_claim", limit=2)]
@@ -127,7 +127,7 @@ def test_two_concurrent_workers_embed_every_row_exactly_once(make_store: Any) ->
     for t in threads:
         t.join(60)
     assert sum(counts) == 200  # a row claimed twice would be counted twice
-    assert backlog(store)["pending"] == 0
+    assert backlog(store).pending == 0
 
 
 def test_worker_thread_wakes_on_a_write_and_stops(make_store: Any) -> None:
@@ -138,10 +138,10 @@ def test_worker_thread_wakes_on_a_write_and_stops(make_store: Any) -> None:
         stored = episodes.remember(store, "/p", "woken by the write, not by the sweep")
         deadline = threading.Event()
         for _ in range(100):
-            if _vector(store, stored["id"]) is not None:
+            if _vector(store, stored.id) is not None:
                 break
             deadline.wait(0.05)
-        assert _vector(store, stored["id"]) is not None  # well before the 60 s sweep
+        assert _vector(store, stored.id) is not None  # well before the 60 s sweep
         assert worker.embedded == 1
     finally:
         worker.stop()
@@ -231,8 +231,8 @@ def test_export_carries_a_waiting_row_without_vector_and_restore_embeds_it(make_
 
     store = _async_store(make_store)
     sync = make_store(embed_on_write="sync")
-    embedded = episodes.remember(sync, "/p", "already embedded")["id"]
-    waiting = episodes.remember(store, "/p", "still waiting for its vector")["id"]
+    embedded = episodes.remember(sync, "/p", "already embedded").id
+    waiting = episodes.remember(store, "/p", "still waiting for its vector").id
     export.export_tables(store, "/p", tmp_path / "out", with_vectors=True)
     rows = {r["id"]: r for r in pq.read_table(tmp_path / "out" / "episodes.parquet").to_pylist()}
     assert len(rows[embedded]["embedding"]) == 384 and rows[waiting]["embedding"] is None
@@ -254,7 +254,7 @@ def test_export_carries_a_waiting_row_without_vector_and_restore_embeds_it(make_
 
 def test_forget_skips_a_waiting_row_until_its_vector_exists(make_store: Any) -> None:
     store = _async_store(make_store)
-    waiting = episodes.remember(store, "/p", "the staging password rotates monthly")["id"]
+    waiting = episodes.remember(store, "/p", "the staging password rotates monthly").id
     early = episodes.forget(store, "the staging password rotates monthly", "/p")
     assert (early.episode_id, early.applied) == (None, False)  # nothing with a vector to match yet
     embed_pending(store)

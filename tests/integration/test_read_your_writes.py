@@ -30,13 +30,13 @@ def _store(make_store: Any) -> Any:
 def test_a_recall_right_after_a_remember_finds_it_by_vector(make_store: Any) -> None:
     store = _store(make_store)
     stored = episodes.remember(store, "/p", TEXT)
-    assert backlog(store)["pending"] == 1  # no worker: the row waits for its vector
+    assert backlog(store).pending == 1  # no worker: the row waits for its vector
 
     for mode in ("vector", "hybrid"):
         answer = recall.recall_results(store, QUESTION, ["/p"], mode=mode)
-        assert [r["id"] for r in answer["results"]] == [stored["id"]], mode
+        assert [r["id"] for r in answer["results"]] == [stored.id], mode
         assert "pending" not in answer
-    assert backlog(store)["pending"] == 0  # the recall embedded it, as the worker would have
+    assert backlog(store).pending == 0  # the recall embedded it, as the worker would have
 
 
 def test_more_waiting_than_a_recall_embeds_are_reported_as_pending(make_store: Any, monkeypatch: Any) -> None:
@@ -69,7 +69,7 @@ def test_every_recall_sees_its_own_write_under_concurrent_writers_and_a_worker(m
                 namespaces.create(store, slug)
                 stored = episodes.remember(store, slug, f"{TEXT} (writer {n}, turn {i})")
                 found = recall.recall_results(store, QUESTION, [slug], mode="vector")
-                if [r["id"] for r in found["results"]] != [stored["id"]]:
+                if [r["id"] for r in found["results"]] != [stored.id]:
                     missed.append(f"{slug}: {found}")
         except BaseException as exc:  # reported below, not lost in the thread
             errors.append(exc)

@@ -17,7 +17,7 @@ NS = LABELLED_NS
 
 def test_acceptance_deploy_question(store):
     namespaces.create(store, NS)
-    eid = episodes.remember(store, NS, "The deploy uses blue-green on Fridays")["id"]
+    eid = episodes.remember(store, NS, "The deploy uses blue-green on Fridays").id
     episodes.remember(store, NS, "Lunch is served in the cafeteria at noon")
     episodes.remember(store, NS, "Checkout fails with ERR-4521 when the card has expired")
     hits = recall.recall(store, "how do we deploy", ["/projects/x"])
@@ -36,8 +36,8 @@ def test_acceptance_deploy_question(store):
 
 def test_recall_ranks_facts_and_episodes_together(store):
     namespaces.create(store, NS)
-    eid = episodes.remember(store, NS, "Postgres 16 is the primary database", metadata={"source": "chat"})["id"]
-    fact = facts.assert_fact(store, NS, "The primary database is Postgres 16", source_episode_ids=[eid])["fact"]
+    eid = episodes.remember(store, NS, "Postgres 16 is the primary database", metadata={"source": "chat"}).id
+    fact = facts.assert_fact(store, NS, "The primary database is Postgres 16", source_episode_ids=[eid]).fact
     # grouping off: each hit in its own slot (with it, the episode is the fact's source)
     hits = {(h.kind, h.id): h for h in recall.recall(store, "primary database Postgres", [NS],
                                                     config=VARIANTS["no_grouping"])}
@@ -52,7 +52,7 @@ def test_recall_ranks_facts_and_episodes_together(store):
 def test_recall_respects_namespace_trees(store):
     namespaces.create(store, "/projects/x/api")
     namespaces.create(store, "/other")
-    inside = episodes.remember(store, "/projects/x/api", "the deploy script lives in ops/deploy.sh")["id"]
+    inside = episodes.remember(store, "/projects/x/api", "the deploy script lives in ops/deploy.sh").id
     episodes.remember(store, "/other", "the deploy script lives in tools/deploy.py")
     hits = recall.recall(store, "where is the deploy script", ["/projects/x"])
     assert [(h.kind, h.id) for h in hits] == [("episode", inside)]
@@ -65,12 +65,12 @@ def test_recall_respects_namespace_trees(store):
 def test_retired_facts_history_and_as_of(store):
     namespaces.create(store, NS)
     old = facts.assert_fact(store, NS, "Deploys happen on Fridays", entity="deploy", property="day",
-                            value="friday")["fact"]
+                            value="friday").fact
     time.sleep(0.05)
     between = datetime.now(UTC)
     time.sleep(0.05)
     new = facts.assert_fact(store, NS, "Deploys happen on Tuesdays", entity="deploy", property="day",
-                            value="tuesday", supersede=True)["fact"]
+                            value="tuesday", supersede=True).fact
     default = [(h.kind, h.id) for h in recall.recall(store, "which day do deploys happen", [NS])]
     assert default == [("fact", new.id)]
     history = {h.id: h for h in recall.recall(store, "which day do deploys happen", [NS], include_history=True)}
@@ -83,11 +83,11 @@ def test_retired_facts_history_and_as_of(store):
 
 def test_known_at_sees_episodes_forgotten_later_but_not_later_ones(store):
     namespaces.create(store, NS)
-    first = episodes.remember(store, NS, "The VPN password rotates monthly")["id"]
+    first = episodes.remember(store, NS, "The VPN password rotates monthly").id
     time.sleep(0.05)
     between = datetime.now(UTC)
     time.sleep(0.05)
-    later = episodes.remember(store, NS, "The VPN client must be version 5")["id"]
+    later = episodes.remember(store, NS, "The VPN client must be version 5").id
     episodes.forget(store, "The VPN password rotates monthly", NS, threshold=0.9)
     now_ids = {h.id for h in recall.recall(store, "VPN", [NS])}
     assert now_ids == {later}

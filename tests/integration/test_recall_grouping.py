@@ -46,7 +46,7 @@ def test_the_lean_answer_carries_sources_once_and_explains_the_grouping_on_reque
     # a context turn is never one of the sources already sent
     sent = {s["id"] for s in item["sources"]}
     assert not [c for r in lean for c in r.get("context", ()) if c["id"] in sent]
-    detailed = recall.recall_results(store, query, [NS], score_parts=True)["results"]
+    detailed = recall.recall_results(store, query, [NS], include_score_parts=True)["results"]
     item = next(r for r in detailed if r["kind"] == "fact")
     assert {g["id"] for g in item["grouped"]} <= sent and item["grouped"]
     assert "own" in item["score_parts"]
@@ -94,9 +94,9 @@ def _service(store) -> dict[str, int]:
     ]
     made = episodes.remember_batch(store, "/ops", [{"content": n, "occurred_at": f"2024-05-0{i + 1}T09:00:00+00:00"}
                                                    for i, n in enumerate(notes)])
-    ids = [int(r["id"]) for r in made]
+    ids = [int(r.id) for r in made]
     copy = facts.assert_fact(store, "/ops", notes[1], entity="session-store", property="dashboard",
-                             value="Grafana growth folder", source_episode_ids=[ids[1]])["fact"]
+                             value="Grafana growth folder", source_episode_ids=[ids[1]]).fact
     return {"answer": ids[0], "dashboard": ids[1], "copy": copy.id}
 
 
@@ -137,8 +137,8 @@ def test_a_fact_matched_on_a_stray_word_does_not_outrank_an_episode_that_matches
         {"content": "Retrospective for May: the team agreed to add a load test before each major launch.",
          "occurred_at": "2024-06-01T09:00:00+00:00"},
         {"content": "Standup notes: the build is green again.", "occurred_at": "2024-06-02T09:00:00+00:00"}])
-    answer = int(made[0]["id"])
-    stray = facts.assert_fact(store, "/team", "The wedding is set for May")["fact"]
+    answer = int(made[0].id)
+    stray = facts.assert_fact(store, "/team", "The wedding is set for May").fact
     query = "May retro outcome"
     plain = {(h.kind, h.id): h for h in recall.recall(store, query, ["/team"], config=VARIANTS["no_grouping"])}
     fact, episode = plain[("fact", stray.id)], plain[("episode", answer)]

@@ -66,7 +66,7 @@ def document_frequency(store, slug: str, lexeme: str) -> int:
 def test_term_statistics_follow_every_write(store, tmp_path: Path):
     namespaces.create(store, NS)
     namespaces.create(store, OTHER)
-    first = episodes.remember(store, NS, "Caroline adopted a beagle from the rescue")["id"]
+    first = episodes.remember(store, NS, "Caroline adopted a beagle from the rescue").id
     assert document_frequency(store, NS, "beagl") == 1
     assert_statistics_current(store)
 
@@ -86,18 +86,18 @@ def test_term_statistics_follow_every_write(store, tmp_path: Path):
     fact = facts.assert_fact(store, NS, "Caroline owns a beagle named Biscuit", source_episode_ids=[first])
     assert document_frequency(store, NS, "beagl") == 4
     assert_statistics_current(store)
-    facts.withdraw(store, fact["fact"].id, "wrong dog")
+    facts.withdraw(store, fact.fact.id, "wrong dog")
     assert document_frequency(store, NS, "beagl") == 3
     assert_statistics_current(store)
     other_fact = facts.assert_fact(store, NS, "Biscuit is a beagle")
-    facts.purge(store, other_fact["fact"].id)
+    facts.purge(store, other_fact.fact.id)
     assert_statistics_current(store)
 
     forgotten = episodes.forget(store, "The beagle chewed my shoes again", NS)
-    assert forgotten.applied and forgotten.episode_id == batch[0]["id"]
+    assert forgotten.applied and forgotten.episode_id == batch[0].id
     assert document_frequency(store, NS, "shoe") == 0
     assert_statistics_current(store)
-    episodes.purge(store, batch[0]["id"])  # purging a forgotten episode changes nothing live
+    episodes.purge(store, batch[0].id)  # purging a forgotten episode changes nothing live
     assert_statistics_current(store)
     episodes.purge(store, first)
     assert document_frequency(store, NS, "beagl") == 1
@@ -113,7 +113,7 @@ def test_the_rare_word_outranks_common_ones(store):
     namespaces.create(store, NS)
     episodes.remember_batch(store, NS, [{"content": f"Caroline: honestly the weekend was fun, day {i}"}
                                         for i in range(30)])
-    rare = episodes.remember(store, NS, "Caroline: I finally booked the trip to Zanzibar")["id"]
+    rare = episodes.remember(store, NS, "Caroline: I finally booked the trip to Zanzibar").id
     episodes.remember_batch(store, NS, [{"content": f"Caroline: the weekend was fun again, take {i}"}
                                         for i in range(30)])
     hits = recall.recall(store, "Caroline weekend Zanzibar fun", [NS], mode="text")
@@ -124,7 +124,7 @@ def test_the_rare_word_outranks_common_ones(store):
 def test_old_evidence_is_found_when_common_words_fill_the_scan(store):
     config = DEFAULT.replace(text_scan_limit=20, neighbour_weight=0.0)
     namespaces.create(store, NS)
-    old = episodes.remember(store, NS, "Melanie: the pottery market is on the last Friday")["id"]
+    old = episodes.remember(store, NS, "Melanie: the pottery market is on the last Friday").id
     episodes.remember_batch(store, NS, [{"content": f"Melanie: the market was busy, stall {i}"}
                                         for i in range(200)])
     hits = recall.recall(store, "When is the pottery market?", [NS], mode="text", config=config)
@@ -135,7 +135,7 @@ def pottery_and_market(store) -> int:
     """An old turn holding "pottery" and "market", then 40 newer turns holding "pottery"
     alone and 80 holding "market" alone: both words in more rows than a scan limit of 20."""
     namespaces.create(store, NS)
-    old = episodes.remember(store, NS, "Melanie: the pottery market is on the last Friday")["id"]
+    old = episodes.remember(store, NS, "Melanie: the pottery market is on the last Friday").id
     episodes.remember_batch(store, NS, [{"content": f"Melanie: my pottery class went well, week {i}"}
                                         for i in range(40)])
     episodes.remember_batch(store, NS, [{"content": f"Melanie: the market was busy, stall {i}"}
@@ -184,7 +184,7 @@ def test_relevance_floor_for_a_query_about_nothing(make_store):
 def test_neighbour_turns_of_a_hit_share_its_score(store):
     namespaces.create(store, NS)
     day_one, day_two = "2023-05-08T13:56:00+00:00", "2023-05-20T10:00:00+00:00"
-    ids = [r["id"] for r in episodes.remember_batch(store, NS, [
+    ids = [r.id for r in episodes.remember_batch(store, NS, [
         {"content": "Caroline: we adopted a beagle from the rescue", "occurred_at": day_one},
         {"content": "Melanie: stop it, what's he called?", "occurred_at": day_one},
         {"content": "Caroline: Biscuit, he already stole my spot", "occurred_at": day_one},
@@ -201,7 +201,7 @@ def test_neighbour_turns_of_a_hit_share_its_score(store):
 
 def test_neighbours_follow_metadata_session_when_dates_differ(store):
     namespaces.create(store, NS)
-    ids = [r["id"] for r in episodes.remember_batch(store, NS, [
+    ids = [r.id for r in episodes.remember_batch(store, NS, [
         {"content": "ticket 88: the nightly export times out", "occurred_at": "2024-01-01T10:00:00+00:00",
          "metadata": {"thread": "t-88"}},
         {"content": "fixed by raising the statement timeout", "occurred_at": "2024-01-03T10:00:00+00:00",
@@ -216,11 +216,11 @@ def test_neighbours_follow_metadata_session_when_dates_differ(store):
 def test_an_episode_whose_facts_were_all_superseded_loses_to_its_correction(store):
     config = VARIANTS["no_neighbours"]  # adjacent episodes would lift each other
     namespaces.create(store, NS)
-    old = episodes.remember(store, NS, "Tom's favourite editor is vim")["id"]
-    twin = episodes.remember(store, NS, "Tom's favourite editor is vim, he said")["id"]  # no facts: control
+    old = episodes.remember(store, NS, "Tom's favourite editor is vim").id
+    twin = episodes.remember(store, NS, "Tom's favourite editor is vim, he said").id  # no facts: control
     facts.assert_fact(store, NS, "Tom's favourite editor is vim", entity="Tom", property="editor",
                       value="vim", source_episode_ids=[old])
-    new = episodes.remember(store, NS, "Tom switched editors, his favourite is emacs now")["id"]
+    new = episodes.remember(store, NS, "Tom switched editors, his favourite is emacs now").id
 
     def scores(**options):
         # each hit's own score: grouping off (with it the old episode is its fact's source)
@@ -251,7 +251,7 @@ def test_lean_results_have_no_nulls_and_parts_only_on_request(store):
         assert 0 <= item["relevance"] <= 1
     episode = next(item for item in lean if item["kind"] == "episode")
     assert "confidence" not in episode and "valid_from" not in episode and "occurred_at" in episode
-    detailed = recall.recall_results(store, "when do we deploy", [NS], score_parts=True)["results"]
+    detailed = recall.recall_results(store, "when do we deploy", [NS], include_score_parts=True)["results"]
     # the ranking's parts, and the grouping's (recall/grouping.py): a fact's weight
     parts = {"vector", "text", "coverage", "context", "entity", "weight", "own", "diversity"}
     assert all(set(item["score_parts"]) <= parts for item in detailed)
@@ -278,8 +278,8 @@ def test_context_option_returns_the_turns_around_an_episode_hit(store):
     day = "2023-05-08T13:56:00+00:00"
     turns = ["Caroline: we adopted a beagle from the rescue", "Melanie: what's he called?",
              "Caroline: Biscuit, he stole my spot", "Melanie: so cute", "Caroline: anyway, work is busy"]
-    ids = [r["id"] for r in episodes.remember_batch(store, NS, [{"content": t, "occurred_at": day} for t in turns])]
-    elsewhere = episodes.remember(store, NS, "Melanie: a beagle barked all night", occurred_at=datetime(2023, 6, 1, tzinfo=UTC))["id"]
+    ids = [r.id for r in episodes.remember_batch(store, NS, [{"content": t, "occurred_at": day} for t in turns])]
+    elsewhere = episodes.remember(store, NS, "Melanie: a beagle barked all night", occurred_at=datetime(2023, 6, 1, tzinfo=UTC)).id
 
     def by_id(**options):
         return {item["id"]: item for item in recall.recall_results(store, "Biscuit", [NS], limit=1, **options)["results"]}
@@ -301,11 +301,11 @@ def test_an_older_episode_loses_to_its_newer_near_duplicate(make_store):
     namespaces.create(store, NS)
     # written newest first, so neither id order nor creation time can explain the ranking
     new = episodes.remember(store, NS, "The staging database now runs PostgreSQL 16 after the upgrade.",
-                            occurred_at=datetime(2026, 5, 4, 17, 28, tzinfo=UTC))["id"]
+                            occurred_at=datetime(2026, 5, 4, 17, 28, tzinfo=UTC)).id
     old = episodes.remember(store, NS, "The staging database runs PostgreSQL 14.",
-                            occurred_at=datetime(2026, 1, 6, 7, 18, tzinfo=UTC))["id"]
+                            occurred_at=datetime(2026, 1, 6, 7, 18, tzinfo=UTC)).id
     unrelated = episodes.remember(store, NS, "Melanie signed up for a pottery class on Thursdays.",
-                                  occurred_at=datetime(2026, 2, 1, 9, tzinfo=UTC))["id"]
+                                  occurred_at=datetime(2026, 2, 1, 9, tzinfo=UTC)).id
 
     def ranked(query: str, **options) -> dict[int, RecallHit]:
         return {h.id: h for h in recall.recall(store, query, [NS], config=config, **options)}

@@ -66,10 +66,10 @@ def test_reembed_changes_dimension_and_model(store: Store, make_store: Any) -> N
     calls: list[tuple[int, int]] = []
     report = reembed(new, progress=lambda done, total: calls.append((done, total)), batch_size=2)
 
-    assert report["model"] == "hash-256" and report["dim"] == 256
-    assert report["previous_model"] == "hash-384" and report["previous_dim"] == 384
-    assert report["dims_changed"] is True
-    assert (report["episodes"], report["facts"], report["rows_written"]) == (3, 2, 5)
+    assert report.model == "hash-256" and report.dim == 256
+    assert report.previous_model == "hash-384" and report.previous_dim == 384
+    assert report.dims_changed is True
+    assert (report.episodes, report.facts, report.rows_written) == (3, 2, 5)
     assert calls == [(0, 5), (2, 5), (3, 5), (5, 5)]  # batches of 2: episodes 2+1, facts 2
 
     assert column_dims(new.db) == {
@@ -117,8 +117,8 @@ def test_reembed_twice_is_a_no_op(make_store: Any, store: Store) -> None:
     reembed(new)
     before = vectors_of(new, "episodes")
     again = reembed(new)
-    assert again["dims_changed"] is False
-    assert again["rows_written"] == 0
+    assert again.dims_changed is False
+    assert again.rows_written == 0
     after = vectors_of(new, "episodes")
     assert all(np.array_equal(before[k][1], after[k][1]) for k in before)
 
@@ -133,8 +133,8 @@ def test_reembed_resumes_after_a_crash_mid_way(store: Store, make_store: Any) ->
 
     report = reembed(new)
 
-    assert report["dims_changed"] is False  # columns already had the new type
-    assert report["rows_written"] == 5
+    assert report.dims_changed is False  # columns already had the new type
+    assert report.rows_written == 5
     assert all(model == "hash-256" for model, _ in vectors_of(new, "facts").values())
     assert all(schema_state(new).values())
     assert read_lock(new.db)["embedding_model"] == "hash-256"
@@ -158,8 +158,8 @@ def test_reembed_same_dimension_other_model_skips_done_rows(store: Store, make_s
             )
         report = reembed(new)
         sent = [t for r in server.embedding_requests() for t in r["input"]]
-    assert report["dims_changed"] is False
-    assert (report["episodes"], report["facts"]) == (3, 1)
+    assert report.dims_changed is False
+    assert (report.episodes, report.facts) == (3, 1)
     assert sorted(sent) == sorted([*EPISODES, FACTS[1]])
     assert column_dims(new.db)["episodes.embedding"] == 384
     assert read_lock(new.db) == {
@@ -189,7 +189,7 @@ def test_a_write_in_flight_in_any_namespace_does_not_look_like_a_reembed(store: 
         writer.execute("SELECT pg_advisory_xact_lock(%s, %s)", (ID_ORDER_KEY, REEMBED_LOCK[1]))
         report = reembed(store)  # before the keys were separated: StageBusy while namespace 3 wrote
         writer.rollback()
-    assert report["model"] == store.embedder.name
+    assert report.model == store.embedder.name
 
 
 def test_reembed_refills_entity_names_in_the_new_dimension(store: Store, make_store: Any) -> None:
@@ -198,7 +198,7 @@ def test_reembed_refills_entity_names_in_the_new_dimension(store: Store, make_st
     facts.assert_fact(store, "/", "Alice owns the billing runbook", entity="Alice", property="owns", value="runbook")
     new = make_store(embedder="hash", vector_dim=256)
     report = reembed(new)
-    assert report["entities"] == 1 and report["dims_changed"] is True
+    assert report.entities == 1 and report.dims_changed is True
     with new.db.transaction() as tx:
         row = tx.conn.execute("SELECT embedding_model, vector_dims(embedding) AS dim FROM entities").fetchone()
     assert (row["embedding_model"], row["dim"]) == ("hash-256", 256)
@@ -216,7 +216,7 @@ def test_a_minilm_database_under_the_int8_default_says_how_to_go_on(make_store: 
     message = str(info.value)
     assert "STASH_EMBEDDER=minilm)" in message and "stash reembed" in message
     report = reembed(new)
-    assert report["model"] == "all-MiniLM-L6-v2-int8"
+    assert report.model == "all-MiniLM-L6-v2-int8"
     assert {model for model, _ in vectors_of(new, "episodes").values()} == {"all-MiniLM-L6-v2-int8"}
     assert read_lock(new.db)["embedding_model"] == "all-MiniLM-L6-v2-int8"
     new.embedder.embed_one("anything")  # the lock now matches

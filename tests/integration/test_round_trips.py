@@ -62,7 +62,7 @@ def test_cached_remember_is_one_checkout_and_one_round_trip(store, traced):
     traced.clear()  # the first call embedded the text; now it is cached
     again = episodes.remember(store, "/projects/x", "the deploy script needs sudo")
     assert round_trips(traced) == (1, 1)
-    assert again["created"] and again["id"] > first["id"]
+    assert again.created and again.id > first.id
 
 
 def test_new_text_remember_is_two_round_trips_with_the_model_between(store, traced):
@@ -74,7 +74,7 @@ def test_new_text_remember_is_two_round_trips_with_the_model_between(store, trac
     assert round_trips(traced) == (2, 2)
     with store.db.connection() as conn:
         cached = conn.execute("SELECT count(*) AS n FROM embedding_cache").fetchone()["n"]
-        stored = conn.execute("SELECT count(*) AS n FROM episodes WHERE id = %s", (out["id"],)).fetchone()["n"]
+        stored = conn.execute("SELECT count(*) AS n FROM episodes WHERE id = %s", (out.id,)).fetchone()["n"]
     assert (cached, stored) == (1, 1)
 
 
@@ -91,7 +91,7 @@ def test_new_text_with_deferred_vector_is_one_round_trip_and_no_model_call(store
     assert round_trips(traced) == (1, 1)
     assert calls == []
     with store.db.connection() as conn:
-        row = conn.execute("SELECT embedding IS NULL AS waiting FROM episodes WHERE id = %s", (out["id"],)).fetchone()
+        row = conn.execute("SELECT embedding IS NULL AS waiting FROM episodes WHERE id = %s", (out.id,)).fetchone()
     assert row["waiting"] is True
 
 
@@ -104,7 +104,7 @@ def test_key_replay_is_one_round_trip_and_embeds_nothing(store, traced):
     model.embed = lambda texts: calls.append(list(texts)) or embed(texts)  # type: ignore[method-assign]
     traced.clear()
     again = episodes.remember(store, "/projects/x", "retry me", idempotency_key="k1")
-    assert again == {"id": first["id"], "namespace": "/projects/x", "created": False}
+    assert again.model_dump() == {"id": first.id, "namespace": "/projects/x", "created": False}
     assert round_trips(traced) == (1, 1)
     assert calls == []
 
@@ -140,12 +140,12 @@ def test_recall_of_a_query_seen_before_is_one_checkout_and_one_round_trip(store,
     query = "what does Alice do for the deploy"
     store.embedder.ensure_lock()  # once per process
     traced.clear()
-    first = recall.recall_results(store, query, ["/projects/x"], limit=2, context=1, score_parts=True)
+    first = recall.recall_results(store, query, ["/projects/x"], limit=2, context=1, include_score_parts=True)
     # this process never asked it: recall_names names "alice", the model embeds "what does
     # they do for the deploy", and the round trip caches that vector in the same transaction
     assert round_trips(traced) == (2, 2)
     traced.clear()
-    out = recall.recall_results(store, query, ["/projects/x"], limit=2, context=1, score_parts=True)
+    out = recall.recall_results(store, query, ["/projects/x"], limit=2, context=1, include_score_parts=True)
     assert round_trips(traced) == (1, 1)
     assert out == first
     assert any("context" in r for r in out["results"])  # the neighbours came with it

@@ -36,12 +36,12 @@ def _relationship(store: Store, fact_id: int, to: str) -> int:
 def test_initech_a_late_statement_ends_where_the_next_known_value_begins(store):
     """Acme from 2020, Globex from 2023 superseding, then Initech from 2019 learnt late."""
     namespaces.create(store, NS)
-    acme = _works(store, "Acme", 2020)["fact"]
+    acme = _works(store, "Acme", 2020).fact
     globex = _works(store, "Globex", 2023, supersede=True)
-    assert globex["superseded_fact_ids"] == [acme.id]
+    assert globex.superseded_fact_ids == [acme.id]
     initech = _works(store, "Initech", 2019, supersede=True)
-    assert initech["superseded_fact_ids"] == [] and initech["contradictions"] == []
-    assert (initech["fact"].valid_from, initech["fact"].valid_until) == (year(2019), year(2020))
+    assert initech.superseded_fact_ids == [] and initech.contradictions == []
+    assert (initech.fact.valid_from, initech.fact.valid_until) == (year(2019), year(2020))
     assert _values(store, as_of=year(2021)) == ["Acme"]
     assert _values(store, as_of=datetime(2019, 6, 1, tzinfo=UTC)) == ["Initech"]
     assert _values(store, as_of=year(2024)) == ["Globex"]
@@ -50,11 +50,11 @@ def test_initech_a_late_statement_ends_where_the_next_known_value_begins(store):
 
 def test_a_new_value_inside_a_closed_interval_splits_it(store):
     namespaces.create(store, NS)
-    acme = _works(store, "Acme", 2020)["fact"]
+    acme = _works(store, "Acme", 2020).fact
     _works(store, "Globex", 2023, supersede=True)
     hooli = _works(store, "Hooli", 2021, supersede=True)
-    assert hooli["superseded_fact_ids"] == [acme.id]
-    assert (hooli["fact"].valid_from, hooli["fact"].valid_until) == (year(2021), year(2023))
+    assert hooli.superseded_fact_ids == [acme.id]
+    assert (hooli.fact.valid_from, hooli.fact.valid_until) == (year(2021), year(2023))
     assert facts.get(store, acme.id).valid_until == year(2021)
     for when, value in [(2020, "Acme"), (2021, "Hooli"), (2022, "Hooli"), (2023, "Globex")]:
         assert _values(store, as_of=year(when)) == [value], when
@@ -62,15 +62,15 @@ def test_a_new_value_inside_a_closed_interval_splits_it(store):
 
 def test_equal_valid_from_the_later_statement_is_the_correction(store):
     namespaces.create(store, NS)
-    first = _works(store, "Acme", 2020)["fact"]
+    first = _works(store, "Acme", 2020).fact
     fixed = _works(store, "Initech", 2020, supersede=True)
-    assert fixed["superseded_fact_ids"] == [first.id]
+    assert fixed.superseded_fact_ids == [first.id]
     old = facts.get(store, first.id)
-    assert (old.valid_from, old.valid_until, old.superseded_by) == (year(2020), year(2020), fixed["fact"].id)
+    assert (old.valid_from, old.valid_until, old.superseded_by) == (year(2020), year(2020), fixed.fact.id)
     assert _values(store, as_of=year(2020)) == ["Initech"]
     # without supersede the same pair is an open contradiction, both stay
     other = _works(store, "Hooli", 2020)
-    assert [c.old_fact_id for c in other["contradictions"]] == [fixed["fact"].id]
+    assert [c.old_fact_id for c in other.contradictions] == [fixed.fact.id]
 
 
 def test_a_multi_valued_property_holds_several_values(store):
@@ -79,17 +79,17 @@ def test_a_multi_valued_property_holds_several_values(store):
                               valid_from=year(2020))
     sushi = facts.assert_fact(store, NS, "Alice likes sushi", entity="Alice", property="Likes", value="sushi",
                               valid_from=year(2019), supersede=True)
-    assert sushi["contradictions"] == [] and sushi["superseded_fact_ids"] == []
-    assert sushi["fact"].valid_until is None and pizza["fact"].id != sushi["fact"].id
+    assert sushi.contradictions == [] and sushi.superseded_fact_ids == []
+    assert sushi.fact.valid_until is None and pizza.fact.id != sushi.fact.id
     assert _values(store) == ["pizza", "sushi"]
 
 
 def test_withdrawing_the_next_value_gives_its_time_back(store):
     namespaces.create(store, NS)
-    acme = _works(store, "Acme", 2020)["fact"]
+    acme = _works(store, "Acme", 2020).fact
     rel = _relationship(store, acme.id, "acme")
-    globex = _works(store, "Globex", 2023, supersede=True)["fact"]
-    initech = _works(store, "Initech", 2019)["fact"]
+    globex = _works(store, "Globex", 2023, supersede=True).fact
+    initech = _works(store, "Initech", 2019).fact
     assert rows(store, "SELECT valid_until FROM relationships WHERE id = %(id)s", id=rel) == [
         {"valid_until": year(2023)}]
     facts.withdraw(store, globex.id, "she never joined Globex")
@@ -107,9 +107,9 @@ def test_withdrawing_the_next_value_gives_its_time_back(store):
 
 def test_withdrawing_a_middle_value_extends_the_previous_one_to_the_next(store):
     namespaces.create(store, NS)
-    acme = _works(store, "Acme", 2020)["fact"]
-    hooli = _works(store, "Hooli", 2021, supersede=True)["fact"]
-    globex = _works(store, "Globex", 2023, supersede=True)["fact"]
+    acme = _works(store, "Acme", 2020).fact
+    hooli = _works(store, "Hooli", 2021, supersede=True).fact
+    globex = _works(store, "Globex", 2023, supersede=True).fact
     facts.withdraw(store, hooli.id, "a mix-up")
     back = facts.get(store, acme.id)
     assert (back.valid_until, back.superseded_by) == (year(2023), globex.id)
@@ -118,8 +118,8 @@ def test_withdrawing_a_middle_value_extends_the_previous_one_to_the_next(store):
 
 def test_a_stated_end_survives_a_withdrawal(store):
     namespaces.create(store, NS)
-    acme = _works(store, "Acme", 2020, valid_until=year(2022))["fact"]
-    globex = _works(store, "Globex", 2021, supersede=True)["fact"]
+    acme = _works(store, "Acme", 2020, valid_until=year(2022)).fact
+    globex = _works(store, "Globex", 2021, supersede=True).fact
     assert facts.get(store, acme.id).valid_until == year(2021)
     facts.withdraw(store, globex.id, "no")
     assert facts.get(store, acme.id).valid_until == year(2022)
@@ -128,7 +128,7 @@ def test_a_stated_end_survives_a_withdrawal(store):
 def test_withdrawing_a_fact_resolves_its_open_contradictions(store):
     namespaces.create(store, NS)
     _works(store, "Acme", 2020)
-    [open_one] = _works(store, "Globex", 2021)["contradictions"]
+    [open_one] = _works(store, "Globex", 2021).contradictions
     assert not open_one.resolved
     facts.withdraw(store, open_one.new_fact_id, "typo")
     got = contradictions.get(store, open_one.id)
@@ -138,10 +138,10 @@ def test_withdrawing_a_fact_resolves_its_open_contradictions(store):
 
 def test_restoring_a_fact_reopens_the_relationships_its_supersession_closed(store):
     namespaces.create(store, NS)
-    acme = _works(store, "Acme", 2020)["fact"]
+    acme = _works(store, "Acme", 2020).fact
     rel = _relationship(store, acme.id, "acme")
     globex = _works(store, "Globex", 2023, supersede=True)
-    [auto] = globex["contradictions"]
+    [auto] = globex.contradictions
     assert rows(store, "SELECT valid_until FROM relationships WHERE id = %(id)s", id=rel) == [
         {"valid_until": year(2023)}]
     contradictions.resolve(store, auto.id, "keep_old")
@@ -153,8 +153,8 @@ def test_restoring_a_fact_reopens_the_relationships_its_supersession_closed(stor
 def test_purging_the_next_value_gives_its_time_back(store):
     """A purge recomputes the key before it deletes the row: the fact counts as gone."""
     namespaces.create(store, NS)
-    acme = _works(store, "Acme", 2020)["fact"]
-    globex = _works(store, "Globex", 2023, supersede=True)["fact"]
+    acme = _works(store, "Acme", 2020).fact
+    globex = _works(store, "Globex", 2023, supersede=True).fact
     facts.purge(store, globex.id)
     back = facts.get(store, acme.id)
     assert (back.valid_until, back.superseded_by, back.current) == (None, None, True)
@@ -164,11 +164,11 @@ def test_an_open_contradiction_and_keep_both_let_two_values_hold_until_the_next(
     """Without supersede the pair stays open and both values hold; keep_both keeps it so
     after any recomputation, and a later superseding value ends both."""
     namespaces.create(store, NS)
-    acme = _works(store, "Acme", 2020)["fact"]
-    [pair] = _works(store, "Globex", 2021)["contradictions"]
+    acme = _works(store, "Acme", 2020).fact
+    [pair] = _works(store, "Globex", 2021).contradictions
     assert _values(store, as_of=year(2022)) == ["Acme", "Globex"]
     contradictions.resolve(store, pair.id, "keep_both")
-    initech = _works(store, "Initech", 2024, supersede=True)["fact"]
+    initech = _works(store, "Initech", 2024, supersede=True).fact
     assert _values(store, as_of=year(2022)) == ["Acme", "Globex"]
     assert _values(store) == ["Initech"]
     facts.withdraw(store, initech.id, "no")

@@ -109,10 +109,10 @@ def _run(store: Store, ops: list[tuple[Any, ...]]) -> str:
             made = facts.assert_fact(store, ns, f"Alice works at {value}", entity="Alice", property="works_at",
                                      value=value, valid_from=year(start), valid_until=end,
                                      supersede=op[0] == "assert")
-            statements.append(Statement(made["fact"].id, value, year(start), end))
-            auto[made["fact"].id] = [(c.id, c.old_fact_id) for c in made["contradictions"]
+            statements.append(Statement(made.fact.id, value, year(start), end))
+            auto[made.fact.id] = [(c.id, c.old_fact_id) for c in made.contradictions
                                      if c.resolution == "superseded"]
-            together.update(frozenset((c.old_fact_id, c.new_fact_id)) for c in made["contradictions"]
+            together.update(frozenset((c.old_fact_id, c.new_fact_id)) for c in made.contradictions
                             if not c.resolved)
         else:
             live = [s for s in statements if not s.gone]

@@ -70,8 +70,8 @@ def state(store, table, ident):
 def world(store):
     """ep1 alone supports A; ep1+ep2 support B; A derives C; relationships/patterns/links hang off them."""
     namespaces.create(store, NS)
-    ep1 = episodes.remember(store, NS, "Alice took over the billing service in March")["id"]
-    ep2 = episodes.remember(store, NS, "The billing service moved to the payments cluster")["id"]
+    ep1 = episodes.remember(store, NS, "Alice took over the billing service in March").id
+    ep2 = episodes.remember(store, NS, "The billing service moved to the payments cluster").id
     a = make_fact(store, "Alice owns the billing service", [("episode", ep1)])
     b = make_fact(store, "Billing runs on the payments cluster", [("episode", ep1), ("episode", ep2)])
     c = make_fact(store, "Alice is on call for payments", [("fact", a)])
@@ -153,8 +153,8 @@ def _exists(store, table, ident):
 def test_purge_episode_erases_everything_derived_from_it(store, world):
     out = episodes.purge(store, world["ep1"])
     # B had ep2 too, but it summarises ep1 as well: a purge erases it (a withdrawal would not)
-    assert out["erased"]["erased_fact_ids"] == sorted([world["a"], world["b"], world["c"]])
-    assert out["erased"]["erased"] == {"episode": 1, "fact": 3, "relationship": 3, "pattern": 2}
+    assert out.erased.erased_fact_ids == sorted([world["a"], world["b"], world["c"]])
+    assert out.erased.erased == {"episode": 1, "fact": 3, "relationship": 3, "pattern": 2}
     for table, key in [("episodes", "ep1"), ("facts", "a"), ("facts", "b"), ("facts", "c"), ("relationships", "rel_a"),
                        ("relationships", "rel_b"), ("relationships", "rel_c"), ("patterns", "pattern_a"),
                        ("patterns", "pattern_ab"), ("causal_links", "link_ab")]:
@@ -169,7 +169,7 @@ def test_purge_episode_erases_everything_derived_from_it(store, world):
 
 def test_purge_fact_erases_what_was_derived_from_it(store, world):
     out = facts.purge(store, world["a"])
-    assert out["erased"]["erased_fact_ids"] == [world["c"]]
+    assert out.erased.erased_fact_ids == [world["c"]]
     # the relationships on A and C, both patterns citing A (pattern_ab keeps B, but quotes A)
     # and the A->B link (a foreign key) go; B and its relationship stay, untouched
     for table, key in [("facts", "a"), ("facts", "c"), ("relationships", "rel_a"), ("relationships", "rel_c"),
@@ -184,7 +184,7 @@ def test_cascade_is_idempotent(store, world):
     episodes.forget(store, "Alice took over the billing service in March", NS, threshold=0.5)
     with store.db.transaction() as tx:
         again = lineage.withdraw_cascade(tx, [("episode", world["ep1"])], "again")
-    assert again == {
+    assert again.model_dump() == {
         "withdrawn_fact_ids": [],
         "recheck_fact_ids": [],
         "withdrawn": {"fact": 0, "relationship": 0, "causal_link": 0, "pattern": 0},

@@ -78,7 +78,7 @@ async def test_a_waiting_vector_survives_a_killed_server(settings: Any, store: A
         process.send_signal(signal.SIGKILL)
         assert process.wait(timeout=15) == -signal.SIGKILL
     assert not _vector_present(store, episode_id)
-    assert backlog(store)["pending"] == 1
+    assert backlog(store).pending == 1
     assert recall.recall(store, "nightly backup cold storage", ["/ops"], mode="text")[0].id == episode_id
 
     # a new server (default settings) picks the row up on its first sweep
@@ -89,4 +89,4 @@ async def test_a_waiting_vector_survives_a_killed_server(settings: Any, store: A
         assert _vector_present(store, episode_id)
     hits = recall.recall(store, "nightly backup cold storage", ["/ops"], mode="vector")
     assert hits[0].id == episode_id and hits[0].score_parts["vector"] > 0
-    assert backlog(store)["pending"] == 0
+    assert backlog(store).pending == 0

@@ -278,7 +278,7 @@ def scoped(store: Any) -> dict[str, Any]:
         "rw": auth.create_token(store, ["/projects/x"], ["read", "write"], "agent")["token"],
         "ro": auth.create_token(store, ["/projects/x"], ["read"], "viewer")["token"],
         "revoked": revoked["token"],
-        "other_episode": other["id"],
+        "other_episode": other.id,
     }
 
 

@@ -46,14 +46,14 @@ def _n() -> int:
 
 # -- fresh records for one call ------------------------------------------------------------------
 def _fact(s: Any, ns: str, text: str = "fact") -> int:
-    return facts.assert_fact(s, ns, f"{ns[1:].upper()} {text} {_n()}")["fact"].id
+    return facts.assert_fact(s, ns, f"{ns[1:].upper()} {text} {_n()}").fact.id
 
 
 def _contradiction(s: Any, ns: str) -> int:
     entity = f"svc{_n()}"
     facts.assert_fact(s, ns, f"{entity} runs on port 80", entity=entity, property="port", value="80")
     out = facts.assert_fact(s, ns, f"{entity} runs on port 81", entity=entity, property="port", value="81")
-    return out["contradictions"][0].id
+    return out.contradictions[0].id
 
 
 def _link(s: Any, ns: str) -> int:
@@ -89,7 +89,7 @@ def _merged(s: Any, ns: str) -> tuple[int, str]:
 
 
 def _episode(s: Any, ns: str) -> int:
-    return int(episodes.remember(s, ns, f"{ns[1:].upper()} episode {_n()}")["id"])
+    return int(episodes.remember(s, ns, f"{ns[1:].upper()} episode {_n()}").id)
 
 
 Args = Callable[[Any, str], dict[str, Any]]

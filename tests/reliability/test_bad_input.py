@@ -45,9 +45,9 @@ def world(store: Any) -> dict[str, int]:
     for slug in ("/a", "/b", "/a/sub"):
         ns_ops.create(store, slug)
     for key, slug in (("a", "/a"), ("b", "/b")):
-        ids[f"{key}_episode"] = episodes.remember(store, slug, f"{key.upper()} team ships on Friday")["id"]
-        ids[f"{key}_fact"] = facts.assert_fact(store, slug, f"{key.upper()} team ships weekly")["fact"].id
-        ids[f"{key}_fact2"] = facts.assert_fact(store, slug, f"{key.upper()} team has fewer outages")["fact"].id
+        ids[f"{key}_episode"] = episodes.remember(store, slug, f"{key.upper()} team ships on Friday").id
+        ids[f"{key}_fact"] = facts.assert_fact(store, slug, f"{key.upper()} team ships weekly").fact.id
+        ids[f"{key}_fact2"] = facts.assert_fact(store, slug, f"{key.upper()} team has fewer outages").fact.id
         ids[f"{key}_link"] = graph.create_causal_link(
             store, slug, ids[f"{key}_fact"], effect_id=ids[f"{key}_fact2"]
         ).id

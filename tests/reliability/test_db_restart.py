@@ -342,7 +342,7 @@ def test_first_calls_after_a_restart_succeed(own_pg: Restartable, own_dsn: str, 
         _restart(own_pg, down_s=0.5)
         from stash_pipeline.memory import episodes
 
-        stored = [episodes.remember(store, "/p", f"after restart {i}")["id"] for i in range(6)]
+        stored = [episodes.remember(store, "/p", f"after restart {i}").id for i in range(6)]
         assert len(set(stored)) == 6
         assert store.db.ping()
     finally:

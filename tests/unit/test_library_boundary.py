@@ -10,17 +10,20 @@ when its library is converted; the list only grows.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 #: the subjects whose library functions take parsed values and return models
-TYPED_SUBJECTS = ("goals", "hypotheses", "failures", "context", "namespaces", "contradictions", "admin", "graph", "entities")
+TYPED_SUBJECTS = ("goals", "hypotheses", "failures", "context", "namespaces", "contradictions", "admin", "graph", "entities",
+                  "facts", "episodes")
 
 
 def _store_functions(subject: str) -> list[tuple[str, Any]]:
@@ -81,3 +84,31 @@ def test_the_checks_see_a_dict_answer_and_an_any() -> None:
     assert not _mentions_any(list[str] | None)
     assert not _is_model_answer(dict[str, Any])
     assert _is_model_answer(list[BaseModel]) and _is_model_answer(BaseModel | None)
+
+
+def _any_in_signatures(folder: Path) -> list[str]:
+    """``name:function`` for each ``Any`` in a parameter or return annotation under ``folder``."""
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            arguments += [a for a in (node.args.vararg, node.args.kwarg) if a is not None]
+            annotations = [a.annotation for a in arguments if a.annotation is not None]
+            annotations += [node.returns] if node.returns is not None else []
+            found += [f"{path.name}:{node.name}" for annotation in annotations for name in ast.walk(annotation)
+                      if isinstance(name, ast.Name) and name.id == "Any"]
+    return found
+
+
+def test_no_any_in_the_memory_library_signatures() -> None:
+    """Ids, paths, times and settings are named; a database row is ``db.gateway.Row``, raw input
+    to check is ``object`` (``validate``): ``Any`` says nothing a reader can rely on."""
+    memory = Path(importlib.import_module("stash_pipeline.memory").__file__).parent
+    assert _any_in_signatures(memory) == []
+
+
+def test_the_any_count_sees_one(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("def f(x: list[Any]) -> int: ...\ndef g(**kw: Any) -> None: ...\n")
+    assert _any_in_signatures(tmp_path) == ["m.py:f", "m.py:g"]

@@ -42,7 +42,7 @@ def cstore(make_store: Any, server: ScriptedOpenAI) -> Any:
 def seed(store: Any, namespace: str, texts: list[str], **kwargs: Any) -> list[int]:
     """Create the namespace (if needed) and remember the texts; returns episode ids."""
     namespaces.create(store, namespace)
-    return [episodes.remember(store, namespace, t, **kwargs)["id"] for t in texts]
+    return [episodes.remember(store, namespace, t, **kwargs).id for t in texts]
 
 
 def rows(store: Any, sql: str, **params: Any) -> list[dict[str, Any]]:

@@ -131,7 +131,7 @@ def test_the_backlog_query_reports_every_stage_of_the_table_a_new_one_too(store,
         return store.db.all("stage_backlog", **backlog_parameters([ns_id]))
 
     assert [r["stage"] for r in rows()] == [*stages.STAGE_NAMES, "echo"]
-    fact_id = facts.assert_fact(store, "/e", "The deploy window is Friday")["fact"].id
+    fact_id = facts.assert_fact(store, "/e", "The deploy window is Friday").fact.id
     assert {r["stage"]: (r["head"], r["has_work"]) for r in rows()}["echo"] == (fact_id, False)  # gate closed
     goals.create(store, "/e", "Ship it")
     assert {r["stage"]: (r["head"], r["has_work"]) for r in rows()}["echo"] == (fact_id, True)

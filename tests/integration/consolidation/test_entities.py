@@ -201,14 +201,14 @@ def test_a_new_value_under_another_alias_supersedes_the_old_one(cstore, server, 
 def test_an_asserted_fact_under_an_alias_is_checked_against_the_entitys_facts(cstore):
     namespaces.create(cstore, "/t")
     old = facts.assert_fact(cstore, "/t", "Alice Chen works at Acme", entity="Alice Chen",
-                            property="employer", value="Acme")["fact"]
+                            property="employer", value="Acme").fact
     short = facts.assert_fact(cstore, "/t", "Alice is an engineer", entity="Alice",
-                              property="role", value="engineer")["fact"]
+                              property="role", value="engineer").fact
     keep = entities.get_entity(cstore, name="Alice Chen").entity["id"]
     entities.merge_entities(cstore, keep, entities.get_entity(cstore, name="Alice").entity["id"])
     assert entities.get_entity(cstore, name="Alice").entity["id"] == keep
     new = facts.assert_fact(cstore, "/t", "Alice works at Globex now", entity="Alice",
                             property="employer", value="Globex", supersede=True)
-    assert new["superseded_fact_ids"] == [old.id]
+    assert new.superseded_fact_ids == [old.id]
     assert facts.get(cstore, old.id).current is False
     assert facts.get(cstore, short.id).current is True

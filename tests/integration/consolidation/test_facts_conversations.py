@@ -41,7 +41,7 @@ def small(make_store, server):
 def _chat(store, namespace, turns, session):
     namespaces.create(store, namespace)
     return [episodes.remember(store, namespace, text, metadata={"dia_id": f"D{session}:{n}"},
-                              occurred_at=datetime(2023, 3, session + 10, 12, tzinfo=UTC))["id"]
+                              occurred_at=datetime(2023, 3, session + 10, 12, tzinfo=UTC)).id
             for n, text in enumerate(turns, start=1)]
 
 
@@ -135,7 +135,7 @@ def test_a_fact_naming_the_other_participant_is_grounded_with_exact_lineage(smal
 def test_a_participant_named_only_in_metadata_grounds_too(cstore, server, model):
     namespaces.create(cstore, "/m")
     turns = [("Jolene", "I got the job at the aquarium!"), ("Caroline", "Congrats, you earned it.")]
-    ids = [episodes.remember(cstore, "/m", text, metadata={"session_id": "s1", "speaker": who})["id"]
+    ids = [episodes.remember(cstore, "/m", text, metadata={"session_id": "s1", "speaker": who}).id
            for who, text in turns]
     model.facts_script = _script(lambda block: [("Caroline congratulated Jolene on the aquarium job",
                                                  ["Caroline: Congrats, you earned it."])])
@@ -205,7 +205,7 @@ def test_citations_are_checked_against_the_window(cstore, server, model):
 def test_several_facts_from_one_embedding_cluster_each_cite_their_observations(cstore, server, model):
     namespaces.create(cstore, "/o")
     texts = ["Alice lives in Paris near the river Seine", "Alice lives in Paris near the river"]
-    ids = [episodes.remember(cstore, "/o", t)["id"] for t in texts]
+    ids = [episodes.remember(cstore, "/o", t).id for t in texts]
 
     def answer(user):
         (block,) = facts_blocks(user)
@@ -326,7 +326,7 @@ def test_turns_without_session_metadata_are_threaded_by_time(small, server, mode
     # a log line reads like a turn, but nobody answers it: clustered, not a conversation
     turns.append("Build: the nightly deploy finished in 4 minutes")
     times.append(datetime(2023, 3, 11, 20, tzinfo=UTC))
-    ids = [episodes.remember(small, "/t", t, occurred_at=when)["id"] for t, when in zip(turns, times, strict=True)]
+    ids = [episodes.remember(small, "/t", t, occurred_at=when).id for t, when in zip(turns, times, strict=True)]
     report = runner.run_stage(small, "/t", "facts")
     assert report.items_failed == 0
     assert (report.details["windows"], report.details["clusters"]) == (3, 1)

@@ -20,8 +20,8 @@ def _facts_status(store: Any) -> dict[str, Any]:
 def test_watermark_and_cursor_stop_before_a_waiting_episode(cstore: Any, make_store: Any, server: Any) -> None:
     alice = seed(cstore, "/t", ALICE)
     deferring = make_store(embed_on_write="async")
-    bob = episodes.remember(deferring, "/t", BOB)["id"]
-    later = episodes.remember(cstore, "/t", "Carol reviews the quarterly budget in March")["id"]
+    bob = episodes.remember(deferring, "/t", BOB).id
+    later = episodes.remember(cstore, "/t", "Carol reviews the quarterly budget in March").id
     assert alice[1] < bob < later
 
     # the watermark: the head stops before the waiting episode, so the backlog is Alice's two
@@ -49,8 +49,8 @@ def test_watermark_and_cursor_stop_before_a_waiting_episode(cstore: Any, make_st
 def test_an_erased_waiting_episode_does_not_hold_the_watermark(cstore: Any, make_store: Any) -> None:
     first = seed(cstore, "/t", ["Dana runs the on-call rotation"])[0]
     deferring = make_store(embed_on_write="async")
-    waiting = episodes.remember(deferring, "/t", "Erin owns the payments dashboard")["id"]
-    after = episodes.remember(cstore, "/t", "Frank moved the standup to ten")["id"]
+    waiting = episodes.remember(deferring, "/t", "Erin owns the payments dashboard").id
+    after = episodes.remember(cstore, "/t", "Frank moved the standup to ten").id
     assert _facts_status(cstore)["head"] == first
     episodes.purge(cstore, waiting)
     assert _facts_status(cstore)["head"] == after

@@ -29,7 +29,7 @@ def _assert_hobbies(store: Any, namespace: str = "/p") -> tuple[list[int], list[
     episode_ids = seed(store, namespace, HOBBIES)
     fact_ids = [
         facts.assert_fact(store, namespace, text, entity="Evan", property=f"hobby {i}", value=text,
-                          source_episode_ids=[episode_id])["fact"].id
+                          source_episode_ids=[episode_id]).fact.id
         for i, (text, episode_id) in enumerate(zip(HOBBIES, episode_ids, strict=True))
     ]
     return episode_ids, fact_ids
@@ -69,7 +69,7 @@ def test_the_entity_leg_reaches_a_profile_only_through_its_own_name(pstore):
     # the question asks for one of them, not for the digest of all of them
     _, fact_ids = _assert_hobbies(pstore)
     friend = facts.assert_fact(pstore, "/p", "Dana's best friend is Evan", entity="Dana", property="best friend",
-                               value="Evan")["fact"].id
+                               value="Evan").fact.id
     runner.run_stage(pstore, "/p", "profiles")
     [profile] = _profiles(pstore)
     with pstore.db.transaction() as tx:

@@ -35,12 +35,12 @@ def test_an_expiry_by_decay_stays_when_the_key_is_recomputed(cstore):
     then withdrawn) does not reopen the expired value."""
     seed(cstore, "/d", [])
     acme = facts.assert_fact(cstore, "/d", "Alice works at Acme", entity="Alice", property="works_at",
-                             value="Acme", confidence=0.05, valid_from=datetime(2010, 1, 1, tzinfo=UTC))["fact"]
+                             value="Acme", confidence=0.05, valid_from=datetime(2010, 1, 1, tzinfo=UTC)).fact
     assert runner.run_stage(cstore, "/d", "decay").details["facts_expired"] == 1
     expired = facts.get(cstore, acme.id).valid_until
     assert expired is not None
     globex = facts.assert_fact(cstore, "/d", "Alice works at Globex", entity="Alice", property="works_at",
-                               value="Globex", valid_from=datetime(2030, 1, 1, tzinfo=UTC), supersede=True)["fact"]
+                               value="Globex", valid_from=datetime(2030, 1, 1, tzinfo=UTC), supersede=True).fact
     facts.withdraw(cstore, globex.id, "wrong")
     assert facts.get(cstore, acme.id).valid_until == expired
     assert facts.query(cstore, "/d", entity="Alice") == []
