@@ -46,11 +46,9 @@ class Recall(Arguments):
 def _recall(store: Any, a: Recall, namespaces: list[str]) -> dict[str, Any]:
     from stash_pipeline import recall
 
-    request = recall.RecallRequest.of(
-        store.settings, a.query, namespaces, limit=a.limit, as_of=a.as_of, known_at=a.known_at,
-        include_history=a.include_history, max_tokens=a.max_tokens, context=a.context,
-        score_parts=a.include_score_parts,
-    )
+    # every other argument is a RecallRequest field of the same name
+    options = {name: getattr(a, name) for name in type(a).model_fields if name not in ("query", "namespaces")}
+    request = recall.RecallRequest.of(store.settings, a.query, namespaces, **options)
     return recall.answer(store, request)
 
 

@@ -11,6 +11,7 @@ measured against.
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from typing import Any
 
 from stash_pipeline.recall import entities, grouping
@@ -19,9 +20,11 @@ from stash_pipeline.recall.request import RecallRequest
 
 
 def statement_parameters(request: RecallRequest, embedding: Any = None) -> dict[str, Any]:
-    """The ``recall`` statement's parameters for ``request`` (its vector, when known, as ``embedding``)."""
+    """The ``recall`` statement's parameters for ``request`` (its vector, when known, as ``embedding``):
+    each of the request's own fields under its name, and what is computed from it and its config."""
     config, limit, hybrid = request.config, request.limit, request.hybrid
-    return {
+    own = {f.name: getattr(request, f.name) for f in fields(request) if f.name not in ("config", "paths")}
+    return own | {
         "query": request.query,
         "embedding": embedding,
         "mask_share": config.mask_share,  # recall_names: the names common in scope

@@ -91,7 +91,7 @@ def answer(store: Store, request: RecallRequest) -> dict[str, Any]:
     """The results in the lean shape agents get: ``{"results": [compact hits]}`` (``shape.py``),
     and ``pending``: the episodes in scope a vector leg could not see yet, when there are some."""
     ranked, pending = rank(store, request)
-    shaped = shape_results(ranked, budget=request.max_tokens, score_parts=request.score_parts)
+    shaped = shape_results(ranked, budget=request.max_tokens, score_parts=request.include_score_parts)
     return shaped | {"pending": pending} if pending else shaped
 
 

@@ -6,6 +6,11 @@ against the content limits, the mode — and takes the rest as parsed (paths, li
 ``max_tokens``, ``context``: the operation's argument model parses them). The steps after
 it (``parameters``, ``vectors``, ``statement``, ``grouping``, ``shape``) read its fields
 and never check them again.
+
+A knob callers see is three edits: a field of the ``recall`` operation's argument model
+(``operations/recall.py``), the field of the same name here, and the step that uses it —
+``recall/queries/recall.sql`` reads every field as ``%(name)s``
+(``parameters.statement_parameters``), any step reads it from the request.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ class RecallRequest:
     #: turns of the same session around each episode hit
     context: int = 0
     #: each result's score parts and what it groups
-    score_parts: bool = False
+    include_score_parts: bool = False
     config: RecallConfig = DEFAULT
 
     @classmethod

@@ -11,14 +11,9 @@ edited, so a second list of stages anywhere would show up here as a missing stag
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.package_copy import copy_package, run_probe
 
 ENTRY = '''    StageSpec("echo", "Echo new facts (a stage added by a test).", echo.run, ("facts", "relationships"), "facts",
               prompts=((prompts.PATTERNS, prompts.PatternsAnswer),), items_per_call=lambda settings: 4,
@@ -81,8 +76,7 @@ print(json.dumps(out))
 
 
 def test_one_entry_adds_a_stage_everywhere(tmp_path: Path, database_url: str) -> None:
-    copy = tmp_path / "stash_pipeline"
-    shutil.copytree(ROOT / "stash_pipeline", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    copy = copy_package(tmp_path)
     table = copy / "stages" / "__init__.py"
     text = table.read_text()
     decay = '    StageSpec("decay",'
@@ -91,14 +85,7 @@ def test_one_entry_adds_a_stage_everywhere(tmp_path: Path, database_url: str) ->
     table.write_text(text)
     (copy / "stages" / "echo.py").write_text(MODULE)
 
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PROBE_DSN": database_url, "STASH_HOME": str(tmp_path / "home")}
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-
-    assert out["module"].startswith(str(tmp_path))  # the copy ran, not the checkout
+    out = run_probe(tmp_path, PROBE, database_url)
     assert out["names"][-2:] == ["echo", "decay"]
     assert out["parents"] == ["facts", "relationships"]
     assert out["checks"] == ["lineage_complete", "no_item_errors"]
