@@ -4,8 +4,8 @@
     python -m bench.multilingual --embedder minilm-int8        # another local embedder
     python -m bench.multilingual --embedder openai --embedding-model NAME --openai-base-url URL
 
-The same 48 memories and 48 questions in en, zh, ja, th, ar, hi, de and es, one namespace
-per language (its scope when asked). Systems, all with limit 10:
+The same 72 memories (48 answers, 24 hard negatives) and 48 questions in en, zh, ja, th,
+ar, hi, de and es, one namespace per language (its scope when asked). Systems, all with limit 10:
 
 * ``keyword`` — ``recall(mode="text")``: the keyword leg alone (BM25 over ``stash_lexemes``);
 * ``vector``  — ``recall(mode="vector")``: the embedder alone;
@@ -115,8 +115,8 @@ def mean(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def tokenising_cost(store: Any, data: dict[str, dict[str, list[dict[str, Any]]]], rounds: int) -> list[list[Any]]:
-    """Server milliseconds per 1,000 texts: each language's 48 memories tokenised ``rounds``
-    times by each expression (one statement; the best of three)."""
+    """Server microseconds per text: each language's memories tokenised ``rounds`` times by
+    each expression (one statement; the best of three)."""
     rows = []
     with store.db.transaction() as tx:
         for language, d in data.items():
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         cost = tokenising_cost(store, data, args.rounds)
         embedder = store.embedder.name
     report(scores, embedder)
-    common.print_table(f"Tokenising cost: server µs per text (each language's 48 memories x {args.rounds}, best of 3)",
+    common.print_table(f"Tokenising cost: server µs per text (each language's memories x {args.rounds}, best of 3)",
                        ["language", "characters per text", "to_tsvector('english')", "stash_lexemes", "ratio"], cost)
 
 

@@ -8,13 +8,16 @@ compare across languages. A question paraphrases its memory and shares with it o
 content words, as real questions do (the budget review, the passport, the plumber), and
 the same ones in every language as far as the language allows (a German compound, an
 Arabic article or a Hindi inflection may still differ). Several memories share their
-topic's words (two bills, two dogs, a recipe twice, Carlos twice), so a shared word alone
-does not always single out the answer.
+topic's words (two bills, two dogs, a recipe twice, Carlos twice), and 24 more memories
+answer no question but share a question's key words with another fact (``DISTRACTORS``:
+"the printer ink", "the water bill"), so a shared word alone does not single out the
+answer.
 
 Split: every third scenario (index 0, 3, 6, ...) is DEV (16), the rest TEST (32). Each
 question's one relevant memory is its own scenario's, in its own language.
 
-``load()`` returns ``{language: {"episodes": [...], "questions": [...]}}``: an episode
+``load()`` returns ``{language: {"episodes": [...], "questions": [...]}}`` (72 episodes,
+48 questions a language): an episode
 ``{"key", "content"}``, a question ``{"key", "query", "relevant": [key], "split"}``.
 """
 
@@ -584,15 +587,263 @@ SCENARIOS: list[dict[str, tuple[str, str]]] = [
 ]
 
 
+# Hard negatives: 24 memories that answer no question, one for every other scenario (the
+# index it shadows), sharing that question's key words with another fact ("the printer
+# ink", "the water bill", "the dog sleeps in the kitchen at night").
+DISTRACTORS: list[dict[str, str]] = [
+    {  # 0: the budget review
+        "en": "Anna asked us to review the budget for the summer party by Friday.",
+        "zh": "安娜让我们在周五前审查夏季聚会的预算。",
+        "ja": "アンナは金曜日までに夏のパーティーの予算をレビューするよう頼みました。",
+        "th": "แอนนาขอให้เราทบทวนงบประมาณงานเลี้ยงฤดูร้อนภายในวันศุกร์",
+        "ar": "طلبت آنا منا مراجعة ميزانية حفلة الصيف قبل يوم الجمعة.",
+        "hi": "अन्ना ने हमसे शुक्रवार तक गर्मियों की पार्टी के बजट की समीक्षा करने को कहा।",
+        "de": "Anna hat uns gebeten, das Budget für das Sommerfest bis Freitag zu prüfen.",
+        "es": "Anna nos pidió revisar el presupuesto de la fiesta de verano antes del viernes.",
+    },
+    {  # 2: the outage
+        "en": "There was a short outage of the office internet on Tuesday morning.",
+        "zh": "周二上午办公室的网络出了一次短暂的故障。",
+        "ja": "火曜日の朝、オフィスのインターネットで短い障害がありました。",
+        "th": "เช้าวันอังคารอินเทอร์เน็ตที่ออฟฟิศล่มไปช่วงสั้นๆ",
+        "ar": "حدث انقطاع قصير في إنترنت المكتب صباح الثلاثاء.",
+        "hi": "मंगलवार सुबह ऑफ़िस का इंटरनेट थोड़ी देर के लिए ठप रहा।",
+        "de": "Am Dienstagmorgen gab es einen kurzen Ausfall des Internets im Büro.",
+        "es": "El martes por la mañana hubo una caída corta del internet de la oficina.",
+    },
+    {  # 4: the warehouse
+        "en": "The warehouse near the port needs two more forklifts.",
+        "zh": "港口附近的仓库还需要两辆叉车。",
+        "ja": "港の近くの倉庫にはフォークリフトがあと2台必要です。",
+        "th": "คลังสินค้าใกล้ท่าเรือต้องการรถยกอีกสองคัน",
+        "ar": "يحتاج المستودع القريب من الميناء إلى رافعتين شوكيتين إضافيتين.",
+        "hi": "बंदरगाह के पास वाले गोदाम को दो और फ़ोर्कलिफ़्ट चाहिए।",
+        "de": "Das Lager am Hafen braucht zwei weitere Gabelstapler.",
+        "es": "El almacén del puerto necesita dos carretillas elevadoras más.",
+    },
+    {  # 6: the printer
+        "en": "The ink for the printer costs more than the printer itself.",
+        "zh": "打印机的墨水比打印机本身还贵。",
+        "ja": "プリンターのインクはプリンター本体より高いです。",
+        "th": "หมึกเครื่องพิมพ์แพงกว่าตัวเครื่องพิมพ์เองอีก",
+        "ar": "حبر الطابعة أغلى من الطابعة نفسها.",
+        "hi": "प्रिंटर की स्याही प्रिंटर से भी महँगी है।",
+        "de": "Die Tinte für den Drucker kostet mehr als der Drucker selbst.",
+        "es": "La tinta de la impresora cuesta más que la impresora.",
+    },
+    {  # 8: the Berlin flight
+        "en": "Lena took the night train from Berlin to Vienna.",
+        "zh": "莉娜坐夜车从柏林去了维也纳。",
+        "ja": "レナはベルリンからウィーンまで夜行列車に乗りました。",
+        "th": "ลีนานั่งรถไฟกลางคืนจากเบอร์ลินไปเวียนนา",
+        "ar": "ركبت لينا القطار الليلي من برلين إلى فيينا.",
+        "hi": "लीना ने बर्लिन से वियना तक रात की ट्रेन ली।",
+        "de": "Lena ist mit dem Nachtzug von Berlin nach Wien gefahren.",
+        "es": "Lena tomó el tren nocturno de Berlín a Viena.",
+    },
+    {  # 10: the Lisbon hotel
+        "en": "The breakfast at the hotel in Cairo was excellent.",
+        "zh": "开罗那家酒店的早餐非常好。",
+        "ja": "カイロのホテルの朝食はとてもおいしかったです。",
+        "th": "อาหารเช้าที่โรงแรมในไคโรอร่อยมาก",
+        "ar": "كان الفطور في الفندق بالقاهرة ممتازًا.",
+        "hi": "काहिरा के होटल का नाश्ता बहुत बढ़िया था।",
+        "de": "Das Frühstück im Hotel in Kairo war ausgezeichnet.",
+        "es": "El desayuno del hotel de El Cairo era excelente.",
+    },
+    {  # 12: the train
+        "en": "The train station is a ten-minute walk from our flat.",
+        "zh": "火车站离我们的公寓走路十分钟。",
+        "ja": "電車の駅は私たちのアパートから歩いて10分です。",
+        "th": "สถานีรถไฟอยู่ห่างจากอพาร์ตเมนต์ของเราเดินสิบนาที",
+        "ar": "محطة القطار على بعد عشر دقائق سيرًا من شقتنا.",
+        "hi": "ट्रेन का स्टेशन हमारे फ़्लैट से दस मिनट पैदल है।",
+        "de": "Der Bahnhof für den Zug ist zehn Minuten zu Fuß von unserer Wohnung.",
+        "es": "La estación de tren está a diez minutos a pie de nuestro piso.",
+    },
+    {  # 14: the dentist
+        "en": "The dentist said my teeth are in good shape.",
+        "zh": "牙医说我的牙齿状况很好。",
+        "ja": "歯医者さんに歯の状態は良いと言われました。",
+        "th": "หมอฟันบอกว่าฟันของฉันแข็งแรงดี",
+        "ar": "قال طبيب الأسنان إن أسناني في حالة جيدة.",
+        "hi": "दाँतों के डॉक्टर ने कहा कि मेरे दाँत ठीक हालत में हैं।",
+        "de": "Der Zahnarzt hat gesagt, dass meine Zähne in gutem Zustand sind.",
+        "es": "El dentista dijo que mis dientes están bien.",
+    },
+    {  # 16: Lena's allergy
+        "en": "Lena's favourite dessert is chocolate ice cream.",
+        "zh": "莉娜最喜欢的甜点是巧克力冰淇淋。",
+        "ja": "レナの好きなデザートはチョコレートアイスです。",
+        "th": "ของหวานที่ลีนาชอบที่สุดคือไอศกรีมช็อกโกแลต",
+        "ar": "الحلوى المفضلة لدى لينا هي آيس كريم الشوكولاتة.",
+        "hi": "लीना की पसंदीदा मिठाई चॉकलेट आइसक्रीम है।",
+        "de": "Lenas Lieblingsnachtisch ist Schokoladeneis.",
+        "es": "El postre favorito de Lena es el helado de chocolate.",
+    },
+    {  # 18: the pharmacy on Saturday
+        "en": "On Saturday the market closes at noon.",
+        "zh": "周六市场中午就关门。",
+        "ja": "土曜日は市場が正午に閉まります。",
+        "th": "วันเสาร์ตลาดปิดตอนเที่ยงวัน",
+        "ar": "يغلق السوق يوم السبت عند الظهر.",
+        "hi": "शनिवार को बाज़ार दोपहर बारह बजे बंद हो जाता है।",
+        "de": "Am Samstag schließt der Markt um 12 Uhr.",
+        "es": "El sábado el mercado cierra a mediodía.",
+    },
+    {  # 20: the wedding
+        "en": "We were invited to a wedding in Spain in July.",
+        "zh": "我们被邀请参加七月在西班牙的一场婚礼。",
+        "ja": "7月にスペインでの結婚式に招待されました。",
+        "th": "เราได้รับเชิญไปงานแต่งงานที่สเปนในเดือนกรกฎาคม",
+        "ar": "دُعينا إلى حفل زفاف في إسبانيا في يوليو.",
+        "hi": "हमें जुलाई में स्पेन में एक शादी का न्योता मिला है।",
+        "de": "Wir sind im Juli zu einer Hochzeit in Spanien eingeladen.",
+        "es": "Nos invitaron a una boda en España en julio.",
+    },
+    {  # 22: grandmother
+        "en": "Grandmother's garden is full of roses.",
+        "zh": "外婆的花园里开满了玫瑰。",
+        "ja": "祖母の庭はバラでいっぱいです。",
+        "th": "สวนของคุณยายเต็มไปด้วยดอกกุหลาบ",
+        "ar": "حديقة جدتي مليئة بالورود.",
+        "hi": "दादी का बगीचा गुलाबों से भरा है।",
+        "de": "Omas Garten ist voller Rosen.",
+        "es": "El jardín de la abuela está lleno de rosas.",
+    },
+    {  # 24: my wife and a dog
+        "en": "My wife walks the neighbours' dog when they travel.",
+        "zh": "邻居出门旅行时，我妻子帮他们遛狗。",
+        "ja": "隣の人が旅行に行くとき、妻がその家の犬を散歩させます。",
+        "th": "ภรรยาของฉันพาหมาของเพื่อนบ้านไปเดินเล่นตอนที่พวกเขาไปเที่ยว",
+        "ar": "تمشّي زوجتي كلب الجيران عندما يسافرون.",
+        "hi": "पड़ोसी जब बाहर जाते हैं तो मेरी पत्नी उनके कुत्ते को घुमाती है।",
+        "de": "Meine Frau geht mit dem Hund der Nachbarn spazieren, wenn sie verreisen.",
+        "es": "Mi mujer pasea al perro de los vecinos cuando ellos viajan.",
+    },
+    {  # 26: the electricity bill
+        "en": "The water bill arrives every three months.",
+        "zh": "水费账单每三个月来一次。",
+        "ja": "水道代の請求は3か月ごとに来ます。",
+        "th": "บิลค่าน้ำมาทุกสามเดือน",
+        "ar": "تصل فاتورة الماء كل ثلاثة أشهر.",
+        "hi": "पानी का बिल हर तीन महीने में आता है।",
+        "de": "Die Wasserrechnung kommt alle drei Monate.",
+        "es": "La factura del agua llega cada tres meses.",
+    },
+    {  # 28: the mortgage's interest
+        "en": "The interest on my savings account is almost zero.",
+        "zh": "我储蓄账户的利息几乎为零。",
+        "ja": "普通預金の金利はほとんどゼロです。",
+        "th": "ดอกเบี้ยบัญชีออมทรัพย์ของฉันแทบเป็นศูนย์",
+        "ar": "الفائدة على حساب التوفير الخاص بي تكاد تكون صفرًا.",
+        "hi": "मेरे बचत खाते पर ब्याज लगभग शून्य है।",
+        "de": "Der Zins auf meinem Sparkonto ist fast null.",
+        "es": "El interés de mi cuenta de ahorro es casi cero.",
+    },
+    {  # 30: insurance and the window
+        "en": "The car insurance has to be renewed in October.",
+        "zh": "车险十月份要续保。",
+        "ja": "車の保険は10月に更新しなければなりません。",
+        "th": "ประกันรถต้องต่ออายุในเดือนตุลาคม",
+        "ar": "يجب تجديد تأمين السيارة في أكتوبر.",
+        "hi": "गाड़ी का बीमा अक्टूबर में नया करवाना है।",
+        "de": "Die Versicherung fürs Auto muss im Oktober verlängert werden.",
+        "es": "El seguro del coche hay que renovarlo en octubre.",
+    },
+    {  # 32: the plumber
+        "en": "The plumber who fixed the shower charged far too much.",
+        "zh": "修淋浴的水管工要价太高了。",
+        "ja": "シャワーを直した水道屋さんは料金が高すぎました。",
+        "th": "ช่างประปาที่มาซ่อมฝักบัวคิดเงินแพงเกินไป",
+        "ar": "السبّاك الذي أصلح الدش طلب مبلغًا كبيرًا جدًا.",
+        "hi": "शावर ठीक करने वाले प्लंबर ने बहुत ज़्यादा पैसे लिए।",
+        "de": "Der Klempner, der die Dusche repariert hat, war viel zu teuer.",
+        "es": "El fontanero que arregló la ducha cobró muchísimo.",
+    },
+    {  # 34: the dog at night
+        "en": "Our old dog sleeps in the kitchen at night.",
+        "zh": "我们家的老狗晚上睡在厨房里。",
+        "ja": "うちの年寄りの犬は夜、台所で寝ます。",
+        "th": "หมาแก่ของเรานอนในครัวตอนกลางคืน",
+        "ar": "ينام كلبنا العجوز في المطبخ في الليل.",
+        "hi": "हमारा बूढ़ा कुत्ता रात को रसोई में सोता है।",
+        "de": "Unser alter Hund schläft nachts in der Küche.",
+        "es": "Nuestro perro viejo duerme de noche en la cocina.",
+    },
+    {  # 36: the balcony
+        "en": "The balcony door does not close properly.",
+        "zh": "阳台的门关不严。",
+        "ja": "ベランダのドアがきちんと閉まりません。",
+        "th": "ประตูระเบียงปิดไม่สนิท",
+        "ar": "باب الشرفة لا يُغلق جيدًا.",
+        "hi": "बालकनी का दरवाज़ा ठीक से बंद नहीं होता।",
+        "de": "Die Tür zum Balkon schließt nicht richtig.",
+        "es": "La puerta del balcón no cierra bien.",
+    },
+    {  # 38: Sara's cake
+        "en": "Sara bought a birthday cake for her son.",
+        "zh": "萨拉给她儿子买了一个生日蛋糕。",
+        "ja": "サラは息子のために誕生日ケーキを買いました。",
+        "th": "ซาร่าซื้อเค้กวันเกิดให้ลูกชาย",
+        "ar": "اشترت سارة كعكة عيد ميلاد لابنها.",
+        "hi": "सारा ने अपने बेटे के लिए जन्मदिन का केक ख़रीदा।",
+        "de": "Sara hat für ihren Sohn einen Geburtstagskuchen gekauft.",
+        "es": "Sara compró un bizcocho de cumpleaños para su hijo.",
+    },
+    {  # 40: coffee
+        "en": "The coffee machine at the office is broken again.",
+        "zh": "办公室的咖啡机又坏了。",
+        "ja": "オフィスのコーヒーマシンがまた壊れました。",
+        "th": "เครื่องชงกาแฟที่ออฟฟิศเสียอีกแล้ว",
+        "ar": "آلة القهوة في المكتب معطلة مرة أخرى.",
+        "hi": "ऑफ़िस की कॉफ़ी मशीन फिर से ख़राब हो गई है।",
+        "de": "Die Kaffeemaschine im Büro ist schon wieder kaputt.",
+        "es": "La máquina de café de la oficina se ha vuelto a romper.",
+    },
+    {  # 42: Ken at the barbecue
+        "en": "Ken forgot his jacket at the barbecue last summer.",
+        "zh": "健去年夏天把外套忘在了烧烤聚会上。",
+        "ja": "ケンは去年の夏、バーベキューで上着を忘れました。",
+        "th": "เคนลืมเสื้อแจ็กเก็ตไว้ที่งานบาร์บีคิวเมื่อฤดูร้อนที่แล้ว",
+        "ar": "نسي كين سترته في الشواء الصيف الماضي.",
+        "hi": "केन पिछली गर्मियों में बारबेक्यू पर अपनी जैकेट भूल गया था।",
+        "de": "Ken hat letzten Sommer seine Jacke beim Grillen vergessen.",
+        "es": "Ken se dejó la chaqueta en la barbacoa el verano pasado.",
+    },
+    {  # 44: the wifi password
+        "en": "I changed the password of my email account.",
+        "zh": "我改了邮箱账户的密码。",
+        "ja": "メールアカウントのパスワードを変更しました。",
+        "th": "ฉันเปลี่ยนรหัสผ่านบัญชีอีเมลแล้ว",
+        "ar": "غيّرت كلمة مرور حساب بريدي الإلكتروني.",
+        "hi": "मैंने अपने ईमेल खाते का पासवर्ड बदल दिया।",
+        "de": "Ich habe das Passwort meines E-Mail-Kontos geändert.",
+        "es": "Cambié la contraseña de mi cuenta de correo.",
+    },
+    {  # 46: the battery
+        "en": "The battery of the car was dead this morning.",
+        "zh": "今天早上汽车的电池没电了。",
+        "ja": "今朝、車のバッテリーが上がっていました。",
+        "th": "เช้านี้แบตเตอรี่รถหมด",
+        "ar": "كانت بطارية السيارة فارغة هذا الصباح.",
+        "hi": "आज सुबह गाड़ी की बैटरी ख़त्म थी।",
+        "de": "Der Akku vom Auto war heute Morgen leer.",
+        "es": "Esta mañana la batería del coche estaba descargada.",
+    },
+]
+
+
 def split_of(index: int) -> str:
     return "dev" if index % 3 == 0 else "test"
 
 
 def load() -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """Per language: its 48 episodes and 48 questions (see the module's docstring)."""
+    """Per language: its 72 episodes (48 answers, 24 hard negatives) and 48 questions."""
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for language in LANGUAGES:
         episodes = [{"key": f"{language}-{i:02d}", "content": s[language][0]} for i, s in enumerate(SCENARIOS)]
+        episodes += [{"key": f"{language}-d{i:02d}", "content": d[language]} for i, d in enumerate(DISTRACTORS)]
         questions = [{"key": f"{language}-q{i:02d}", "query": s[language][1], "relevant": [f"{language}-{i:02d}"],
                       "split": split_of(i)} for i, s in enumerate(SCENARIOS)]
         out[language] = {"episodes": episodes, "questions": questions}
