@@ -15,7 +15,7 @@ ar, hi, de and es, one namespace per language (its scope when asked). Systems, a
   tokens before migration 0022 (a run of Chinese, Japanese or Thai one token).
 
 recall@k: whether the question's one memory is in the top k; MRR: 1 / its rank in the top 10.
-The target (issue 55): keyword-only recall within 0.10 of English in every language.
+The target: keyword-only recall within 0.10 of English in every language.
 Also the cost of tokenising: server time per text of ``stash_lexemes`` against
 ``to_tsvector('english')``, the generated column's expression before 0022.
 """
