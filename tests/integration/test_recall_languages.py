@@ -58,7 +58,7 @@ def languages(store: Any) -> dict[str, int]:
     namespaces.create(store, NS)
     items = [{"content": memory} for memory, _ in CASES.values()] + [{"content": text} for text in FILLER]
     # a result is a Remembered (its id an attribute) or, in older trees, a dict
-    ids = [int(getattr(r, "id", None) or r["id"]) for r in episodes.remember_batch(store, NS, items)]
+    ids = [r.id for r in episodes.remember_batch(store, NS, items)]
     return dict(zip(CASES, ids, strict=False))
 
 
