@@ -58,7 +58,7 @@ def fact_rows(store: Store) -> list[tuple[Any, ...]]:
 
 def seed(store: Store, slug: str) -> list[int]:
     ns.create(store, slug)
-    return [remember(store, slug, text)["id"] for text in TEXTS]
+    return [remember(store, slug, text).id for text in TEXTS]
 
 
 def test_materialize_one_partition_runs_the_stage_and_records_metadata(

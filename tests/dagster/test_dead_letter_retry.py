@@ -53,7 +53,7 @@ def test_a_due_dead_letter_makes_the_watermark_request_a_run(
     items = {}
     for slug in ["/due", "/early", "/dead", "/again"]:
         ns.create(store, slug)
-        items[slug] = remember(store, slug, f"An observation in {slug}.")["id"]
+        items[slug] = remember(store, slug, f"An observation in {slug}.").id
     catch_up(store)  # every stage at its head: only dead letters can be work
     assert tick(watermark_sensor, instance, stash, None).run_requests == []
 
@@ -79,7 +79,7 @@ def test_a_due_dead_letter_makes_the_watermark_request_a_run(
 
 def test_an_operator_retry_is_due_at_once(store: Store, instance: dg.DagsterInstance, stash: StashResource) -> None:
     ns.create(store, "/x")
-    item = remember(store, "/x", "An observation.")["id"]
+    item = remember(store, "/x", "An observation.").id
     catch_up(store)
     dead_letter(store, "/x", item, status="pending", attempts=0, age_s=0)  # what `dead-letters retry` leaves
     assert requested(tick(watermark_sensor, instance, stash, None)) == {("facts", "/x")}
@@ -91,7 +91,7 @@ def test_no_dead_letter_run_without_a_reasoner_or_behind_a_closed_gate(
     from tests.dagster.conftest import resource_for
 
     ns.create(store, "/x")
-    item = remember(store, "/x", "An observation.")["id"]
+    item = remember(store, "/x", "An observation.").id
     catch_up(store)
     dead_letter(store, "/x", item, status="pending", attempts=1, age_s=10 * sensors.DEAD_LETTER_BACKOFF_S)
     assert tick(watermark_sensor, instance, resource_for(settings), None).run_requests == []
@@ -108,8 +108,8 @@ def test_an_item_that_failed_comes_back_once_its_cause_is_gone(
     server's context is raised; the sensor requests the retry and the run derives its fact."""
     monkeypatch.setenv("STASH_FACTS_CLUSTERS_PER_CALL", "1")
     ns.create(store, "/x")
-    good = remember(store, "/x", "Alice lives in Paris near the river Seine")["id"]
-    poison = remember(store, "/x", POISON)["id"]
+    good = remember(store, "/x", "Alice lives in Paris near the river Seine").id
+    poison = remember(store, "/x", POISON).id
 
     def small_context(request: dict[str, Any]) -> Reply | str:
         if POISON in json.dumps(request.get("messages", [])):

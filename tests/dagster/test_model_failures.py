@@ -195,7 +195,7 @@ def test_each_failure_mode_of_the_model_endpoint(
     monkeypatch.setenv("STASH_FACTS_CLUSTERS_PER_CALL", "1")  # one request per episode
     stash = resource_for(settings, openai_base_url=base_url, reasoner_model=mode.model, reasoner_timeout_s=1.0)
     ns.create(store, "/x")
-    ids = [remember(store, "/x", text)["id"] for text in TEXTS]
+    ids = [remember(store, "/x", text).id for text in TEXTS]
     instance.add_dynamic_partitions("namespaces", ["/x"])
 
     result, took = materialize(instance, stash, "/x")

@@ -39,7 +39,7 @@ def test_the_sensor_observes_each_new_episode_head_once(
     assert reported(first) == {"/a": str(ids[-1])}  # only partitions Dagster knows
     second = tick(watermark_sensor, instance, stash, first.cursor)
     assert reported(second) == {}  # same head: not reported again
-    new = remember(store, "/a", "Carol joined the team on Monday")["id"]
+    new = remember(store, "/a", "Carol joined the team on Monday").id
     third = tick(watermark_sensor, instance, stash, second.cursor)
     assert reported(third) == {"/a": str(new)}
     assert json.loads(third.cursor or "{}")["observed"] == {"/a": new}
@@ -59,7 +59,7 @@ def test_a_stage_records_the_episode_head_it_consumed_and_new_episodes_make_it_b
     # Dagster records a partitioned input's version as the digest of its partitions' versions
     assert event.tags is not None and event.tags[INPUT_VERSION_TAG] == hashlib.sha256(str(ids[-1]).encode()).hexdigest()
 
-    newer = remember(store, "/projects/x", "Carol joined the team on Monday")["id"]
+    newer = remember(store, "/projects/x", "Carol joined the team on Monday").id
     events = tick(watermark_sensor, instance, model_stash, None).asset_events or []
     seen, head = [e for e in events if e.asset_key == dg.AssetKey("episodes")]
     assert isinstance(seen, dg.AssetObservation) and isinstance(head, dg.AssetMaterialization)
