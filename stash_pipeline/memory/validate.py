@@ -72,6 +72,8 @@ BATCH_MAX = 1000
 #: list is refused whole, before any entry is looked at (the arguments models' ``ListCap``).
 NAMESPACES_MAX = 1000
 IDS_MAX = 1000
+#: the largest id a record can have (PostgreSQL bigint)
+MAX_RECORD_ID = 2**63 - 1
 LIST_ITEMS_MAX = BATCH_MAX
 #: the deepest nesting of objects and arrays in one JSON document: what the MCP transports'
 #: parser (pydantic-core) takes in a request body, and so what ``stash import`` takes in a
@@ -246,7 +248,7 @@ def record_id(value: object, field: str = "id") -> int:
             value = int(value.strip())
         else:
             raise errors.InvalidInput(f"{field} must be a positive integer")
-    if value < 1 or value > 2**63 - 1:
+    if value < 1 or value > MAX_RECORD_ID:
         raise errors.InvalidInput(f"{field} must be a positive integer")
     return value
 

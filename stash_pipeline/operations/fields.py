@@ -41,7 +41,7 @@ Namespaces = Annotated[
 Namespace = Annotated[str, Field(description="Exact namespace path."), AfterValidator(validate.slug)]
 Limit = Annotated[int, Field(description="Page size.", ge=1, le=validate.LIST_LIMIT_MAX)]
 Offset = Annotated[int, Field(description="Items to skip.", ge=0)]
-RecordId = Annotated[int, Field(description="Record id.", ge=1)]
+RecordId = Annotated[int, Field(description="Record id.", ge=1, le=validate.MAX_RECORD_ID)]
 Confidence = Annotated[float, Field(description="0 to 1.", ge=0, le=1)]
 Timestamp = Annotated[str | None, Field(description="ISO 8601 time (UTC if no offset)."), AfterValidator(iso_time)]
 #: the two read times of facts (see stash_pipeline.memory.facts): event and system time
