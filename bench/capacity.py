@@ -355,12 +355,7 @@ def stash_server(store: Any, home: Path, workers: int, extra_env: dict[str, str]
                 time.sleep(0.3)
             yield Server(workers, base + "/mcp", process, vectors)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            common.stop_process(process, 30)
 
 
 def server_pids(servers: Sequence[Server]) -> Callable[[], list[int]]:

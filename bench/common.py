@@ -308,6 +308,16 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
+def stop_process(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Ask a server the bench started to stop; kill it if it has not within ``timeout`` s."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 # --- dataset vectors ----------------------------------------------------------------------
 
 

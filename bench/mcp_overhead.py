@@ -123,12 +123,7 @@ def http_process(command: list[str], env: dict[str, str], port: int, log_path: P
                     time.sleep(0.2)
             yield base + "/mcp"
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            common.stop_process(process, 15)
 
 
 @contextlib.asynccontextmanager
