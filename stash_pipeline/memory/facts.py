@@ -45,12 +45,11 @@ MAX_KEY_CHARS = 500
 
 @dataclass
 class Conflicts:
-    """What slotting a fact into its timeline did: the contradictions it recorded, the facts
-    it superseded, and whether the fact arrived as history (a later value ends it)."""
+    """What slotting a fact into its timeline did: the contradictions it recorded and the
+    facts it superseded."""
 
     contradictions: list[Contradiction] = field(default_factory=list)
     superseded_fact_ids: list[int] = field(default_factory=list)
-    history: bool = False
 
 
 def _short(settings: Settings, value: str | None, field: str) -> str | None:
@@ -174,7 +173,6 @@ def structured_conflicts(
     }
     known = [timeline.Known(i, o["value"], o["valid_from"], o["valid_until"]) for i, o in olds.items()]
     placed = timeline.place(value, start, end, known)
-    out.history = placed.history
     for covered in placed.covered:
         old = olds[covered.ref]
         old_value = old["value"]
