@@ -545,3 +545,20 @@ class EpisodePurge(Result):
     namespace: str
     purged: bool
     erased: Erasure
+
+
+# --- what the console shows (stash_pipeline.memory.browse) --------------------------------
+
+
+class NamespaceOverview(Record):
+    """A namespace with the counts a person looks at first (``browse.namespaces``)."""
+
+    id: int
+    slug: str
+    name: str
+    description: str
+    episodes: int
+    facts: int
+    entities: int
+    dead_letters: int
+    last_activity: datetime | None = None

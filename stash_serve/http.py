@@ -9,6 +9,8 @@ Routes
                 migration, else 503 with the reason
     /metrics    Prometheus text: tool calls by tool and outcome, errors by code, latency,
                 requests refused and running (the sum over workers, with several)
+    /console/   the console: memory in the browser (``stash_serve.console``), signed in with
+                the same tokens, checked by the console itself (a cookie or a bearer)
 
 Admission: at most STASH_HTTP_MAX_CONCURRENT requests to /mcp run at once in a process,
 STASH_HTTP_MAX_QUEUE more wait; past that a request is answered 503 busy with
@@ -59,14 +61,16 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.store import Store
 from stash_serve.admission import AdmissionControl
+from stash_serve.console import routes as console_routes
+from stash_serve.console.app import build_console
 from stash_serve.limits import Admission, InFlight, Pacer, SlidingWindow
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, VERIFICATION_SCOPE_KEY
 from stash_serve.metrics import AUTH_FAILURES, exposition
@@ -99,6 +103,8 @@ NO_OAUTH = (
 )
 #: streamable HTTP: one request, one answer, so its token check can run alongside it
 STREAMABLE_PATH = "/mcp"
+#: the console checks its own credential (a bearer, or the cookie its login page sets)
+CONSOLE_PREFIX = "/console"
 
 
 def is_loopback(host: str) -> bool:
@@ -252,7 +258,7 @@ class BearerAuthMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # other scopes pass to the app, whose first layer (RefuseOtherScopes) refuses them
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or _is_console(scope["path"]):
             await self.app(scope, receive, send)
             return
         if scope["path"] in OAUTH_PATHS or scope["path"].startswith(OAUTH_PREFIXES):
@@ -353,6 +359,10 @@ class BearerAuthMiddleware:
     def _record_failure(self, address: str, secret: str | None) -> None:
         self.failures.record(_failure_key(address, secret))
         self.guesses.record(address)
+
+
+def _is_console(path: str) -> bool:
+    return path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
 
 
 def _failure_key(address: str, secret: str | None) -> tuple[str, str]:
@@ -524,10 +534,12 @@ def build_app(store: Store, server: MCPServer, *, auth: bool, host: str = "127.0
     message_path = "/messages/" if peers is None else peers.message_path(peers.index)
     sse = server.sse_app(host=host, transport_security=security, max_request_body_size=body_cap,
                          message_path=message_path)
-    routes = [*_health_routes(store, warmup, peers), *streamable.routes, *sse.routes,
-              *(peers.forward_routes() if peers is not None else [])]
-
     tokens = TokenCheck(store)
+    console = build_console(store, auth=auth, loopback=is_loopback(host), tokens=tokens, routes=console_routes())
+    routes = [*_health_routes(store, warmup, peers), *streamable.routes, *sse.routes,
+              *(peers.forward_routes() if peers is not None else []),
+              Route(CONSOLE_PREFIX, lambda request: RedirectResponse(CONSOLE_PREFIX + "/"), methods=["GET"]),
+              Mount(CONSOLE_PREFIX, console)]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

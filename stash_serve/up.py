@@ -383,6 +383,7 @@ def _status_block(
     lines = [
         "Stash is running" + ("" if ready else " (some services are still starting; see logs)"),
         f"  MCP (streamable HTTP)  http://{mcp_host}:{mcp_port}/mcp",
+        f"  console                http://{mcp_host}:{mcp_port}/console/  (sign in with a token)",
         f"  health / metrics       http://{mcp_host}:{mcp_port}/healthz  /metrics",
     ]
     if with_dagster:

@@ -147,6 +147,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "stash_serve.up",
     ),
     ("stash_serve.admission", "stash_serve.workers", "stash_serve.mcp"),
+    ("stash_serve.console",),
     ("stash_serve.http",),
     ("stash_serve.serve", "stash_serve.dagster_ui"),
     ("stash_serve.cli",),
