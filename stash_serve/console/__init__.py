@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from stash_serve.console import home
+from stash_serve.console import entities, episodes, erasure, facts, home, pipeline, recall
 
 #: the page modules, in the order the navigation lists them
-PAGES = (home,)
+PAGES = (home, episodes, recall, facts, entities, pipeline, erasure)
 
 
 def routes() -> list[BaseRoute]:
