@@ -562,3 +562,23 @@ class NamespaceOverview(Record):
     entities: int
     dead_letters: int
     last_activity: datetime | None = None
+
+
+class EpisodeOverview(Episode):
+    """An episode on the console's timeline, with how many rows were derived from it
+    inside the reader's trees (``browse.episodes``)."""
+
+    derived: int = 0
+
+
+class RecordText(Record):
+    """A stored row of any lineage kind as a person reads it (``browse.records``): its
+    namespace, a text (content, a relationship's triple, a contradiction's explanation…),
+    its time, and whether it is gone (withdrawn, retired, forgotten, merged away)."""
+
+    kind: str
+    id: int
+    namespace: str
+    text: str
+    at: datetime | None = None
+    gone: bool = False
