@@ -582,3 +582,61 @@ class RecordText(Record):
     text: str
     at: datetime | None = None
     gone: bool = False
+
+
+# --- entities and the graph around one (stash_pipeline.memory.neighbourhood) --------------
+
+
+class EntityListing(Record):
+    """A live entity (not merged away) as the console lists it: its names and how many
+    current facts it has (``neighbourhood.entities``)."""
+
+    id: int
+    namespace: str
+    name: str
+    kind: str | None = None
+    facts: int = 0
+    aliases: list[str] = []
+
+
+class GraphNode(Record):
+    """An entity in the graph around another: ``hop`` 0 is the centre, 1 its neighbours."""
+
+    id: int
+    namespace: str
+    name: str
+    kind: str | None = None
+    hop: int
+
+
+class GraphEdge(Record):
+    """A live relationship between two nodes of a neighbourhood, as written."""
+
+    id: int
+    from_id: int
+    to_id: int
+    relation_type: str
+    confidence: float
+
+
+class Neighbourhood(Result):
+    """The entities around one, up to ``hops`` away and at most a bounded number of nodes;
+    ``truncated`` when the bound left some out."""
+
+    centre: int
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    truncated: bool
+
+
+class CorrectionPreview(Result):
+    """What a merge or a split would move, read without moving anything: the aliases, the
+    facts and relationship ends (``moved``), onto which entity (``target_id``, None: a new
+    one), and for a split whether it brings a merged entity back (``revived``)."""
+
+    action: Literal["merge", "split"]
+    entity_id: int
+    other_id: int | None
+    other_name: str | None
+    moved: EntityMoved
+    revived: bool = False
