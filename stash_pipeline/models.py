@@ -631,8 +631,9 @@ class Neighbourhood(Result):
 
 class CorrectionPreview(Result):
     """What a merge or a split would move, read without moving anything: the aliases, the
-    facts and relationship ends (``moved``), onto which entity (``target_id``, None: a new
-    one), and for a split whether it brings a merged entity back (``revived``)."""
+    facts and relationship ends (``moved``); ``other_id`` is the entity merged in, or the
+    one a split moves them to (None: a new one, named ``other_name``), and for a split
+    ``revived`` says it brings a merged entity back."""
 
     action: Literal["merge", "split"]
     entity_id: int
@@ -640,3 +641,76 @@ class CorrectionPreview(Result):
     other_name: str | None
     moved: EntityMoved
     revived: bool = False
+
+
+# --- pipeline health and erasure previews (the console) ----------------------------------
+
+
+class StageHealth(Record):
+    """One stage in one namespace (``consolidation.health.pipeline``): its cursor against
+    the head, the work waiting, its last run, its open dead letters, and its model calls
+    since ``PipelineHealth.since`` (``last_call_at``: the newest ever)."""
+
+    namespace: str
+    stage: str
+    cursor: int
+    head: int
+    backlog: int
+    has_work: bool
+    last_run_at: datetime | None = None
+    last_status: str | None = None
+    dead_letters_pending: int = 0
+    dead_letters_dead: int = 0
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    errors: int = 0
+    last_error: str | None = None
+    last_call_at: datetime | None = None
+
+
+class DeadLetter(Record):
+    """A consolidation item that kept failing, with the error it last failed with."""
+
+    id: int
+    namespace: str
+    stage: str
+    item_kind: str
+    item_id: int
+    attempts: int
+    last_error: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class PipelineHealth(Result):
+    """One page of namespaces' stages, the open dead letters of the trees (newest first,
+    bounded) and how many namespaces the trees hold in all."""
+
+    stages: list[StageHealth]
+    namespaces: int
+    dead_letters: list[DeadLetter]
+    since: datetime
+
+
+class ErasedRow(Record):
+    """A row a purge erases: its kind (the catalog's id space), id, namespace and text."""
+
+    kind: str
+    id: int
+    namespace: str
+    text: str
+
+
+class ErasurePreview(Result):
+    """What purging a record would erase, found by running the purge and rolling it back:
+    every id by kind (the record's own included, only rows inside the caller's trees) and,
+    for the first rows of each kind, their text."""
+
+    kind: str
+    id: int
+    namespace: str
+    record: ErasedRow
+    ids: dict[str, list[int]]
+    rows: dict[str, list[ErasedRow]]
