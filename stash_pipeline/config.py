@@ -89,6 +89,19 @@ class Settings(BaseSettings):
     reasoner_max_output_tokens: int = Field(1024, ge=16, le=65536, description="max_tokens cap of one model call")
     reasoner_concurrency: int = Field(1, ge=1, le=64, description="model requests in flight per endpoint")
 
+    # --- reranking (optional) ------------------------------------------------------
+    rerank_url: str | None = Field(
+        None,
+        description="a reranking endpoint recall sends its best candidates to: TEI's /rerank, or the /v1/rerank "
+        "of llama.cpp, vLLM, Jina or Cohere; unset = recall's own order",
+    )
+    rerank_model: str | None = Field(None, description="model name sent to a /v1/rerank endpoint")
+    rerank_api_key: SecretStr | None = Field(None, description="bearer key for the reranking endpoint")
+    rerank_candidates: int = Field(30, ge=2, le=200, description="recall's best candidates the reranker reorders")
+    rerank_timeout_s: float = Field(
+        2.0, gt=0, le=60, description="longest wait for the reranker; past it (or on an error) recall keeps its order"
+    )
+
     # --- orchestration -------------------------------------------------------------
     dagster_url: str | None = Field(
         None,

@@ -15,6 +15,11 @@ retries, timeouts and parsing are exercised for real. It serves:
   whose client gave up is still generated to its end, and the next one waits for it.
   ``max_concurrent`` is the most chat requests the server held at once (queued or running).
 * ``POST /v1/embeddings`` — deterministic hash embeddings of the requested dimension.
+* ``POST /rerank`` (TEI's shape: ``query`` + ``texts`` → ``[{index, score}]``) and
+  ``POST /v1/rerank`` (llama.cpp, vLLM, Jina, Cohere: ``query`` + ``documents`` →
+  ``{"results": [{index, relevance_score}]}``, best first): each text scored by
+  ``reranker(query, texts)`` (default: the share of the query's words it holds);
+  ``rerank_status`` / ``rerank_delay_s`` script failures and slowness.
 * ``route_prefix``: when set (e.g. ``"/v1"``), a path outside it answers 404 ``no route …``,
   like a server asked at a base URL without its ``/v1``.
 
@@ -58,6 +63,12 @@ def last_user_message(request: dict[str, Any]) -> str:
     return ""
 
 
+def overlap(query: str, texts: list[str]) -> list[float]:
+    """A stand-in cross-encoder: the share of the query's words (lower case) each text holds."""
+    words = set(query.lower().split())
+    return [len(words & set(t.lower().split())) / max(len(words), 1) for t in texts]
+
+
 def system_prompt(request: dict[str, Any]) -> str:
     return "\n".join(m.get("content", "") for m in request.get("messages", []) if m.get("role") == "system")
 
@@ -81,6 +92,10 @@ class ScriptedOpenAI:
     bind: tuple[str, int] = ("127.0.0.1", 0)
     #: only paths under this prefix are routes (None: any path ending in a route's name)
     route_prefix: str | None = None
+    #: scores of texts for a query at /rerank (default: the share of the query's words held)
+    reranker: Callable[[str, list[str]], list[float]] = field(default=lambda query, texts: overlap(query, texts))
+    rerank_status: int = 200
+    rerank_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -120,6 +135,12 @@ class ScriptedOpenAI:
                     self._send(200, outer._embeddings(body))
                 elif self.path.endswith("/chat/completions"):
                     outer._chat(self, body)
+                elif self.path.endswith("/rerank"):
+                    time.sleep(outer.rerank_delay_s)
+                    if outer.rerank_status != 200:
+                        self._send(outer.rerank_status, {"error": "scripted rerank error"})
+                    else:
+                        self._send(200, outer._rerank(body))
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -170,7 +191,20 @@ class ScriptedOpenAI:
         with self._lock:
             return [r["body"] for r in self.requests if r["path"].endswith("/embeddings")]
 
+    def rerank_requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [r for r in self.requests if r["path"].endswith("/rerank")]
+
     # -- handlers -----------------------------------------------------------------
+    def _rerank(self, body: dict[str, Any]) -> Any:
+        texts = list(body.get("texts") or body.get("documents") or [])
+        scores = self.reranker(str(body.get("query", "")), texts)
+        if "texts" in body:  # TEI: every text, best first
+            return sorted(({"index": i, "score": s} for i, s in enumerate(scores)), key=lambda r: -r["score"])
+        ranked = sorted(({"index": i, "relevance_score": s} for i, s in enumerate(scores)),
+                        key=lambda r: -r["relevance_score"])
+        return {"model": body.get("model"), "results": ranked[: int(body.get("top_n") or len(ranked))]}
+
     def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
         from stash_pipeline.embedding.hashing import HashEmbedder
 

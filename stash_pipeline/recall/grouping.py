@@ -168,10 +168,13 @@ def diversify(groups: list[Group], limit: int, diversity: float) -> list[tuple[G
     return chosen
 
 
-def _rank(hits: list[RecallHit]) -> tuple[list[RecallHit], dict[tuple[str, int], float]]:
-    """The hits in rank order and each one's rank key: the score times the weight the
-    statement ranked it by (``score_parts["weight"]``, facts only)."""
-    rank = {(h.kind, h.id): h.score * (h.score_parts.get("weight") or 1.0) for h in hits}
+def _rank(hits: list[RecallHit], order: dict[tuple[str, int], float] | None = None,
+          ) -> tuple[list[RecallHit], dict[tuple[str, int], float]]:
+    """The hits in rank order and each one's rank key: ``order``'s (a reranker's, ``rerank.py``),
+    else the score times the weight the statement ranked it by (``score_parts["weight"]``,
+    facts only)."""
+    rank = order if order is not None else {
+        (h.kind, h.id): h.score * (h.score_parts.get("weight") or 1.0) for h in hits}
     return sorted(hits, key=lambda h: -rank[(h.kind, h.id)]), rank
 
 
@@ -180,12 +183,14 @@ def _excerpt(text: str, chars: int) -> str:
 
 
 def shape(
-    hits: list[RecallHit], limit: int, sources: dict[int, dict[str, Any]], config: RecallConfig
+    hits: list[RecallHit], limit: int, sources: dict[int, dict[str, Any]], config: RecallConfig,
+    order: dict[tuple[str, int], float] | None = None,
 ) -> list[RecallHit]:
-    """The ``limit`` results recall returns: grouped, diversified, fact hits with their sources."""
+    """The ``limit`` results recall returns: grouped, diversified, fact hits with their sources;
+    ranked by ``order`` when given ((kind, id) -> rank key, every hit's)."""
     if not config.grouping:
-        return hits[:limit]
-    hits, rank = _rank(hits)
+        return _rank(hits, order)[0][:limit] if order is not None else hits[:limit]
+    hits, rank = _rank(hits, order)
     out: list[RecallHit] = []
     for group, penalty in diversify(plan(hits, sources, rank), limit, config.diversity):
         head = group.head
@@ -220,12 +225,12 @@ def source_rows(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
 
 def group(
     ranked: list[tuple[RecallHit, list[dict[str, Any]]]], limit: int, sources: dict[int, dict[str, Any]],
-    config: RecallConfig,
+    config: RecallConfig, order: dict[tuple[str, int], float] | None = None,
 ) -> list[tuple[RecallHit, list[dict[str, Any]]]]:
-    """Recall's post-ranking step: the ``limit`` results (``shape``), each episode result
-    with its context turns minus the results and sources sent with it."""
+    """Recall's post-ranking step: the ``limit`` results (``shape``, in ``order`` when given),
+    each episode result with its context turns minus the results and sources sent with it."""
     context = {(hit.kind, hit.id): around for hit, around in ranked}
-    hits = shape([hit for hit, _ in ranked], limit, sources, config)
+    hits = shape([hit for hit, _ in ranked], limit, sources, config, order)
     shown = {h.id for h in hits if h.kind == "episode"} | {s.id for h in hits for s in h.sources or ()}
     return [(hit, [turn for turn in context.get((hit.kind, hit.id)) or () if int(turn["id"]) not in shown])
             for hit in hits]

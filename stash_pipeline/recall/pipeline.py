@@ -9,7 +9,8 @@ A ``RecallRequest`` (``request.py``) goes through:
    round trip; a text this process has not cached is embedded before it when the model is
    local (``CachedEmbedder.embeds_first``), otherwise its vector is read from the cache
    and a second round trip follows the model only when it was not there;
-3. ``grouping.group``: one result per piece of evidence;
+3. ``rerank.reranked``: with a reranking endpoint configured, the best candidates in its order;
+   ``grouping.group``: one result per piece of evidence;
 4. ``shape``: the agent's answer (``answer``) or ``RecallHit`` records (``hits``).
 
 Reads see the writes they follow: episodes committed before their vector
@@ -30,7 +31,7 @@ from typing import Any
 from stash_pipeline.memory import validate
 from stash_pipeline.memory.pending import embed_pending_in
 from stash_pipeline.models import RecallHit
-from stash_pipeline.recall import grouping
+from stash_pipeline.recall import grouping, rerank
 from stash_pipeline.recall.request import RecallRequest
 from stash_pipeline.recall.shape import shape_results, to_hit, within_budget
 from stash_pipeline.recall.statement import Found, round_trip
@@ -76,8 +77,9 @@ def rank(store: Store, request: RecallRequest) -> tuple[Ranked, int]:
     scope still wait for their vector."""
     found = search(store, request)
     rows = found.rows
+    order = rerank.reranked(store.settings, request.query, rows)  # None: no endpoint, or it failed
     ranked = grouping.group([(to_hit(r), r["context"] or []) for r in rows], request.limit,
-                            grouping.source_rows(rows), request.config)
+                            grouping.source_rows(rows), request.config, order)
     return ranked, found.pending if request.use_vector else 0
 
 

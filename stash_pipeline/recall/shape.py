@@ -73,7 +73,9 @@ def to_hit(row: dict[str, Any]) -> RecallHit:
         # the entity leg's score, on the facts it reached (recall/entities.py)
         | ({"entity": float(row["entity_score"])} if row.get("entity_score") is not None else {})
         # the weight the fact was ranked by (grouping: fact_weight, subject_weight)
-        | ({"weight": float(row["weight"])} if row.get("weight") not in (None, 1) else {}),
+        | ({"weight": float(row["weight"])} if row.get("weight") not in (None, 1) else {})
+        # the reranking endpoint's score (rerank.py)
+        | ({"rerank": float(row["rerank"])} if row.get("rerank") is not None else {}),
         confidence=float(row["confidence"]) if is_fact else None,
         occurred_at=None if is_fact else row["occurred_at"],
         valid_from=row["valid_from"] if is_fact else None,
