@@ -685,12 +685,13 @@ class DeadLetter(Record):
 
 
 class PipelineHealth(Result):
-    """One page of namespaces' stages, the open dead letters of the trees (newest first,
-    bounded) and how many namespaces the trees hold in all."""
+    """One page of namespaces' stages and how many namespaces the trees hold in all; the
+    trees' newest open dead letters (bounded) and how many are open in all."""
 
     stages: list[StageHealth]
     namespaces: int
     dead_letters: list[DeadLetter]
+    dead_letters_open: int
     since: datetime
 
 

@@ -27,7 +27,14 @@ from stash_pipeline import errors
 from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.memory import erasure, lineage, validate
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
-from stash_pipeline.models import EntityMerge, EntityMoved, EntityPurge, EntitySplit, EntityView
+from stash_pipeline.models import (
+    EntityMerge,
+    EntityMoved,
+    EntityPurge,
+    EntitySplit,
+    EntityView,
+    ErasurePreview,
+)
 from stash_pipeline.store import Store
 
 if TYPE_CHECKING:
@@ -349,11 +356,33 @@ def purge_entity(store: Store, entity_id: int, namespaces: Sequence[str] | None 
     with store.db.transaction() as tx:
         scope = scope_ids(tx, namespaces)
         row = found_in_scope(tx.one("entity_get", id=entity_id), scope, f"entity {entity_id}")
-        tx.all("entity_lock", ids=[entity_id])
-        roots = [(r["kind"], int(r["id"])) for r in tx.all("entity_purge_roots", id=entity_id)]
-        erased = erasure.erase(tx, store, [(k, i) for k, i in roots if k != "entity"], scope=scope)
-        members = [i for k, i in roots if k == "entity"]
-        names = [r["text"] for r in tx.all("entity_purge", ids=members)]
-        store.embedder.forget_texts(tx, names)
-    erased = erased.model_copy(update={"erased": {**erased.erased, "entity": len(members)}})
+        done, members = _purge(tx, store, entity_id, scope)
+    erased = done.report.model_copy(update={"erased": {**done.report.erased, "entity": len(members)}})
     return EntityPurge(entity_id=entity_id, namespace=row["namespace"], purged=True, erased=erased)
+
+
+def purge_preview(store: Store, entity_id: int, namespaces: Sequence[str] | None = None) -> ErasurePreview:
+    """What ``purge_entity`` would erase, by running it and rolling it back
+    (``erasure.rehearse``): its members and the entities left nameless among the rest."""
+    with store.db.transaction() as tx:
+        scope = scope_ids(tx, namespaces)
+        found_in_scope(tx.one("entity_get", id=entity_id), scope, f"entity {entity_id}")
+
+        def purged() -> dict[str, list[int]]:
+            done, members = _purge(tx, store, entity_id, scope)
+            return {**done.rows, "entity": sorted(set(done.rows.get("entity", [])) | set(members))}
+
+        erased = erasure.rehearse(tx, purged)
+        return erasure.preview(tx, ("entity", entity_id), erased, scope)
+
+
+def _purge(tx: Session, store: Store, entity_id: int, scope: set[int] | None) -> tuple[erasure.Erased, list[int]]:
+    """Erase the entity, its members and what names them; returns what ``erasure`` erased and
+    the members (the entity and those merged into it)."""
+    tx.all("entity_lock", ids=[entity_id])
+    roots = [(r["kind"], int(r["id"])) for r in tx.all("entity_purge_roots", id=entity_id)]
+    done = erasure.erase_rows(tx, store, [(k, i) for k, i in roots if k != "entity"], scope=scope)
+    members = [i for k, i in roots if k == "entity"]
+    names = [r["text"] for r in tx.all("entity_purge", ids=members)]
+    store.embedder.forget_texts(tx, names)
+    return done, members

@@ -32,7 +32,7 @@ from stash_pipeline.embedding.cache import query_key
 from stash_pipeline.memory import erasure, lineage, validate
 from stash_pipeline.memory.namespaces import resolve_id
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
-from stash_pipeline.models import Cascade, Episode, EpisodePurge, ForgetPreview, Remembered
+from stash_pipeline.models import Cascade, Episode, EpisodePurge, ErasurePreview, ForgetPreview, Remembered
 from stash_pipeline.store import Store
 
 MAX_IDEMPOTENCY_KEY = 200
@@ -338,3 +338,13 @@ def purge(store: Store, episode_id: int, namespaces: Sequence[str] | None = None
         ident = int(row["id"])
         erased = erasure.erase(tx, store, [("episode", ident)], scope=scope_ids(tx, namespaces))
     return EpisodePurge(episode_id=ident, namespace=row["namespace"], purged=True, erased=erased)
+
+
+def purge_preview(store: Store, episode_id: int, namespaces: Sequence[str] | None = None) -> ErasurePreview:
+    """What ``purge`` would erase, by running it and rolling it back (``erasure.rehearse``)."""
+    with store.db.transaction() as tx:
+        row = _load(tx, episode_id, namespaces, include_deleted=True)
+        root = ("episode", int(row["id"]))
+        scope = scope_ids(tx, namespaces)
+        erased = erasure.rehearse(tx, lambda: erasure.erase_rows(tx, store, [root], scope=scope).rows)
+        return erasure.preview(tx, root, erased, scope)

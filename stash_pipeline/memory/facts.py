@@ -37,7 +37,15 @@ from stash_pipeline.db.gateway import Row, Session
 from stash_pipeline.memory import entities, erasure, lineage, timeline, validate
 from stash_pipeline.memory.namespaces import resolve_id, resolve_trees
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
-from stash_pipeline.models import AssertedFact, Contradiction, Fact, FactLineage, FactPurge, FactWithdrawal
+from stash_pipeline.models import (
+    AssertedFact,
+    Contradiction,
+    ErasurePreview,
+    Fact,
+    FactLineage,
+    FactPurge,
+    FactWithdrawal,
+)
 from stash_pipeline.store import Store
 
 MAX_KEY_CHARS = 500
@@ -404,3 +412,13 @@ def purge(store: Store, fact_id: int, namespaces: Sequence[str] | None = None) -
         ident = int(row["id"])
         erased = erasure.erase(tx, store, [("fact", ident)], scope=scope_ids(tx, namespaces))
     return FactPurge(fact_id=ident, namespace=row["namespace"], purged=True, erased=erased)
+
+
+def purge_preview(store: Store, fact_id: int, namespaces: Sequence[str] | None = None) -> ErasurePreview:
+    """What ``purge`` would erase, by running it and rolling it back (``erasure.rehearse``)."""
+    with store.db.transaction() as tx:
+        row = _load(tx, fact_id, namespaces)
+        root = ("fact", int(row["id"]))
+        scope = scope_ids(tx, namespaces)
+        erased = erasure.rehearse(tx, lambda: erasure.erase_rows(tx, store, [root], scope=scope).rows)
+        return erasure.preview(tx, root, erased, scope)

@@ -73,6 +73,7 @@ DELETE FROM lineage l
 DELETE FROM dead_letters d
  USING unnest(%(kinds)s::text[], %(ids)s::bigint[]) AS n(kind, id)
  WHERE d.item_kind = n.kind AND d.item_id = n.id
+RETURNING d.id, d.namespace_id
 
 -- erasure_orphan_entities --
 -- Of the entities named by erased rows, those nothing names any more (no fact, no
@@ -97,3 +98,33 @@ DELETE FROM recall_term_stats WHERE namespace_id = ANY(%(ids)s::bigint[]) AND do
 -- its parents FOR KEY SHARE (lineage_lock_parents), so none can be written under a row a
 -- purge is erasing; in id order, as every locker takes them.
 SELECT id FROM {table} WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id FOR UPDATE
+
+-- erasure_preview_rows --
+-- Rows of one table ({table}) a purge would erase, with their namespace's path and the
+-- columns ({columns}) a person recognises them by: what a purge's preview shows.
+SELECT x.*, n.slug AS namespace
+  FROM (SELECT id, namespace_id, {columns} FROM {table} WHERE id = ANY(%(ids)s::bigint[])) x
+  JOIN namespaces n ON n.id = x.namespace_id
+ ORDER BY x.id
+
+-- erasure_preview_ids --
+-- Rows of one table ({table}) without a text column: their ids and namespace's path.
+SELECT t.id, n.slug AS namespace
+  FROM {table} t JOIN namespaces n ON n.id = t.namespace_id
+ WHERE t.id = ANY(%(ids)s::bigint[])
+ ORDER BY t.id
+
+-- erasure_preview_dependents --
+-- Rows a foreign key deletes with the erased facts and entities although no lineage leads
+-- to them (a relationship, causal link or contradiction on a fact; a correction naming an
+-- entity): a preview names them too.
+SELECT 'relationship' AS kind, id FROM relationships WHERE source_fact_id = ANY(%(fact_ids)s::bigint[])
+UNION
+SELECT 'causal_link', id FROM causal_links
+ WHERE cause_fact_id = ANY(%(fact_ids)s::bigint[]) OR effect_fact_id = ANY(%(fact_ids)s::bigint[])
+UNION
+SELECT 'contradiction', id FROM contradictions
+ WHERE old_fact_id = ANY(%(fact_ids)s::bigint[]) OR new_fact_id = ANY(%(fact_ids)s::bigint[])
+UNION
+SELECT 'entity_correction', id FROM entity_corrections
+ WHERE entity_id = ANY(%(entity_ids)s::bigint[]) OR other_entity_id = ANY(%(entity_ids)s::bigint[])
