@@ -64,11 +64,14 @@ def episodes(
         raise errors.InvalidInput(f"a search is limited to {WORDS_MAX} characters")
     params = {
         "before": before, "kind": validate.kind(kind) if kind else None, "since": since, "until": until,
-        "metadata": [Jsonb(dict(m)) for m in metadata] if metadata else None, "words": words, "limit": limit,
+        "metadata": [Jsonb(dict(m)) for m in metadata] if metadata else None, "limit": limit,
     }
+    if words is not None:
+        params["words"] = words
     with store.db.transaction() as tx:
         all_namespaces, ids = read_scope(tx, list(paths))
-        rows = tx.all("browse_episodes", all_namespaces=all_namespaces, ids=ids, **params)
+        rows = tx.all("browse_episodes_matching" if words else "browse_episodes",
+                      all_namespaces=all_namespaces, ids=ids, **params)
     return [EpisodeOverview.from_row(r) for r in rows]
 
 

@@ -22,22 +22,16 @@ ORDER BY n.slug
 LIMIT %(limit)s
 
 -- browse_episodes --
--- A page of the live episodes of the trees, newest first (ids grow with time), read from
--- the namespace index by id below %(before)s (keyset: the previous page's last id), each
--- with how many rows were derived from it inside the trees (lineage_parent_idx). Filters,
--- each off when NULL: kind, occurred_at in [since, until), metadata containing one of the
--- %(metadata)s objects, and %(words)s: every lexeme of the words (stash_lexemes, as recall
--- makes them) in the episode's search column (episodes_search_gin).
-WITH q AS (
-    SELECT (SELECT string_agg('''' || replace(replace(l, '\', '\\'), '''', '''''') || '''', ' & ')
-            FROM unnest(tsvector_to_array(stash_lexemes(%(words)s::text))) AS l)::tsquery AS words
-)
+-- A page of the live episodes of the trees, newest first (ids grow with time), read by id
+-- below %(before)s (keyset: the previous page's last id), each with how many rows were
+-- derived from it inside the trees (lineage_parent_idx). Filters, each off when NULL: kind,
+-- occurred_at in [since, until), and metadata containing one of the %(metadata)s objects.
 SELECT e.id, n.slug AS namespace, e.content, e.kind, e.metadata, e.idempotency_key, e.occurred_at,
        e.created_at, e.deleted_at, e.deleted_reason,
        (SELECT count(*) FROM lineage l
         WHERE l.parent_kind = 'episode' AND l.parent_id = e.id
           AND (%(all_namespaces)s OR l.namespace_id = ANY(%(ids)s::bigint[]))) AS derived
-FROM episodes e JOIN namespaces n ON n.id = e.namespace_id, q
+FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
 WHERE (%(all_namespaces)s OR e.namespace_id = ANY(%(ids)s::bigint[]))
   AND e.deleted_at IS NULL
   AND (%(before)s::bigint IS NULL OR e.id < %(before)s::bigint)
@@ -45,9 +39,36 @@ WHERE (%(all_namespaces)s OR e.namespace_id = ANY(%(ids)s::bigint[]))
   AND (%(since)s::timestamptz IS NULL OR e.occurred_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR e.occurred_at < %(until)s::timestamptz)
   AND (%(metadata)s::jsonb[] IS NULL OR e.metadata @> ANY(%(metadata)s::jsonb[]))
-  AND (%(words)s::text IS NULL OR e.search @@ q.words)
 ORDER BY e.id DESC
 LIMIT %(limit)s
+
+-- browse_episodes_matching --
+-- browse_episodes among the episodes holding every lexeme of %(words)s (stash_lexemes, as
+-- recall makes them): the matches are found in the word index (episodes_search_gin) and
+-- filtered there, the page is the newest of them, and only its rows are read again; so a
+-- word few episodes hold costs an index probe, not a walk through the whole timeline.
+-- Words that give no lexeme (stop words alone) match nothing.
+WITH hits AS MATERIALIZED (
+    SELECT e.id FROM episodes e
+    WHERE e.search @@ (SELECT string_agg('''' || replace(replace(l, '\', '\\'), '''', '''''') || '''', ' & ')
+                       FROM unnest(tsvector_to_array(stash_lexemes(%(words)s::text))) AS l)::tsquery
+      AND (%(all_namespaces)s OR e.namespace_id = ANY(%(ids)s::bigint[]))
+      AND e.deleted_at IS NULL
+      AND (%(before)s::bigint IS NULL OR e.id < %(before)s::bigint)
+      AND (%(kind)s::text IS NULL OR e.kind = %(kind)s::text)
+      AND (%(since)s::timestamptz IS NULL OR e.occurred_at >= %(since)s::timestamptz)
+      AND (%(until)s::timestamptz IS NULL OR e.occurred_at < %(until)s::timestamptz)
+      AND (%(metadata)s::jsonb[] IS NULL OR e.metadata @> ANY(%(metadata)s::jsonb[]))
+), page AS MATERIALIZED (
+    SELECT id FROM hits ORDER BY id DESC LIMIT %(limit)s
+)
+SELECT e.id, n.slug AS namespace, e.content, e.kind, e.metadata, e.idempotency_key, e.occurred_at,
+       e.created_at, e.deleted_at, e.deleted_reason,
+       (SELECT count(*) FROM lineage l
+        WHERE l.parent_kind = 'episode' AND l.parent_id = e.id
+          AND (%(all_namespaces)s OR l.namespace_id = ANY(%(ids)s::bigint[]))) AS derived
+FROM page p JOIN episodes e ON e.id = p.id JOIN namespaces n ON n.id = e.namespace_id
+ORDER BY e.id DESC
 
 -- browse_children --
 -- The rows derived from one row (its lineage children), by kind and id, at most %(limit)s.
