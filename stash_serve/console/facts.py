@@ -1,7 +1,8 @@
 """Facts current and historical, a fact's sources, a property's bi-temporal timeline, contradictions.
 
 ``/facts``: ``query_facts`` as the viewer's token runs it (current facts; every state with
-``history=1``), filtered by ``ns``, ``entity`` and ``property``, 50 a page by ``offset``.
+``history=1``; with ``as_of`` and/or ``known_at`` the facts true then as Stash knew them
+then), filtered by ``ns``, ``entity`` and ``property``, 50 a page by ``offset``.
 
 ``/facts/<id>``: the fact through ``get_fact`` with its lineage (another tree's id is not
 found, as over MCP): its sources down to the episodes' text, what was derived from it,
@@ -22,6 +23,7 @@ from stash_pipeline.memory import browse
 from stash_pipeline.models import Fact
 from stash_serve.console import timeline
 from stash_serve.console.app import Viewer, page, render
+from stash_serve.console.episodes import moment
 
 #: facts a page lists
 PAGE_SIZE = 50
@@ -43,15 +45,18 @@ async def facts(request: Request, viewer: Viewer) -> Response:
     query = request.query_params
     ns = query.get("ns") or None
     trees = viewer.trees(ns)
-    form = {name: query.get(name, "").strip() for name in ("ns", "entity", "property")}
+    form = {name: query.get(name, "").strip() for name in ("ns", "entity", "property", "as_of", "known_at")}
     history = query.get("history") in ("1", "on", "true")
     error = None
     rows: list[Fact] = []
     offset = 0
     try:
         offset = offset_of(query.get("offset"))
+        as_of, known_at = (moment(form[name], label) for name, label in (("as_of", "true at"), ("known_at", "known at")))
         rows = await viewer.op("query_facts", namespaces=trees, entity=form["entity"] or None,
                                property=form["property"] or None, include_history=history,
+                               as_of=as_of.isoformat() if as_of else None,
+                               known_at=known_at.isoformat() if known_at else None,
                                limit=PAGE_SIZE + 1, offset=offset)
     except errors.InvalidInput as exc:
         error = exc.message
@@ -59,7 +64,8 @@ async def facts(request: Request, viewer: Viewer) -> Response:
     rows = rows[:PAGE_SIZE]
     return render(request, "facts.html", title="Facts", rows=rows, form=form, history=history, trees=trees,
                   error=error, offset=offset, page_size=PAGE_SIZE, more=more, state=timeline.state,
-                  filtered=any(form[name] for name in ("entity", "property")))
+                  filtered=any(form[name] for name in ("entity", "property", "as_of", "known_at")),
+                  bitemporal=bool(form["as_of"] or form["known_at"]))
 
 
 @page

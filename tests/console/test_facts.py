@@ -65,6 +65,13 @@ def test_current_facts_by_default_and_history_on_request(browser: Browser, world
     assert fact_ids(browser) == [berlin, paris]
     browser.goto(world.url("/facts?entity=Bob"))
     assert "No fact matches these filters" in browser.text()
+    # what was true in March (Paris), and what Stash knew in 2000 (nothing yet)
+    browser.goto(world.url("/facts?ns=/team/alpha&as_of=2026-03-01"))
+    assert fact_ids(browser) == [paris]
+    browser.goto(world.url("/facts?ns=/team/alpha&as_of=2026-03-01&known_at=2000-01-01"))
+    assert fact_ids(browser) == []
+    browser.goto(world.url("/facts?as_of=March"))
+    assert "true at is not an ISO-8601 timestamp" in browser.text()
 
 
 def test_paging_reaches_older_facts(browser: Browser, world: World, mine: dict[str, int]) -> None:
@@ -78,6 +85,10 @@ def test_paging_reaches_older_facts(browser: Browser, world: World, mine: dict[s
     current = call(world.store, "query_facts", namespaces=["/facts-page"], limit=1000)
     assert first + second == [f.id for f in current]
     assert "Newer" in browser.text()
+    # a fact on no entity's property: no timeline; asserted without sources
+    browser.goto(world.url(f"/facts/{second[-1]}"))
+    assert "Service" in browser.text() and "No source recorded: asserted by a caller" in browser.text()
+    assert browser.evaluate("!!document.querySelector('svg.timeline')") is False
 
 
 def test_a_fact_shows_its_source_episode_and_the_propertys_timeline(browser: Browser, world: World,
