@@ -45,7 +45,7 @@ needs_chromium = pytest.mark.skipif(
 )
 
 
-def call(store: Store, name: str, **values: Any) -> Any:
+def call(store: Store, name: str, /, **values: Any) -> Any:
     """An operation as an unrestricted caller (a shell) runs it."""
     op = OPERATIONS[name]
     return op.invoke(store, UNRESTRICTED, op.parse(values))
