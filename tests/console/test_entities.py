@@ -16,8 +16,10 @@ import pytest
 from stash_pipeline.config import load_settings
 from stash_pipeline.consolidation import runner
 from stash_pipeline.consolidation.reasoner import reset_mode_cache
+from stash_pipeline.models import GraphEdge, GraphNode, Neighbourhood
 from stash_pipeline.operations.base import UNRESTRICTED
 from stash_pipeline.store import Store
+from stash_serve.console.graph import draw
 from testkit.openai_server import ScriptedOpenAI
 from testkit.scripted_model import ScriptedModel
 from tests.console.conftest import (
@@ -151,6 +153,15 @@ def test_a_merge_is_previewed_then_made(browser: Browser, world: World) -> None:
     assert {a["normalised"] for a in view.aliases} == {"alice", "ally"}
     assert {f["content"] for f in view.facts} == {"Alice lives in Rome", "Ally drinks tea"}
     assert "Ally is Alice" in browser.text()
+    # and split off again: the preview says the merged entity comes back
+    browser.click("form.split input[value=Ally]")
+    browser.click("form.split button")
+    browser.wait_for("div.preview")
+    assert "back to" in browser.text() and f"#{gone}" in browser.text()
+    browser.click("form.confirm button")
+    browser.wait_for_text(f"Split the chosen aliases off to entity {gone}")
+    assert {a["normalised"] for a in call(world.store, "get_entity", id=keep).aliases} == {"alice"}
+    assert {a["normalised"] for a in call(world.store, "get_entity", id=gone).aliases} == {"ally"}
 
 
 def test_a_read_only_token_sees_no_forms_and_its_post_is_refused(browser: Browser, world: World) -> None:
@@ -176,3 +187,25 @@ def test_another_trees_entity_is_not_found(browser: Browser, world: World) -> No
     assert "Bluebird" not in browser.text() and "Alice" in browser.text()
     browser.goto(world.url("/entities?ns=/team/beta"))
     assert "outside this token's namespaces" in browser.text() and "Bluebird" not in browser.text()
+
+
+def test_an_entity_page_fits_a_phone(browser: Browser, world: World, graph: dict[str, int]) -> None:
+    sign_in(browser, world, "writer", f"/entities/{graph['Alice']}")
+    browser.set_viewport(390, 844)
+    try:
+        browser.goto(world.url(f"/entities/{graph['Alice']}"))
+        assert browser.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+        assert browser.evaluate("document.querySelector('svg.graph').getBoundingClientRect().width") <= 390
+    finally:
+        browser.set_viewport(1280, 800)
+
+
+def test_the_picture_escapes_every_name() -> None:
+    payload = '<script>window.__pwned = 1</script>"><img src=x onerror=alert(1)>'
+    hood = Neighbourhood(centre=1, truncated=False, nodes=[
+        GraphNode(id=1, namespace="/x", name=payload, kind=None, hop=0),
+        GraphNode(id=2, namespace="/x", name="Bob", kind=payload, hop=1)],
+        edges=[GraphEdge(id=9, from_id=1, to_id=2, relation_type="knows", confidence=0.9)])
+    picture = str(draw(hood))
+    assert "<script" not in picture and "<img" not in picture and 'onerror=alert(1)>' not in picture
+    assert "&lt;script&gt;" in picture and picture.count("<a ") == 2

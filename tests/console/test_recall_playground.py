@@ -67,3 +67,14 @@ def test_stored_script_in_a_result_stays_text(browser: Browser, world: World) ->
     assert "<script>window.__pwned = 1</script>" in browser.text()
     assert never_ran_script(browser)
     assert browser.evaluate("document.querySelectorAll('main script, main img').length") == 0
+
+
+def test_the_playground_fits_a_phone(browser: Browser, world: World) -> None:
+    sign_in(browser, world, "alpha", "/recall")
+    browser.set_viewport(390, 844)
+    try:
+        recall_page(browser, world, q="Where does Alice live?")
+        browser.wait_for("section.why")
+        assert browser.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+    finally:
+        browser.set_viewport(1280, 800)
