@@ -152,7 +152,7 @@ PREVIEW_ROWS = 50
 #: the longest text a preview shows of one row
 PREVIEW_TEXT = 300
 #: the columns a preview shows of a row, by kind (joined by " · "); a kind not listed
-#: shows its table's text columns
+#: shows its embedded text, else its first text column
 LABELS = {
     "entity": "name",
     "entity_correction": "action reason",
@@ -205,7 +205,7 @@ def preview(
 
 def _described(tx: Session, kind: str, ids: list[int]) -> list[ErasedRow]:
     table = catalog.BY_KIND[kind]
-    columns = LABELS.get(kind) or table.text or table.embedded or ""
+    columns = LABELS.get(kind) or table.embedded or table.text.split(" ")[0]
     if not columns:
         found = tx.conn.execute(named("erasure_preview_ids", table=table.name), {"ids": ids}).fetchall()
         return [ErasedRow(kind=kind, id=int(r["id"]), namespace=r["namespace"], text="") for r in found]
