@@ -1,102 +1,16 @@
--- Recall's statements, plain SQL: what PostgreSQL runs is what is written here.
---
--- A recall pipelines recall_search_params, recall_check and recall as one transaction
--- (stash_pipeline/recall/statement.py); a hybrid query may first run recall_names. Rows are
--- seen through fact_visible, episode_visible and relationship_visible (migration 0012), the
--- one definition of visibility. Some rules are written once per kind (fact, episode) or once
--- per way of reading (all namespaces, a scope, a small scope); their comment stands at the
--- first copy. The parameters come from stash_pipeline/recall/parameters.py.
---
--- Rules used in several places:
+-- Recall's own statement, plain SQL: what PostgreSQL runs is what is written here. It runs
+-- after recall_search_params and recall_check (recall_before.sql: how the statements fit
+-- together, and the rules that are functions of migration 0023). Rules used below in
+-- several places:
 -- * "in scope": t.namespace_id = ANY((SELECT ids FROM scope)::bigint[]).
--- * "names": namespace n is path p or below it (resolve_namespace_tree's rule):
---   n.slug = p.slug OR n.slug LIKE <p.slug, LIKE-escaped> || '/%'.
 -- * "present": %(as_of)s and %(known_at)s are both NULL (a read of now).
--- * BM25 of a lexeme: idf * n * (k1 + 1) / (n + k1 * (1 - b + b * length / average length)),
---   n its term frequency (its positions), length the row's distinct lexemes.
--- * "matched": a row's tsvector cut to the query's lexemes, in C: setweight marks them 'A'
---   and ts_filter keeps those (to_tsvector gives every lexeme weight D), so a row's other
---   words are never unnested: ts_filter(setweight(search, 'A', tq.lexemes), '{a}').
--- * hybrid score: w_vector * max(cosine, 0) + (1 - w_vector) * least(coverage, 1), a missing
---   part 0 (recall sends w_vector 1 in vector mode, 0 in text mode, and w_vector_masked for a
---   hybrid query whose names it masked).
 -- * weight of a row in the ranking: fact_weight on a fact, subject_weight too on one the
 --   entity leg reached; none on one that restates its source or, not reached, lies below
 --   weight_min_cosine to the query (matched on a stray word).
--- * "restates": a fact at least copy_similarity (cosine) like a source episode says what
---   that episode says (and takes no fact weight).
--- * turns beside a hit: the turns before and after an episode in its namespace, not
---   forgotten, read by the (namespace_id, id) index from the hit's entry: "namespace_id >=
---   hit's AND (namespace_id, id) < hit's" is "same namespace, older" written so that only that
---   index can take it and the row comparison places the scan (for "namespace_id = AND id <"
---   the generic plan walks the primary key through the other namespaces' rows; needs
---   incremental sorts off). Callers filter by time after the LIMIT: inside it, it would walk
---   every later turn.
--- * same session: the same occurred_at when it was given (episodes written without one in
---   one transaction share now()), or the same metadata.session or metadata.thread.
-
--- recall_search_params --
--- Per-transaction settings for recall and the other HNSW reads: a wider HNSW beam and
--- iterative scans, so the filters applied during the scan still leave enough candidates; a
--- generic plan once prepared (planning costs about as much as running, and the best plan
--- does not depend on the values); no sequential scan or avoidable sort (plain or
--- incremental): at a few thousand rows the planner would otherwise read a whole table and
--- sort it by distance instead of asking the HNSW index (each ordered read has an index
--- giving its order, so no plan walks a whole index to avoid a sort); no parallel workers,
--- dearer to start than a recall's few hundred rows are to read.
-SELECT set_config(s.name, s.value, true) AS value
-FROM (VALUES ('hnsw.ef_search', %(ef_search)s), ('hnsw.iterative_scan', 'relaxed_order'),
-             ('plan_cache_mode', 'force_generic_plan'), ('enable_seqscan', 'off'), ('enable_sort', 'off'),
-             ('enable_incremental_sort', 'off'), ('max_parallel_workers_per_gather', '0')) AS s(name, value)
-
--- recall_check --
--- Pipelined with recall_search_params and recall (one round trip): which %(paths)s name no
--- namespace (NamespaceNotFound), whether the query's vector is still to compute (no
--- vector given, none in the embedding cache for the query's text, model and endpoint), and
--- how many live episodes in the trees still wait for their vector (pending, counted up to
--- 1000 on the small partial index episodes_pending_vector): the vector legs cannot see them.
-SELECT (SELECT count(*) FROM (
-            SELECT 1 FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
-            WHERE e.embedding IS NULL AND e.deleted_at IS NULL
-              AND (%(all_namespaces)s
-                   OR EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug)
-                              WHERE n.slug = p.slug
-                                 OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%'))
-            LIMIT 1000) waiting) AS pending,
-       ARRAY(SELECT p.slug FROM unnest(%(paths)s::text[]) AS p(slug)
-             WHERE p.slug <> '/' AND NOT EXISTS (
-                 SELECT 1 FROM namespaces n
-                 WHERE n.slug = p.slug
-                    OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%')) AS missing,
-       (%(use_vector)s AND %(embedding)s::vector IS NULL
-        AND NOT EXISTS (SELECT 1 FROM embedding_cache c
-                        WHERE c.text_hash = %(text_hash)s AND c.model = %(embedding_model)s
-                          AND c.endpoint = %(embedding_endpoint)s)) AS needs_vector
-
--- recall_names --
--- Before a hybrid recall embeds its query: which of its %(phrases)s name an entity in the trees
--- %(paths)s so often that the name tells their rows little apart, each of its words in at
--- least %(mask_share)s of them (a speaker's name on every turn they spoke). Recall masks
--- those out of the text its vector is made from; a rarer name (a project, a service) is what
--- the query is about.
-WITH scope AS MATERIALIZED (
-    SELECT array_agg(n.id) AS ids, COALESCE(sum(s.documents), 0) AS documents
-    FROM namespaces n LEFT JOIN recall_text_stats s ON s.namespace_id = n.id
-    WHERE %(all_namespaces)s
-       OR EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug)
-                  WHERE n.slug = p.slug
-                     OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%')
-)
-SELECT DISTINCT a.normalised FROM entity_aliases a, scope
-WHERE a.normalised = ANY(%(phrases)s::text[]) AND a.namespace_id = ANY(scope.ids)
-  AND %(mask_share)s * scope.documents <= (
-      SELECT min((SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
-                  WHERE t.namespace_id = ANY(scope.ids) AND t.lexeme = l))
-      FROM unnest(tsvector_to_array(stash_lexemes(a.normalised))) l)
 
 -- recall --
--- Recall in one statement, after recall_search_params and recall_check; grouping
--- (stash_pipeline/recall/grouping.py) folds its rows into the %(limit)s results.
+-- Recall in one statement; grouping (stash_pipeline/recall/grouping.py) folds its rows into
+-- the %(limit)s results.
 WITH
 -- query_vector: the vector given, else the cached one, so a query asked before needs no
 -- embedding round trip; with neither, nothing below finds anything (ready is false) and
@@ -114,9 +28,7 @@ query_vector AS MATERIALIZED (
 -- namespace index.
 scope AS MATERIALIZED (
     SELECT COALESCE(array_agg(n.id), '{}')::bigint[] AS ids FROM namespaces n WHERE NOT %(all_namespaces)s
-      AND EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug)
-                  WHERE n.slug = p.slug
-                     OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%')
+      AND EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug) WHERE namespace_within(n.slug, p.slug))
 ),
 -- The query's lexemes with document frequency and idf over the scope (recall_term_stats,
 -- recall_text_stats: kept by triggers). Every lexeme counts, seen or not: a word no row
@@ -170,8 +82,7 @@ exact AS MATERIALIZED (SELECT NOT %(all_namespaces)s AND c.documents <= %(exact_
 fact_vec AS (
     (SELECT f.id, f.namespace_id, f.search, f.embedding, NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
      FROM facts f WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND f.embedding IS NOT NULL
-       AND NOT (SELECT small FROM exact)
-       AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+       AND NOT (SELECT small FROM exact) AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
        AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
      ORDER BY embedding_key(f.embedding) <=> embedding_key((SELECT v FROM query_vector)) LIMIT %(candidates)s)
     UNION ALL
@@ -183,8 +94,7 @@ fact_vec AS (
 ), episode_vec AS (
     (SELECT e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
      FROM episodes e WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND e.embedding IS NOT NULL
-       AND NOT (SELECT small FROM exact)
-       AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
+       AND NOT (SELECT small FROM exact) AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
        AND episode_visible(e, %(as_of)s, %(known_at)s)
      ORDER BY embedding_key(e.embedding) <=> embedding_key((SELECT v FROM query_vector)) LIMIT %(candidates)s)
     UNION ALL
@@ -205,85 +115,69 @@ fact_vec AS (
 -- sorted, since walking the primary key backwards and testing each row for the words reads
 -- thousands of rows.
 fact_pair AS (
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND %(all_namespaces)s AND f.search @@ tq.q_pair
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+    (SELECT f.id, f.search FROM facts f, tq WHERE %(use_text)s AND %(all_namespaces)s AND f.search @@ tq.q_pair
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT f.id, f.search FROM facts f, tq
      WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND f.search @@ tq.q_pair
        AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT f.id, f.search FROM facts f, tq
      WHERE %(use_text)s AND (SELECT small FROM exact) AND (f.search @@ tq.q_pair) IS TRUE
        AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
 ), fact_text AS (
     SELECT id, search FROM fact_pair
     UNION ALL
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND %(all_namespaces)s AND f.search @@ tq.q_rare
+    (SELECT f.id, f.search FROM facts f, tq WHERE %(use_text)s AND %(all_namespaces)s AND f.search @@ tq.q_rare
        AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s AND f.id NOT IN (SELECT id FROM fact_pair)
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT f.id, f.search FROM facts f, tq
      WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND f.search @@ tq.q_rare
        AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s AND f.id NOT IN (SELECT id FROM fact_pair)
        AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT f.id, f.search FROM facts f, tq
      WHERE %(use_text)s AND (SELECT small FROM exact)
        AND (f.search @@ tq.q_rare AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s
             AND f.id NOT IN (SELECT id FROM fact_pair)) IS TRUE
        AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
 ), episode_pair AS (
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND %(all_namespaces)s AND e.search @@ tq.q_pair
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+    (SELECT e.id, e.search FROM episodes e, tq WHERE %(use_text)s AND %(all_namespaces)s AND e.search @@ tq.q_pair
+       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT e.id, e.search FROM episodes e, tq
      WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND e.search @@ tq.q_pair
        AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT e.id, e.search FROM episodes e, tq
      WHERE %(use_text)s AND (SELECT small FROM exact) AND (e.search @@ tq.q_pair) IS TRUE
        AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
 ), episode_text AS (
     SELECT id, search FROM episode_pair
     UNION ALL
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND %(all_namespaces)s AND e.search @@ tq.q_rare
+    (SELECT e.id, e.search FROM episodes e, tq WHERE %(use_text)s AND %(all_namespaces)s AND e.search @@ tq.q_rare
        AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s AND e.id NOT IN (SELECT id FROM episode_pair)
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT e.id, e.search FROM episodes e, tq
      WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND e.search @@ tq.q_rare
        AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s AND e.id NOT IN (SELECT id FROM episode_pair)
        AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
     UNION ALL
     (SELECT e.id, e.search FROM episodes e, tq
      WHERE %(use_text)s AND (SELECT small FROM exact)
        AND (e.search @@ tq.q_rare AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s
             AND e.id NOT IN (SELECT id FROM episode_pair)) IS TRUE
        AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
 ),
 -- text_top: the best %(text_candidates)s text matches of both kinds by BM25 (as one join and
 -- one aggregate over (match, lexeme) pairs, not a subquery per match) join the vector
@@ -292,12 +186,10 @@ text_top AS (
     SELECT m.kind, m.id FROM (SELECT 'fact'::text AS kind, id, search, length(search) AS doc_length FROM fact_text
                               UNION ALL SELECT 'episode'::text, id, search, length(search) FROM episode_text) m
     CROSS JOIN corpus co CROSS JOIN tq
-    CROSS JOIN LATERAL unnest(ts_filter(setweight(m.search, 'A', tq.lexemes), '{a}')) AS u
-    JOIN weights w ON w.lexeme = u.lexeme
+    CROSS JOIN LATERAL unnest(lexemes_matched(m.search, tq.lexemes)) AS u JOIN weights w ON w.lexeme = u.lexeme
     GROUP BY m.kind, m.id, m.doc_length, co.average_length
-    ORDER BY sum(w.idf * COALESCE(array_length(u.positions, 1), 1) * (%(k1)s + 1)
-                 / (COALESCE(array_length(u.positions, 1), 1)
-                    + %(k1)s * (1 - %(b)s + %(b)s * m.doc_length / co.average_length))) DESC, m.id DESC
+    ORDER BY sum(bm25_term(w.idf, COALESCE(array_length(u.positions, 1), 1), m.doc_length, co.average_length,
+                           %(k1)s, %(b)s)) DESC, m.id DESC
     LIMIT %(text_candidates)s
 ),
 -- Every candidate of both legs scored once: cosine to the query, BM25 and coverage, BM25 /
@@ -324,22 +216,18 @@ candidates AS (
     SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata, c.embedding,
            CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> (SELECT v FROM query_vector)) END AS cosine,
            CASE WHEN %(use_text)s THEN COALESCE((
-               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
-                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(c.search) / co.average_length)))
-               FROM unnest(ts_filter(setweight(c.search, 'A', tq.lexemes), '{a}')) AS u
-               JOIN weights w ON w.lexeme = u.lexeme
-               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) END AS bm25,
-           tsvector_to_array(ts_filter(setweight(c.search, 'A', tq.lexemes), '{a}')) AS matched
+               SELECT sum(bm25_term(w.idf, COALESCE(array_length(u.positions, 1), 1), length(c.search),
+                                    co.average_length, %(k1)s, %(b)s))
+               FROM unnest(lexemes_matched(c.search, tq.lexemes)) AS u JOIN weights w ON w.lexeme = u.lexeme), 0)
+           END AS bm25,
+           tsvector_to_array(lexemes_matched(c.search, tq.lexemes)) AS matched
     FROM candidates c, corpus co, tq
 ),
 -- stale: an episode whose derived facts in scope are all retired scores stale_factor times,
--- so its correction outranks it; it and restates are an aggregate per row on a lineage
--- index (an EXISTS is a hashed subplan under the generic plan, reading every fact's
--- lineage).
+-- so its correction outranks it: a count per row on a lineage index, as fact_restates.
 judged AS MATERIALIZED (
     SELECT s.*, s.bm25 / NULLIF(tq.full_match, 0) AS coverage,
-           (%(w_vector)s * GREATEST(s.cosine, 0)
-            + (1 - %(w_vector)s) * LEAST(COALESCE(s.bm25 / NULLIF(tq.full_match, 0), 0), 1))
+           hybrid_score(%(w_vector)s, s.cosine, s.bm25 / NULLIF(tq.full_match, 0))
            * CASE WHEN stale.derived > 0 AND stale.current = 0 THEN %(stale_factor)s::float8 ELSE 1 END AS score,
            copy.restates
     FROM scored s CROSS JOIN tq
@@ -351,10 +239,7 @@ judged AS MATERIALIZED (
           AND NOT %(include_history)s AND l.parent_kind = 'episode'
           AND l.parent_id = s.id AND l.child_kind = 'fact'
           AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))) stale
-    CROSS JOIN LATERAL (
-        SELECT count(*) > 0 AS restates FROM lineage l JOIN episodes e ON e.id = l.parent_id
-        WHERE s.kind = 'fact' AND l.child_kind = 'fact' AND l.child_id = s.id AND l.parent_kind = 'episode'
-          AND 1 - (s.embedding <=> e.embedding) >= %(copy_similarity)s) copy
+    CROSS JOIN LATERAL fact_restates(s.kind = 'fact', s.id, s.embedding, %(copy_similarity)s) copy
 ),
 -- newer (when supersede): an episode among the best supersede_pool with a newer episode
 -- candidate in its namespace (cosine >= supersede_similarity, matching every query lexeme it
@@ -374,45 +259,31 @@ fused AS (
           AND n.namespace_id = j.namespace_id AND n.occurred_at > j.occurred_at
           AND n.matched @> j.matched AND 1 - (n.embedding <=> j.embedding) >= %(supersede_similarity)s) newer ON true
 ),
--- Context (hybrid mode, no as_of or known_at): an episode within context_window turns of one
--- of the best context_pool episodes, in the same session, gains neighbour_weight times that
--- hit's score; a neighbour that was no candidate is scored here too (a handful of rows), so
--- a reply that shares little with the query but follows a strong hit can rank. Then the
--- best %(fetch_limit)s by score times the ranking weight (subject_weight aside).
+-- Context (hybrid mode, present): an episode within context_window turns of one of the best
+-- context_pool episodes, in the same session, gains neighbour_weight times that hit's score;
+-- a neighbour that was no candidate is scored here too (a handful of rows), so a reply that
+-- shares little with the query but follows a strong hit can rank. Then the best
+-- %(fetch_limit)s by score times the ranking weight (subject_weight aside).
 pool AS (SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s),
 neighbours AS (
-    SELECT n.id, max(p.score) AS score FROM pool p
-    CROSS JOIN LATERAL (
-        (SELECT e.id, e.content, e.occurred_at, e.created_at, e.metadata FROM episodes e
-         WHERE e.namespace_id >= p.namespace_id AND e.deleted_at IS NULL
-           AND (e.namespace_id, e.id) < (p.namespace_id, p.id)
-         ORDER BY e.namespace_id DESC, e.id DESC LIMIT %(context_window)s)
-        UNION ALL
-        (SELECT e.id, e.content, e.occurred_at, e.created_at, e.metadata FROM episodes e
-         WHERE e.namespace_id <= p.namespace_id AND e.deleted_at IS NULL
-           AND (e.namespace_id, e.id) > (p.namespace_id, p.id)
-         ORDER BY e.namespace_id ASC, e.id ASC LIMIT %(context_window)s)) n
+    SELECT n.id, max(p.score) AS score
+    FROM pool p CROSS JOIN LATERAL episode_turns_beside(p.namespace_id, p.id, %(context_window)s) n
     WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
-      AND ((n.occurred_at = p.occurred_at AND n.occurred_at <> n.created_at)
-           OR n.metadata ->> 'session' = p.metadata ->> 'session'
-           OR n.metadata ->> 'thread' = p.metadata ->> 'thread')
+      AND same_session(n.occurred_at, n.created_at, n.metadata, p.occurred_at, p.metadata)
     GROUP BY n.id
 ), extra AS MATERIALIZED (
     SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> (SELECT v FROM query_vector)) AS cosine,
            COALESCE((
-               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
-                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(e.search) / co.average_length)))
-               FROM unnest(ts_filter(setweight(e.search, 'A', tq.lexemes), '{a}')) AS u
-               JOIN weights w ON w.lexeme = u.lexeme
-               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25
+               SELECT sum(bm25_term(w.idf, COALESCE(array_length(u.positions, 1), 1), length(e.search),
+                                    co.average_length, %(k1)s, %(b)s))
+               FROM unnest(lexemes_matched(e.search, tq.lexemes)) AS u JOIN weights w ON w.lexeme = u.lexeme), 0) AS bm25
     FROM episodes e, corpus co, tq
     WHERE e.id IN (SELECT n.id FROM neighbours n) AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
 ), own AS (
     SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score, f.restates FROM fused f
     UNION ALL
     SELECT x.kind, x.id, x.cosine, x.bm25, x.bm25 / NULLIF(tq.full_match, 0),
-           %(w_vector)s * GREATEST(x.cosine, 0)
-           + (1 - %(w_vector)s) * LEAST(COALESCE(x.bm25 / NULLIF(tq.full_match, 0), 0), 1), false
+           hybrid_score(%(w_vector)s, x.cosine, x.bm25 / NULLIF(tq.full_match, 0)), false
     FROM extra x, tq
 ), ranked AS (
     SELECT x.* FROM (
@@ -456,18 +327,8 @@ entity_matched AS MATERIALIZED (
     FROM entity_named m
 ), entity_links AS (
     SELECT l.id, l.entity_id, m.entity_id AS named_id FROM entity_named m
-    CROSS JOIN LATERAL (
-        (SELECT r.id, r.to_entity_id AS entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
-         WHERE r.from_entity_id = m.entity_id AND r.to_entity_id IS NOT NULL
-           AND relationship_visible(r, %(as_of)s, %(known_at)s, %(include_history)s)
-           AND fact_visible(s, %(as_of)s, %(known_at)s, %(include_history)s)
-         ORDER BY r.id DESC LIMIT %(links_per_entity)s)
-        UNION ALL
-        (SELECT r.id, r.from_entity_id AS entity_id FROM relationships r JOIN facts s ON s.id = r.source_fact_id
-         WHERE r.to_entity_id = m.entity_id AND r.from_entity_id IS NOT NULL
-           AND relationship_visible(r, %(as_of)s, %(known_at)s, %(include_history)s)
-           AND fact_visible(s, %(as_of)s, %(known_at)s, %(include_history)s)
-         ORDER BY r.id DESC LIMIT %(links_per_entity)s)) l
+    CROSS JOIN LATERAL entity_newest_links(m.entity_id, %(as_of)s, %(known_at)s, %(include_history)s,
+                                           %(links_per_entity)s) l
 ), entity_neighbours AS (
     SELECT l.entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
     FROM entity_links l WHERE l.entity_id NOT IN (SELECT entity_id FROM entity_named)
@@ -490,19 +351,16 @@ entity_matched AS MATERIALIZED (
 ), entity_scored AS MATERIALIZED (
     SELECT r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine,
            COALESCE((
-               SELECT sum(w.idf * tf.n * (%(k1)s + 1)
-                          / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * length(f.search) / co.average_length)))
-               FROM unnest(ts_filter(setweight(f.search, 'A', tq.lexemes), '{a}')) AS u
-               JOIN weights w ON w.lexeme = u.lexeme
-               CROSS JOIN LATERAL (SELECT COALESCE(array_length(u.positions, 1), 1)::float8 AS n) tf), 0) AS bm25,
+               SELECT sum(bm25_term(w.idf, COALESCE(array_length(u.positions, 1), 1), length(f.search),
+                                    co.average_length, %(k1)s, %(b)s))
+               FROM unnest(lexemes_matched(f.search, tq.lexemes)) AS u JOIN weights w ON w.lexeme = u.lexeme), 0) AS bm25,
            COALESCE((SELECT sum(w.idf) FROM weights w
                      WHERE w.lexeme = ANY(r.words) AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
     FROM (SELECT t.id, t.hop, m.words FROM entity_facts t JOIN entity_words m ON m.entity_id = t.named_id) r
     CROSS JOIN LATERAL (SELECT x.embedding, x.search FROM facts x WHERE x.id = r.id) f
     CROSS JOIN corpus co CROSS JOIN tq
 ), entity_ranked AS (
-    SELECT c.id, c.cosine, c.bm25, c.coverage,
-           %(w_vector)s * GREATEST(c.cosine, 0) + (1 - %(w_vector)s) * LEAST(COALESCE(c.coverage, 0), 1) AS score
+    SELECT c.id, c.cosine, c.bm25, c.coverage, hybrid_score(%(w_vector)s, c.cosine, c.coverage) AS score
     FROM (SELECT s.id, s.cosine, s.bm25,
                  (s.bm25 + CASE WHEN s.missing > 0
                                 THEN power(%(hop_factor)s::float8, s.hop)
@@ -521,10 +379,7 @@ both_legs AS (
     UNION ALL
     SELECT 'fact'::text, x.id, x.cosine, x.bm25, x.coverage, x.score, NULL::float8, x.score, x.score, 1, copy.restates
     FROM entity_ranked x JOIN facts f ON f.id = x.id
-    CROSS JOIN LATERAL (
-        SELECT count(*) > 0 AS restates FROM lineage l JOIN episodes e ON e.id = l.parent_id
-        WHERE l.child_kind = 'fact' AND l.child_id = x.id AND l.parent_kind = 'episode'
-          AND 1 - (f.embedding <=> e.embedding) >= %(copy_similarity)s) copy
+    CROSS JOIN LATERAL fact_restates(true, x.id, f.embedding, %(copy_similarity)s) copy
 ), fused_legs AS (
     SELECT DISTINCT ON (b.kind, b.id) b.kind, b.id, b.cosine, b.bm25, b.coverage, b.own_score, b.context_score,
            b.restates, max(b.score) OVER (PARTITION BY b.kind, b.id) AS score,
@@ -565,18 +420,8 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
        e.metadata, e.occurred_at,
        CASE WHEN r.kind = 'episode' AND %(context)s > 0 THEN ARRAY(
            SELECT jsonb_build_object('id', c.id, 'content', c.content)
-           FROM ((SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
-                  WHERE x.namespace_id >= e.namespace_id AND x.deleted_at IS NULL
-                    AND (x.namespace_id, x.id) < (e.namespace_id, e.id)
-                  ORDER BY x.namespace_id DESC, x.id DESC LIMIT %(context)s)
-                 UNION ALL
-                 (SELECT x.id, x.content, x.occurred_at, x.created_at, x.metadata FROM episodes x
-                  WHERE x.namespace_id <= e.namespace_id AND x.deleted_at IS NULL
-                    AND (x.namespace_id, x.id) > (e.namespace_id, e.id)
-                  ORDER BY x.namespace_id ASC, x.id ASC LIMIT %(context)s)) c
-           WHERE ((c.occurred_at = e.occurred_at AND c.occurred_at <> c.created_at)
-                  OR c.metadata ->> 'session' = e.metadata ->> 'session'
-                  OR c.metadata ->> 'thread' = e.metadata ->> 'thread')
+           FROM episode_turns_beside(e.namespace_id, e.id, %(context)s) c
+           WHERE same_session(c.occurred_at, c.created_at, c.metadata, e.occurred_at, e.metadata)
              AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
                   OR c.created_at <= COALESCE(%(known_at)s::timestamptz, now())
                      AND c.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()))
