@@ -148,3 +148,27 @@ def test_a_subtree_token_cannot_see_or_reach_another_trees_facts(browser: Browse
     assert status == 404 and "Bluebird" not in body
     status, body = status_of(world, "alpha", "/facts?ns=/team/beta")
     assert status == 403 and "Bluebird" not in body
+
+
+def test_the_timeline_picture_escapes_values_and_marks_open_intervals() -> None:
+    from datetime import UTC, datetime
+
+    from stash_pipeline.models import Fact
+    from stash_serve.console import timeline
+
+    def fact(ident: int, value: str, start: str, end: str | None, **more: object) -> Fact:
+        at = datetime(2026, 12, 1, tzinfo=UTC)
+        return Fact(id=ident, namespace="/t", content=f"x is {value}", entity="x", property="p", value=value,
+                    confidence=1.0, origin="asserted", valid_from=datetime.fromisoformat(start),
+                    valid_until=datetime.fromisoformat(end) if end else None, created_at=at, updated_at=at, **more)
+
+    old = fact(1, XSS, "2026-01-01T00:00:00+00:00", "2026-06-01T00:00:00+00:00", superseded_by=2, current=False,
+               retired_at=datetime(2026, 12, 2, tzinfo=UTC))
+    new = fact(2, "Berlin", "2026-06-01T00:00:00+00:00", None)
+    svg = str(timeline.draw([new, old], highlight=2, now=datetime(2026, 12, 7, tzinfo=UTC)))
+    assert "<script" not in svg and "<img" not in svg and "&lt;script&gt;" in svg
+    assert svg.count('<rect class="bar') == 2 and svg.count("<path") == 1  # one open interval, one arrow
+    assert svg.index('data-fact="1"') < svg.index('data-fact="2"')  # stacked by when each was learned
+    assert ">2026-01<" in svg and "superseded 2026-12-02 00:00 by #2" in svg
+    assert timeline.state(old).name == "superseded" and timeline.state(new).current
+    assert str(timeline.draw([])) == ""
