@@ -17,7 +17,7 @@ from tests.support.browser import Browser
 pytestmark = needs_chromium
 
 #: a namespace of these tests' own: what they erase is theirs
-OWN = "/ops/erasing"
+OWN = "/erasing/console"
 
 
 def status_of(url: str, token: str, data: bytes | None = None, origin: str | None = None) -> int:
