@@ -3,12 +3,13 @@
     python -m bench.console_paint              # 100,000 memories, 5 warm loads a page
     python -m bench.console_paint --quick      # 2,000 memories, 2 warm loads: a smoke run
     python -m bench.console_paint --size N --runs K
-    STASH_DATABASE_URL=... python -m bench.console_paint --keep NAME   # fill once, keep it
+    python -m bench.console_paint --reuse      # keep the filled store in bench/out/, reuse it next time
+    STASH_DATABASE_URL=... python -m bench.console_paint --keep NAME   # the same on that server
 
 The store: ``bench/recall_latency.py``'s fill (80% episodes, 20% facts in /bench/recall, by
 COPY with the dataset texts' MiniLM vectors plus noise; one entity per ten memories with
 aliases and three relationships each, every fact about one of them), the lineage of
-``bench/grouping_latency.py`` (fact n rests on episodes 4n-1 and 4n), then each fact's
+``bench/grouping_latency.py`` (fact n rests on episodes 4n-1 and 4n, as a hash join), then each fact's
 entity name, a property and a value, and one hub entity that every 20th fact is about
 (1,000 at 100,000). Beside it, three small namespaces filled through the operations an
 agent calls (``remember_batch``, ``assert_fact`` with sources and a superseded value), so
@@ -139,7 +140,7 @@ def build(store: Any, size: int) -> tuple[Targets, dict[str, Any]]:
         filled = tx.conn.execute("SELECT count(*) AS n FROM lineage WHERE namespace_id = %(ns)s",
                                  {"ns": namespace_id}).fetchone()["n"]
         if not filled:  # a kept store has them already
-            tx.conn.execute(common.sql("bench_lineage_fill"), {"namespace_id": namespace_id})
+            tx.conn.execute(SQL["console_paint_lineage"], {"namespace_id": namespace_id})
             tx.conn.execute(SQL["console_paint_properties"], {"namespace_id": namespace_id})
             tx.conn.execute(SQL["console_paint_hub_off"])
             tx.conn.execute(SQL["console_paint_hub"], {"namespace_id": namespace_id})
@@ -154,6 +155,7 @@ def build(store: Any, size: int) -> tuple[Targets, dict[str, Any]]:
                                {"namespace_id": namespace_id, "most": max(1, bulk // 5)}).fetchone()
         counts = dict(tx.conn.execute(SQL["console_paint_counts"], {"hub": target["entity"]}).fetchone())
     counts["fill seconds"] = time.perf_counter() - began
+    counts["reused"] = bool(filled)
     counts["word documents"] = word["documents"]
     return Targets(episode=int(target["episode"]), fact=int(target["fact"]), entity=int(target["entity"]),
                    word=str(word["word"]), question=questions[0]), counts
@@ -267,12 +269,38 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=100_000, help="memories (default 100000)")
     parser.add_argument("--quick", action="store_true", help=f"a smoke run: {QUICK_SIZE:,} memories, 2 warm loads")
     parser.add_argument("--runs", type=int, default=5, help="warm loads of each page after the first (default 5)")
-    parser.add_argument("--keep", metavar="NAME", help="fill database NAME on STASH_DATABASE_URL's server once, keep it")
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument("--keep", metavar="NAME", help="fill database NAME on STASH_DATABASE_URL's server once, keep it")
+    kept.add_argument("--reuse", action="store_true",
+                      help="keep the filled store in bench/out/console-paint-<size>/ (an embedded PostgreSQL) and "
+                           "reuse it on the next run of the same size")
     args = parser.parse_args(argv)
     size, runs = (QUICK_SIZE, min(args.runs, 2)) if args.quick else (args.size, args.runs)
-    with common.fresh_store("minilm", keep=args.keep) as store:
+    with contextlib.ExitStack() as stack:
+        if args.reuse:
+            url = stack.enter_context(kept_server(size))
+            store = stack.enter_context(common.fresh_store("minilm", keep=f"console_paint_{size}", server_url=url))
+        else:
+            store = stack.enter_context(common.fresh_store("minilm", keep=args.keep))
         targets, counts, times = run(store, size, runs)
     report(size, runs, targets, counts, times)
+
+
+@contextlib.contextmanager
+def kept_server(size: int) -> Iterator[str]:
+    """An embedded PostgreSQL whose data stays in ``bench/out/console-paint-<size>/`` (git-ignored),
+    started for the run and stopped after it; its maintenance database's URL."""
+    from stash_pipeline.config import load_settings
+    from stash_pipeline.db.embedded import EmbeddedServer
+
+    home = common.OUT / f"console-paint-{size}"
+    server = EmbeddedServer(load_settings(home=home, db_port=common._free_port(), embedder="hash"))
+    server.start()
+    common.log(f"the kept store's server: {home}")
+    try:
+        yield server.url("postgres")
+    finally:
+        server.stop()
 
 
 def report(size: int, runs: int, targets: Targets, counts: dict[str, Any], times: Sequence[PageTimes]) -> None:
@@ -290,7 +318,8 @@ def report(size: int, runs: int, targets: Targets, counts: dict[str, Any], times
         ["how", "recall_latency's COPY fill (MiniLM vectors of the dataset texts + noise) and entities, "
                 "grouping_latency's lineage, properties and a hub entity; 3 namespaces through the operations"],
         ["embedder (server)", "minilm"],
-        ["build seconds (fill, index builds, side namespaces)", f"{counts['fill seconds']:.0f}"],
+        ["build seconds (fill, index builds, side namespaces)",
+         "0: a kept store, filled by an earlier run" if counts["reused"] else f"{counts['fill seconds']:.0f}"],
         ["hub entity (its facts)", f"{targets.entity} ({counts['hub_facts']:,})"],
         ["fact / episode opened", f"{targets.fact} / {targets.episode}"],
         ["search word (memories holding it)", f"{targets.word!r} ({counts['word documents']:,})"],
