@@ -209,3 +209,14 @@ def test_the_picture_escapes_every_name() -> None:
     picture = str(draw(hood))
     assert "<script" not in picture and "<img" not in picture and 'onerror=alert(1)>' not in picture
     assert "&lt;script&gt;" in picture and picture.count("<a ") == 2
+
+
+def test_a_crowded_picture_names_its_commonest_relation_once() -> None:
+    nodes = [GraphNode(id=1, namespace="/x", name="Hub", hop=0)]
+    nodes += [GraphNode(id=i, namespace="/x", name=f"N{i}", hop=1) for i in range(2, 30)]
+    edges = [GraphEdge(id=i, from_id=1, to_id=i, relation_type="knows" if i % 7 else "manages", confidence=0.9)
+             for i in range(2, 30)]
+    picture = str(draw(Neighbourhood(centre=1, nodes=nodes, edges=edges, truncated=False)))
+    assert picture.count("<a ") == 29 and picture.count('class="edge"') == 28
+    assert "unlabelled arrows: knows" in picture
+    assert picture.count(">manages</text>") == 4 and ">knows</text>" not in picture
