@@ -110,7 +110,8 @@ async def timeline(request: Request, viewer: Viewer) -> Response:
 @page
 async def episode(request: Request, viewer: Viewer) -> Response:
     ident = int(request.path_params["id"])
-    found = await viewer.op("get_episode", id=ident)
+    # a forgotten episode is still shown (a fact may cite it), marked as forgotten
+    found = await viewer.op("get_episode", id=ident, include_deleted=True)
     derived = await viewer.run(browse.derived, viewer.store, viewer.trees(), "episode", found.id)
     return render(request, "episode.html", title=f"Episode {found.id}", episode=found, derived=derived,
                   metadata_pairs=metadata_pairs)

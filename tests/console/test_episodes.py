@@ -126,3 +126,12 @@ def test_a_subtree_token_cannot_see_or_reach_another_trees_episodes(browser: Bro
     assert status == 404 and "Bluebird" not in body
     status, _ = status_of(world, "alpha", f"/episodes/{world.ids['alpha_episodes'][0]}")
     assert status == 200
+
+
+def test_a_forgotten_episode_is_shown_as_forgotten(world: World) -> None:
+    call(world.store, "create_namespace", namespace="/forgetting")
+    text = "The staging password rotates every ninety days"
+    ident = call(world.store, "remember", content=text, namespace="/forgetting").id
+    call(world.store, "forget", about=text, namespaces=["/forgetting"], threshold=0.9)
+    status, body = status_of(world, "admin", f"/episodes/{ident}")
+    assert status == 200 and "forgotten" in body and text in body
