@@ -78,7 +78,7 @@ def test_the_preview_lists_what_the_purge_erases_and_the_confirmation_erases_it(
     assert call(store, "get_episode", id=kept).id == kept
 
 
-def test_a_stored_script_in_the_preview_is_text(browser: Browser, world: World) -> None:
+def test_a_stored_script_in_the_preview_is_text_and_facts_and_entities_preview_too(browser: Browser, world: World) -> None:
     sign_in(browser, world, "admin", f"/erase/episode/{world.ids['alpha_episodes'][3]}")
     browser.wait_for("form.erase")
     assert "<script>window.__pwned = 1</script>" in browser.text()
@@ -86,6 +86,11 @@ def test_a_stored_script_in_the_preview_is_text(browser: Browser, world: World) 
     # a fact's and an entity's preview, in the same tree
     browser.goto(world.url(f"/erase/fact/{world.ids['facts']['paris']}"))
     assert "Alice lives in Paris" in browser.text()
+    with world.store.db.transaction() as tx:
+        alice = tx.conn.execute("SELECT entity_id FROM facts WHERE id = %s", (world.ids["facts"]["paris"],)).fetchone()
+    browser.goto(world.url(f"/erase/entity/{alice['entity_id']}"))
+    assert listed(browser, "fact") == sorted(world.ids["facts"].values())  # every fact about Alice
+    assert "Episodes that mention the entity stay" in browser.text()
     browser.goto(world.url("/erase/nothing/1"))
     assert "erase an episode, a fact or an entity" in browser.text()
 
