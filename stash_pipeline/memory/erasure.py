@@ -13,6 +13,10 @@ and a derivation in flight cannot miss each other.
 
 Which table holds a kind, and which of its columns is embedded, comes from the table
 catalog: a new derived table is covered by its catalog entry and lineage.
+
+A preview (``episodes.purge_preview`` and its kin) runs the real purge inside a savepoint
+and rolls it back (``rehearse``), then reads the rows it erased (``preview``): it names
+exactly what the purge would take, and changes nothing.
 """
 
 from __future__ import annotations
