@@ -4,8 +4,9 @@
 operation exactly as an agent with the viewer's token would (the same arguments, rights
 and scope), with ``include_score_parts`` on, and shows two things side by side:
 
-* the answer as the agent reads it: the JSON, its size in characters (compact, as sent)
-  and an estimate of its tokens (characters ÷ 4, the rule ``max_tokens`` counts by);
+* the answer as the agent reads it: the JSON, its size in characters (the compact text
+  the MCP tool sends) and an estimate of its tokens (characters ÷ 4, the rule
+  ``max_tokens`` counts by);
 * why: per result its rank, kind, score and score parts, the legs that found it (vector:
   a cosine; text: a BM25 above 0; entity: the entity leg's score; context: a lift from a
   neighbouring hit), what was grouped into it (source turns, folded candidates, context
@@ -33,6 +34,7 @@ from stash_pipeline import errors
 from stash_pipeline.memory import validate
 from stash_pipeline.recall.config import DEFAULT
 from stash_serve.console.app import STATUS, Viewer, page, render
+from stash_serve.mcp.calls import to_json
 
 #: the most results the playground asks for (a page of the console)
 LIMIT_MAX = 50
@@ -189,10 +191,11 @@ async def playground(request: Request, viewer: Viewer) -> Response:
             context["error"] = exc.message
             status = STATUS.get(exc.code, 400)
         else:
-            wire = json.dumps(answer, ensure_ascii=False, separators=(",", ":"), default=str)
+            answer = to_json(answer)  # the JSON values and text the MCP tool sends
+            wire = json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
             whys, w_vector = explain(answer.get("results", []))
             context.update(
-                answer=answer, pretty=json.dumps(answer, ensure_ascii=False, indent=2, default=str),
+                answer=answer, pretty=json.dumps(answer, ensure_ascii=False, indent=2),
                 characters=len(wire), tokens=max(1, (len(wire) + 3) // 4), whys=whys, bars=chart(whys),
                 pending=answer.get("pending"), w_vector=w_vector,
                 masked=w_vector == DEFAULT.w_vector_masked != DEFAULT.w_vector,

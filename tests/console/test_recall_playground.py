@@ -35,7 +35,8 @@ def test_the_answer_shows_the_current_fact_with_its_score_parts(browser: Browser
     legs = browser.evaluate(f"[...document.querySelectorAll(\"{card} .leg\")].map(d => d.innerText)")
     assert "vector" in legs and "text" in legs
     # the superseded Paris fact is not current: recall does not answer it
-    assert f"data-id='{world.ids['facts']['paris']}'" not in browser.evaluate("document.body.innerHTML")
+    paris = f".result[data-kind=fact][data-id='{world.ids['facts']['paris']}']"
+    assert browser.evaluate(f"document.querySelector(\"{paris}\")") is None
     # the answer as the agent gets it: JSON with the same results, its size and a token estimate
     answer = json.loads(browser.evaluate("document.querySelector('pre.json').innerText"))
     assert any(r["kind"] == "fact" and r["id"] == berlin and "score_parts" in r for r in answer["results"])
@@ -58,6 +59,18 @@ def test_a_token_cannot_recall_another_tree(browser: Browser, world: World) -> N
     # without a namespace, the token's own trees only
     recall_page(browser, world, q="Bluebird launch code name")
     assert "Bluebird launches" not in browser.text() and "The beta launch code name" not in browser.text()
+
+
+def test_a_bad_time_is_explained_beside_the_form(browser: Browser, world: World) -> None:
+    sign_in(browser, world, "alpha", "/recall")
+    recall_page(browser, world, q="Where does Alice live?", as_of="last tuesday")
+    assert "not an ISO 8601 time" in browser.text()
+    assert browser.evaluate("document.querySelector('form.recall input[name=as_of]').value") == "last tuesday"
+    # as of before the move, Alice lived in Paris
+    recall_page(browser, world, q="Where does Alice live?", ns="/team/alpha", as_of="2026-03-01T00:00Z")
+    browser.wait_for("section.why")
+    assert browser.evaluate(
+        f"!!document.querySelector(\".result[data-kind=fact][data-id='{world.ids['facts']['paris']}']\")")
 
 
 def test_stored_script_in_a_result_stays_text(browser: Browser, world: World) -> None:
