@@ -9,9 +9,9 @@
 The store: ``bench/recall_latency.py``'s fill (80% episodes, 20% facts in /bench/recall, by
 COPY with the dataset texts' MiniLM vectors plus noise; one entity per ten memories with
 aliases and three relationships each, every fact about one of them), the lineage of
-``bench/grouping_latency.py`` (fact n rests on episodes 4n-1 and 4n, as a hash join), then each fact's
-entity name, a property and a value, and one hub entity that every 20th fact is about
-(1,000 at 100,000). Beside it, three small namespaces filled through the operations an
+``bench/grouping_latency.py`` (fact n rests on episodes 4n-1 and 4n, as a hash join), then
+each fact's entity name, a property and a value, and one hub entity that every 20th fact
+is about (1,000 at 100,000: 200 properties, about five statements each). Beside it, three small namespaces filled through the operations an
 agent calls (``remember_batch``, ``assert_fact`` with sources and a superseded value), so
 the tree has several namespaces; the COPY fill is ``--size`` minus them. The server embeds
 with MiniLM (``minilm``), as recall_latency's store does.

@@ -32,9 +32,12 @@ ALTER TABLE facts ENABLE TRIGGER facts_entity_moved
 
 -- console_paint_hub --
 -- One entity many facts are about (every 20th fact of the fill: 1,000 at 100,000
--- memories), as the person a store's agent works for is; its name and properties follow.
+-- memories), as the person a store's agent works for is: its name on them, and 200
+-- properties with about five statements each (the k-th of its facts: property k mod 200).
 UPDATE facts f
-SET entity_id = h.id, entity = h.name
+SET entity_id = h.id, entity = h.name,
+    property = (ARRAY['owner', 'status', 'schedule', 'region', 'version'])[1 + ((f.id / 20) %% 5)::int]
+               || ' ' || ((f.id / 100) %% 40)
 FROM (SELECT id, name FROM entities WHERE namespace_id = %(namespace_id)s ORDER BY id LIMIT 1) h
 WHERE f.namespace_id = %(namespace_id)s AND f.id %% 20 = 0 AND f.entity_id IS DISTINCT FROM h.id
 
