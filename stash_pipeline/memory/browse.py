@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from psycopg.types.json import Jsonb
 
@@ -45,7 +44,7 @@ def episodes(
     kind: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-    metadata: Sequence[Mapping[str, Any]] | None = None,
+    metadata: Sequence[Mapping[str, object]] | None = None,
     words: str | None = None,
     limit: int = 50,
 ) -> list[EpisodeOverview]:
