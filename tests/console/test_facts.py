@@ -61,9 +61,9 @@ def test_current_facts_by_default_and_history_on_request(browser: Browser, world
     states = browser.evaluate(f"{ROWS}.map(r => r.cells[1].innerText.trim())")
     assert states == ["current", "superseded"]
     # entity and property narrow it; a wrong one finds nothing
-    browser.goto(world.url("/facts?entity=alice&property=CITY&history=1"))
+    browser.goto(world.url("/facts?ns=/team/alpha&entity=alice&property=CITY&history=1"))
     assert fact_ids(browser) == [berlin, paris]
-    browser.goto(world.url("/facts?entity=Bob"))
+    browser.goto(world.url("/facts?ns=/team/alpha&entity=Bob"))
     assert "No fact matches these filters" in browser.text()
     # what was true in March (Paris), and what Stash knew in 2000 (nothing yet)
     browser.goto(world.url("/facts?ns=/team/alpha&as_of=2026-03-01"))
