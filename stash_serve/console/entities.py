@@ -21,7 +21,7 @@ from starlette.routing import Route
 from stash_pipeline import errors
 from stash_pipeline.memory import neighbourhood
 from stash_serve.console import graph
-from stash_serve.console.app import Viewer, page, render, url
+from stash_serve.console.app import OPERATIONS, Viewer, page, render, url
 
 PAGE = neighbourhood.PAGE_MAX
 #: rows of each of an entity's lists per page (get_entity's limit)
@@ -33,10 +33,12 @@ def can_write(viewer: Viewer) -> bool:
 
 
 def _int(value: str | None, default: int = 0) -> int:
+    """A count or id from a form: digits, at most a bigint; anything else ``default``."""
     try:
-        return max(0, int(value or default))
+        number = int(value or default)
     except ValueError:
         return default
+    return number if 0 <= number < 2**63 else default
 
 
 def _entity_id(request: Request) -> int:
@@ -90,6 +92,23 @@ async def entity(request: Request, viewer: Viewer) -> Response:
                   can_write=can_write(viewer), offset=offset, done=_done_message(request))
 
 
+async def _other(viewer: Viewer, value: str, namespace: str) -> int:
+    """The entity a merge form names: an id (``12``, ``#12``) or a name in the entity's namespace."""
+    value = value.strip()
+    if value.lstrip("#").isdigit():
+        other = int(value.lstrip("#"))
+        if not 1 <= other < 2**63:
+            raise errors.RecordNotFound(f"entity {other} not found")
+        return other
+    if not value:
+        raise errors.InvalidInput("give the id or a name of the entity to merge into this one")
+    # (``Viewer.op`` takes the operation's name as ``name``: get_entity's own is passed parsed)
+    op = OPERATIONS["get_entity"]
+    found = await viewer.run(op.invoke, viewer.store, viewer.scope,
+                             op.parse({"name": value, "namespaces": [namespace], "limit": 1}))
+    return int(found.entity["id"])
+
+
 @page
 async def merge(request: Request, viewer: Viewer) -> Response:
     refused = _refuse_write(request, viewer)
@@ -104,10 +123,8 @@ async def merge(request: Request, viewer: Viewer) -> Response:
             raise errors.InvalidInput("give the id of the entity to merge into this one")
         done = await viewer.op("merge_entities", id=entity_id, merge_id=merge_id, note=note)
         return RedirectResponse(url(f"/entities/{done.id}", done="merge", other=done.merged_id), status_code=303)
-    merge_id = _int(request.query_params.get("merge_id"))
-    if not merge_id:
-        raise errors.InvalidInput("give the id of the entity to merge into this one")
     view = await viewer.op("get_entity", id=entity_id, limit=1)
+    merge_id = await _other(viewer, request.query_params.get("merge", ""), view.entity["namespace"])
     preview = await viewer.run(neighbourhood.merge_preview, viewer.store, entity_id, merge_id,
                                viewer.scope.by_id("read"))
     return render(request, "entity.html", title="Merge preview", e=view.entity, preview=preview,

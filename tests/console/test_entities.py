@@ -139,7 +139,7 @@ def test_a_merge_is_previewed_then_made(browser: Browser, world: World) -> None:
     gone = entity_id(world, "Ally", MERGE)
     sign_in(browser, world, "writer", f"/entities/{keep}")
     browser.wait_for("form.merge")
-    browser.fill("form.merge input[name=merge_id]", str(gone))
+    browser.fill("form.merge input[name=merge]", "ally")  # by a name (or its id)
     browser.click("form.merge button")
     browser.wait_for("div.preview")
     assert browser.evaluate("document.querySelector('.moved .tag').innerText") == "ally"
@@ -174,7 +174,7 @@ def test_a_read_only_token_sees_no_forms_and_its_post_is_refused(browser: Browse
     assert status == 403 and "write" in body
     status, _ = post(world, f"/entities/{alice}/split", "alpha", {"aliases": "Alice"})
     assert status == 403
-    browser.goto(world.url(f"/entities/{alice}/merge?merge_id={alice + 1}"))
+    browser.goto(world.url(f"/entities/{alice}/merge?merge={alice + 1}"))
     assert "lacks the 'write' right" in browser.text()
 
 
