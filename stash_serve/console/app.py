@@ -122,7 +122,7 @@ class Viewer:
         """The trees a page reads: ``asked`` (checked against the token), else all of the viewer's."""
         return self.scope.read([asked] if asked else None)
 
-    def call(self, name: str, **values: Any) -> Any:
+    def call(self, name: str, /, **values: Any) -> Any:
         """Run the operation ``name`` as an MCP call by this viewer would (blocking)."""
         op = OPERATIONS[name]
         args = op.parse({k: v for k, v in values.items() if v is not None})
@@ -132,7 +132,7 @@ class Viewer:
         """``fn(*args, **kwargs)`` in a worker thread: pages never wait on PostgreSQL on the loop."""
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
-    async def op(self, name: str, **values: Any) -> Any:
+    async def op(self, name: str, /, **values: Any) -> Any:
         return await self.run(self.call, name, **values)
 
 

@@ -21,7 +21,7 @@ from starlette.routing import Route
 from stash_pipeline import errors
 from stash_pipeline.memory import neighbourhood
 from stash_serve.console import graph
-from stash_serve.console.app import OPERATIONS, Viewer, page, render, url
+from stash_serve.console.app import Viewer, page, render, url
 
 PAGE = neighbourhood.PAGE_MAX
 #: rows of each of an entity's lists per page (get_entity's limit)
@@ -102,10 +102,7 @@ async def _other(viewer: Viewer, value: str, namespace: str) -> int:
         return other
     if not value:
         raise errors.InvalidInput("give the id or a name of the entity to merge into this one")
-    # (``Viewer.op`` takes the operation's name as ``name``: get_entity's own is passed parsed)
-    op = OPERATIONS["get_entity"]
-    found = await viewer.run(op.invoke, viewer.store, viewer.scope,
-                             op.parse({"name": value, "namespaces": [namespace], "limit": 1}))
+    found = await viewer.op("get_entity", name=value, namespaces=[namespace], limit=1)
     return int(found.entity["id"])
 
 

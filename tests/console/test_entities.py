@@ -17,13 +17,11 @@ from stash_pipeline.config import load_settings
 from stash_pipeline.consolidation import runner
 from stash_pipeline.consolidation.reasoner import reset_mode_cache
 from stash_pipeline.models import GraphEdge, GraphNode, Neighbourhood
-from stash_pipeline.operations.base import UNRESTRICTED
 from stash_pipeline.store import Store
 from stash_serve.console.graph import draw
 from testkit.openai_server import ScriptedOpenAI
 from testkit.scripted_model import ScriptedModel
 from tests.console.conftest import (
-    OPERATIONS,
     World,
     call,
     needs_chromium,
@@ -77,9 +75,8 @@ def graph(world: World) -> Iterator[dict[str, int]]:
 
 
 def entity_id(world: World, name: str, namespace: str) -> int:
-    """The id of the entity ``name`` in ``namespace`` (``call`` takes the operation's name as ``name``)."""
-    op = OPERATIONS["get_entity"]
-    return int(op.invoke(world.store, UNRESTRICTED, op.parse({"name": name, "namespaces": [namespace]})).entity["id"])
+    """The id of the entity ``name`` in ``namespace``."""
+    return int(call(world.store, "get_entity", name=name, namespaces=[namespace]).entity["id"])
 
 
 def post(world: World, path: str, token: str, fields: dict[str, Any]) -> tuple[int, str]:
@@ -220,3 +217,16 @@ def test_a_crowded_picture_names_its_commonest_relation_once() -> None:
     assert picture.count("<a ") == 29 and picture.count('class="edge"') == 28
     assert "unlabelled arrows: knows" in picture
     assert picture.count(">manages</text>") == 4 and ">knows</text>" not in picture
+
+
+def test_only_an_admin_is_offered_the_erasure_of_an_entity(world: World) -> None:
+    alice = entity_id(world, "Alice", "/team/alpha")
+
+    def page_for(token: str) -> str:
+        request = urllib.request.Request(world.url(f"/entities/{alice}"),
+                                         headers={"Authorization": f"Bearer {world.tokens[token]}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.read().decode()
+
+    assert f"/console/erase/entity/{alice}" in page_for("admin")
+    assert "/console/erase/" not in page_for("writer")
