@@ -5,6 +5,11 @@ sha256 is stored, with the namespace trees it may touch and its rights (``read``
 ``write``, ``admin``; admin implies read and write). The MCP server authenticates every
 HTTP request with ``authenticate`` and checks each tool call with ``TokenInfo.require``.
 stdio is local and trusted and uses no token.
+
+A console sign-in opens a session (``open_session``): its own random secret, kept in the
+browser's cookie instead of the token, stored as a sha256 with the token's id and an end.
+``session_token`` answers the session's token while the session lives and the token is
+not revoked; ``close_session`` ends it.
 """
 
 from __future__ import annotations
@@ -124,6 +129,31 @@ def list_tokens(store: Store) -> list[dict[str, Any]]:
 def revoke_token(store: Store, token_id: int) -> bool:
     """Revoke a token; False if there is no active token with that id."""
     return store.db.one("auth_revoke_token", id=validate.record_id(token_id, "token id")) is not None
+
+
+#: what a console session's secret starts with (tells it apart from a token's)
+SESSION_PREFIX = "stash-session_"
+
+
+def open_session(store: Store, token: TokenInfo, ttl_s: int) -> str:
+    """A new console session of ``token`` for ``ttl_s`` seconds; its secret, shown once."""
+    secret = f"{SESSION_PREFIX}{secrets.token_urlsafe(32)}"
+    store.db.execute("auth_open_session", secret_hash=_hash(secret), token_id=token.id, ttl_s=ttl_s)
+    return secret
+
+
+def session_token(store: Store, secret: str | None) -> TokenInfo:
+    """The token of a live console session, or AccessDenied (ended, unknown, token revoked)."""
+    row = store.db.one("auth_check_session", secret_hash=_hash(_presented(secret)))
+    if row is None:
+        raise errors.AccessDenied("access denied: the session has ended; sign in again")
+    return _token_info(row)
+
+
+def close_session(store: Store, secret: str | None) -> None:
+    """End a console session (nothing happens for an unknown one)."""
+    if secret and isinstance(secret, str) and len(secret) <= 512 and "\x00" not in secret:
+        store.db.execute("auth_close_session", secret_hash=_hash(secret.strip()))
 
 
 def _presented(secret: str | None) -> str:

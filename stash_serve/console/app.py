@@ -9,12 +9,15 @@ Who is asking, in order, on every request but the login page and the static file
 * **Host**: served on a loopback address, the console answers only loopback Host names
   (a page reached by DNS rebinding gets 421), as the MCP transports do.
 * **A credential**: ``Authorization: Bearer <token>`` (scripts, tests), or the cookie the
-  login page sets from a token (HttpOnly, SameSite=Strict, Secure over HTTPS, path
-  ``/console``). The cookie holds the token itself, so any worker or replica can check it
-  and a revocation ends the session at the next request; a request a browser marks as
-  coming from another site (``Sec-Fetch-Site``) is served as if it had no cookie. Without
-  one, a page load goes to the login page and anything else gets 401. Without
-  authentication (``--no-auth``, loopback only) everyone is unrestricted, as over MCP.
+  login page sets once it is given a token (HttpOnly, SameSite=Strict, Secure over HTTPS,
+  path ``/console``). The cookie holds a session's own secret, never the token: a cookie
+  reaches every port of its host. The session lives in the database
+  (``stash_pipeline.auth.open_session``), so any worker or replica checks it, and it ends
+  after COOKIE_MAX_AGE_S, at sign-out, or when its token is revoked (checked on every
+  request). A request a browser marks as coming from another site (``Sec-Fetch-Site``) is
+  served as if it had no cookie. Without a credential a page load goes to the login page
+  and anything else gets 401. Without authentication (``--no-auth``, loopback only)
+  everyone is unrestricted, as over MCP.
 * **A change** (any POST) must come from the console's own origin (``Origin``, or
   ``Sec-Fetch-Site: same-origin``); anything else gets 403.
 
@@ -42,7 +45,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from stash_pipeline import errors
+from stash_pipeline import auth, errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.operations import SUBJECTS
 from stash_pipeline.operations.base import Operation
@@ -201,11 +204,13 @@ def _refuse_host(request: Request, console: Console) -> Response | None:
     return Response("misdirected request: this console answers loopback names only", status_code=421)
 
 
-def _credential(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    kind, _, secret = header.partition(" ")
-    if kind.lower() == "bearer" and secret.strip():
-        return secret.strip()
+def _bearer(request: Request) -> str | None:
+    kind, _, secret = request.headers.get("authorization", "").partition(" ")
+    return secret.strip() if kind.lower() == "bearer" and secret.strip() else None
+
+
+def _session(request: Request) -> str | None:
+    """The session cookie, unless a browser says the request comes from another site."""
     if request.headers.get("sec-fetch-site", "none") in COOKIE_SITES:
         return request.cookies.get(COOKIE) or None
     return None
@@ -214,14 +219,17 @@ def _credential(request: Request) -> str | None:
 async def _viewer(request: Request, console: Console) -> Viewer:
     if not console.auth:
         return Viewer(console, None)
-    secret = _credential(request)
-    if secret is None:
+    bearer, session = _bearer(request), _session(request)
+    if bearer is None and session is None:
         raise errors.AccessDenied("sign in with a Stash token")
     address = request.client.host if request.client else "unknown"
     if not console.failures.allowed(address):
         raise errors.RateLimited("too many failed sign-ins from this address; retry in a minute")
     try:
-        token = await console.tokens.check(secret)
+        if bearer is not None:
+            token = await console.tokens.check(bearer)
+        else:
+            token = await anyio.to_thread.run_sync(auth.session_token, console.store, session)
     except errors.AccessDenied:
         console.failures.record(address)
         raise
@@ -254,17 +262,22 @@ async def login(request: Request) -> Response:
         return render(request, "login.html", status_code=429, title="Sign in", next=target,
                       message="too many failed sign-ins from this address; retry in a minute")
     try:
-        await console.tokens.check(secret or None)
+        token = await console.tokens.check(secret or None)
     except errors.StashError as exc:
         console.failures.record(address)
         return render(request, "login.html", status_code=401, title="Sign in", next=target, message=exc.message)
+    session = await anyio.to_thread.run_sync(auth.open_session, console.store, token, COOKIE_MAX_AGE_S)
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(COOKIE, secret, max_age=COOKIE_MAX_AGE_S, path=PREFIX, httponly=True,
+    response.set_cookie(COOKIE, session, max_age=COOKIE_MAX_AGE_S, path=PREFIX, httponly=True,
                         samesite="strict", secure=request.url.scheme == "https")
     return response
 
 
 async def logout(request: Request) -> Response:
+    """End the session (its row goes, so a copy of the cookie is worthless) and forget the cookie."""
+    console: Console = request.app.state.console
+    if same_origin(request) and (session := _session(request)) is not None:
+        await anyio.to_thread.run_sync(auth.close_session, console.store, session)
     response = RedirectResponse(f"{PREFIX}/login", status_code=303)
     response.delete_cookie(COOKIE, path=PREFIX)
     return response

@@ -83,6 +83,33 @@ def test_the_cookie_is_http_only_and_strict_and_pages_forbid_foreign_scripts(bro
     assert status == 421
 
 
+def _signed_in_cookie(world: World, token: str) -> str:
+    status, _, headers = fetch(world.url("/login"), data=f"token={token}".encode(),
+                               headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": world.base})
+    assert status == 303
+    return headers["set-cookie"].split(";", 1)[0]  # stash_console=<session secret>
+
+
+def test_the_cookie_holds_a_session_that_sign_out_and_revocation_end(world: World) -> None:
+    from stash_pipeline.auth import create_token, revoke_token
+
+    made = create_token(world.store, ["/team/alpha"], ["read"], name="short-lived")
+    cookie = _signed_in_cookie(world, made["token"])
+    assert made["token"] not in cookie and cookie.startswith("stash_console=stash-session_")
+    as_browser = {"Cookie": cookie, "Sec-Fetch-Site": "same-origin"}
+    assert fetch(world.url("/"), headers=as_browser)[0] == 200
+    # a page of another site sending the cookie along is served as if it had none
+    assert fetch(world.url("/"), headers={"Cookie": cookie, "Sec-Fetch-Site": "cross-site"})[0] == 401
+    # signing out ends the session itself: a copy of the cookie is worthless after it
+    assert fetch(world.url("/logout"), data=b"", headers={**as_browser, "Origin": world.base})[0] == 303
+    assert fetch(world.url("/"), headers=as_browser)[0] == 401
+    # revoking the token ends its sessions at their next request
+    again = {"Cookie": _signed_in_cookie(world, made["token"]), "Sec-Fetch-Site": "same-origin"}
+    assert fetch(world.url("/"), headers=again)[0] == 200
+    assert revoke_token(world.store, made["id"])
+    assert fetch(world.url("/"), headers=again)[0] == 401
+
+
 def test_stash_up_prints_the_console_url() -> None:
     from stash_pipeline.config import load_settings
     from stash_serve.up import _status_block

@@ -40,3 +40,30 @@ WITH found AS (
   WHERE t.id = found.id AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '60 seconds')
 )
 SELECT id, name, namespaces, rights FROM found
+
+-- auth_open_session --
+-- A console session for a token, for ttl_s seconds; sessions past their end are cleared
+-- in the same statement (their rows are the only trace of a sign-in).
+WITH cleared AS (
+  DELETE FROM console_sessions WHERE expires_at < now()
+)
+INSERT INTO console_sessions (secret_hash, token_id, expires_at)
+VALUES (%(secret_hash)s, %(token_id)s, now() + %(ttl_s)s * interval '1 second')
+
+-- auth_check_session --
+-- The active token of a live console session (none once the session ended or the token
+-- was revoked), its use recorded as a bearer check records it (at most once a minute).
+WITH found AS (
+  SELECT t.id, t.name, t.namespaces, t.rights, t.last_used_at
+  FROM console_sessions s JOIN api_tokens t ON t.id = s.token_id
+  WHERE s.secret_hash = %(secret_hash)s AND s.expires_at > now() AND t.revoked_at IS NULL
+), touched AS (
+  UPDATE api_tokens AS t SET last_used_at = now()
+  FROM found
+  WHERE t.id = found.id AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '60 seconds')
+)
+SELECT id, name, namespaces, rights FROM found
+
+-- auth_close_session --
+-- Sign-out: the session ends at once.
+DELETE FROM console_sessions WHERE secret_hash = %(secret_hash)s
