@@ -150,6 +150,16 @@ def sign_in(browser: Browser, world: World, who: str, path: str = "/") -> None:
         "document.readyState") == "complete")
 
 
+def click_through(browser: Browser, selector: str) -> None:
+    """Click a link or a submit button and wait for the page it leads to, loaded: the old
+    page is marked first, so its rows are never read as the new page's (a loaded machine
+    may show the new URL before the new document)."""
+    browser.evaluate("window.__leaving = true")
+    browser.click(selector)
+    browser.wait_until("the next page", lambda: browser.evaluate(
+        "window.__leaving !== true && document.readyState === 'complete'"))
+
+
 def screenshot(browser: Browser, tmp_path: Path, name: str) -> Path:
     """A screenshot in the test's tmp dir and, with STASH_WRITE_SCREENSHOTS=1, in docs/img."""
     shot = browser.screenshot(tmp_path / f"console-{name}.png")

@@ -10,7 +10,15 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.console.conftest import World, call, needs_chromium, never_ran_script, screenshot, sign_in
+from tests.console.conftest import (
+    World,
+    call,
+    click_through,
+    needs_chromium,
+    never_ran_script,
+    screenshot,
+    sign_in,
+)
 from tests.support.browser import Browser
 
 pytestmark = needs_chromium
@@ -61,8 +69,8 @@ def test_the_timeline_lists_the_trees_episodes_newest_first(browser: Browser, wo
 def test_filters_and_search_narrow_the_timeline(browser: Browser, world: World) -> None:
     sign_in(browser, world, "admin", "/episodes")
     browser.fill("input[name=q]", "deploy pipelines")
-    browser.click("form.filters button")
-    browser.wait_until("the search", lambda: "q=deploy" in browser.url)
+    click_through(browser, "form.filters button")
+    assert "q=deploy" in browser.url
     assert episode_ids(browser) == [world.ids["alpha_episodes"][1]]  # stemmed: pipelines finds pipeline
     browser.goto(world.url("/episodes?meta=" + quote("session=s1")))
     assert set(episode_ids(browser)) == set(world.ids["alpha_episodes"])
@@ -80,8 +88,8 @@ def test_paging_reaches_older_episodes(browser: Browser, world: World, paging: l
     sign_in(browser, world, "admin", "/episodes?ns=/paging/episodes")
     first = episode_ids(browser)
     assert first == sorted(paging, reverse=True)[:50]
-    browser.click("a[rel=next]")
-    browser.wait_until("the older page", lambda: "before=" in browser.url)
+    click_through(browser, "a[rel=next]")
+    assert "before=" in browser.url
     second = episode_ids(browser)
     assert second == sorted(paging, reverse=True)[50:]
     assert browser.evaluate("!!document.querySelector('a[rel=next]')") is False
