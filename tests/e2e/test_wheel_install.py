@@ -139,6 +139,13 @@ def _check_wheel(work: Path, tmp_path: Path) -> None:
         with urllib.request.urlopen(request, timeout=30) as response:
             assets = {tuple(n["assetKey"]["path"]) for n in json.loads(response.read())["data"]["assetNodes"]}
         assert ("episodes",) in assets and ("facts",) in assets
+        # the console's templates and static files came with the wheel; the page lists the tree
+        console = f"http://127.0.0.1:{mcp_port}/console"
+        with urllib.request.urlopen(f"{console}/static/console.css", timeout=30) as response:
+            assert b"--accent" in response.read()
+        page = urllib.request.Request(f"{console}/", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(page, timeout=30) as response:
+            assert "Namespaces" in response.read().decode()
 
         cli = {"env": env, "cwd": work}
         _run([stash, "namespace", "create", "/projects/wheel"], **cli)
