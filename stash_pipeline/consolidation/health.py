@@ -43,7 +43,7 @@ def pipeline(
             "consolidation_backlog_counts",
             namespace_ids=[r["namespace_id"] for r in rows], stages=[r["stage"] for r in rows],
             sources=[sources.get(r["stage"], "none") for r in rows],
-            cursors=[int(r["cursor"]) for r in rows], heads=[int(r["head"]) for r in rows],
+            cursors=[int(r["cursor"]) for r in rows], heads=[int(r["head"]) for r in rows], count_limit=None,
         )}
         calls = {(r["namespace_id"], r["stage"]): r for r in tx.all(
             "health_model_calls", namespace_ids=page_ids, stages=list(STAGE_NAMES), since=since)}

@@ -256,8 +256,9 @@ def run_tree(store: Store, path: str = "/", **kwargs: Any) -> list[StageReport]:
     return reports
 
 
-def status(store: Store, namespaces: Any = "/") -> list[dict[str, Any]]:
-    """Per (namespace, stage): cursor, head, backlog, has_work, last run, dead letters."""
+def status(store: Store, namespaces: Any = "/", *, count_limit: int | None = None) -> list[dict[str, Any]]:
+    """Per (namespace, stage): cursor, head, backlog, has_work, last run, dead letters; each
+    backlog counted up to ``count_limit`` (None: exactly)."""
     with store.db.transaction() as tx:
         tree = resolve_trees(tx, namespaces)
         ids = sorted(tree)
@@ -275,6 +276,7 @@ def status(store: Store, namespaces: Any = "/") -> list[dict[str, Any]]:
                 sources=[sources.get(r["stage"], "none") for r in rows],
                 cursors=[int(r["cursor"]) for r in rows],
                 heads=[int(r["head"]) for r in rows],
+                count_limit=count_limit,
             )
         }
     out = []

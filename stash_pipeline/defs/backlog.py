@@ -116,6 +116,7 @@ def count_backlog(store: Store, rows: Sequence[Mapping[str, Any]]) -> dict[tuple
         sources=[_SPECS[r["stage"]].source for r in rows],
         cursors=[int(r["cursor"] or 0) for r in rows],
         heads=[int(r["head"] or 0) for r in rows],
+        count_limit=None,
     )
     return {(int(r["namespace_id"]), r["stage"]): int(r["backlog"]) for r in found}
 

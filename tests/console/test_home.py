@@ -6,7 +6,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.console.conftest import World, needs_chromium, screenshot, sign_in
+from tests.console.conftest import World, call, needs_chromium, screenshot, sign_in
 from tests.support.browser import Browser
 
 pytestmark = needs_chromium
@@ -43,6 +43,7 @@ def test_a_page_without_a_token_goes_to_the_login_page_and_a_bad_token_is_refuse
 
 def test_the_home_page_lists_the_tokens_trees_with_their_counts(browser: Browser, world: World,
                                                                tmp_path: Path) -> None:
+    call(world.store, "create_namespace", namespace="/quiet")  # made last, holds nothing
     sign_in(browser, world, "admin")
     browser.wait_for("table.grid")
     rows = browser.evaluate(
@@ -51,6 +52,9 @@ def test_the_home_page_lists_the_tokens_trees_with_their_counts(browser: Browser
     assert {"/team/alpha", "/team/beta", "/other"} <= set(by_slug)
     assert by_slug["/team/alpha"][1:4] == ["4", "1", "1"]  # 4 episodes, 1 current fact (Berlin), 1 entity (Alice)
     assert by_slug["/team/beta"][1] == "2"
+    # no write of its own: none is borrowed from the namespace before it
+    assert by_slug["/quiet"][1] == "0" and by_slug["/quiet"][-1] == "—"
+    assert by_slug["/team"][-1] == "—" and by_slug["/team/alpha"][-1] != "—"
     screenshot(browser, tmp_path, "namespaces")
 
 

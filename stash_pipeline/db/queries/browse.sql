@@ -6,15 +6,27 @@
 -- The namespaces of the trees with what a person looks at first: live episodes, current
 -- facts, entities not merged away, dead letters still open (pending or dead), and the
 -- time of the newest live episode or fact (ids grow with time). Each reads a namespace index.
+-- The episodes are counted, and the newest rows found, by row comparisons that only the
+-- (namespace_id, id) indexes serve: a range from (n, 0) to (n, max), and "namespace_id <= n
+-- AND (namespace_id, id) <= (n, max)" ordered by both columns (the row found is n's, or a
+-- namespace's before it: then n has none). Written "namespace_id = n", the plan made once
+-- for every namespace read the whole episodes table for a count, and walked the primary
+-- key backwards for the newest row: through the whole table for a namespace without rows.
 SELECT n.id, n.slug, n.name, n.description,
-       (SELECT count(*) FROM episodes e WHERE e.namespace_id = n.id AND e.deleted_at IS NULL) AS episodes,
+       (SELECT count(*) FROM episodes e
+        WHERE (e.namespace_id, e.id) >= (n.id, 0) AND (e.namespace_id, e.id) <= (n.id, 9223372036854775807)
+          AND e.deleted_at IS NULL) AS episodes,
        (SELECT count(*) FROM facts f WHERE f.namespace_id = n.id AND fact_visible(f, NULL, NULL, false)) AS facts,
        (SELECT count(*) FROM entities x WHERE x.namespace_id = n.id AND x.merged_into IS NULL) AS entities,
        (SELECT count(*) FROM dead_letters d WHERE d.namespace_id = n.id AND d.status IN ('pending', 'dead'))
            AS dead_letters,
-       GREATEST((SELECT e.created_at FROM episodes e WHERE e.namespace_id = n.id AND e.deleted_at IS NULL
-                 ORDER BY e.id DESC LIMIT 1),
-                (SELECT f.created_at FROM facts f WHERE f.namespace_id = n.id ORDER BY f.id DESC LIMIT 1))
+       GREATEST((SELECT CASE WHEN e.namespace_id = n.id THEN e.created_at END FROM episodes e
+                 WHERE e.namespace_id <= n.id AND (e.namespace_id, e.id) <= (n.id, 9223372036854775807)
+                   AND e.deleted_at IS NULL
+                 ORDER BY e.namespace_id DESC, e.id DESC LIMIT 1),
+                (SELECT CASE WHEN f.namespace_id = n.id THEN f.created_at END FROM facts f
+                 WHERE f.namespace_id <= n.id AND (f.namespace_id, f.id) <= (n.id, 9223372036854775807)
+                 ORDER BY f.namespace_id DESC, f.id DESC LIMIT 1))
            AS last_activity
 FROM namespaces n
 WHERE %(all_namespaces)s OR n.id = ANY(%(ids)s::bigint[])

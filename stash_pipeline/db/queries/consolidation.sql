@@ -14,15 +14,23 @@ WITH ns AS (
     WHERE %(namespace_ids)s::bigint[] IS NULL OR n.id = ANY(%(namespace_ids)s::bigint[])
 ), heads AS (
     SELECT ns.id, ns.slug,
-           -- the episode head stops before the first live episode waiting for its vector
-           COALESCE((SELECT max(e.id) FROM episodes e
-                     WHERE e.namespace_id = ns.id AND e.deleted_at IS NULL
-                       AND e.id < COALESCE((SELECT min(p.id) FROM episodes p
+           -- the episode head stops before the first live episode waiting for its vector.
+           -- A head is the newest row at or before (namespace, bound), found by a row
+           -- comparison ordered by both columns, which only a (namespace_id, id) index can
+           -- serve; "namespace_id = x" with max(id) was planned once for every namespace as
+           -- a backward walk of the primary key, through the whole table for a namespace
+           -- without rows. The row found is the namespace's, or a namespace's before it (none).
+           COALESCE((SELECT CASE WHEN e.namespace_id = ns.id THEN e.id END FROM episodes e
+                     WHERE e.namespace_id <= ns.id AND e.deleted_at IS NULL
+                       AND (e.namespace_id, e.id) < (ns.id, COALESCE((SELECT min(p.id) FROM episodes p
                                             WHERE p.namespace_id = ns.id AND p.embedding IS NULL
-                                              AND p.deleted_at IS NULL), 9223372036854775807)), 0) AS episode_head,
+                                              AND p.deleted_at IS NULL), 9223372036854775807))
+                     ORDER BY e.namespace_id DESC, e.id DESC LIMIT 1), 0) AS episode_head,
            -- profile facts are the profiles stage's output, no stage's input: not in the head
-           COALESCE((SELECT max(f.id) FROM facts f
-                     WHERE f.namespace_id = ns.id AND f.origin <> 'profile'), 0) AS fact_head,
+           COALESCE((SELECT CASE WHEN f.namespace_id = ns.id THEN f.id END FROM facts f
+                     WHERE f.namespace_id <= ns.id AND (f.namespace_id, f.id) <= (ns.id, 9223372036854775807)
+                       AND f.origin <> 'profile'
+                     ORDER BY f.namespace_id DESC, f.id DESC LIMIT 1), 0) AS fact_head,
            COALESCE((SELECT max(x.id) FROM failures x
                      WHERE x.namespace_id = ns.id AND x.deleted_at IS NULL), 0) AS failure_head,
            COALESCE((SELECT max(r.id) FROM profile_requests r WHERE r.namespace_id = ns.id), 0)
@@ -75,15 +83,24 @@ ORDER BY slug, ord
 -- consolidation_backlog_counts --
 -- Exact number of source rows between each (namespace, stage) cursor and its head, for
 -- status displays (the sensor only needs stage_backlog's has_work). Ids are global per
--- table, so head - cursor alone would count other namespaces' rows too.
+-- table, so head - cursor alone would count other namespaces' rows too. The range is
+-- written as row comparisons, (namespace, cursor) < (namespace_id, id) <= (namespace,
+-- head), which only a (namespace_id, id) index serves: as "namespace_id = x AND id > c"
+-- the plan made once for every pair was now and then a range of the primary key, reading
+-- every namespace's rows in it.
+-- %(count_limit)s (NULL: none) stops each count there, for a display that says "at least".
 SELECT x.namespace_id, x.stage,
        CASE x.source
-           WHEN 'episodes' THEN (SELECT count(*) FROM episodes e
-                                 WHERE e.namespace_id = x.namespace_id AND e.deleted_at IS NULL
-                                   AND e.id > x.cursor AND e.id <= x.head)
-           WHEN 'facts' THEN (SELECT count(*) FROM facts f
-                              WHERE f.namespace_id = x.namespace_id AND f.id > x.cursor AND f.id <= x.head
-                                AND f.origin <> 'profile')
+           WHEN 'episodes' THEN (SELECT count(*) FROM (
+                                 SELECT 1 FROM episodes e
+                                 WHERE (e.namespace_id, e.id) > (x.namespace_id, x.cursor)
+                                   AND (e.namespace_id, e.id) <= (x.namespace_id, x.head)
+                                   AND e.deleted_at IS NULL LIMIT %(count_limit)s) waiting)
+           WHEN 'facts' THEN (SELECT count(*) FROM (
+                              SELECT 1 FROM facts f
+                              WHERE (f.namespace_id, f.id) > (x.namespace_id, x.cursor)
+                                AND (f.namespace_id, f.id) <= (x.namespace_id, x.head)
+                                AND f.origin <> 'profile' LIMIT %(count_limit)s) waiting)
            ELSE 0
        END AS backlog
 FROM unnest(%(namespace_ids)s::bigint[], %(stages)s::text[], %(sources)s::text[],
