@@ -82,7 +82,7 @@ def load(store: Any, graph: list[dict[str, Any]]) -> dict[str, Ref]:
     for slug, items in by_namespace.items():
         made = episodes.remember_batch(store, slug, [{"content": e["content"], "occurred_at": e["occurred_at"]}
                                                      for e in items])
-        out |= {e["key"]: ("episode", int(m["id"])) for e, m in zip(items, made, strict=True)}
+        out |= {e["key"]: ("episode", m.id) for e, m in zip(items, made, strict=True)}
     for record in (r for r in graph if r["record"] == "fact"):  # file order: a later works_on supersedes
         made = facts.assert_fact(store, record["namespace"], record["content"], entity=record["entity"],
                                  property=record["property"], value=record["value"], supersede=True)
