@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 from agent_loop import check_error, check_loop, error_script, loop_script
-from conftest import Target
 from google import genai
 from google.genai import types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 from scripted_model import ScriptedModel
+
+from conftest import Target
 
 
 @contextlib.asynccontextmanager

@@ -6,13 +6,14 @@ from typing import Any
 
 import pytest
 from agent_loop import LOOSE_TOOLS, check_error, check_loop, error_script, loop_script
-from conftest import Target
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
 from langchain_openai import ChatOpenAI
 from scripted_model import ScriptedModel
+
+from conftest import Target
 
 
 def _client(target: Target) -> MultiServerMCPClient:

@@ -8,9 +8,10 @@ import pytest
 from agent_loop import LOOSE_TOOLS, check_error, check_loop, error_script, loop_script
 from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
 from agents.mcp import MCPServerStdio, MCPServerStreamableHttp
-from conftest import Target
 from openai import AsyncOpenAI
 from scripted_model import ScriptedModel
+
+from conftest import Target
 
 set_tracing_disabled(True)  # the SDK's traces go to api.openai.com unless told
 

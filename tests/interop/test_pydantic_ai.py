@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from agent_loop import check_error, check_loop, error_script, loop_script
-from conftest import Target
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from openai import AsyncOpenAI
@@ -13,6 +12,8 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from scripted_model import ScriptedModel
+
+from conftest import Target
 
 
 def _toolset(target: Target) -> MCPToolset[None]:
