@@ -6,7 +6,9 @@
     entities.py    the entity leg's phrases; names masked out of the query's vector
     vectors.py     the text the query's vector is made from, its cache key, the vector
     statement.py   the recall statements in one round trip; prepared on each connection
-    queries/recall.sql  the statements PostgreSQL runs: legs, scoring, context, entity leg, fusion
+    queries/recall.sql  the recall statement PostgreSQL runs: legs, scoring, context, entity leg, fusion
+    queries/recall_before.sql  the statements pipelined before it: settings, the scope check, names
+    rerank.py      an optional reranking endpoint reorders the best candidates
     grouping.py    one result per piece of evidence (lineage), then diversity
     shape.py       the agent's answer: compact hits, context turns, token budgets
     pipeline.py    search → rank → hits / answer: the steps in order

@@ -18,9 +18,10 @@ from typing import Any
 class RecallConfig:
     """How recall ranks; the rules are the headers of ``recall/queries/recall.sql``'s parts."""
 
-    #: weight of the cosine in a row's score (recall.sql, hybrid_score); the rest, BM25 coverage's
+    #: weight of the cosine in a row's score (the SQL function hybrid_score, migration 0023); the rest,
+    #: BM25 coverage's
     w_vector: float = 0.4
-    #: Okapi BM25 parameters (recall.sql, bm25; the usual defaults)
+    #: Okapi BM25 parameters (the SQL function bm25_term, migration 0023; the usual defaults)
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
     #: candidates per vector list = max(min_candidates, candidate_factor * limit)
@@ -56,7 +57,7 @@ class RecallConfig:
     #: the entity leg (recall/entities.py) in hybrid mode
     entity_leg: bool = True
     #: the query vector of a hybrid recall naming an entity whose every word is in at least
-    #: mask_share of the scope's rows (recall.sql, recall_names): mask_weight times the vector
+    #: mask_share of the scope's rows (recall_before.sql, recall_names): mask_weight times the vector
     #: of the query with that name masked (entity_recall.masked), plus the rest times its own
     mask_names: bool = True
     mask_share: float = 0.1

@@ -1,7 +1,8 @@
 """Running the recall statements: one pipelined round trip, and their preparation per connection.
 
-``round_trip`` pipelines ``recall_search_params``, ``recall_check`` and ``recall``
-(``recall/queries/recall.sql``) as one transaction, after the embedding cache's write
+``round_trip`` pipelines ``recall_search_params``, ``recall_check``
+(``recall/queries/recall_before.sql``) and ``recall`` (``recall/queries/recall.sql``) as one
+transaction, after the embedding cache's write
 when the query's vector was just computed. No vector is sent as a NULL typed as one
 (``NULL_VECTOR``): a query seen before and a new one (its vector given) then use the same
 prepared statements, planned once per connection.
