@@ -49,7 +49,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 from bench import capacity, common, recall_latency
-from bench.browser_paint import PaintBrowser, Timing
+from bench.browser_paint import Browser, Timing, load
 from bench.data import generate
 from stash_pipeline.db.sql import parse
 
@@ -195,11 +195,11 @@ def not_there(timing: Timing) -> bool:
     return timing.status == 404 and timing.content_type != "text/html"
 
 
-def measure(browser: PaintBrowser, base: str, wanted: Sequence[tuple[str, str]], runs: int) -> list[PageTimes]:
+def measure(browser: Browser, base: str, wanted: Sequence[tuple[str, str]], runs: int) -> list[PageTimes]:
     """The first load of each page in turn, then ``runs`` rounds over the pages that are there."""
     times = [PageTimes(label, path) for label, path in wanted]
     for page in times:
-        first = browser.load(base + page.path)
+        first = load(browser, base + page.path)
         if not_there(first):
             page.skipped = "not there yet (404)"
         else:
@@ -207,7 +207,7 @@ def measure(browser: PaintBrowser, base: str, wanted: Sequence[tuple[str, str]],
     for _ in range(runs):
         for page in times:
             if not page.skipped:
-                page.warm.append(browser.load(base + page.path))
+                page.warm.append(load(browser, base + page.path))
     return times
 
 
@@ -256,7 +256,7 @@ def run(store: Any, size: int, runs: int, serve: Serve = console) -> tuple[Targe
     page; everything the tables need."""
     targets, counts = build(store, size)
     common.log(f"store ready: {counts}; serving it")
-    with serve(store) as (base, token), PaintBrowser() as browser:
+    with serve(store) as (base, token), Browser() as browser:
         browser.set_headers({"Authorization": f"Bearer {token}"})
         common.log(f"{base}: loading {len(pages(targets))} pages, 1 + {runs} times each")
         times = measure(browser, base, pages(targets), runs)

@@ -9,4 +9,6 @@ both can use it without importing each other (``tests/unit/test_tests_and_bench_
 * ``testkit.database``: a real PostgreSQL + pgvector, one fresh database per test (pytest
   fixtures, registered for ``tests/`` and ``bench/tests/`` by the root ``conftest.py``).
 * ``testkit.recall_sets``: a small labelled recall set and a short chat, written into a store.
+* ``testkit.browser``: headless Chromium over the DevTools protocol (the browser tests, the
+  console's paint bench).
 """

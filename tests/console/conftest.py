@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,8 +34,8 @@ from stash_pipeline.operations.base import UNRESTRICTED
 from stash_pipeline.store import Store
 from stash_serve.http import build_app
 from stash_serve.mcp.server import build_server
+from testkit.browser import CHROMIUM, Browser
 from testkit.database import WRITE_SCREENSHOTS, free_port, with_db
-from tests.support.browser import CHROMIUM, Browser
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 #: a stored payload that would run if any page rendered text unescaped
@@ -148,6 +150,29 @@ def sign_in(browser: Browser, world: World, who: str, path: str = "/") -> None:
     browser.click("form.login button")
     browser.wait_until("signed in", lambda: "/login" not in browser.url and browser.evaluate(
         "document.readyState") == "complete")
+
+
+def fetch(url: str, headers: dict[str, str] | None = None, data: bytes | None = None,
+          ) -> tuple[int, str, dict[str, str]]:
+    """A request as a script sends it (no browser, redirects not followed): status, body, headers."""
+    request = urllib.request.Request(url, headers=headers or {}, data=data)
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(request, timeout=30) as response:
+            return response.status, response.read().decode(), dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(), dict(exc.headers)
+
+
+def status_of(world: World, who: str, path: str) -> tuple[int, str]:
+    """A console page fetched with the token ``who`` as a bearer: its status and body."""
+    status, body, _ = fetch(world.url(path), headers={"Authorization": f"Bearer {world.tokens[who]}"})
+    return status, body
 
 
 def click_through(browser: Browser, selector: str) -> None:

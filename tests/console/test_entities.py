@@ -19,6 +19,7 @@ from stash_pipeline.consolidation.reasoner import reset_mode_cache
 from stash_pipeline.models import GraphEdge, GraphNode, Neighbourhood
 from stash_pipeline.store import Store
 from stash_serve.console.graph import draw
+from testkit.browser import Browser
 from testkit.openai_server import ScriptedOpenAI
 from testkit.scripted_model import ScriptedModel
 from tests.console.conftest import (
@@ -28,8 +29,8 @@ from tests.console.conftest import (
     never_ran_script,
     screenshot,
     sign_in,
+    status_of,
 )
-from tests.support.browser import Browser
 
 pytestmark = needs_chromium
 
@@ -222,11 +223,5 @@ def test_a_crowded_picture_names_its_commonest_relation_once() -> None:
 def test_only_an_admin_is_offered_the_erasure_of_an_entity(world: World) -> None:
     alice = entity_id(world, "Alice", "/team/alpha")
 
-    def page_for(token: str) -> str:
-        request = urllib.request.Request(world.url(f"/entities/{alice}"),
-                                         headers={"Authorization": f"Bearer {world.tokens[token]}"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.read().decode()
-
-    assert f"/console/erase/entity/{alice}" in page_for("admin")
-    assert "/console/erase/" not in page_for("writer")
+    assert f"/console/erase/entity/{alice}" in status_of(world, "admin", f"/entities/{alice}")[1]
+    assert "/console/erase/" not in status_of(world, "writer", f"/entities/{alice}")[1]

@@ -11,8 +11,8 @@ import pytest
 
 from stash_pipeline import errors
 from stash_pipeline.memory import facts, namespaces
+from testkit.browser import Browser
 from tests.console.conftest import XSS, World, call, needs_chromium, never_ran_script, screenshot, sign_in
-from tests.support.browser import Browser
 
 pytestmark = needs_chromium
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.browser import Browser
 from tests.console.conftest import World, call, needs_chromium, never_ran_script, screenshot, sign_in
-from tests.support.browser import Browser
 
 pytestmark = needs_chromium
 

@@ -4,12 +4,11 @@ paging, scope by URL and escaping."""
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from testkit.browser import Browser
 from tests.console.conftest import (
     XSS,
     World,
@@ -19,21 +18,12 @@ from tests.console.conftest import (
     never_ran_script,
     screenshot,
     sign_in,
+    status_of,
 )
-from tests.support.browser import Browser
 
 pytestmark = needs_chromium
 
 ROWS = "[...document.querySelectorAll('table.facts-list tbody tr')]"
-
-
-def status_of(world: World, who: str, path: str) -> tuple[int, str]:
-    request = urllib.request.Request(world.url(path), headers={"Authorization": f"Bearer {world.tokens[who]}"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 def fact_ids(browser: Browser) -> list[int]:

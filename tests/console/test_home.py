@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from tests.console.conftest import World, call, needs_chromium, screenshot, sign_in
-from tests.support.browser import Browser
+from testkit.browser import Browser
+from tests.console.conftest import World, call, fetch, needs_chromium, screenshot, sign_in
 
 pytestmark = needs_chromium
-
-
-def fetch(url: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> tuple[int, str, dict[str, str]]:
-    request = urllib.request.Request(url, headers=headers or {}, data=data)
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: object, **kwargs: object) -> None:
-            return None
-
-    opener = urllib.request.build_opener(NoRedirect)
-    try:
-        with opener.open(request, timeout=30) as response:
-            return response.status, response.read().decode(), dict(response.headers)
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(), dict(exc.headers)
 
 
 def test_a_page_without_a_token_goes_to_the_login_page_and_a_bad_token_is_refused(

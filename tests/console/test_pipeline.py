@@ -10,8 +10,8 @@ from pathlib import Path
 from stash_pipeline.memory import namespaces
 from stash_pipeline.stages import STAGE_NAMES
 from stash_serve.console.pipeline import asset_url, bar, runs_url
+from testkit.browser import Browser
 from tests.console.conftest import XSS, World, call, needs_chromium, never_ran_script, screenshot, sign_in
-from tests.support.browser import Browser
 
 pytestmark = needs_chromium
 

@@ -7,8 +7,8 @@ import json
 import urllib.parse
 from pathlib import Path
 
+from testkit.browser import Browser
 from tests.console.conftest import World, needs_chromium, never_ran_script, screenshot, sign_in
-from tests.support.browser import Browser
 
 pytestmark = needs_chromium
 

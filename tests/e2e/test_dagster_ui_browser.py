@@ -48,10 +48,10 @@ from urllib.parse import quote
 import psutil
 import pytest
 
+from testkit.browser import CHROMIUM, Browser
 from testkit.database import WRITE_SCREENSHOTS
 from tests.conftest import free_port
 from tests.e2e.up_process import process_tree, wait_port, wait_ready
-from tests.support.browser import CHROMIUM, Browser
 from tests.support.openai_server import Reply, ScriptedOpenAI
 from tests.support.scripted_model import ScriptedModel
 

@@ -1,4 +1,4 @@
-"""A small driver for headless Chromium over the Chrome DevTools Protocol (CDP), for tests.
+"""A small driver for headless Chromium over the Chrome DevTools Protocol (CDP), for tests and bench.
 
     with Browser() as page:
         page.goto("http://127.0.0.1:3000/")
