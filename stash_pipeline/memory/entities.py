@@ -260,13 +260,7 @@ def merge_entities(
     note = validate.optional_text(store.settings, note, "note")
     with store.db.transaction() as tx:
         keep, merge = _lock_pair(tx, keep_id, merge_id, scope_ids(tx, namespaces))
-        if keep["namespace_id"] != merge["namespace_id"]:
-            raise errors.InvalidInput("entities of different namespaces cannot be merged")
-        for row in (keep, merge):
-            if row["merged_into"] is not None:
-                raise errors.InvalidTransition(
-                    f"entity {row['id']} is already merged into entity {row['merged_into']}; use that one"
-                )
+        check_merge(keep, merge)
         aliases = tx.all("entity_move_aliases", source=merge_id, target=keep_id, normalised=None)
         facts = tx.all("entity_move_facts", source=merge_id, target=keep_id, ids=None)
         ends = tx.one("entity_move_relationship_ends", source=merge_id, target=keep_id, from_ids=None, to_ids=None)
@@ -276,6 +270,39 @@ def merge_entities(
         moved = _moved([a["normalised"] for a in aliases], len(facts), ends)
         correction_id = _record(tx, keep, "merge", merge_id, moved, note)
     return EntityMerge(id=keep_id, merged_id=merge_id, correction_id=correction_id, moved=moved)
+
+
+def check_merge(keep: Row, merge: Row) -> None:
+    """A merge's rules, checked by the merge and by its preview: one namespace, neither
+    entity merged away already."""
+    if keep["namespace_id"] != merge["namespace_id"]:
+        raise errors.InvalidInput("entities of different namespaces cannot be merged")
+    for row in (keep, merge):
+        if row["merged_into"] is not None:
+            raise errors.InvalidTransition(
+                f"entity {row['id']} is already merged into entity {row['merged_into']}; use that one"
+            )
+
+
+def check_split(tx: Session, source: Row, keys: list[str]) -> tuple[dict[str, str], int | None]:
+    """A split's rules, checked by the split and by its preview: the entity is not merged
+    away, ``keys`` are some of its aliases (normalised) and not all of them. Returns its
+    aliases (normalised -> as written) and the entity an earlier merge brought exactly
+    those aliases from (None: a new entity takes them)."""
+    entity_id = int(source["id"])
+    if source["merged_into"] is not None:
+        raise errors.InvalidTransition(f"entity {entity_id} is merged into entity {source['merged_into']}")
+    known = {a["normalised"]: a["alias"] for a in tx.all("entity_aliases_of", id=entity_id, limit=None, offset=0,
+                                                            all_namespaces=True, ns_ids=[])}
+    unknown = [k for k in keys if k not in known]
+    if unknown:
+        raise errors.InvalidInput(f"entity {entity_id} has no alias {', '.join(unknown)}; its aliases: "
+                                  f"{', '.join(sorted(known))}")
+    if len(keys) == len(known):
+        raise errors.InvalidInput("a split must leave the entity at least one alias")
+    revived = next((int(m["other_entity_id"]) for m in tx.all("entity_merges_into", id=entity_id)
+                    if sorted(m["moved"].get("aliases", [])) == keys), None)
+    return known, revived
 
 
 def _moved(aliases: list[str], facts: int, ends: Row | None) -> EntityMoved:
@@ -310,18 +337,7 @@ def split_entity(
         source = found_in_scope(
             next(iter(tx.all("entity_lock", ids=[entity_id])), None), scope_ids(tx, namespaces), f"entity {entity_id}"
         )
-        if source["merged_into"] is not None:
-            raise errors.InvalidTransition(f"entity {entity_id} is merged into entity {source['merged_into']}")
-        known = {a["normalised"]: a["alias"] for a in tx.all("entity_aliases_of", id=entity_id, limit=None, offset=0,
-                                                                    all_namespaces=True, ns_ids=[])}
-        unknown = [k for k in keys if k not in known]
-        if unknown:
-            raise errors.InvalidInput(f"entity {entity_id} has no alias {', '.join(unknown)}; its aliases: "
-                                      f"{', '.join(sorted(known))}")
-        if len(keys) == len(known):
-            raise errors.InvalidInput("a split must leave the entity at least one alias")
-        revived = next((int(m["other_entity_id"]) for m in tx.all("entity_merges_into", id=entity_id)
-                        if sorted(m["moved"].get("aliases", [])) == keys), None)
+        known, revived = check_split(tx, source, keys)
         if revived is not None:
             target = revived
             tx.execute("entity_set_merged_into", id=target, into=None)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from stash_pipeline import errors
 from stash_pipeline.db.gateway import Session
-from stash_pipeline.memory.entities import normalise
+from stash_pipeline.memory.entities import check_merge, check_split, normalise
 from stash_pipeline.memory.scope import found_in_scope, read_scope, scope_ids
 from stash_pipeline.models import (
     CorrectionPreview,
@@ -116,13 +116,7 @@ def merge_preview(
         scope = scope_ids(tx, namespaces)
         keep = found_in_scope(tx.one("entity_get", id=keep_id), scope, f"entity {keep_id}")
         merge = found_in_scope(tx.one("entity_get", id=merge_id), scope, f"entity {merge_id}")
-        if keep["namespace_id"] != merge["namespace_id"]:
-            raise errors.InvalidInput("entities of different namespaces cannot be merged")
-        for row in (keep, merge):
-            if row["merged_into"] is not None:
-                raise errors.InvalidTransition(
-                    f"entity {row['id']} is already merged into entity {row['merged_into']}; use that one"
-                )
+        check_merge(keep, merge)
         aliases = tx.all("entity_aliases_of", id=merge_id, limit=None, offset=0, all_namespaces=True, ns_ids=[])
         counts = tx.one("neighbourhood_merge_counts", id=merge_id) or {}
     return CorrectionPreview(
@@ -143,18 +137,7 @@ def split_preview(
     keys = sorted({normalise(a) for a in aliases})
     with store.db.transaction() as tx:
         source = found_in_scope(tx.one("entity_get", id=entity_id), scope_ids(tx, namespaces), f"entity {entity_id}")
-        if source["merged_into"] is not None:
-            raise errors.InvalidTransition(f"entity {entity_id} is merged into entity {source['merged_into']}")
-        known = {a["normalised"]: a["alias"] for a in tx.all("entity_aliases_of", id=entity_id, limit=None, offset=0,
-                                                                    all_namespaces=True, ns_ids=[])}
-        unknown = [k for k in keys if k not in known]
-        if unknown:
-            raise errors.InvalidInput(f"entity {entity_id} has no alias {', '.join(unknown)}; its aliases: "
-                                      f"{', '.join(sorted(known))}")
-        if len(keys) == len(known):
-            raise errors.InvalidInput("a split must leave the entity at least one alias")
-        revived = next((int(m["other_entity_id"]) for m in tx.all("entity_merges_into", id=entity_id)
-                        if sorted(m["moved"].get("aliases", [])) == keys), None)
+        known, revived = check_split(tx, source, keys)
         wanted = set(keys)
         facts = sum(1 for f in tx.all("entity_fact_names", id=entity_id) if normalise(f["entity"]) in wanted)
         ends = sum(
