@@ -21,7 +21,9 @@ Python SDK raises ``MCPError`` with that code and data), so an agent or its fram
 sees a busy server, not a timeout, and when to come back. ``Retry-After`` is whole
 seconds (at least 1); ``retry_after_s`` is finer: the time the requests running and
 waiting ahead take at the recent service time (``stash_serve.limits.Admission``).
-Nothing of a refused request ran: a refused ``remember`` stored nothing.
+Nothing of a refused request ran: a refused ``remember`` stored nothing. A token past its
+own limit of requests in flight gets the same error at 429, its ``data.error``
+``rate_limited`` and its id null (``stash_serve.http``: that body is never read).
 
 What is not counted: a POST carrying no request (a notification or a response: nothing to
 wait for, and cheap), health, readiness and metrics, and the legacy SSE transport, whose
@@ -44,6 +46,10 @@ from stash_serve.metrics import BUSY, RUNNING, WAITING
 BUSY_CODE = -32005
 #: the error name in the answer's ``data``, as tool errors name theirs
 BUSY_ERROR = "busy"
+#: a token past its own limit of requests in flight (HTTP 429, ``stash_serve.http``) gets the
+#: same code, since the remedy is the same (wait, send again); ``data.error`` names the limit
+RATE_LIMITED_CODE = BUSY_CODE
+RATE_LIMITED_ERROR = "rate_limited"
 
 
 class AdmissionControl:
@@ -90,11 +96,7 @@ class AdmissionControl:
         admission = self.admission
         retry_s = admission.retry_after_s()
         message = busy_message(admission, reason, retry_s)
-        data = {"error": BUSY_ERROR, "message": message, "retry_after_s": retry_s}
-        answers = [
-            {"jsonrpc": "2.0", "id": id_, "error": {"code": BUSY_CODE, "message": message, "data": data}}
-            for id_ in ids
-        ]
+        answers = [refusal(id_, BUSY_CODE, BUSY_ERROR, message, retry_s) for id_ in ids]
         answer = json.dumps(answers if isinstance(payload, list) else answers[0]).encode()
         await send({
             "type": "http.response.start",
@@ -106,6 +108,13 @@ class AdmissionControl:
             ],
         })
         await send({"type": "http.response.body", "body": answer})
+
+
+def refusal(id_: Any, code: int, error: str, message: str, retry_after_s: float) -> dict[str, Any]:
+    """The JSON-RPC error refusing request ``id_`` (None when its body was not read): ``code``,
+    and ``data`` naming the ``error`` and the seconds to wait before sending it again."""
+    data = {"error": error, "message": message, "retry_after_s": retry_after_s}
+    return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message, "data": data}}
 
 
 def busy_message(admission: Admission, reason: str, retry_s: float) -> str:
@@ -146,4 +155,5 @@ def _replay(first: Message, receive: Receive) -> Receive:
     return replay
 
 
-__all__ = ["BUSY_CODE", "BUSY_ERROR", "AdmissionControl", "busy_message"]
+__all__ = ["BUSY_CODE", "BUSY_ERROR", "RATE_LIMITED_CODE", "RATE_LIMITED_ERROR", "AdmissionControl",
+           "busy_message", "refusal"]

@@ -31,7 +31,7 @@ address failing with ten times as many, across tokens, has its lookups of tokens
 valid paced (STASH_AUTH_GUESS_LOOKUPS_PER_SECOND, one at a time; the others wait their
 turn) and an unknown one answered 429 once looked up: a valid token is never refused. A
 token has at most STASH_HTTP_MAX_REQUESTS_PER_TOKEN requests in flight (one more waits
-briefly, then 429).
+briefly, then 429; on /mcp with a JSON-RPC error, as busy is answered).
 The address is the TCP peer unless it is one of STASH_TRUSTED_PROXIES
 (``stash_serve.http_edge``). Health and metrics stay open so
 probes and scrapers need no secret; health answers within HEALTH_BUDGET_S whether or not
@@ -68,7 +68,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.store import Store
-from stash_serve.admission import AdmissionControl
+from stash_serve.admission import RATE_LIMITED_CODE, RATE_LIMITED_ERROR, AdmissionControl, refusal
 from stash_serve.console import routes as console_routes
 from stash_serve.console.app import build_console
 from stash_serve.limits import Admission, InFlight, Pacer, SlidingWindow
@@ -87,6 +87,8 @@ GUESS_FACTOR = 10
 #: a request of a token with STASH_HTTP_MAX_REQUESTS_PER_TOKEN in flight waits this long for
 #: one to finish (a burst of calls passes), then is answered 429
 IN_FLIGHT_WAIT_S = 2.0
+#: ... and told to come back after this many seconds
+IN_FLIGHT_RETRY_S = 1
 #: /healthz and /readyz answer within this many seconds, the database up or not
 HEALTH_BUDGET_S = 0.8
 
@@ -238,7 +240,9 @@ class BearerAuthMiddleware:
     until its answer ends (an open SSE stream holds one while it lasts); one more waits up
     to IN_FLIGHT_WAIT_S for a place (a burst of quick calls passes), then is answered 429
     with Retry-After: 1, so one token's slow or stalled requests cannot take every
-    connection the server has.
+    connection the server has. On /mcp that answer is a JSON-RPC error (code
+    RATE_LIMITED_CODE, ``data.error`` ``rate_limited``, id null: the body is not read for
+    it), which MCP clients raise as the call's error; elsewhere it is Stash's error JSON.
     """
 
     def __init__(self, app: ASGIApp, store: Store, tokens: TokenCheck | None = None) -> None:
@@ -283,7 +287,7 @@ class BearerAuthMiddleware:
                 if got:
                     await self._serve_while_checking(scope, receive, send, address, secret, seen)
                 else:
-                    await self._too_many(send)
+                    await self._too_many(scope, send)
             return
         guessing = secret is not None and not self.guesses.allowed(address)
         try:
@@ -299,16 +303,22 @@ class BearerAuthMiddleware:
         self.seen.add(secret, token)
         async with self.in_flight.slot(token.id) as got:
             if not got:
-                await self._too_many(send)
+                await self._too_many(scope, send)
                 return
             _admit(scope, token)
             await self.app(scope, receive, send)
 
-    async def _too_many(self, send: Send) -> None:
-        await _deny(send, 429, errors.RateLimited(
+    async def _too_many(self, scope: Scope, send: Send) -> None:
+        exc = errors.RateLimited(
             f"this token has had {self.in_flight.limit} requests in flight for {IN_FLIGHT_WAIT_S:g} s "
             "(STASH_HTTP_MAX_REQUESTS_PER_TOKEN); retry when one has finished"
-        ), retry_after=1)
+        )
+        if scope["path"] != STREAMABLE_PATH:
+            await _deny(send, 429, exc, retry_after=IN_FLIGHT_RETRY_S)
+            return
+        AUTH_FAILURES.labels("429").inc()
+        answer = refusal(None, RATE_LIMITED_CODE, RATE_LIMITED_ERROR, exc.message, float(IN_FLIGHT_RETRY_S))
+        await _send_json(send, 429, answer, [(b"retry-after", str(IN_FLIGHT_RETRY_S).encode())])
 
     async def _serve_while_checking(
         self, scope: Scope, receive: Receive, send: Send, address: str, secret: str, seen: TokenInfo

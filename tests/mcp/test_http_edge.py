@@ -16,9 +16,11 @@ from typing import Any
 
 import httpx2
 import pytest
+from mcp_types import JSONRPCError, jsonrpc_message_adapter
 
 from stash_pipeline import auth
 from stash_pipeline.config import load_settings
+from stash_serve.admission import RATE_LIMITED_CODE
 from stash_serve.http import IN_FLIGHT_WAIT_S
 from stash_serve.http_edge import uvicorn_options
 from tests.mcp.test_transports import INITIALIZE, MCP_HEADERS, _serve_http
@@ -331,8 +333,8 @@ def test_a_trickled_body_is_cut_off_at_its_deadline(slow_edge: str, store: Any) 
 def test_one_token_has_a_bounded_number_of_requests_in_flight(slow_edge: str, store: Any) -> None:
     """STASH_HTTP_MAX_REQUESTS_PER_TOKEN (2 here): with two slow requests of a token in
     flight, a third of that token waits briefly (IN_FLIGHT_WAIT_S) for a place, then is
-    answered 429 with Retry-After: 1, while another token is served at once; once the slow
-    ones end, the token is served again."""
+    answered 429 with Retry-After: 1 and a JSON-RPC error (``rate_limited``), while another
+    token is served at once; once the slow ones end, the token is served again."""
     token = auth.create_token(store, ["/"], ["read"])["token"]
     other = auth.create_token(store, ["/"], ["read"])["token"]
     slow = [_slow_request(slow_edge, token) for _ in range(2)]
@@ -358,8 +360,13 @@ def test_one_token_has_a_bounded_number_of_requests_in_flight(slow_edge: str, st
             time.sleep(0.05)
         assert statuses[-1] == 429, statuses
         assert IN_FLIGHT_WAIT_S - 0.1 <= waited < 4, waited  # waited for a place, in vain
-        assert third.headers["retry-after"] == "1" and third.json()["error"] == "rate_limited", third.text
-        assert "STASH_HTTP_MAX_REQUESTS_PER_TOKEN" in third.json()["message"]
+        assert third.headers["retry-after"] == "1", third.headers
+        # a JSON-RPC error, as the MCP client parses it, with what an agent acts on
+        refused = jsonrpc_message_adapter.validate_json(third.content, by_name=False)
+        assert isinstance(refused, JSONRPCError) and refused.id is None, third.text
+        assert refused.error.code == RATE_LIMITED_CODE and refused.error.data is not None, third.text
+        assert refused.error.data["error"] == "rate_limited" and refused.error.data["retry_after_s"] == 1, third.text
+        assert "STASH_HTTP_MAX_REQUESTS_PER_TOKEN" in refused.error.message
         assert post(other).status_code == 200  # another token is not held up
         for thread in trickling:  # the slow ones end (cut off at their deadline)
             thread.join(timeout=20)
