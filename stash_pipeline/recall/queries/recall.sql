@@ -1,12 +1,10 @@
--- Recall's own statement, plain SQL: what PostgreSQL runs is what is written here. It runs
--- after recall_search_params and recall_check (recall_before.sql: how the statements fit
--- together, and the rules that are functions of migration 0023). Rules used below in
--- several places:
--- * "in scope": t.namespace_id = ANY((SELECT ids FROM scope)::bigint[]).
--- * "present": %(as_of)s and %(known_at)s are both NULL (a read of now).
--- * weight of a row in the ranking: fact_weight on a fact, subject_weight too on one the
---   entity leg reached; none on one that restates its source or, not reached, lies below
---   weight_min_cosine to the query (matched on a stray word).
+-- Recall's own statement, plain SQL: what PostgreSQL runs is what is written here and in
+-- the functions it calls, which the planner inlines (migration 0023: rules written once;
+-- 0025: the reads of each leg and kind). It runs after recall_search_params and recall_check
+-- (recall_before.sql). "In scope": namespace_id = ANY(scope.ids); "present": %(as_of)s and
+-- %(known_at)s both NULL (a read of now). A row's weight in the ranking: fact_weight on a
+-- fact, subject_weight too on one the entity leg reached; none on one that restates its
+-- source or, not reached, lies below weight_min_cosine to the query (matched on a stray word).
 
 -- recall --
 -- Recall in one statement; grouping (stash_pipeline/recall/grouping.py) folds its rows into
@@ -22,10 +20,9 @@ query_vector AS MATERIALIZED (
                            WHERE c.text_hash = %(text_hash)s AND c.model = %(embedding_model)s
                              AND c.endpoint = %(embedding_endpoint)s)) AS v) q
 ),
--- scope: the namespaces %(paths)s name, unless %(all_namespaces)s. A read that can use a
--- namespace index is written for all namespaces and for the scope behind one-time tests
--- (only one runs), not as "all OR in scope": under the generic plan such an OR uses no
--- namespace index.
+-- scope: the namespaces %(paths)s name, unless %(all_namespaces)s. A read by a namespace
+-- index has a form for each behind one-time tests: an "all OR in scope" uses no namespace
+-- index under the generic plan.
 scope AS MATERIALIZED (
     SELECT COALESCE(array_agg(n.id), '{}')::bigint[] AS ids FROM namespaces n WHERE NOT %(all_namespaces)s
       AND EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug) WHERE namespace_within(n.slug, p.slug))
@@ -42,19 +39,10 @@ query_lexemes AS (
     SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(stash_lexemes(%(query)s))) AS l
     WHERE (SELECT ready FROM query_vector)
 ), corpus AS (
-    SELECT COALESCE(sum(s.documents), 0)::float8 AS documents,
-           GREATEST(COALESCE(sum(s.total_length), 0)::float8 / NULLIF(sum(s.documents), 0), 1) AS average_length
-    FROM (SELECT * FROM recall_text_stats WHERE %(all_namespaces)s UNION ALL
-          SELECT * FROM recall_text_stats WHERE NOT %(all_namespaces)s
-                                            AND recall_text_stats.namespace_id = ANY((SELECT ids FROM scope)::bigint[])) s
+    SELECT c.* FROM scope s, LATERAL text_corpus(%(all_namespaces)s, s.ids) c
 ), terms AS MATERIALIZED (
-    SELECT q.lexeme,
-           CASE WHEN %(all_namespaces)s
-                THEN (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
-                      WHERE true AND t.lexeme = q.lexeme)
-                ELSE (SELECT COALESCE(sum(t.documents), 0)::float8 FROM recall_term_stats t
-                      WHERE t.namespace_id = ANY((SELECT ids FROM scope)::bigint[]) AND t.lexeme = q.lexeme) END AS df
-    FROM query_lexemes q WHERE %(use_text)s
+    SELECT q.lexeme, t.df FROM query_lexemes q, scope s, LATERAL term_documents(q.lexeme, %(all_namespaces)s, s.ids) t
+    WHERE %(use_text)s
 ), weights AS (
     SELECT t.lexeme, t.df, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf,
            sum(t.df) OVER (ORDER BY t.df, t.lexeme) AS cumulative_df,
@@ -74,110 +62,45 @@ query_lexemes AS (
 -- large namespace it passes mostly others' rows before it has enough of a small one's; and
 -- a word rare in a small scope may be common beside it, so its rows are tested for words.
 exact AS MATERIALIZED (SELECT NOT %(all_namespaces)s AND c.documents <= %(exact_scan_limit)s AS small FROM corpus c),
--- The vector leg, per kind: the nearest %(candidates)s rows by HNSW cosine, in the index's
--- order of the half-precision embedding_key (every score below is full precision); in a
--- small scope the scope's rows by full-precision cosine ("+ 0": an order no index gives, so
--- the scope's rows are read and sorted). A row still waiting for its vector is no
--- candidate. The rows carry the columns scoring needs: the scan has them in hand.
+-- The legs read each kind through the functions of migration 0025, given what was computed
+-- once above as columns (so the functions are inlined). The vector leg: the nearest
+-- %(candidates)s rows of each kind (fact_nearest, episode_nearest).
 fact_vec AS (
-    (SELECT f.id, f.namespace_id, f.search, f.embedding, NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
-     FROM facts f WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND f.embedding IS NOT NULL
-       AND NOT (SELECT small FROM exact) AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY embedding_key(f.embedding) <=> embedding_key((SELECT v FROM query_vector)) LIMIT %(candidates)s)
-    UNION ALL
-    (SELECT f.id, f.namespace_id, f.search, f.embedding, NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata
-     FROM facts f WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND f.embedding IS NOT NULL
-       AND (SELECT small FROM exact) AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-     ORDER BY (f.embedding <=> (SELECT v FROM query_vector)) + 0 LIMIT %(candidates)s)
+    SELECT n.* FROM query_vector q, scope s, exact x,
+    LATERAL fact_nearest(q.v, %(use_vector)s AND q.ready, %(all_namespaces)s, x.small, s.ids,
+                         %(as_of)s, %(known_at)s, %(include_history)s, %(candidates)s::bigint) n
 ), episode_vec AS (
-    (SELECT e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
-     FROM episodes e WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND e.embedding IS NOT NULL
-       AND NOT (SELECT small FROM exact) AND (%(all_namespaces)s OR e.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY embedding_key(e.embedding) <=> embedding_key((SELECT v FROM query_vector)) LIMIT %(candidates)s)
-    UNION ALL
-    (SELECT e.id, e.namespace_id, e.search, e.embedding, e.occurred_at, e.metadata
-     FROM episodes e WHERE %(use_vector)s AND (SELECT ready FROM query_vector) AND e.embedding IS NOT NULL
-       AND (SELECT small FROM exact) AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s)
-     ORDER BY (e.embedding <=> (SELECT v FROM query_vector)) + 0 LIMIT %(candidates)s)
+    SELECT n.* FROM query_vector q, scope s, exact x,
+    LATERAL episode_nearest(q.v, %(use_vector)s AND q.ready, %(all_namespaces)s, x.small, s.ids,
+                            %(as_of)s, %(known_at)s, %(candidates)s::bigint) n
 ),
--- The text leg, per kind: the rows holding both rarest lexemes (<kind>_pair, q_pair: the
--- word index intersects their lists, far fewer rows than every match of the rarest); then,
--- only when fewer than %(text_pair_min)s rows hold the pair (a one-time test), the rare
+-- The text leg, per kind (fact_matches, episode_matches: the newest %(text_scan_limit)s
+-- visible rows holding the words): the rows holding both rarest lexemes (<kind>_pair,
+-- q_pair: the word index intersects their lists, far fewer rows than every match of the
+-- rarest); then, only when fewer than %(text_pair_min)s rows hold the pair, the rare
 -- lexemes' (q_rare). No older row is dropped for a newer one while the rare words fit.
--- Each match list is the newest %(text_scan_limit)s visible rows holding the words, read
--- three ways behind one-time tests: all namespaces by the word index; a scope by the word
--- index ANDed with the namespace index; a small scope by the namespace index, each row
--- tested for the words ("IS TRUE" keeps the word index out). "id + 0": the matches are
--- sorted, since walking the primary key backwards and testing each row for the words reads
--- thousands of rows.
 fact_pair AS (
-    (SELECT f.id, f.search FROM facts f, tq WHERE %(use_text)s AND %(all_namespaces)s AND f.search @@ tq.q_pair
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND f.search @@ tq.q_pair
-       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND (SELECT small FROM exact) AND (f.search @@ tq.q_pair) IS TRUE
-       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+    SELECT m.* FROM tq, scope s, exact x,
+    LATERAL fact_matches(tq.q_pair, '{}', %(all_namespaces)s, x.small, s.ids, %(as_of)s, %(known_at)s,
+                         %(include_history)s, %(text_scan_limit)s::bigint) m WHERE %(use_text)s
 ), fact_text AS (
     SELECT id, search FROM fact_pair
     UNION ALL
-    (SELECT f.id, f.search FROM facts f, tq WHERE %(use_text)s AND %(all_namespaces)s AND f.search @@ tq.q_rare
-       AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s AND f.id NOT IN (SELECT id FROM fact_pair)
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND f.search @@ tq.q_rare
-       AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s AND f.id NOT IN (SELECT id FROM fact_pair)
-       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT f.id, f.search FROM facts f, tq
-     WHERE %(use_text)s AND (SELECT small FROM exact)
-       AND (f.search @@ tq.q_rare AND (SELECT count(*) FROM fact_pair) < %(text_pair_min)s
-            AND f.id NOT IN (SELECT id FROM fact_pair)) IS TRUE
-       AND f.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s) ORDER BY f.id + 0 DESC LIMIT %(text_scan_limit)s)
+    SELECT m.* FROM tq, scope s, exact x, (SELECT count(*) AS n, COALESCE(array_agg(id), '{}') AS ids FROM fact_pair) p,
+    LATERAL fact_matches(CASE WHEN p.n < %(text_pair_min)s THEN tq.q_rare END, p.ids, %(all_namespaces)s, x.small,
+                         s.ids, %(as_of)s, %(known_at)s, %(include_history)s, %(text_scan_limit)s::bigint) m
+    WHERE %(use_text)s
 ), episode_pair AS (
-    (SELECT e.id, e.search FROM episodes e, tq WHERE %(use_text)s AND %(all_namespaces)s AND e.search @@ tq.q_pair
-       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND e.search @@ tq.q_pair
-       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND (SELECT small FROM exact) AND (e.search @@ tq.q_pair) IS TRUE
-       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+    SELECT m.* FROM tq, scope s, exact x,
+    LATERAL episode_matches(tq.q_pair, '{}', %(all_namespaces)s, x.small, s.ids, %(as_of)s, %(known_at)s,
+                            %(text_scan_limit)s::bigint) m WHERE %(use_text)s
 ), episode_text AS (
     SELECT id, search FROM episode_pair
     UNION ALL
-    (SELECT e.id, e.search FROM episodes e, tq WHERE %(use_text)s AND %(all_namespaces)s AND e.search @@ tq.q_rare
-       AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s AND e.id NOT IN (SELECT id FROM episode_pair)
-       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND NOT %(all_namespaces)s AND NOT (SELECT small FROM exact) AND e.search @@ tq.q_rare
-       AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s AND e.id NOT IN (SELECT id FROM episode_pair)
-       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
-    UNION ALL
-    (SELECT e.id, e.search FROM episodes e, tq
-     WHERE %(use_text)s AND (SELECT small FROM exact)
-       AND (e.search @@ tq.q_rare AND (SELECT count(*) FROM episode_pair) < %(text_pair_min)s
-            AND e.id NOT IN (SELECT id FROM episode_pair)) IS TRUE
-       AND e.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-       AND episode_visible(e, %(as_of)s, %(known_at)s) ORDER BY e.id + 0 DESC LIMIT %(text_scan_limit)s)
+    SELECT m.* FROM tq, scope s, exact x, (SELECT count(*) AS n, COALESCE(array_agg(id), '{}') AS ids FROM episode_pair) p,
+    LATERAL episode_matches(CASE WHEN p.n < %(text_pair_min)s THEN tq.q_rare END, p.ids, %(all_namespaces)s, x.small,
+                            s.ids, %(as_of)s, %(known_at)s, %(text_scan_limit)s::bigint) m
+    WHERE %(use_text)s
 ),
 -- text_top: the best %(text_candidates)s text matches of both kinds by BM25 (as one join and
 -- one aggregate over (match, lexeme) pairs, not a subquery per match) join the vector
@@ -298,56 +221,18 @@ neighbours AS (
     LIMIT %(fetch_limit)s
 ),
 -- The entity leg (hybrid mode; stash_pipeline/recall/entities.py makes %(phrases)s): the
--- entities the query's phrases name by an alias in scope (at most %(max_named)s), their
--- newest %(links_per_entity)s visible relationships each way (source fact visible too)
--- reaching at most %(max_neighbours)s neighbours, and per entity, of its newest
--- %(entity_scan)s visible facts in scope, the %(facts_per_entity)s nearest the query (at
--- most entity_scan rows per entity are read and sorted), each once at its nearest hop; a
--- profile only when its own entity is named (one hop away the query asks for one of the
--- neighbour's facts, and the digest of them all would take that fact's place); the best
--- %(max_facts)s by score. A fact scores as in scoring, except that the query words of the
--- alias that named its entity count as matched when the fact lacks them: entity_credit
--- times their idf but at least entity_match of full_match, times hop_factor one hop away; a
--- fact that spells the name scores as without the leg. MATERIALIZED where the planner would
--- otherwise walk an entity_id index for a LIMIT, sort by walking the facts primary key, or
--- compute a score several times.
-entity_matched AS MATERIALIZED (
-    SELECT a.entity_id, a.alias FROM entity_aliases a
-    WHERE %(all_namespaces)s AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
-    UNION ALL
-    SELECT a.entity_id, a.alias FROM entity_aliases a
-    WHERE NOT %(all_namespaces)s AND a.namespace_id = ANY((SELECT ids FROM scope)::bigint[])
-      AND a.normalised = ANY(%(phrases)s::text[]) AND (SELECT ready FROM query_vector)
-), entity_named AS MATERIALIZED (
-    SELECT m.entity_id, string_agg(m.alias, ' ' ORDER BY m.alias) AS aliases
-    FROM entity_matched m GROUP BY m.entity_id ORDER BY m.entity_id LIMIT %(max_named)s
-), entity_words AS (
-    SELECT m.entity_id, ARRAY(SELECT w.lexeme FROM weights w
-                              WHERE w.lexeme = ANY(tsvector_to_array(stash_lexemes(m.aliases)))) AS words
-    FROM entity_named m
-), entity_links AS (
-    SELECT l.id, l.entity_id, m.entity_id AS named_id FROM entity_named m
-    CROSS JOIN LATERAL entity_newest_links(m.entity_id, %(as_of)s, %(known_at)s, %(include_history)s,
-                                           %(links_per_entity)s) l
-), entity_neighbours AS (
-    SELECT l.entity_id, (array_agg(l.named_id ORDER BY l.id DESC))[1] AS named_id
-    FROM entity_links l WHERE l.entity_id NOT IN (SELECT entity_id FROM entity_named)
-    GROUP BY l.entity_id ORDER BY max(l.id) DESC LIMIT %(max_neighbours)s
-), entity_reached AS (
-    SELECT x.hop, x.named_id, f.id
-    FROM (SELECT entity_id, 0 AS hop, entity_id AS named_id FROM entity_named
-          UNION ALL SELECT nb.entity_id, 1, nb.named_id FROM entity_neighbours nb) x
-    CROSS JOIN LATERAL (
-        SELECT n.id FROM (SELECT f.id, f.embedding FROM facts f
-                          WHERE f.entity_id = x.entity_id
-                            AND (%(all_namespaces)s OR f.namespace_id = ANY((SELECT ids FROM scope)::bigint[]))
-                            AND fact_visible(f, %(as_of)s, %(known_at)s, %(include_history)s)
-                            AND (x.hop = 0 OR f.origin <> 'profile')
-                          ORDER BY f.valid_from DESC, f.id DESC LIMIT %(entity_scan)s) n
-        ORDER BY n.embedding <=> (SELECT v FROM query_vector), n.id DESC LIMIT %(facts_per_entity)s) f
-), entity_facts AS MATERIALIZED (
-    SELECT r.id, min(r.hop) AS hop, (array_agg(r.named_id ORDER BY r.hop, r.named_id))[1] AS named_id
-    FROM entity_reached r GROUP BY r.id
+-- facts of the entities the query's phrases name and of their neighbours (entity_leg_facts),
+-- the best %(max_facts)s by score. A fact scores as in scoring, except that the query words
+-- of the alias that named its entity count as matched when the fact lacks them:
+-- entity_credit times their idf but at least entity_match of full_match, times hop_factor
+-- one hop away; a fact that spells the name scores as without the leg. MATERIALIZED so that
+-- no score is computed several times.
+entity_facts AS MATERIALIZED (
+    SELECT r.* FROM query_vector q, scope s,
+    LATERAL entity_leg_facts(%(phrases)s, q.v, %(all_namespaces)s, s.ids, %(as_of)s, %(known_at)s,
+                             %(include_history)s, %(max_named)s::bigint, %(links_per_entity)s::bigint,
+                             %(max_neighbours)s::bigint, %(entity_scan)s::bigint, %(facts_per_entity)s::bigint) r
+    WHERE q.ready
 ), entity_scored AS MATERIALIZED (
     SELECT r.id, r.hop, 1 - (f.embedding <=> (SELECT v FROM query_vector)) AS cosine,
            COALESCE((
@@ -355,8 +240,9 @@ entity_matched AS MATERIALIZED (
                                     co.average_length, %(k1)s, %(b)s))
                FROM unnest(lexemes_matched(f.search, tq.lexemes)) AS u JOIN weights w ON w.lexeme = u.lexeme), 0) AS bm25,
            COALESCE((SELECT sum(w.idf) FROM weights w
-                     WHERE w.lexeme = ANY(r.words) AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
-    FROM (SELECT t.id, t.hop, m.words FROM entity_facts t JOIN entity_words m ON m.entity_id = t.named_id) r
+                     WHERE w.lexeme = ANY(tsvector_to_array(stash_lexemes(r.aliases)))
+                       AND NOT w.lexeme = ANY(tsvector_to_array(f.search))), 0) AS missing
+    FROM entity_facts r
     CROSS JOIN LATERAL (SELECT x.embedding, x.search FROM facts x WHERE x.id = r.id) f
     CROSS JOIN corpus co CROSS JOIN tq
 ), entity_ranked AS (
@@ -397,35 +283,22 @@ both_legs AS (
     SELECT t.* FROM weighed t WHERE t.place <= %(fetch_limit)s OR (%(entity_pool)s AND t.entity_score IS NOT NULL)
 )
 -- The rows in rank order with what grouping and shaping need: a fact's source episode ids,
--- a profile's member facts, and, with %(excerpt_chars)s set, its source turns (when each
--- occurred, its session marks, its first excerpt_chars characters and one more so the
--- caller can tell the text was cut; forgotten ones as known at known_at, now by default,
--- left out; none for a profile, whose content already gathers what its members say: its
--- ids suffice); an episode hit's context: up to %(context)s turns each side in its session,
--- with as_of or known_at those stored by known_at and occurred by as_of (episode_visible's
--- rule).
+-- a profile's member facts, and, with %(excerpt_chars)s set, its source turns
+-- (fact_source_turns; none for a profile, whose content already gathers what its members
+-- say: its ids suffice); an episode hit's context: up to %(context)s turns each side in its
+-- session (episode_context).
 SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
        n.slug AS namespace, COALESCE(f.content, e.content) AS content, f.confidence, f.valid_from, f.valid_until,
        f.withdrawn_at, CASE WHEN r.kind = 'fact' THEN fact_visible(f, NULL, NULL, false) END AS current,
        CASE WHEN r.kind = 'fact' THEN COALESCE(p.episode_ids, '{}') END AS source_episode_ids,
        CASE WHEN f.origin = 'profile' THEN COALESCE(p.fact_ids, '{}') END AS member_fact_ids,
        CASE WHEN r.kind = 'fact' AND f.origin <> 'profile' AND %(excerpt_chars)s::int IS NOT NULL THEN ARRAY(
-           SELECT jsonb_build_object('id', s.id, 'occurred_at', s.occurred_at, 'metadata', s.metadata,
-                                     'content', left(s.content, %(excerpt_chars)s::int + 1))
-           FROM lineage l JOIN episodes s ON s.id = l.parent_id
-           WHERE l.child_kind = 'fact' AND l.child_id = f.id AND l.parent_kind = 'episode'
-             AND s.created_at <= COALESCE(%(known_at)s::timestamptz, 'infinity')
-             AND (s.deleted_at IS NULL OR s.deleted_at > COALESCE(%(known_at)s::timestamptz, 'infinity'))
-           ORDER BY s.id) END AS sources,
+           SELECT t.turn FROM fact_source_turns(f.id, %(excerpt_chars)s::int, %(known_at)s::timestamptz) t
+           ORDER BY t.id) END AS sources,
        e.metadata, e.occurred_at,
        CASE WHEN r.kind = 'episode' AND %(context)s > 0 THEN ARRAY(
-           SELECT jsonb_build_object('id', c.id, 'content', c.content)
-           FROM episode_turns_beside(e.namespace_id, e.id, %(context)s) c
-           WHERE same_session(c.occurred_at, c.created_at, c.metadata, e.occurred_at, e.metadata)
-             AND (%(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
-                  OR c.created_at <= COALESCE(%(known_at)s::timestamptz, now())
-                     AND c.occurred_at <= COALESCE(%(as_of)s::timestamptz, now()))
-           ORDER BY c.id) END AS context
+           SELECT t.turn FROM episode_context(e, %(context)s, %(as_of)s::timestamptz, %(known_at)s::timestamptz) t
+           ORDER BY t.id) END AS context
 FROM top r
 LEFT JOIN facts f ON r.kind = 'fact' AND f.id = r.id
 LEFT JOIN episodes e ON r.kind = 'episode' AND e.id = r.id

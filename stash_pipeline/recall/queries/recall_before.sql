@@ -5,7 +5,9 @@
 -- seen through fact_visible, episode_visible and relationship_visible (migration 0012), the
 -- one definition of visibility; rules applied in several places are functions the planner
 -- inlines (migration 0023: namespace_within, lexemes_matched, bm25_term, hybrid_score,
--- fact_restates, episode_turns_beside, same_session, entity_newest_links). The parameters
+-- fact_restates, episode_turns_beside, same_session, entity_newest_links), and so are the
+-- reads of each leg and kind (migration 0025: fact_nearest, episode_nearest, fact_matches,
+-- episode_matches, entity_leg_facts, fact_source_turns, episode_context). The parameters
 -- come from stash_pipeline/recall/parameters.py.
 
 -- recall_search_params --
