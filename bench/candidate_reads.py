@@ -117,7 +117,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.variants.split(",")]
 
-    from stash_pipeline.db import sql
     from stash_pipeline.db.sql import query
     from stash_pipeline.recall.config import DEFAULT
 
@@ -126,8 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     if (args.baseline_src or args.baseline_rev) and "baseline" not in names:
         names.insert(0, "baseline")  # a tree given: its statement, and agreement measured against it
     with common.baseline_tree(args) as tree:
-        older = tree / "stash_pipeline" / "db" / "queries" / "recall.sql" if tree is not None else None
-        baseline = sql.parse(older.read_text(encoding="utf-8"), str(older))["recall"] if older else None
+        baseline = common.recall_statements(tree)["recall"] if tree is not None else None
     with (kept_store(args.keep) if args.no_migrate else common.fresh_store(keep=args.keep)) as store:
         questions, vectors = recall_latency.fill(store, args.size, {})
         recall_latency.fill_entities(store, args.size)

@@ -582,6 +582,21 @@ def baseline_tree(args: argparse.Namespace) -> Iterator[Path | None]:
         yield None
 
 
+def recall_statements(tree: Path) -> dict[str, str]:
+    """Another checkout's recall statements by name: its recall package's queries
+    (``stash_pipeline/recall/queries/*.sql``), or ``db/queries/recall.sql`` before the package.
+    They run on this tree's schema, whose migrations hold the functions either calls."""
+    from stash_pipeline.db import sql
+
+    package = tree / "stash_pipeline" / "recall" / "queries"
+    before_package = tree / "stash_pipeline" / "db" / "queries" / "recall.sql"
+    files = sorted(package.glob("*.sql")) if package.is_dir() else [before_package]
+    statements: dict[str, str] = {}
+    for file in files:
+        statements |= sql.parse(file.read_text(encoding="utf-8"), str(file))
+    return statements
+
+
 def baseline_argv(argv: Sequence[str] | None) -> list[str]:
     """The bench's own arguments (``sys.argv[1:]`` when None) without the baseline flags."""
     out: list[str] = []

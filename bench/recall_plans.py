@@ -232,8 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     statements = {"current": current}
     with common.baseline_tree(args) as tree:
         if tree is not None:
-            older = (tree / "stash_pipeline" / "db" / "queries" / "recall.sql").read_text(encoding="utf-8")
-            baseline = sql.parse(older, "baseline recall.sql")
+            baseline = common.recall_statements(tree)
             statements["baseline"] = baseline["recall"]
             SETTINGS["baseline"] = baseline["recall_search_params"]  # as the older tree ran it
     legs = {name: text_leg(s) for name, s in statements.items()}

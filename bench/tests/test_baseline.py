@@ -85,3 +85,14 @@ def test_a_bench_measures_then_reruns_itself_from_the_tree(tmp_path: Path, capfd
     assert ran == ["now"] and "old run ['--size', '3']" in capfd.readouterr().out
     common.measure_then_baseline(_parser().parse_args(["--size", "3"]), [], "bench.probe", lambda: ran.append("again"))
     assert ran == ["now", "again"] and "old run" not in capfd.readouterr().out
+
+
+def test_an_older_trees_recall_statements_are_read_from_either_layout(tmp_path: Path) -> None:
+    from stash_pipeline.db import sql
+
+    here = Path(__file__).resolve().parents[2]
+    assert common.recall_statements(here)["recall"] == sql.QUERIES["recall"]  # the recall package
+    older = tmp_path / "stash_pipeline" / "db" / "queries"
+    older.mkdir(parents=True)
+    (older / "recall.sql").write_text("-- recall --\nSELECT 1\n\n-- recall_check --\nSELECT 2\n", encoding="utf-8")
+    assert common.recall_statements(tmp_path) == {"recall": "SELECT 1", "recall_check": "SELECT 2"}
