@@ -90,3 +90,38 @@ async def test_a_waiting_vector_survives_a_killed_server(settings: Any, store: A
     hits = recall.recall(store, "nightly backup cold storage", ["/ops"], mode="vector")
     assert hits[0].id == episode_id and hits[0].score_parts["vector"] > 0
     assert backlog(store).pending == 0
+
+
+#: shares no word with TEXT: only a vector finds TEXT for it
+QUESTION = "where do the overnight copies end up"
+
+
+async def test_sixteen_agents_each_recall_the_write_they_just_made(settings: Any, store: Any, tmp_path: Path) -> None:
+    """Vectors deferred, and the service's worker held back: sixteen agents at once over
+    HTTP, each remembering a text in its own namespace and at once recalling it by a
+    question that shares no word with it. Every recall finds the write it follows (the
+    recall embeds what still waits), with sixteen clients loading a two-core machine."""
+    import anyio
+
+    for i in range(16):
+        namespaces.create(store, f"/ryw/a{i}")
+    missed: list[str] = []
+
+    async def agent(i: int, base: str) -> None:
+        slug = f"/ryw/a{i}"
+        async with _session(base, None) as session:
+            for turn in range(3):
+                made = await session.call_tool("remember", {"content": f"{TEXT} ({i}.{turn})", "namespace": slug})
+                assert not made.is_error, made.content[0].text
+                stored = json.loads(made.content[0].text)["id"]
+                found = await session.call_tool("recall", {"query": QUESTION, "namespaces": slug})
+                assert not found.is_error, found.content[0].text
+                ids = [r["id"] for r in json.loads(found.content[0].text)["results"]]
+                if stored not in ids:
+                    missed.append(f"{slug}, turn {turn}: {stored} not in {ids}")
+
+    with _server(settings, tmp_path, STASH_EMBED_ON_WRITE="async", STASH_EMBED_PENDING_DELAY_S="60") as (base, _):
+        async with anyio.create_task_group() as group:
+            for i in range(16):
+                group.start_soon(agent, i, base)
+    assert not missed, missed
