@@ -33,6 +33,9 @@ class Store:
     defer_vectors: bool = False
     #: set by a write that left rows waiting for a vector; the worker wakes on it
     vectors_pending: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: recall's namespace paths -> when (time.monotonic) a recall there last found episodes
+    #: waiting for their vector (``recall/pipeline.search`` embeds them first for a while)
+    pending_seen: dict[tuple[str, ...], float] = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(

@@ -64,19 +64,20 @@ def embed_pending_batch(store: Store, limit: int | None = None) -> int:
         return _embed_rows(store, tx, tx.all("pending_vectors_claim", limit=size))
 
 
-def embed_pending_in(store: Store, paths: list[str], *, limit: int, wait_ms: int = 2000) -> int:
+def embed_pending_in(store: Store, paths: list[str], *, limit: int, wait_ms: int = 2000) -> bool:
     """Embed the episodes still waiting for a vector in the trees ``paths`` ("/" = all), at most
     ``limit``, waiting up to ``wait_ms`` for rows a worker is embedding right now (they are
-    then done); returns how many this call embedded. A wait that runs out embeds nothing."""
+    then done). True when every episode waiting there as it began now has its vector: fewer
+    than ``limit`` waited, and no wait ran out (one that does embeds nothing)."""
     store.embedder.ensure_lock()
     try:
         with store.db.transaction() as tx:
             tx.one("pending_vectors_lock_timeout", ms=str(int(wait_ms)))
             rows = tx.all("pending_vectors_claim_in", paths=paths, all_namespaces="/" in paths, limit=limit)
-            return _embed_rows(store, tx, rows)
+            return _embed_rows(store, tx, rows) < limit
     except errors.StageBusy:  # the lock wait ran out (LockNotAvailable)
         log.info("a recall stopped waiting for a worker's vectors after %d ms", wait_ms)
-        return 0
+        return False
 
 
 def _embed_rows(store: Store, tx: Session, rows: list[Row]) -> int:

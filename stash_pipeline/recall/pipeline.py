@@ -17,7 +17,11 @@ Reads see the writes they follow: episodes committed before their vector
 (``STASH_EMBED_ON_WRITE=async``) are invisible to the vector legs until a worker embeds
 them, so when the round trip counts some in scope, the recall embeds them itself (up to
 ``READ_YOUR_WRITES``, waiting for those a worker is embedding right now) and runs again;
-any left are reported as ``pending`` in the answer.
+any left are reported as ``pending`` in the answer. For ``PENDING_RECENT_S`` after a recall
+found some, the next recall in the same scope embeds them before its round trip; when that
+left none of those waiting as it began, the round trip sees every write the recall follows,
+and episodes its count still finds waiting were written since (``pending``, no second
+run): under a stream of writes a recall runs the statement once, not twice.
 
 ``relevance`` is the score clipped to [0, 1], absolute, so an agent can threshold it at
 ``relevance_floor``. Results never carry vectors. ``recall`` and ``recall_results`` build
@@ -26,6 +30,7 @@ the request from keyword arguments for callers of the library.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from stash_pipeline.memory import validate
@@ -43,6 +48,9 @@ Ranked = list[tuple[RecallHit, list[dict[str, Any]]]]
 #: episodes in scope still waiting for their vector that a recall embeds itself, at most
 #: (more: the answer says how many still wait, ``pending``)
 READ_YOUR_WRITES = 64
+#: seconds after a recall found episodes waiting in its scope during which recalls there
+#: embed the waiting ones before searching (``Store.pending_seen``)
+PENDING_RECENT_S = 2.0
 
 
 def search(store: Store, request: RecallRequest) -> Found:
@@ -53,6 +61,10 @@ def search(store: Store, request: RecallRequest) -> Found:
         embedder.ensure_lock()  # (once per process) the model the stored vectors were made with
     params, masked = prepared(store, request)
     config, key = request.config, params["text_hash"]
+    scope, caught_up = tuple(request.paths), False
+    if request.use_vector and time.monotonic() - store.pending_seen.get(scope, -PENDING_RECENT_S) < PENDING_RECENT_S:
+        # writes go on here: what waits now is embedded first, and then the round trip sees it
+        caught_up = embed_pending_in(store, list(request.paths), limit=READ_YOUR_WRITES)
     if request.use_vector and embedder.embeds_first(key):  # a new query, a local model: embed, then one round trip
         params["embedding"] = query_vector(embedder, request.query, masked, config)
         found = round_trip(store, params, config, cache=True)
@@ -64,11 +76,24 @@ def search(store: Store, request: RecallRequest) -> Found:
     if request.use_vector:
         embedder.note_cached(key)
         if found.pending:
+            _note_pending(store, scope)
+        if found.pending and not caught_up:
             # episodes written just before, still without their vector: embedded here, or by the
             # worker this waited for; then seen
             embed_pending_in(store, list(request.paths), limit=READ_YOUR_WRITES)
             found = round_trip(store, params, config)
     return found
+
+
+def _note_pending(store: Store, scope: tuple[str, ...]) -> None:
+    """Remember that a recall in ``scope`` found episodes waiting for their vector (the
+    table stays small: entries older than ``PENDING_RECENT_S`` go once it holds 1,024)."""
+    now = time.monotonic()
+    seen = store.pending_seen
+    if len(seen) >= 1024:
+        for old in [s for s, when in list(seen.items()) if now - when >= PENDING_RECENT_S]:
+            seen.pop(old, None)
+    seen[scope] = now
 
 
 def rank(store: Store, request: RecallRequest) -> tuple[Ranked, int]:

@@ -52,6 +52,33 @@ def test_more_waiting_than_a_recall_embeds_are_reported_as_pending(make_store: A
     assert "pending" not in again and len(again["results"]) == 5
 
 
+def test_under_a_stream_of_writes_a_recall_embeds_first_and_searches_once(make_store: Any, monkeypatch: Any) -> None:
+    """Once a recall found episodes waiting in its scope, the next ones there embed the
+    waiting episodes before their round trip: one run of the statement, not two; the
+    answer is the same."""
+    store = _store(make_store)
+    trips: list[int] = []
+    real = pipeline.round_trip
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        trips.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "round_trip", counted)
+    recall.recall_results(store, QUESTION, ["/p"], mode="vector")  # the query's vector cached
+    for turn, expected_trips in ((0, 2), (1, 1), (2, 1)):
+        stored = episodes.remember(store, "/p", f"{TEXT} (turn {turn})")
+        trips.clear()
+        answer = recall.recall_results(store, QUESTION, ["/p"], mode="vector")
+        assert stored.id in [r["id"] for r in answer["results"]] and "pending" not in answer
+        assert len(trips) == expected_trips, (turn, len(trips))
+    monkeypatch.setattr(pipeline, "PENDING_RECENT_S", 0.0)  # long after: found waiting, then embedded
+    stored = episodes.remember(store, "/p", f"{TEXT} (turn 3)")
+    trips.clear()
+    answer = recall.recall_results(store, QUESTION, ["/p"], mode="vector")
+    assert stored.id in [r["id"] for r in answer["results"]] and len(trips) == 2
+
+
 def test_every_recall_sees_its_own_write_under_concurrent_writers_and_a_worker(make_store: Any) -> None:
     """Writers remember and at once recall their own text while the service's worker embeds
     concurrently: a recall never misses the write it follows (a row the worker holds is
