@@ -3,10 +3,12 @@
 SELECT * FROM namespaces WHERE slug = %(slug)s
 
 -- resolve_namespace_tree --
--- A namespace and all its descendants ('/' matches everything; namespace_within, migration
--- 0023: LIKE metacharacters in the slug match only themselves).
+-- A namespace and all its descendants ('/' matches everything). LIKE metacharacters
+-- in the slug are escaped by the caller-independent replace chain.
 SELECT id, slug FROM namespaces
-WHERE %(slug)s = '/' OR namespace_within(slug, %(slug)s)
+WHERE %(slug)s = '/'
+   OR slug = %(slug)s
+   OR slug LIKE replace(replace(replace(%(slug)s, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%'
 ORDER BY slug
 
 -- upsert_namespace --
@@ -32,7 +34,8 @@ SELECT n.*
 FROM namespaces n
 WHERE %(all)s
    OR n.slug = ANY(%(slugs)s)
-   OR EXISTS (SELECT 1 FROM unnest(%(slugs)s::text[]) AS p(slug) WHERE namespace_within(n.slug, p.slug))
+   OR EXISTS (SELECT 1 FROM unnest(%(slugs)s::text[]) AS p(slug)
+              WHERE n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%')
 ORDER BY n.slug
 LIMIT %(limit)s OFFSET %(offset)s
 

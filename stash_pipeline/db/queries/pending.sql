@@ -38,7 +38,9 @@ SELECT e.id, e.content, n.slug AS namespace
 FROM episodes e JOIN namespaces n ON n.id = e.namespace_id
 WHERE e.embedding IS NULL AND e.deleted_at IS NULL
   AND (%(all_namespaces)s
-       OR EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug) WHERE namespace_within(n.slug, p.slug)))
+       OR EXISTS (SELECT 1 FROM unnest(%(paths)s::text[]) AS p(slug)
+                  WHERE n.slug = p.slug
+                     OR n.slug LIKE replace(replace(replace(p.slug, '\', '\\'), '%%', '\%%'), '_', '\_') || '/%%'))
 ORDER BY e.id
 LIMIT %(limit)s
 FOR NO KEY UPDATE OF e
