@@ -1,12 +1,16 @@
 """Recall on a conversational benchmark in the LoCoMo file format that you supply:
-``python -m bench.external_conversations PATH`` (the file is not part of this repository).
+``python -m bench.external_conversations PATH`` (the file is not part of this repository:
+LoCoMo is published by Snap Research, github.com/snap-research/locomo, under CC BY-NC 4.0).
 
-The file is a JSON list of conversations, each with ``sample_id``; ``conversation``:
+PATH is the release as published: ``locomo10.json``, ``data/locomo10.zip`` (one JSON file
+per conversation, named by its number), or a directory of those files. The list file is
+a JSON list of conversations, each with ``sample_id``; ``conversation``:
 ``speaker_a``, ``speaker_b``, ``session_N_date_time`` ("1:56 pm on 8 May, 2023") and
 ``session_N``, the turns (``speaker``, ``dia_id`` "D1:3", ``text``, an optional
 ``blip_caption`` for a shared photo); ``qa``: ``question``, ``evidence`` (the turns'
 ``dia_id``s), ``category``; and ``observation``: per ``session_N_observation``, per
-speaker, the facts a model derived as ``[text, dia_id or ids]``.
+speaker, the facts a model derived as ``[text, dia_id or ids]``. A per-conversation file
+holds the same keys at its top level (its name stands for ``sample_id``).
 
 It becomes the conversational set's shape and is measured by the same tables
 (bench/conversation_tables.py, no sweeps): every turn an episode ("Speaker: text", at its
@@ -28,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import zipfile
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +58,38 @@ def turn_ids(value: Any) -> list[str]:
     ("D8:6; D9:17"), normalised ("D1:03" -> "D1:3")."""
     parts = value if isinstance(value, list) else [value]
     return [f"D{int(s)}:{int(t)}" for part in parts for s, t in _TURN_ID.findall(str(part))]
+
+
+def read_conversations(path: Path) -> list[dict[str, Any]]:
+    """The conversations at ``path`` as the list file holds them: the list file itself, or
+    a zip or directory of per-conversation files (in the order of their numbers)."""
+
+    def numbered(names: list[str]) -> list[str]:
+        return sorted((n for n in names if n.endswith(".json")),
+                      key=lambda n: (int(m[0]) if (m := re.search(r"\d+", Path(n).stem)) else 0, n))
+
+    try:
+        if path.is_dir():
+            files = [(Path(n).stem, (path / n).read_text(encoding="utf-8"))
+                     for n in numbered([p.name for p in path.iterdir()])]
+        elif zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                files = [(Path(n).stem, archive.read(n).decode("utf-8")) for n in numbered(archive.namelist())]
+        else:
+            return json.loads(path.read_text(encoding="utf-8"))
+        return [_as_listed(stem, json.loads(text)) for stem, text in files]
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise SystemExit(f"{path}: {exc}") from exc
+
+
+def _as_listed(stem: str, flat: dict[str, Any]) -> dict[str, Any]:
+    """A per-conversation file (every key at the top) in the list file's shape."""
+    if "conversation" in flat:
+        return flat
+    chat = {k: v for k, v in flat.items()
+            if k in ("speaker_a", "speaker_b") or re.fullmatch(r"session_\d+(_date_time)?", k)}
+    observed = {k: v for k, v in flat.items() if re.fullmatch(r"session_\d+_observation", k)}
+    return {"sample_id": f"conv-{stem}", "conversation": chat, "qa": flat.get("qa", []), "observation": observed}
 
 
 def convert(conversations: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -110,14 +147,12 @@ def _convert_one(index: int, sample: dict[str, Any], data: dict[str, list[dict[s
 @common.writes_results
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", type=Path, help="the benchmark's JSON file (a list of conversations)")
+    parser.add_argument("path", type=Path, help="the benchmark: locomo10.json, locomo10.zip or a directory of "
+                                                "per-conversation JSON files")
     parser.add_argument("--facts-stage", action="store_true",
                         help="also the facts stage, a scripted model answering with the observations")
     args = parser.parse_args(argv)
-    try:
-        conversations = json.loads(args.path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"{args.path}: {exc}") from exc
+    conversations = read_conversations(args.path)
     data = convert(conversations)
     common.log(f"{len(conversations)} conversations: {len(data['turns']):,} turns, {len(data['questions']):,} "
                f"questions, {len(data['facts']):,} facts")

@@ -4,6 +4,7 @@ turns, questions and facts."""
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,29 @@ def test_a_file_it_cannot_read_says_why(tmp_path: Path):
         external.main([str(tmp_path / "missing.json")])
     with pytest.raises(SystemExit, match="conversation 1 is not in the LoCoMo format"):
         external.convert([_sample("conv-1"), {"sample_id": "conv-2", "qa": []}])
+
+
+def _flat(sample: dict) -> dict:
+    """A conversation as the release's per-conversation files hold it: every key at the top."""
+    return sample["conversation"] | {"qa": sample["qa"]} | sample["observation"]
+
+
+def test_the_release_zip_and_a_directory_read_as_the_list_file(tmp_path):
+    listed = [_sample("conv-2"), _sample("conv-10")]
+    (tmp_path / "locomo10.json").write_text(json.dumps(listed))
+    folder = tmp_path / "locomo10_v2"
+    folder.mkdir()
+    with zipfile.ZipFile(tmp_path / "locomo10.zip", "w") as archive:
+        for number, sample in ((10, listed[1]), (2, listed[0])):  # stored out of order
+            archive.writestr(f"data/locomo10_v2/{number}.json", json.dumps(_flat(sample)))
+            (folder / f"{number}.json").write_text(json.dumps(_flat(sample)))
+    expected = external.convert(external.read_conversations(tmp_path / "locomo10.json"))
+    for path in (tmp_path / "locomo10.zip", folder):
+        assert external.convert(external.read_conversations(path)) == expected
+
+
+def test_an_unreadable_release_says_which_file(tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text("[{")
+    with pytest.raises(SystemExit, match=r"broken\.json"):
+        external.read_conversations(broken)
