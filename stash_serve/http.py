@@ -31,7 +31,7 @@ address failing with ten times as many, across tokens, has its lookups of tokens
 valid paced (STASH_AUTH_GUESS_LOOKUPS_PER_SECOND, one at a time; the others wait their
 turn) and an unknown one answered 429 once looked up: a valid token is never refused. A
 token has at most STASH_HTTP_MAX_REQUESTS_PER_TOKEN requests in flight (one more waits
-briefly, then 429; on /mcp with a JSON-RPC error, as busy is answered).
+briefly, then 429). Every 429 on /mcp carries a JSON-RPC error, as busy is answered.
 The address is the TCP peer unless it is one of STASH_TRUSTED_PROXIES
 (``stash_serve.http_edge``). Health and metrics stay open so
 probes and scrapers need no secret; health answers within HEALTH_BUDGET_S whether or not
@@ -274,7 +274,7 @@ class BearerAuthMiddleware:
         if not self.failures.allowed(_failure_key(address, secret)):
             await _deny(send, 429, errors.RateLimited(
                 "too many failed checks of this token from this address; retry in a minute"
-            ))
+            ), path=scope["path"])
             return
         if secret is not None and self.unknown.contains(secret):
             self._record_failure(address, secret)
@@ -297,7 +297,7 @@ class BearerAuthMiddleware:
             else:
                 token = await self.tokens.check(secret)
         except errors.StashError as exc:
-            await self._refuse(send, address, secret, exc, guessing=guessing)
+            await self._refuse(send, scope["path"], address, secret, exc, guessing=guessing)
             return
         assert secret is not None  # the check refuses a missing secret
         self.seen.add(secret, token)
@@ -313,12 +313,7 @@ class BearerAuthMiddleware:
             f"this token has had {self.in_flight.limit} requests in flight for {IN_FLIGHT_WAIT_S:g} s "
             "(STASH_HTTP_MAX_REQUESTS_PER_TOKEN); retry when one has finished"
         )
-        if scope["path"] != STREAMABLE_PATH:
-            await _deny(send, 429, exc, retry_after=IN_FLIGHT_RETRY_S)
-            return
-        AUTH_FAILURES.labels("429").inc()
-        answer = refusal(None, RATE_LIMITED_CODE, RATE_LIMITED_ERROR, exc.message, float(IN_FLIGHT_RETRY_S))
-        await _send_json(send, 429, answer, [(b"retry-after", str(IN_FLIGHT_RETRY_S).encode())])
+        await _deny(send, 429, exc, retry_after=IN_FLIGHT_RETRY_S, path=scope["path"])
 
     async def _serve_while_checking(
         self, scope: Scope, receive: Receive, send: Send, address: str, secret: str, seen: TokenInfo
@@ -348,7 +343,7 @@ class BearerAuthMiddleware:
                 assert check.error is not None
                 await self._refuse(send, address, secret, check.error)
 
-    async def _refuse(self, send: Send, address: str, secret: str | None, exc: errors.StashError,
+    async def _refuse(self, send: Send, path: str, address: str, secret: str | None, exc: errors.StashError,
                       *, guessing: bool = False) -> None:
         if secret is not None:
             self.seen.forget(secret)
@@ -359,7 +354,7 @@ class BearerAuthMiddleware:
             if guessing:  # looked up and unknown, from an address past its failure budget
                 await _deny(send, 429, errors.RateLimited(
                     "too many failed token checks from this address; retry in a minute"
-                ))
+                ), path=path)
                 return
             await _deny(send, 401, exc)
         else:  # the database is down: not the caller's fault
@@ -439,7 +434,12 @@ def _bearer(scope: Scope) -> str | None:
     return None
 
 
-async def _deny(send: Send, status: int, exc: errors.StashError, *, retry_after: int = 60) -> None:
+async def _deny(send: Send, status: int, exc: errors.StashError, *, retry_after: int = 60,
+                path: str | None = None) -> None:
+    """Refuse a request before the app sees it: ``exc`` as Stash's JSON error, but a 429 on
+    the MCP endpoint as the JSON-RPC error an agent's client can parse and act on (code
+    RATE_LIMITED_CODE, ``data.error`` "rate_limited", ``data.retry_after_s``), as admission
+    answers busy there; both with Retry-After."""
     AUTH_FAILURES.labels(str(status)).inc()
     headers: list[tuple[bytes, bytes]] = []
     if status == 401:
@@ -451,6 +451,10 @@ async def _deny(send: Send, status: int, exc: errors.StashError, *, retry_after:
         headers.append((b"www-authenticate", challenge.encode("latin-1", errors="replace")))
     if status == 429:
         headers.append((b"retry-after", str(retry_after).encode()))
+        if path == STREAMABLE_PATH:
+            answer = refusal(None, RATE_LIMITED_CODE, RATE_LIMITED_ERROR, exc.message, float(retry_after))
+            await _send_json(send, status, answer, headers)
+            return
     await _send_json(send, status, exc.to_dict(), headers)
 
 

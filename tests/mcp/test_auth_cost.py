@@ -15,8 +15,10 @@ import anyio
 import httpx2
 import psycopg
 import pytest
+from mcp_types import JSONRPCError, jsonrpc_message_adapter
 
 from stash_pipeline import auth
+from stash_serve.admission import RATE_LIMITED_CODE
 from stash_serve.http import GUESS_FACTOR
 from tests.mcp.asgi import BASE, served
 from tests.mcp.test_transports import INITIALIZE, MCP_HEADERS
@@ -61,6 +63,15 @@ def _client(app: Any, address: str) -> httpx2.AsyncClient:
 
 async def _post(http: httpx2.AsyncClient, secret: str) -> httpx2.Response:
     return await http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {secret}"})
+
+
+def _assert_rate_limited(refused: httpx2.Response) -> None:
+    """A 429 on /mcp is a JSON-RPC error, read as the MCP SDK reads one, saying when to retry."""
+    message = jsonrpc_message_adapter.validate_json(refused.content, by_name=False)
+    assert isinstance(message, JSONRPCError) and message.id is None, refused.text
+    assert message.error.code == RATE_LIMITED_CODE and message.error.data is not None, refused.text
+    assert message.error.data["error"] == "rate_limited" and message.error.data["retry_after_s"] == 60, refused.text
+    assert "retry in a minute" in message.error.message
 
 
 async def test_a_known_bogus_token_is_refused_without_a_lookup(store: Any, tokens_locked: Any) -> None:
@@ -110,7 +121,7 @@ async def test_failed_auth_is_rate_limited_per_address(make_store: Any, tokens_l
             for i in range(guesses, guesses + 10):
                 refused = await _post(attacker, f"stash_guess_{i}")
                 assert refused.status_code == 429 and refused.headers["retry-after"] == "60"
-                assert refused.json()["error"] == "rate_limited"
+                _assert_rate_limited(refused)
             # looked up, one at a time and no faster than 20 a second
             assert lookups.count == guesses + 10 and lookups.most == 1
             assert anyio.current_time() - started >= 9 / 20
@@ -193,6 +204,8 @@ async def test_one_client_retrying_a_bad_token_does_not_lock_out_another(make_st
     async with served(limited) as app, _client(app, "127.0.0.1") as http:
         for _ in range(5):
             assert (await _post(http, revoked["token"])).status_code == 401
-        assert (await _post(http, revoked["token"])).status_code == 429  # that token, from there
+        refused = await _post(http, revoked["token"])  # that token, from there
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "60"
+        _assert_rate_limited(refused)
         # every local agent shares 127.0.0.1: another one, with its own good token, is served
         assert (await _post(http, good)).status_code == 200
