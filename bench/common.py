@@ -210,10 +210,23 @@ def _git(*args: str) -> str:
         return ""
 
 
-def _section(command: str, started: float, load: float, tables: Sequence[str]) -> str:
+def code_state() -> str:
+    """The checkout's commit, and which tracked files differ from it ("3d15bf5 with
+    uncommitted changes to bench/common.py"): what a run imports is what it measures."""
     commit = _git("rev-parse", "--short", "HEAD") or "unknown"
-    if _git("status", "--porcelain", "--untracked-files=no"):
-        commit += " with uncommitted changes"
+    changed = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    if not changed:
+        return commit
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return f"{commit} with uncommitted changes to {shown}"
+
+
+def _section(command: str, started: float, load: float, tables: Sequence[str], code: str) -> str:
+    """The results section of a run that began at ``started`` on the code ``code_state``
+    gave then (and says so if the checkout moved while it ran)."""
+    commit, now = code, code_state()
+    if now != code:
+        commit += f" at the start ({now} at the end)"
     when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)) + time.strftime("–%H:%M UTC", time.gmtime())
     machine = (f"{os.cpu_count()} cores, load average {load:.1f} at the start and {os.getloadavg()[0]:.1f} at "
                f"the end; {platform.system()} {platform.machine()}, Python {platform.python_version()}")
@@ -252,7 +265,7 @@ def writes_results(main: Callable[..., Any]) -> Callable[..., Any]:
         global _recorded
         if main.__module__ != "__main__" or os.environ.get(RESULTS_SWITCH) == "off" or _recorded is not None:
             return main(*args, **kwargs)
-        started, load = time.time(), os.getloadavg()[0]
+        started, load, code = time.time(), os.getloadavg()[0], code_state()
         _recorded = []
         try:
             result = main(*args, **kwargs)
@@ -261,7 +274,7 @@ def writes_results(main: Callable[..., Any]) -> Callable[..., Any]:
             _recorded = None
         if tables and not (isinstance(result, int) and not isinstance(result, bool) and result):
             stem, command = _program()
-            path = write_results(stem, command, _section(command, started, load, tables))
+            path = write_results(stem, command, _section(command, started, load, tables, code))
             print(f"results: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}", flush=True)
         return result
 

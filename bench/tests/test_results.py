@@ -75,3 +75,22 @@ def test_every_bench_with_tables_writes_its_results() -> None:
         source = script.read_text(encoding="utf-8")
         if 'if __name__ == "__main__":' in source and "print_table(" in source:
             assert "writes_results\ndef main(" in source, f"{script.name}: main is not @common.writes_results"
+
+
+def test_the_header_names_the_code_the_run_started_on(results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A section is about the code the bench imported: the commit (and uncommitted files)
+    when it started; a checkout that moved meanwhile is said too, never passed off as it."""
+    states = iter(["aaaaaaa with uncommitted changes to bench/x.py", "bbbbbbb"])
+    monkeypatch.setattr(common, "code_state", lambda: next(states))
+    assert _run(monkeypatch, "--moved") == 0
+    text = (results / "sensor_tick.md").read_text(encoding="utf-8")
+    assert "; commit aaaaaaa with uncommitted changes to bench/x.py at the start (bbbbbbb at the end);" in text
+
+
+def test_the_code_state_names_the_changed_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = {"rev-parse": "abc1234", "status": " M bench/a.py\n M bench/b.py\n M c.py\n M d.py\n M e.py"}
+    monkeypatch.setattr(common, "_git", lambda *args: answers[args[0]])
+    assert common.code_state() == ("abc1234 with uncommitted changes to bench/a.py, bench/b.py, c.py "
+                                   "and 2 more")
+    answers["status"] = ""
+    assert common.code_state() == "abc1234"
