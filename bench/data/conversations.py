@@ -18,18 +18,61 @@ this script (committed; regenerating must reproduce them byte for byte):
   a fifth of the story turns missed; ``bench/data/conversation_facts.py``), each citing
   the turn it restates; ``valid_from`` is that turn's session date.
 
-Every conversation follows two friends over 18 to 20 sessions. Each session mixes
-greetings and chit-chat with two or three story threads ("arcs") about one of them: a
-pet adopted and later ill, a job that changes, a trip planned and then moved, a race
-run on a date, a hobby picked up... Arcs span sessions, so persona details evolve and
-plans change; replies use pronouns ("he", "that place"), and the detail that answers a
-question often sits in the turn after the one that names the subject.
+Every conversation follows two friends over 22 to 30 sessions. Each session mixes
+greetings and chit-chat with story threads ("arcs") about one of them: a pet adopted
+and later ill, a job that changes, a trip planned and then moved, a race run on a date,
+a hobby picked up... Arcs span sessions, so persona details evolve and plans change;
+replies use pronouns ("he", "that place"), and the detail that answers a question often
+sits in the turn after the one that names the subject. Turns run long: chit-chat turns
+say two or three things, and most story lines come wrapped in chit-chat. The chats keep
+returning to each arc's subject in passing ("near misses": "My mom asked about Biscuit
+again") without saying anything a question asks; a model's facts restate those too.
 
 Question kinds (as people ask them: synonyms, indirect references, few shared words):
 ``single_hop`` (one session), ``multi_hop`` (evidence in two or more sessions),
-``temporal`` (the answer needs the session date: "when did ...") and ``inferential``
-("would she enjoy ...", answered by what the persona turns imply). Splits alternate per
-conversation (even conversations: dev, odd: test), so no conversation leaks between them.
+``temporal`` (the answer needs the session date: "when did ..."; the turn mostly says
+"last week", "yesterday") and ``inferential`` ("would she enjoy ...", answered by what
+the persona turns imply). Splits alternate per conversation (even conversations: dev,
+odd: test), so no conversation leaks between them.
+
+**Shaped after the outside benchmark (LoCoMo, issue 55).** The first version of this set
+was far kinder than the public conversational benchmark it imitates: TEST recall@10 with
+facts and profiles 0.881 (single-hop 0.994, temporal 1.000) against the outside's 0.786
+(0.872, 0.828). Compared property by property (the outside file is not in this
+repository; figures measured on its ten conversations, every question, categories 1–4;
+"ours" is this set before → after the 2026-12-07 reshaping):
+
+=====================================================  ===========  ==============
+property                                               outside      ours
+=====================================================  ===========  ==============
+sessions per conversation                              19–32 (27)   18–20 → 22–30
+turns per session                                      21.6         29.9 → 22.9
+words per turn (mean)                                  26.0         9.1 → 21.2
+words per evidence turn (mean)                         37–41        13 → 26–28
+turns sharing 2+ content words with a question         78 (med 41)  16 (7) → 38 (20)
+multi-hop: evidence turns / sessions per question      3.12 / 2.67  2.31 / 2.28 → 2.74 / 2.37
+multi-hop with 3+ evidence turns                       50%          25% → 68%
+inferential: evidence turns, share multi-session       2.26, 37%    1.80, 35% → 1.71, 31%
+question's words found in its evidence: single-hop    0.51         0.54 → 0.53
+question's words found in its evidence: multi-hop      0.52         0.39 → 0.45
+question's words found in its evidence: temporal       0.58         0.71 → 0.54
+question's words found in its evidence: inferential    0.37         0.40 → 0.37
+temporal evidence stating a relative date              74%          36% → 73%
+facts per turn, turns cited per fact                   0.43, 1.01   0.43, 1.00 (kept)
+evidence turns cited by some fact                      0.80         0.80 → 0.82
+multi-hop questions whose every evidence turn is cited 0.57         0.66 → 0.57
+uncited evidence with a fact citing a turn within 2    88%          93% → 95%
+words per fact (mean)                                  14.8         9.2 → 12.1
+facts that supersede another (same entity, property)   none         1,099 → none
+=====================================================  ===========  ==============
+
+What is not matched: the outside asks twice as many questions per conversation (154
+against 77), so a quarter of its turns are some question's evidence (ours: a tenth), and
+its question kinds are mixed differently (single-hop 55%, multi-hop 18%, temporal 21%,
+inferential 6%; ours about 36 / 34 / 15 / 15%), so the all-question figures differ even
+where the per-kind ones agree; compare per kind. The knobs below (``SESSIONS`` ...
+``NEAR_MISS_FACT``) and the question wordings were set by measuring recall as shipped on
+TEST against the outside's per-kind figures (``bench/README.md``, targets table).
 """
 
 from __future__ import annotations
@@ -48,6 +91,20 @@ TURNS_FILE = "conversations_turns.jsonl"
 QUESTIONS_FILE = "conversations_questions.jsonl"
 FACTS_FILE = "conversations_facts.jsonl"
 CONVERSATIONS = 12
+#: sessions per conversation (the outside benchmark: 19 to 32, 27 on average)
+SESSIONS = (22, 30)
+#: turns per session before the closing pair, fillers included (outside: 21.6 on average)
+SESSION_TURNS = 18
+#: chit-chat turns before each story part
+GAP_FILLERS = (0, 2)
+#: sentences in a chit-chat turn (the outside's turns run 26 words on average, not one line)
+FILLER_SENTENCES = (2, 2, 3, 3)
+#: the chance that a story turn also carries a chit-chat sentence before it, and after it
+PAD_BEFORE = 0.7
+PAD_AFTER = 0.7
+#: passing mentions per arc that name its subject and answer nothing: the outside's chats
+#: return to the same few topics in most sessions, so many turns share a question's words
+NEAR_MISSES = 5
 
 PEOPLE = [
     ("Caroline", "she"), ("Melanie", "she"), ("Jon", "he"), ("Gina", "she"), ("Tariq", "he"), ("Nora", "she"),
@@ -85,6 +142,8 @@ class Arc:
     #: ``conversation_facts`` writes derived facts and list questions from
     name: str = ""
     truth: dict[str, str] = field(default_factory=dict)
+    #: noun phrases naming the arc's subject ("{my} beagle"), for the near misses
+    topics: list[str] = field(default_factory=list)
 
 
 # --- chit-chat: greetings, fillers, closings (no question ever cites them) ------------------
@@ -148,6 +207,31 @@ CLOSERS = [
     ("Alright, dinner's calling. Catch you later!", "Enjoy! Later, {A}."),
     ("Gotta go, but keep me updated on everything.", "Will do, you too!"),
 ]
+
+#: near misses (``NEAR_MISSES``): a turn naming an arc's subject ``{T}`` that answers nothing,
+#: said by the arc's subject (``{T}`` in the first person) or by the friend (second person)
+NEAR_MISS_A = [
+    ("I was telling my coworker about {T} today and she had a million questions.", "{A} told a coworker about {T}"),
+    ("Funny, {T} came up at dinner last night and I would not stop talking.", "{A} talked about {T} at dinner"),
+    ("I keep thinking about {T}, more than I should, honestly.", "{A} keeps thinking about {T}"),
+    ("My mom asked about {T} again, she's weirdly invested.", "{A}'s mother keeps asking about {T}"),
+    ("Not much new on {T}, same as last time really.", "Nothing much has changed with {T} lately"),
+    ("Remind me to tell you a funny story about {T} next time, I'm too tired now.",
+     "{A} has a funny story about {T} to tell {B}"),
+    ("Someone at the gym asked me about {T} and I realised how much I love talking about it.",
+     "{A} loves talking about {T}"),
+    ("I posted something about {T} and my aunt left the longest comment, lol.", "{A} posted online about {T}"),
+]
+NEAR_MISS_B = [
+    ("Any news about {T}? You never finished the story last time.", "{B} asked {A} for news about {T}"),
+    ("I was just telling my sister about {T}, she thinks it's so cool.", "{B}'s sister thinks {T} is cool"),
+    ("Still thinking about what you said about {T}.", "{B} is still thinking about {T}"),
+    ("Wait, remind me, what's the latest with {T}?", "{B} wants an update on {T}"),
+]
+#: the chance that a near miss gets a derived fact (restating it, about the same subject)
+NEAR_MISS_FACT = 1.0
+#: the chance that a chit-chat statement a model could restate gets its fact
+CHAT_FACT = 0.7
 
 
 # --- arcs -------------------------------------------------------------------------------------
@@ -222,12 +306,12 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
               "recover")],
         ],
         questions=[
-            ("single_hop", f"What breed is the {animal} {A} got from the rescue?", ["adopt"], breed),
+            ("single_hop", f"What kind of {animal} does {A} have?", ["adopt"], breed),
             ("single_hop", f"What is the name of {A}'s {breed}?", ["adopt", "name"], pet),
             ("temporal", f"When did {A} adopt the {breed}?", ["adopt"], "@date:adopt"),
-            ("multi_hop", f"What happened to {pet} after {A} brought {psub_obj} home?", ["adopt", "surgery"],
+            ("multi_hop", f"What happened to {pet} after {A} brought {psub_obj} home?", ["adopt", "surgery", "recover"],
              "it needed an operation on a hind leg"),
-            ("inferential", f"Would {A} need a pet sitter when traveling?", ["adopt"], "yes"),
+            ("inferential", f"Would {A} need someone to look after the house when traveling?", ["adopt"], "yes"),
         ]))
 
     job, where, promo = rng.choice(JOBS)
@@ -241,16 +325,16 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
             [("A", f"So... they offered me the {promo} role!", "promo"),
              ("B", "WHAT. Congratulations!! You earned it.", None),
              ("A", "Thanks! More money, way more responsibility. Still processing it.", "promo2")],
-            [("A", f"Okay, big life update: I quit. I {free}.", "quit"),
+            [("A", f"Okay, big life update: I quit last week. I {free}.", "quit"),
              ("B", "Whoa, brave move. How does it feel?", None),
              ("A", "Terrifying and freeing at the same time. I'm my own boss now.", "quit2")],
         ],
         questions=[
             ("single_hop", f"Where does {A} work as a {job}?", ["job"], f"{job} at {where}"),
-            ("single_hop", f"What role did they offer {A}?", ["promo"], promo),
+            ("single_hop", f"What position was {A} offered?", ["promo"], promo),
             ("multi_hop", f"How did {A}'s work as a {job} change over the year?", ["job", "promo", "quit"],
              f"{job}, promoted, then left to work independently"),
-            ("temporal", f"When did {A} quit {p} job?", ["quit"], "@date:quit"),
+            ("temporal", f"When did {A} quit {p} job?", ["quit"], "@date:quit:lastweek"),
             ("inferential", f"Does {A} like being {p} own boss?", ["quit", "quit2"], "yes"),
         ]))
 
@@ -272,10 +356,10 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
         questions=[
             ("single_hop", f"Where was {A} first planning to go on vacation?", ["plan"], first),
             ("multi_hop", f"Where did {A} go instead of {first}, and why?",
-             ["change", "back"], f"{second}; {reason}"),
-            ("temporal", f"When did {A} get back from {second}?", ["back"], "@date:back"),
+             ["plan", "change", "back"], f"{second}; {reason}"),
+            ("temporal", f"When did {A} return from {second}?", ["back"], "@date:back"),
             ("single_hop", f"What was the best part of {A}'s trip to {second}?", ["best"], "sunset from an old fort"),
-            ("inferential", f"Does {A} have kids?", ["plan2"], "yes"),
+            ("inferential", f"Is {A} a parent?", ["plan2"], "yes"),
         ]))
 
     race, dist = rng.choice(RACES)
@@ -291,7 +375,7 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
         questions=[
             ("temporal", f"When did {A} run the {race}?", ["race"], "@date:race:sunday"),
             ("single_hop", f"How early does {A} get up to train?", ["train"], "early morning training"),
-            ("multi_hop", f"What race did {A} sign up for and how did it go?", ["signup", "race"],
+            ("multi_hop", f"What race did {A} sign up for and how did it go?", ["signup", "race", "time"],
              f"a {race}; finished it"),
             ("inferential", f"Does {A} like physical challenges?", ["signup", "race"], "yes"),
         ]))
@@ -304,16 +388,16 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
              ("B", "No way, since when are you musical?", None),
              ("A", f"Since now, apparently! Lessons with {teacher} on Saturdays.", "lessons")],
             [("B", "How's the music thing going?", None),
-             ("A", "I played my first full song at the little recital at the library. My hands were shaking.",
+             ("A", "I played my first full song at the little recital at the library on Saturday. My hands were shaking.",
               "recital"),
              ("B", "That's huge! I wish I'd been there.", None)],
         ],
         questions=[
             ("single_hop", f"What instrument did {A} buy secondhand?", ["buy"], instrument),
-            ("single_hop", f"Who gives {A} {instrument} lessons?", ["lessons"], teacher),
-            ("multi_hop", f"How has {A} progressed with the {instrument}?", ["buy", "recital"],
+            ("single_hop", f"Who is {A}'s music teacher?", ["lessons"], teacher),
+            ("multi_hop", f"How has {A} progressed with the {instrument}?", ["buy", "lessons", "recital"],
              "bought one secondhand, then played a song at a recital"),
-            ("temporal", f"When did {A} play at the library recital?", ["recital"], "@date:recital"),
+            ("temporal", f"When did {A} first perform in front of an audience?", ["recital"], "@date:recital:saturday"),
         ]))
 
     craft, result = rng.choice(CRAFTS)
@@ -361,9 +445,9 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
         ],
         questions=[
             ("single_hop", f"Who in {A}'s family got engaged?", ["engaged"], sib),
-            ("temporal", f"When was {A}'s {sib}'s wedding?", ["wedding"], "@date:wedding"),
+            ("temporal", f"When did {A}'s {sib} get married?", ["wedding"], "@date:wedding"),
             ("multi_hop", f"What was {A}'s role at the wedding and how did the speech go?",
-             ["role", "speech"], "gave the speech, went fine"),
+             ["engaged", "role", "speech"], "gave the speech, went fine"),
         ]))
 
     new, old = rng.choice(MOVES)
@@ -379,9 +463,9 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
         questions=[
             ("single_hop", f"Where is {A} moving?", ["where"], new),
             ("single_hop", f"Where did {A} live before moving?", ["lease"], old),
-            ("multi_hop", f"How does {A} like the new place?", ["where", "quiet"],
+            ("multi_hop", f"How does {A} like the new place?", ["lease", "where", "quiet"],
              "emotional to leave, sleeps well in the quiet"),
-            ("temporal", f"When did {A} sign the lease?", ["lease"], "@date:lease"),
+            ("temporal", f"When did {A} settle on {new}?", ["lease"], "@date:lease"),
         ]))
 
     org, task = rng.choice(VOLUNTEER)
@@ -405,16 +489,16 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
     injury, treatment = rng.choice(HEALTH)
     arcs.append(Arc(
         parts=[
-            [("A", f"So I {injury} playing pickleball, of all things.", "injury"),
+            [("A", f"So I {injury} playing pickleball yesterday, of all things.", "injury"),
              ("B", "Oh no! Are you okay??", None),
              ("A", f"I'll live. {treatment[0].upper() + treatment[1:]}, doctor's orders.", "treatment")],
             [("B", "How are you healing up?", None),
              ("A", "Almost back to normal! First day without pain yesterday.", "healed")],
         ],
         questions=[
-            ("single_hop", f"What injury did {A} get playing pickleball?", ["injury"], "playing pickleball"),
-            ("temporal", f"When did {A} get injured?", ["injury"], "@date:injury"),
-            ("multi_hop", f"How long did {A}'s recovery take?", ["treatment", "healed"], treatment),
+            ("single_hop", f"How did {A} get hurt?", ["injury"], "playing pickleball"),
+            ("temporal", f"When did {A} get injured?", ["injury"], "@date:injury:yesterday"),
+            ("multi_hop", f"How long did {A}'s recovery take?", ["injury", "treatment", "healed"], treatment),
         ]))
 
     old_car, new_car = rng.choice(CARS)
@@ -428,7 +512,7 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
         ],
         questions=[
             ("multi_hop", f"What car did {A} get after the old one died?",
-             ["died", "newcar"], f"{old_car} -> {new_car}"),
+             ["died", "loved", "newcar"], f"{old_car} -> {new_car}"),
             ("single_hop", f"What does {A} drive now?", ["newcar"], new_car),
         ]))
 
@@ -442,7 +526,7 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
              ("B", "Haha, nature wins again.", None)],
         ],
         questions=[
-            ("single_hop", f"What did {A} plant in the backyard?", ["plant"], f"{plant} and {herb}"),
+            ("single_hop", f"What is growing in {A}'s garden?", ["plant"], f"{plant} and {herb}"),
             ("multi_hop", f"How did {A}'s {plant} turn out?", ["plant", "harvest"], "see harvest"),
             ("inferential", f"Does {A} have a yard?", ["plant"], "yes, a backyard"),
         ]))
@@ -478,14 +562,14 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
             [("A", f"I enrolled in {course}. Back to being a student!", "enroll"),
              ("B", "Love that for you. Hard?", None),
              ("A", f"The {topic} part is kicking my butt, but I'm hanging in there.", "hard")],
-            [("A", "Passed the final! Got the certificate framed, don't judge.", "passed"),
+            [("A", "Passed the final last week! Got the certificate framed, don't judge.", "passed"),
              ("B", "Judging zero percent. So proud!", None)],
         ],
         questions=[
             ("single_hop", f"What did {A} enroll in?", ["enroll"], course),
             ("multi_hop", f"Did {A} pass {p} course, and what part was hard?",
-             ["hard", "passed"], f"yes; {topic}"),
-            ("temporal", f"When did {A} pass the final?", ["passed"], "@date:passed"),
+             ["enroll", "hard", "passed"], f"yes; {topic}"),
+            ("temporal", f"When did {A} complete {p} {course}?", ["passed"], "@date:passed:lastweek"),
         ]))
 
     echoes = [
@@ -527,10 +611,29 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
         ("concert", {"artist": artist, "moment": moment}),
         ("class", {"course": course, "topic": topic}),
     ]
+    topics = {
+        "pet": [pet, f"{pet} the {breed}", f"{{my}} {breed}"],
+        "job": [f"{{my}} job at {where}", where, f"being a {job}"],
+        "trip": [first, f"the {second} trip", "{my} vacation plans"],
+        "race": [f"the {race}", "{my} running", f"{{my}} {race} training"],
+        "instrument": [f"the {instrument}", f"{{my}} {instrument} lessons"],
+        "craft": [craft, f"{{my}} {craft} class"],
+        "book": [book, f"that book about {about}"],
+        "wedding": [f"{{my}} {sib}'s wedding", "the wedding"],
+        "move": ["the move", "{my} new place", new],
+        "volunteer": [org, "{my} volunteering"],
+        "health": ["the pickleball injury", "{my} recovery"],
+        "car": [new_car, "the car situation"],
+        "garden": [f"the {plant}", "{my} garden", f"the {herb}"],
+        "cook": [dish, f"{{my}} {dish} experiments"],
+        "concert": [artist, f"the {artist} show"],
+        "class": [course, "{my} course"],
+    }
     for arc, lines, (name, truth) in zip(arcs, echoes, truths, strict=True):
         arc.echoes = lines
         arc.name = name
         arc.truth = {"A": A, "s": s, "p": p, "obj": a.obj, "B": b.name} | truth
+        arc.topics = topics[name]
     return arcs
 
 
@@ -545,7 +648,7 @@ def _conversation(
     rng: random.Random, facts_rng: random.Random, index: int, one: Person, two: Person
 ) -> tuple[list[dict], list[dict], list[dict]]:
     namespace = f"/conv/c{index:02d}"
-    sessions = rng.randint(18, 20)
+    sessions = rng.randint(*SESSIONS)
     start = datetime(2023, 1, 9, tzinfo=UTC) + timedelta(days=rng.randint(0, 60))
     dates = []
     day = start
@@ -553,6 +656,8 @@ def _conversation(
         day += timedelta(days=rng.randint(5, 21))
         dates.append(day.replace(hour=rng.randint(9, 21), minute=rng.choice([0, 7, 15, 23, 30, 42, 56])))
 
+    # (arc index, tag) -> the fact a near miss may yield: (statement, entity, property, value)
+    near: dict[tuple[int, str], tuple[str, str, str, str]] = {}
     # arcs for both people, interleaved; each arc's parts go to increasing sessions
     chosen: list[tuple[Person, Person, Arc]] = []
     for subject, friend in ((one, two), (two, one)):
@@ -572,35 +677,59 @@ def _conversation(
         later = list(range(positions[0] + 1, sessions))
         for number, echo in enumerate(arc.echoes if later else []):
             slots[rng.choice(later)].append((subject, friend, [(echo[0], echo[1], f"echo{number}")], arc_index, -1))
+        for number in range(NEAR_MISSES if later else 0):
+            role = rng.choice("AAB")
+            line, restated = rng.choice(NEAR_MISS_A if role == "A" else NEAR_MISS_B)
+            topic = rng.choice(arc.topics)
+            tag = f"near{number}"
+            slots[rng.choice(later)].append(
+                (subject, friend, [(role, line.replace("{T}", topic.replace("{my}", "my" if role == "A" else "your")),
+                                    tag)], arc_index, -1))
+            third = topic.replace("{my}", subject.pos if role == "A" else f"{subject.name}'s")
+            speaker = subject if role == "A" else friend
+            near[(arc_index, tag)] = (restated.format(A=subject.name, B=friend.name, T=third), speaker.name,
+                                      f"mentioned {arc.name} {number}", third)
         for part_index, position in enumerate(positions):
             slots[position].append((subject, friend, arc.parts[part_index], arc_index, part_index))
 
     turns: list[dict] = []
     where: dict[tuple[int, str], str] = {}  # (arc index, tag) -> dia_id
     session_of: dict[str, int] = {}
+    chatter: dict[str, list[str]] = {}  # dia_id -> the chit-chat sentences of a chit-chat turn
+    padding: dict[str, list[str]] = {}  # dia_id -> the chit-chat sentences around a story turn
     for number, (date, parts) in enumerate(zip(dates, slots, strict=True), start=1):
-        rows: list[tuple[Person, str, tuple[int, str] | None]] = []
+        # (speaker, text, label, the chit-chat sentences a fact may restate)
+        rows: list[tuple[Person, str, tuple[int, str] | None, list[str]]] = []
         opener, answer = rng.choice(OPENERS)
         first_speaker, other = (one, two) if number % 2 else (two, one)
-        rows.append((first_speaker, _fmt(opener, first_speaker, other), None))
-        rows.append((other, _fmt(answer, other, first_speaker), None))
+        rows.append((first_speaker, _fmt(opener, first_speaker, other), None, []))
+        rows.append((other, _fmt(answer, other, first_speaker), None, []))
+
+        def chat(rows: list[tuple[Person, str, tuple[int, str] | None, list[str]]] = rows) -> None:
+            said = rng.sample(FILLERS, rng.choice(FILLER_SENTENCES))
+            rows.append((rng.choice((one, two)), " ".join(said), None, said))
+
         rng.shuffle(parts)
         for subject, friend, part, arc_index, _ in parts:
-            for _ in range(rng.randint(2, 5)):
-                rows.append((rng.choice((one, two)), rng.choice(FILLERS), None))
+            for _ in range(rng.randint(*GAP_FILLERS)):
+                chat()
             for role, text, tag in part:
                 speaker = subject if role == "A" else friend
-                rows.append((speaker, text, (arc_index, tag) if tag else None))
-        while len(rows) < 26:
-            rows.append((rng.choice((one, two)), rng.choice(FILLERS), None))
+                before = rng.choice(FILLERS) if rng.random() < PAD_BEFORE else ""
+                after = rng.choice(FILLERS) if rng.random() < PAD_AFTER else ""
+                rows.append((speaker, " ".join(x for x in (before, text, after) if x),
+                             (arc_index, tag) if tag else None, [x for x in (before, after) if x]))
+        while len(rows) < SESSION_TURNS:
+            chat()
         closer, bye = rng.choice(CLOSERS)
-        rows.append((first_speaker, _fmt(closer, first_speaker, other), None))
-        rows.append((other, _fmt(bye, first_speaker, other), None))
-        for turn, (speaker, text, label) in enumerate(rows, start=1):
+        rows.append((first_speaker, _fmt(closer, first_speaker, other), None, []))
+        rows.append((other, _fmt(bye, first_speaker, other), None, []))
+        for turn, (speaker, text, label, said) in enumerate(rows, start=1):
             dia_id = f"D{number}:{turn}"
             turns.append({"namespace": namespace, "dia_id": dia_id, "speaker": speaker.name,
                           "content": f"{speaker.name}: {text}", "occurred_at": date.isoformat()})
             session_of[dia_id] = number
+            (padding if label else chatter)[dia_id] = said
             if label:
                 where[label] = dia_id
 
@@ -615,6 +744,8 @@ def _conversation(
                 when = dates[session_of[dia_id] - 1]
                 relative = answer.split(":")[2] if answer.count(":") > 1 else ""
                 answer = {"sunday": f"the Sunday before {when:%d %B %Y}",
+                          "saturday": f"the Saturday before {when:%d %B %Y}",
+                          "lastweek": f"the week before {when:%d %B %Y}",
                           "yesterday": f"the day before {when:%d %B %Y}"}.get(relative, f"{when:%d %B %Y}")
             questions.append({"namespace": namespace, "kind": kind, "query": text, "evidence": evidence,
                               "answer": answer, "subject": subject.name, "shape": "single"})
@@ -632,8 +763,21 @@ def _conversation(
     # turn that states something (bench/data/conversation_facts.py)
     facts: list[dict] = []
 
+    people = {p.name: p for p in (one, two)}
+    speaker_of = {t["dia_id"]: people[t["speaker"]] for t in turns}
+
     def fact(dia_id: str, text: str, entity: str, prop: str, value: str, subject: str) -> None:
         session = session_of[dia_id]
+        # a model restates the whole turn: what the chit-chat around a story line states
+        # joins its fact (the outside's observations run 14.8 words, one line of ours 9)
+        speaker = speaker_of[dia_id]
+        for said in padding.get(dia_id, []):
+            derived = conversation_facts.chat_fact(said, vars(speaker), (two if speaker is one else one).name,
+                                                   facts_rng)
+            if derived:
+                said = derived[0][0].lower() + derived[0][1:] if derived[0].startswith("The ") else derived[0]
+                text = f"{text}; {said}"
+                break
         facts.append({"namespace": namespace, "session": session, "content": text, "evidence": [dia_id],
                       "valid_from": dates[session - 1].isoformat(), "entity": entity, "property": prop,
                       "value": value, "subject": subject})
@@ -642,16 +786,24 @@ def _conversation(
         for tag, text, entity, prop, value in conversation_facts.arc_facts(arc, facts_rng):
             if (arc_index, tag) in where:  # an echo is only said when a later session exists
                 fact(where[(arc_index, tag)], text, entity, prop, value, subject.name)
-    people = {p.name: p for p in (one, two)}
+    for (arc_index, tag), (text, entity, prop, value) in near.items():
+        if facts_rng.random() < NEAR_MISS_FACT:
+            fact(where[(arc_index, tag)], _cap(text), entity, prop, value, chosen[arc_index][0].name)
     for turn in turns:
         speaker = people[turn["speaker"]]
         friend = two if speaker is one else one
-        said = turn["content"][len(speaker.name) + 2:]
-        derived = conversation_facts.chat_fact(said, vars(speaker), friend.name, facts_rng)
-        if derived:
-            fact(turn["dia_id"], derived[0], speaker.name, derived[1], derived[2], speaker.name)
+        for said in chatter.get(turn["dia_id"], [])[:1]:  # its first statement, if the model keeps it
+            derived = conversation_facts.chat_fact(said, vars(speaker), friend.name, facts_rng)
+            if derived and facts_rng.random() < CHAT_FACT:
+                # a property of its own, as the outside's observations have: none supersedes another
+                fact(turn["dia_id"], derived[0], speaker.name, f"{derived[1]}, {turn['dia_id']}", derived[2],
+                     speaker.name)
     facts.sort(key=lambda f: (f["session"], _turn_order(f["evidence"][-1])))  # as each session yields them
     return turns, questions, facts
+
+
+def _cap(text: str) -> str:
+    return text[0].upper() + text[1:]
 
 
 def _turn_order(dia_id: str) -> tuple[int, int]:
