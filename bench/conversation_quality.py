@@ -160,10 +160,12 @@ def score(covers: list[set[Key]], evidence: set[Key], facts: list[bool] | None =
 
 def result_covers(result: dict[str, Any], keys: dict[int, Key]) -> set[Key]:
     """The evidence turns a result of the recall tool's answer shows: itself, or a fact's
-    source turns (its ``sources``, or ``source_episode_ids`` when they are not all sent)."""
+    source turns (its ``sources``, or ``source_episode_ids`` when they are not all sent)
+    and those of the facts folded into it as saying it again (``repeated_in``)."""
     if result["kind"] == "episode":
         return {keys[result["id"]]}
-    ids = [s["id"] for s in result.get("sources", ())] + result.get("source_episode_ids", [])
+    ids = ([s["id"] for s in (*result.get("sources", ()), *result.get("repeated_in", ()))]
+           + result.get("source_episode_ids", []))
     return {keys[i] for i in ids if i in keys}
 
 

@@ -259,7 +259,8 @@ class RecallHit(Record):
     A fact hit carries ``sources``, its source episodes (``SourceTurn``); an episode that
     a fact already shows is folded into it (``recall/grouping.py``), so one piece of
     evidence takes one slot; so is a profile's member ranked below the profile
-    (``member_fact_ids``), and a profile whose members all rank above it. ``grouped``
+    (``member_fact_ids``), and a profile whose members all rank above it; a fact saying a
+    better one's thing again folds into it, its source turns in ``repeated_in``. ``grouped``
     lists the candidates folded into this result (kind, id, own score) for
     ``include_score_parts``.
     """
@@ -280,6 +281,9 @@ class RecallHit(Record):
     metadata: dict[str, Any] | None = None
     current: bool | None = None
     sources: list[SourceTurn] | None = None
+    #: the source turns of facts folded into this one as saying it again in other words
+    #: (another session's account of the same thing); not this fact's lineage
+    repeated_in: list[SourceTurn] | None = None
     grouped: list[dict[str, Any]] | None = None
 
     @property

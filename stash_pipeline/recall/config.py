@@ -104,6 +104,10 @@ class RecallConfig:
     #: ... and one the leg did not reach takes ``fact_weight`` only at this cosine to the
     #: query or more: lifted, facts matched on a stray word ("June") pushed answers out
     weight_min_cosine: float = 0.3
+    #: grouping: a fact at least this like (cosine) a better-ranked fact says it again
+    #: ("attended a pride parade last week" in one session, "went to a pride parade" in
+    #: the next): it folds into that fact's result, which shows its source turns too
+    repeat_similarity: float = 0.85
     #: grouping: every fact the entity leg found joins the candidates, not only those
     #: ranked within ``limit + overfetch`` (a person's facts across time)
     entity_pool: bool = True

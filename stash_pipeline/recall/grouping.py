@@ -16,8 +16,10 @@ meaning (``score_parts["weight"]`` shows the weight). Then recall's post-ranking
   higher; a profile's member ranked below it folds into it (the profile holds its words),
   a profile whose members all rank above it folds into the best of them (it says nothing
   new), as does a hit saying what a better one says word for word (the same "lol" in
-  another session, a fact restated). The group ranks by its best member, and its score is
-  that member's. The fact carries every source episode compactly
+  another session, a fact restated), and a fact saying a better-ranked fact's thing again
+  in other words (``repeat_similarity``: the statement's ``repeats``). The group ranks by
+  its best member, and its score is that member's. The fact carries every source episode
+  compactly, and the source turns of the facts folded into it as ``repeated_in``
   (``SourceTurn``: id, when, the start of its text, and the score of those that were
   candidates): nothing found is lost from the answer, and ``grouped`` names what was
   folded in for ``include_score_parts``;
@@ -73,13 +75,15 @@ def _session(namespace: str, occurred_at: Any, metadata: dict[str, Any] | None) 
 
 
 def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
-         rank: dict[tuple[str, int], float] | None = None) -> list[Group]:
+         rank: dict[tuple[str, int], float] | None = None, repeats: dict[int, list[int]] | None = None,
+         ) -> list[Group]:
     """Group ranked ``hits`` by lineage (see the module docstring); groups in rank order.
 
     ``sources`` maps episode id -> its source-turn row (``source_rows``, for sessions); ``rank``
-    (kind, id) -> the key ``hits`` are ordered by (default: the score).
+    (kind, id) -> the key ``hits`` are ordered by (default: the score); ``repeats`` fact id
+    -> the better-ranked facts it says again (``repeat_rows``).
     """
-    rank = rank or {}
+    rank, repeats = rank or {}, repeats or {}
     citing: dict[int, list[int]] = {}
     for index, hit in enumerate(hits):
         if hit.kind == "fact":
@@ -115,6 +119,8 @@ def plan(hits: list[RecallHit], sources: dict[int, dict[str, Any]],
             same = said.get(_said(head_hit))
         if same is None:
             same = _members_shown(head_hit, placed, groups)
+        if same is None and head_hit.kind == "fact":
+            same = _repeated(head_hit, repeats.get(head_hit.id, ()), placed, groups)
         if same is not None:
             groups[same].folded.extend(hits[m] for m in sorted(members))
             placed.update((hits[m].id, same) for m in members if hits[m].kind == "fact")
@@ -143,6 +149,17 @@ def _members_shown(hit: RecallHit, placed: dict[int, int], groups: list[Group]) 
         return None
     best = min(placed[i] for i in members)
     return best if groups[best].head.current == hit.current else None
+
+
+def _repeated(hit: RecallHit, repeated: Any, placed: dict[int, int], groups: list[Group]) -> int | None:
+    """The best group already showing a fact ``hit`` says again, if a fact (not a profile,
+    which would not show the hit's source turns) heads it with the hit's ``current``: a
+    retired statement never folds into a current one, nor the reverse."""
+    best = min((placed[i] for i in repeated if i in placed), default=None)
+    if best is None:
+        return None
+    head = groups[best].head
+    return best if head.kind == "fact" and head.member_fact_ids is None and head.current == hit.current else None
 
 
 def _said(hit: RecallHit) -> tuple[str, str, bool | None]:
@@ -178,30 +195,42 @@ def _rank(hits: list[RecallHit], order: dict[tuple[str, int], float] | None = No
     return sorted(hits, key=lambda h: -rank[(h.kind, h.id)]), rank
 
 
+def _turns(ids: Any, sources: dict[int, dict[str, Any]], scores: dict[int, float],
+           config: RecallConfig) -> list[SourceTurn]:
+    """Episodes ``ids`` as a fact result shows them: id, when, the start of the text, and the
+    score of those that were candidates."""
+    return [SourceTurn(id=i, occurred_at=sources[i]["occurred_at"], score=scores.get(i),
+                       excerpt=_excerpt(sources[i]["content"], config.excerpt_chars))
+            for i in ids if i in sources]
+
+
 def _excerpt(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
 
 
 def shape(
     hits: list[RecallHit], limit: int, sources: dict[int, dict[str, Any]], config: RecallConfig,
-    order: dict[tuple[str, int], float] | None = None,
+    order: dict[tuple[str, int], float] | None = None, repeats: dict[int, list[int]] | None = None,
 ) -> list[RecallHit]:
     """The ``limit`` results recall returns: grouped, diversified, fact hits with their sources;
-    ranked by ``order`` when given ((kind, id) -> rank key, every hit's)."""
+    ranked by ``order`` when given ((kind, id) -> rank key, every hit's); ``repeats`` as
+    ``plan`` takes it."""
     if not config.grouping:
         return _rank(hits, order)[0][:limit] if order is not None else hits[:limit]
     hits, rank = _rank(hits, order)
     out: list[RecallHit] = []
-    for group, penalty in diversify(plan(hits, sources, rank), limit, config.diversity):
+    for group, penalty in diversify(plan(hits, sources, rank, repeats), limit, config.diversity):
         head = group.head
         update: dict[str, Any] = {}
         folded_scores = {h.id: h.score for h in group.folded if h.kind == "episode"}
         if head.kind == "fact" and head.member_fact_ids is None:  # a profile sends only the ids
-            update["sources"] = [
-                SourceTurn(id=i, occurred_at=sources[i]["occurred_at"],
-                           excerpt=_excerpt(sources[i]["content"], config.excerpt_chars), score=folded_scores.get(i))
-                for i in head.source_episode_ids or () if i in sources
-            ]
+            update["sources"] = _turns(head.source_episode_ids or (), sources, folded_scores, config)
+            # the facts folded into it (its words again): their turns, apart from its lineage
+            own = set(head.source_episode_ids or ())
+            again = dict.fromkeys(i for h in group.folded if h.kind == "fact" and h.member_fact_ids is None
+                                  for i in h.source_episode_ids or () if i not in own)
+            if again:
+                update["repeated_in"] = _turns(again, sources, folded_scores, config)
         if group.folded:
             update["grouped"] = [{"kind": h.kind, "id": h.id, "score": round(h.score, 4)} for h in group.folded]
             update["score"] = group.score
@@ -223,25 +252,31 @@ def source_rows(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return out
 
 
+def repeat_rows(rows: list[dict[str, Any]]) -> dict[int, list[int]]:
+    """Fact id -> the better-ranked facts it says again, from the rows' ``repeats`` column."""
+    return {int(row["id"]): [int(i) for i in row["repeats"]] for row in rows if row.get("repeats")}
+
+
 def group(
     ranked: list[tuple[RecallHit, list[dict[str, Any]]]], limit: int, sources: dict[int, dict[str, Any]],
     config: RecallConfig, order: dict[tuple[str, int], float] | None = None,
+    repeats: dict[int, list[int]] | None = None,
 ) -> list[tuple[RecallHit, list[dict[str, Any]]]]:
     """Recall's post-ranking step: the ``limit`` results (``shape``, in ``order`` when given),
     each episode result with its context turns minus the results and sources sent with it."""
     context = {(hit.kind, hit.id): around for hit, around in ranked}
-    hits = shape([hit for hit, _ in ranked], limit, sources, config, order)
+    hits = shape([hit for hit, _ in ranked], limit, sources, config, order, repeats)
     shown = {h.id for h in hits if h.kind == "episode"} | {s.id for h in hits for s in h.sources or ()}
     return [(hit, [turn for turn in context.get((hit.kind, hit.id)) or () if int(turn["id"]) not in shown])
             for hit in hits]
 
 
 def compact_parts(key: str, value: Any, *, score_parts: bool) -> dict[str, Any]:
-    """The lean answer's ``sources`` / ``grouped`` fields (``recall_shape.compact``): no nulls; a
-    source's own score and the folded list only with ``score_parts``."""
+    """The lean answer's ``sources`` / ``repeated_in`` / ``grouped`` fields (``recall_shape.compact``):
+    no nulls; a source's own score and the folded list only with ``score_parts``."""
     if not value:
         return {}
     if key == "grouped":
         return {"grouped": value} if score_parts else {}
-    return {"sources": [{k: v for k, v in source.items() if v is not None and (k != "score" or score_parts)}
+    return {key: [{k: v for k, v in source.items() if v is not None and (k != "score" or score_parts)}
                         for source in value]}

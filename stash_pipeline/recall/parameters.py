@@ -42,6 +42,7 @@ def statement_parameters(request: RecallRequest, embedding: Any = None) -> dict[
         "fact_weight": config.fact_weight if config.grouping else 1.0,
         "subject_weight": config.subject_weight if config.grouping else 1.0,
         "copy_similarity": config.copy_similarity,
+        "repeat_similarity": config.repeat_similarity if config.grouping else None,
         "weight_min_cosine": config.weight_min_cosine,
         "entity_pool": config.grouping and config.entity_pool,
         "excerpt_chars": config.excerpt_chars if config.grouping else None,

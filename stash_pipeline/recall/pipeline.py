@@ -104,7 +104,7 @@ def rank(store: Store, request: RecallRequest) -> tuple[Ranked, int]:
     rows = found.rows
     order = rerank.reranked(store.settings, request.query, rows)  # None: no endpoint, or it failed
     ranked = grouping.group([(to_hit(r), r["context"] or []) for r in rows], request.limit,
-                            grouping.source_rows(rows), request.config, order)
+                            grouping.source_rows(rows), request.config, order, grouping.repeat_rows(rows))
     return ranked, found.pending if request.use_vector else 0
 
 

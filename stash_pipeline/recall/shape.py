@@ -44,7 +44,8 @@ def within_budget(hits: list[RecallHit], max_tokens: int | None) -> list[RecallH
     out: list[RecallHit] = []
     spent = 0
     for hit in hits:
-        cost = estimate_tokens(hit.content) + sum(estimate_tokens(s.excerpt) for s in hit.sources or ())
+        cost = estimate_tokens(hit.content) + sum(estimate_tokens(s.excerpt)
+                                                  for s in (*(hit.sources or ()), *(hit.repeated_in or ())))
         if spent + cost > max_tokens:
             break  # keep rank order: never let a shorter, lower-ranked hit jump the queue
         spent += cost
@@ -97,7 +98,7 @@ def compact(hit: RecallHit, *, score_parts: bool = False) -> dict[str, Any]:
         elif key == "score_parts":
             if score_parts:
                 data["score_parts"] = {part: round(v, 4) for part, v in value.items() if v is not None}
-        elif key in ("sources", "grouped"):
+        elif key in ("sources", "repeated_in", "grouped"):
             data |= grouping.compact_parts(key, value, score_parts=score_parts)
         elif key == "source_episode_ids" and hit.sources is not None and {s.id for s in hit.sources} >= set(value):
             continue  # every id is in ``sources``, with its date and text

@@ -150,3 +150,31 @@ def test_a_fact_matched_on_a_stray_word_does_not_outrank_an_episode_that_matches
     # weighted as before, the fact took the first place
     lifted = recall.recall(store, query, ["/team"], config=DEFAULT.replace(weight_min_cosine=0.0))
     assert (lifted[0].kind, lifted[0].id) == ("fact", stray.id)
+
+
+def test_a_fact_told_again_in_another_session_takes_no_second_slot(store):
+    """Two sessions' accounts of one event become two facts in other words; recall shows the
+    better-ranked one, with the other's turn in ``repeated_in`` (its lineage untouched), and
+    the slot it would have taken goes to the next candidate."""
+    ns = "/chat/again"
+    namespaces.create(store, ns)
+    told = [episodes.remember(store, ns, text, occurred_at=datetime(2023, 5, day, 12, tzinfo=UTC)).id
+            for day, text in ((3, "Caroline: I went to the pride parade last week, I felt I belonged"),
+                              (20, "Caroline: that pride parade, I really felt like I belonged there"),
+                              (21, "Caroline: my cat knocked a plant over again"))]
+    first = facts.assert_fact(store, ns, "Caroline went to the pride parade and felt she belonged",
+                              source_episode_ids=[told[0]]).fact.id
+    again = facts.assert_fact(store, ns, "Caroline went to a pride parade and felt that she belonged there",
+                              source_episode_ids=[told[1]]).fact.id
+    query = "Did Caroline go to a pride parade?"
+    apart = recall.recall(store, query, [ns], limit=3, config=DEFAULT.replace(repeat_similarity=2.0))
+    assert {("fact", first), ("fact", again)} <= {(h.kind, h.id) for h in apart}
+    hits = recall.recall(store, query, [ns], limit=3)
+    keys = [(h.kind, h.id) for h in hits]
+    head = next(h for h in hits if h.kind == "fact")
+    assert ("fact", first if head.id == again else again) not in keys  # one account, one slot
+    other = told[1] if head.id == first else told[0]
+    assert [s.id for s in head.repeated_in] == [other] and other not in head.source_episode_ids
+    assert ("episode", told[2]) in keys  # the freed slot went to the next candidate
+    lean = recall.recall_results(store, query, [ns], limit=3)["results"]
+    assert [s["id"] for s in next(r for r in lean if r["kind"] == "fact")["repeated_in"]] == [other]

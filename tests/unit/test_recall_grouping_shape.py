@@ -163,3 +163,35 @@ def test_a_profile_and_its_members_take_one_slot_unless_a_member_ranks_above() -
     # with history, a retired profile never hides a member still current
     retired = profile.model_copy(update={"current": False})
     assert keys(shape([retired, fact(1, 0.8, [10])], 2, rows(10, 20), NEUTRAL)) == [("fact", 5), ("fact", 1)]
+
+
+def test_a_fact_saying_a_better_ones_thing_again_folds_into_it_with_its_turns_apart() -> None:
+    """Two accounts of one event in two sessions ("went to a pride parade last week", "the
+    parade was great") take one slot: the second folds into the first, whose lineage stays
+    its own while the answer still shows where it was said again (``repeated_in``)."""
+    first, again = fact(6, 0.8, [20]), fact(7, 0.7, [30, 20])
+    hits = [first, episode(1, 0.75), again, episode(3, 0.5)]
+    repeats = {7: [6]}
+    out = shape(hits, 3, rows(20, 30), NEUTRAL, repeats=repeats)
+    assert keys(out) == [("fact", 6), ("episode", 1), ("episode", 3)]  # the freed slot is filled
+    assert [s.id for s in out[0].sources] == [20] and out[0].source_episode_ids == [20]
+    assert [s.id for s in out[0].repeated_in] == [30]  # its turn 20 is already the head's own
+    assert out[0].repeated_in[0].excerpt.startswith("Caroline: turn 30")
+    assert out[0].grouped == [{"kind": "fact", "id": 7, "score": 0.7}]
+    # without the statement's repeats each keeps its slot
+    assert keys(shape(hits, 3, rows(20, 30), NEUTRAL)) == [("fact", 6), ("episode", 1), ("fact", 7)]
+    # a retired account never folds into a current one, nor into a profile (which shows no turns)
+    retired = again.model_copy(update={"current": False})
+    assert keys(shape([first, retired], 2, rows(20, 30), NEUTRAL, repeats=repeats)) == [("fact", 6), ("fact", 7)]
+    profile = first.model_copy(update={"member_fact_ids": [2, 3]})
+    assert keys(shape([profile, again], 2, rows(20, 30), NEUTRAL, repeats=repeats)) == [("fact", 6), ("fact", 7)]
+
+
+def test_the_turns_said_again_count_in_the_token_budget_and_reach_the_lean_answer() -> None:
+    from stash_pipeline.recall.shape import compact, estimate_tokens, within_budget
+
+    out = shape([fact(6, 0.8, [20]), fact(7, 0.7, [30])], 2, rows(20, 30), NEUTRAL, repeats={7: [6]})
+    lean = compact(out[0])
+    assert [s["id"] for s in lean["repeated_in"]] == [30] and "score" not in lean["repeated_in"][0]
+    cost = estimate_tokens(out[0].content) + estimate_tokens(out[0].sources[0].excerpt) * 2  # both turns
+    assert within_budget(out, cost) == out and within_budget(out, cost - 1) == []
