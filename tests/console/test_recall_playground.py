@@ -8,7 +8,7 @@ import urllib.parse
 from pathlib import Path
 
 from testkit.browser import Browser
-from tests.console.conftest import World, needs_chromium, never_ran_script, screenshot, sign_in
+from tests.console.conftest import World, call, needs_chromium, never_ran_script, screenshot, sign_in
 
 pytestmark = needs_chromium
 
@@ -91,3 +91,26 @@ def test_the_playground_fits_a_phone(browser: Browser, world: World) -> None:
         assert browser.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
     finally:
         browser.set_viewport(1280, 800)
+
+
+def test_a_fact_told_again_shows_where_it_was_told(browser: Browser, world: World) -> None:
+    """Two sessions' accounts of one event are one result: the why column names the other
+    account's turn as told again, linked, beside the result's own source turns."""
+    ns = "/team/alpha/told"
+    call(world.store, "create_namespace", namespace=ns)
+    turns = [call(world.store, "remember", content=text, namespace=ns).id
+             for text in ("Caroline: I went to the pride parade last week, I felt I belonged",
+                          "Caroline: that pride parade, I really felt like I belonged there")]
+    for text, turn in (("Caroline went to the pride parade and felt she belonged", turns[0]),
+                       ("Caroline went to a pride parade and felt that she belonged there", turns[1])):
+        call(world.store, "assert_fact", content=text, namespace=ns, source_episode_ids=[turn])
+    sign_in(browser, world, "alpha", "/recall")
+    recall_page(browser, world, q="Did Caroline go to a pride parade?", ns=ns)
+    browser.wait_for("section.why")
+    facts = browser.evaluate("[...document.querySelectorAll('.result[data-kind=fact]')].map(r => r.innerText)")
+    assert len(facts) == 1, facts  # one account, one slot
+    told = browser.evaluate("[...document.querySelectorAll('.result[data-kind=fact] td:last-child a')]"
+                            ".map(a => [a.parentElement.innerText.split(':')[0], a.getAttribute('href')])")
+    by_label = {label: [href.rsplit("/", 1)[1] for lab, href in told if lab == label] for label, _ in told}
+    assert len(by_label["source turns"]) == len(by_label["told again in"]) == 1, told
+    assert {*by_label["source turns"], *by_label["told again in"]} == {str(t) for t in turns}, told
