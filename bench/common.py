@@ -214,7 +214,7 @@ def code_state() -> str:
     """The checkout's commit, and which tracked files differ from it ("3d15bf5 with
     uncommitted changes to bench/common.py"): what a run imports is what it measures."""
     commit = _git("rev-parse", "--short", "HEAD") or "unknown"
-    changed = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    changed = _git("diff", "--name-only", "HEAD").splitlines()
     if not changed:
         return commit
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")

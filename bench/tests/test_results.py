@@ -88,9 +88,23 @@ def test_the_header_names_the_code_the_run_started_on(results: Path, monkeypatch
 
 
 def test_the_code_state_names_the_changed_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    answers = {"rev-parse": "abc1234", "status": " M bench/a.py\n M bench/b.py\n M c.py\n M d.py\n M e.py"}
-    monkeypatch.setattr(common, "_git", lambda *args: answers[args[0]])
-    assert common.code_state() == ("abc1234 with uncommitted changes to bench/a.py, bench/b.py, c.py "
-                                   "and 2 more")
-    answers["status"] = ""
-    assert common.code_state() == "abc1234"
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       check=True, capture_output=True)
+
+    git("init", "-q")
+    names = ["a.py", "b.py", "c.py", "d.py", "e.py"]
+    for name in names:
+        (tmp_path / name).write_text("1\n")
+    git("add", *names)
+    git("commit", "-q", "-m", "one")
+    monkeypatch.setattr(common, "ROOT", tmp_path)
+    commit = common._git("rev-parse", "--short", "HEAD")
+    assert common.code_state() == commit
+    (tmp_path / "a.py").write_text("2\n")
+    assert common.code_state() == f"{commit} with uncommitted changes to a.py"
+    for name in names[1:]:
+        (tmp_path / name).write_text("2\n")
+    assert common.code_state() == f"{commit} with uncommitted changes to a.py, b.py, c.py and 2 more"
