@@ -332,7 +332,7 @@ class BearerAuthMiddleware:
                 passed = await check.passed()
                 if not passed:
                     assert check.error is not None
-                    await self._refuse(send, address, secret, check.error)
+                    await self._refuse(send, scope["path"], address, secret, check.error)
             if passed:
                 await send(message)
 
@@ -341,7 +341,7 @@ class BearerAuthMiddleware:
             await self.app(scope, receive, send_once_checked)
             if passed is None and not await check.passed():  # the app answered nothing
                 assert check.error is not None
-                await self._refuse(send, address, secret, check.error)
+                await self._refuse(send, scope["path"], address, secret, check.error)
 
     async def _refuse(self, send: Send, path: str, address: str, secret: str | None, exc: errors.StashError,
                       *, guessing: bool = False) -> None:

@@ -118,6 +118,8 @@ class RecallItem(BaseModel):
     metadata: dict[str, Any] | None = None
     current: bool | None = None
     sources: list[SourceTurn] | None = None
+    #: the source turns of facts folded into this one as telling it again (not its lineage)
+    repeated_in: list[SourceTurn] | None = None
     grouped: list[GroupedHit] | None = None
     context: list[ContextTurn] | None = None
 
