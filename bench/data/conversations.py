@@ -482,7 +482,7 @@ def _arcs(rng: random.Random, a: Person, b: Person) -> list[Arc]:
         ],
         questions=[
             ("single_hop", f"Where does {A} volunteer?", ["volunteer", "task"], f"{org}: {task}"),
-            ("inferential", f"Is {A} community-minded?", ["volunteer", "fundraiser"],
+            ("inferential", f"Is {A} the volunteering type?", ["volunteer", "fundraiser"],
              "yes"),
             ("multi_hop", f"What has {A} been helping with at {org}?",
              ["task", "fundraiser"], f"{task}; the fundraiser"),
