@@ -6,7 +6,7 @@ then with the derived facts, dev and test, per kind.
 2. **Episodes only**: Okapi BM25 and the min-max mix in Python, vector-only, recall with
    without its entity leg and with speakers' names kept whole in its query vector
    (``names_kept``), and as shipped (an older recall: ``retrieval_quality --baseline-rev REV``).
-3. The set's derived facts (bench/data/conversation_facts.py, 2,979) are asserted as a
+3. The set's derived facts (bench/data/conversation_facts.py, 3,095) are asserted as a
    caller would: ``assert_fact`` with ``source_episode_ids`` = the cited turns and
    ``valid_from`` = the session date; the speakers are entities, so every fact's subject
    is one.

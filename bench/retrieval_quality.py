@@ -7,7 +7,7 @@
     python -m bench.retrieval_quality --baseline-rev REV   # then the same run from revision REV
 
 1. The conversational set (bench/data/conversations.py: 12 two-person chats, one episode
-   per turn, 865 questions of four kinds, evidence = turn ids, 2,979 derived facts each
+   per turn, 961 questions of four kinds, evidence = turn ids, 3,095 derived facts each
    citing one turn), in bench/conversation_tables.py: episodes only (Okapi BM25 and a min-max
    cosine + BM25 mix in Python, vector-only, recall), then
    with the derived facts asserted (text-only, vector-only, recall without grouping,
