@@ -178,3 +178,17 @@ def test_a_fact_told_again_in_another_session_takes_no_second_slot(store):
     assert ("episode", told[2]) in keys  # the freed slot went to the next candidate
     lean = recall.recall_results(store, query, [ns], limit=3)["results"]
     assert [s["id"] for s in next(r for r in lean if r["kind"] == "fact")["repeated_in"]] == [other]
+
+
+def test_an_account_in_another_namespace_is_not_folded(store):
+    """The same words in two namespaces (two agents, two projects) stay two results: a
+    result's ``repeated_in`` turns are always of its own namespace."""
+    ids = {}
+    for ns, text in (("/chat/one", "Caroline went to the pride parade and felt she belonged"),
+                     ("/chat/two", "Caroline went to a pride parade and felt that she belonged there")):
+        namespaces.create(store, ns)
+        turn = episodes.remember(store, ns, f"Caroline: {text}").id
+        ids[ns] = facts.assert_fact(store, ns, text, source_episode_ids=[turn]).fact.id
+    hits = recall.recall(store, "Did Caroline go to a pride parade?", ["/chat/one", "/chat/two"], limit=4)
+    assert {("fact", i) for i in ids.values()} <= {(h.kind, h.id) for h in hits}
+    assert not [h for h in hits if h.repeated_in]

@@ -285,8 +285,8 @@ both_legs AS (
 -- The rows in rank order with what grouping and shaping need: a fact's source episode ids,
 -- a profile's member facts, and, with %(excerpt_chars)s set, its source turns
 -- (fact_source_turns; none for a profile, whose content already gathers what its members
--- say: its ids suffice); the better-placed facts a fact says again (cosine at least
--- %(repeat_similarity)s, profiles aside: grouping folds it into them); an episode hit's
+-- say: its ids suffice); the better-placed facts of its namespace a fact says again (cosine
+-- at least %(repeat_similarity)s, profiles aside: grouping folds it into them); an episode hit's
 -- context: up to %(context)s turns each side in its session (episode_context).
 SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_score, r.context_score, r.entity_score,
        n.slug AS namespace, COALESCE(f.content, e.content) AS content, f.confidence, f.valid_from, f.valid_until,
@@ -299,7 +299,7 @@ SELECT r.kind, r.id, r.score, r.weight, r.cosine, r.bm25, r.coverage, r.own_scor
        CASE WHEN r.kind = 'fact' AND f.origin <> 'profile' THEN ARRAY(
            SELECT o.id FROM top o JOIN facts g ON g.id = o.id
            WHERE o.kind = 'fact' AND o.place < r.place AND g.origin <> 'profile'
-             AND 1 - (g.embedding <=> f.embedding) >= %(repeat_similarity)s
+             AND g.namespace_id = f.namespace_id AND 1 - (g.embedding <=> f.embedding) >= %(repeat_similarity)s
            ORDER BY o.place) END AS repeats,
        e.metadata, e.occurred_at,
        CASE WHEN r.kind = 'episode' AND %(context)s > 0 THEN ARRAY(
