@@ -8,6 +8,7 @@ read-only token writing), health/readiness/metrics, SSE for older clients, 50 co
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -67,8 +68,10 @@ def _error(result: Any) -> dict[str, Any]:
 # --- stdio ---------------------------------------------------------------------------------
 
 
+@functools.cache
 def _stash() -> str:
-    """The `stash` console script of this environment (the one way to start the server)."""
+    """The `stash` console script of this environment (the one way to start the server),
+    probed once a session: every test that starts a server calls this."""
     stash = str(Path(sys.executable).with_name("stash"))
     probe = subprocess.run([stash, "serve", "mcp", "--help"], capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, f"`stash serve mcp --help` failed: {probe.stderr}"
