@@ -2,39 +2,98 @@
 and stalled bodies are cut off, /healthz keeps answering meanwhile, forwarded-for headers
 are believed only from STASH_TRUSTED_PROXIES, and a client hanging up logs one line.
 
-Every loop here is bounded in count and time, and talks to 127.0.0.1 only.
+Every loop here is bounded in count and time, and talks to 127.0.0.1 only. The tests of
+one server configuration share one server process and one database (each test makes its
+own tokens and namespaces); the forwarded-for test, which counts the server's auth
+failures and log lines, has a server of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import psycopg
 import pytest
 from mcp_types import JSONRPCError, jsonrpc_message_adapter
 
 from stash_pipeline import auth
-from stash_pipeline.config import load_settings
+from stash_pipeline.config import Settings, load_settings
+from stash_pipeline.store import Store
 from stash_serve.admission import RATE_LIMITED_CODE
 from stash_serve.http import IN_FLIGHT_WAIT_S
 from stash_serve.http_edge import uvicorn_options
+from tests.conftest import _with_db
 from tests.mcp.test_transports import INITIALIZE, MCP_HEADERS, _serve_http
+
+EDGE_ENV = {
+    "STASH_HTTP_MAX_HEADER_BYTES": "8192",
+    "STASH_HTTP_HEADER_TIMEOUT_S": "1",
+    "STASH_HTTP_BODY_TIMEOUT_S": "1",
+    "STASH_HTTP_MAX_BODY_BYTES": "8000000",
+    "STASH_AUTH_FAILURES_PER_MINUTE": "5",
+    "STASH_LOG_LEVEL": "info",
+}
+SLOW_EDGE_ENV = {
+    "STASH_HTTP_HEADER_TIMEOUT_S": "5",
+    "STASH_HTTP_BODY_TIMEOUT_S": "1",
+    "STASH_HTTP_BODY_DEADLINE_S": "4",
+    "STASH_HTTP_MAX_REQUESTS_PER_TOKEN": "2",
+    "STASH_LOG_LEVEL": "info",
+}
+
+
+@pytest.fixture(scope="module")
+def edge_db(pg_admin_dsn: str, template_db: str,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Store]]:
+    """One fresh database for the module's shared servers: (its settings, a store on it)."""
+    name = f"stash_edge_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    try:
+        home = tmp_path_factory.mktemp("edge_db") / "home"
+        settings = load_settings(database_url=_with_db(pg_admin_dsn, name), home=home, embedder="hash", vector_dim=384)
+        with contextlib.closing(Store.open(settings)) as store:
+            yield settings, store
+    finally:
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def _serve_with(settings: Settings, tmp_path: Path, env: dict[str, str]) -> Iterator[str]:
+    """`_serve_http` with ``env`` in the environment it starts with (and only then)."""
+    with contextlib.ExitStack() as stack:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            for key, value in env.items():
+                monkeypatch.setenv(key, value)
+            base = stack.enter_context(_serve_http(settings, tmp_path))
+        yield base
+
+
+@pytest.fixture(scope="module")
+def edge_store(edge_db: tuple[Settings, Store]) -> Store:
+    return edge_db[1]
+
+
+@pytest.fixture(scope="module")
+def edge(edge_db: tuple[Settings, Store], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serve_with(edge_db[0], tmp_path_factory.mktemp("edge"), EDGE_ENV) as base:
+        yield base
 
 
 @pytest.fixture
-def edge(settings: Any, store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("STASH_HTTP_MAX_HEADER_BYTES", "8192")
-    monkeypatch.setenv("STASH_HTTP_HEADER_TIMEOUT_S", "1")
-    monkeypatch.setenv("STASH_HTTP_BODY_TIMEOUT_S", "1")
-    monkeypatch.setenv("STASH_HTTP_MAX_BODY_BYTES", "8000000")
-    monkeypatch.setenv("STASH_AUTH_FAILURES_PER_MINUTE", "5")
-    monkeypatch.setenv("STASH_LOG_LEVEL", "info")
-    with _serve_http(settings, tmp_path) as base:
+def own_edge(settings: Any, store: Any, tmp_path: Path) -> Iterator[str]:
+    """A server of the test's own, with ``edge``'s settings, on the test's database."""
+    with _serve_with(settings, tmp_path, EDGE_ENV) as base:
         yield base
 
 
@@ -104,7 +163,8 @@ def test_heads_too_big_or_too_slow_and_stalled_bodies_are_refused_while_health_a
     _healthy(edge)
 
 
-def test_forwarded_for_is_not_believed_and_a_hang_up_logs_one_line(edge: str, store: Any, tmp_path: Path) -> None:
+def test_forwarded_for_is_not_believed_and_a_hang_up_logs_one_line(own_edge: str, store: Any, tmp_path: Path) -> None:
+    edge = own_edge
     good = auth.create_token(store, ["/"], ["read"])["token"]
     with httpx2.Client(base_url=edge, timeout=10) as http:
         statuses = [
@@ -156,17 +216,17 @@ def _post(token: str, body: bytes, *, extra_headers: str = "") -> bytes:
             f"{extra_headers}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
 
 
-def test_the_head_cap_counts_the_head_only_however_the_bytes_arrive(edge: str, store: Any) -> None:
+def test_the_head_cap_counts_the_head_only_however_the_bytes_arrive(edge: str, edge_store: Store) -> None:
     """A 94 KB remember_batch sent with its head in one write (as
     http.client always does) was answered 431 by the 8 KiB head cap: the body's bytes were
     counted as head bytes. Now the head alone is counted, in one write or split anywhere,
     even inside the blank line that ends the head; a head over the cap is still 431."""
     from stash_pipeline.memory import namespaces
 
-    namespaces.create(store, "/p")
-    token = auth.create_token(store, ["/p"], ["read", "write"])["token"]
+    namespaces.create(edge_store, "/head")
+    token = auth.create_token(edge_store, ["/head"], ["read", "write"])["token"]
     items = [{"content": f"turn {i}: " + "w" * 900} for i in range(100)]
-    body = _tool_call("remember_batch", {"namespace": "/p", "items": items})
+    body = _tool_call("remember_batch", {"namespace": "/head", "items": items})
     request = _post(token, body)
     assert len(body) > 90_000 and request.index(b"\r\n\r\n") < 8192
     blank = request.index(b"\r\n\r\n")
@@ -203,18 +263,24 @@ def test_the_head_cap_counts_the_head_only_however_the_bytes_arrive(edge: str, s
     _healthy(edge)
 
 
-def test_the_body_cap_is_a_setting_that_fits_a_batch_and_answers_in_json(edge: str, store: Any) -> None:
+def test_the_body_cap_is_a_setting_that_fits_a_batch_and_answers_in_json(edge: str, edge_store: Store) -> None:
     """A remember_batch within every documented limit (600 x 9 KB) got
     the SDK's undocumented 4 MiB cap as a plain-text "413 Request body too large". The cap
     is STASH_HTTP_MAX_BODY_BYTES (8 MB in this fixture), a declared or a streamed body over
     it gets 413 with Stash's JSON error shape, and the default fits a full batch."""
     from stash_pipeline.memory import namespaces
 
-    namespaces.create(store, "/p")
-    token = auth.create_token(store, ["/p"], ["read", "write"])["token"]
+    namespaces.create(edge_store, "/body")
+    token = auth.create_token(edge_store, ["/body"], ["read", "write"])["token"]
     items = [{"content": f"turn {i}: " + "w" * 9_000} for i in range(600)]
-    body = _tool_call("remember_batch", {"namespace": "/p", "items": items})
+    body = _tool_call("remember_batch", {"namespace": "/body", "items": items})
     assert 4 * 1_048_576 < len(body) < 8_000_000
+
+    def stored() -> int:
+        with edge_store.db.connection() as conn:
+            return int(conn.execute("SELECT count(*) AS n FROM episodes").fetchone()["n"])
+
+    before = stored()  # the module's other tests share the database
     sock = _connect(edge)
     sock.settimeout(60)
     sock.sendall(_post(token, body))
@@ -223,8 +289,7 @@ def test_the_body_cap_is_a_setting_that_fits_a_batch_and_answers_in_json(edge: s
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
     result = json.loads(answer.split(b"\r\n\r\n", 1)[1])["result"]
     assert not result.get("isError"), str(result)[:300]
-    with store.db.connection() as conn:
-        assert conn.execute("SELECT count(*) AS n FROM episodes").fetchone()["n"] == 600
+    assert stored() == before + 600
 
     def refused(answer: bytes) -> dict[str, Any]:
         head, _, payload = answer.partition(b"\r\n\r\n")
@@ -268,14 +333,9 @@ def test_the_default_body_cap_fits_a_full_batch_at_the_item_limits(tmp_path: Pat
     assert len(batch) <= settings.http_max_body_bytes
 
 
-@pytest.fixture
-def slow_edge(settings: Any, store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("STASH_HTTP_HEADER_TIMEOUT_S", "5")
-    monkeypatch.setenv("STASH_HTTP_BODY_TIMEOUT_S", "1")
-    monkeypatch.setenv("STASH_HTTP_BODY_DEADLINE_S", "4")
-    monkeypatch.setenv("STASH_HTTP_MAX_REQUESTS_PER_TOKEN", "2")
-    monkeypatch.setenv("STASH_LOG_LEVEL", "info")
-    with _serve_http(settings, tmp_path) as base:
+@pytest.fixture(scope="module")
+def slow_edge(edge_db: tuple[Settings, Store], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serve_with(edge_db[0], tmp_path_factory.mktemp("slow_edge"), SLOW_EDGE_ENV) as base:
         yield base
 
 
@@ -311,12 +371,12 @@ def _trickle(sock: socket.socket, every_s: float, until_s: float) -> tuple[bytes
     return b"".join(chunks), time.monotonic() - started
 
 
-def test_a_trickled_body_is_cut_off_at_its_deadline(slow_edge: str, store: Any) -> None:
+def test_a_trickled_body_is_cut_off_at_its_deadline(slow_edge: str, edge_store: Store) -> None:
     """A body trickled a byte every 1.5 s was read for as long as it went on (25 s for a
     small one, with a 5 s stall limit): every byte restarted the stall timer. Now a body
     has STASH_HTTP_BODY_DEADLINE_S (4 s here) plus 1 s per STASH_HTTP_BODY_MIN_RATE bytes:
     a byte every 0.4 s (under the 1 s stall limit) is answered 408 at about 4 s."""
-    token = auth.create_token(store, ["/"], ["read"])["token"]
+    token = auth.create_token(edge_store, ["/"], ["read"])["token"]
     sock = _slow_request(slow_edge, token)
     answer, took = _trickle(sock, 0.4, until_s=20)
     sock.close()
@@ -330,13 +390,13 @@ def test_a_trickled_body_is_cut_off_at_its_deadline(slow_edge: str, store: Any) 
         assert served.status_code == 200, served.text
 
 
-def test_one_token_has_a_bounded_number_of_requests_in_flight(slow_edge: str, store: Any) -> None:
+def test_one_token_has_a_bounded_number_of_requests_in_flight(slow_edge: str, edge_store: Store) -> None:
     """STASH_HTTP_MAX_REQUESTS_PER_TOKEN (2 here): with two slow requests of a token in
     flight, a third of that token waits briefly (IN_FLIGHT_WAIT_S) for a place, then is
     answered 429 with Retry-After: 1 and a JSON-RPC error (``rate_limited``), while another
     token is served at once; once the slow ones end, the token is served again."""
-    token = auth.create_token(store, ["/"], ["read"])["token"]
-    other = auth.create_token(store, ["/"], ["read"])["token"]
+    token = auth.create_token(edge_store, ["/"], ["read"])["token"]
+    other = auth.create_token(edge_store, ["/"], ["read"])["token"]
     slow = [_slow_request(slow_edge, token) for _ in range(2)]
     answers: list[bytes] = []
     # each kept under the stall limit, a byte every 0.4 s, until its deadline cuts it off
