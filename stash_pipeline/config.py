@@ -221,8 +221,10 @@ class Settings(BaseSettings):
     )
     http_queue_timeout_s: float = Field(
         2.0, gt=0, le=300,
-        description="seconds an MCP request over HTTP may wait for a place before it is answered 503 busy "
-        "(one expected to wait longer is answered at once); a burst of quick calls passes",
+        description="seconds from an MCP request's arrival over HTTP within which it is answered or refused "
+        "503 busy: one whose wait for a place and then its call (at the recent service time) would end "
+        "later is refused at once, one still waiting when only its call's time is left, then; a burst "
+        "of quick calls passes",
     )
 
     @field_validator("context_ttl", "consolidation_window", mode="before")

@@ -4,9 +4,11 @@ past it an immediate, typed "busy, retry after" answer instead of a growing wait
 Each server process runs at most STASH_HTTP_MAX_CONCURRENT requests to ``/mcp`` at once
 (default STASH_DB_POOL_MAX: a running call may need a pooled connection, and one more
 would only wait for it) and keeps at most STASH_HTTP_MAX_QUEUE more waiting for a place
-(default four times as many), each for at most STASH_HTTP_QUEUE_TIMEOUT_S. A request past
-the queue, or one whose expected wait (from the recent service time) is longer than that,
-is answered at once; one that waited in vain, after its wait:
+(default four times as many), and answers each, or refuses it, within
+STASH_HTTP_QUEUE_TIMEOUT_S of its arrival (its token check and body count). A request
+past the queue, or one whose expected wait and then service (from the recent service
+time) would end later than that, is answered at once; one that waited in vain, when no
+place came in time to serve it before then:
 
     HTTP/1.1 503 Service Unavailable
     Retry-After: 1
@@ -21,7 +23,11 @@ Python SDK raises ``MCPError`` with that code and data), so an agent or its fram
 sees a busy server, not a timeout, and when to come back. ``Retry-After`` is whole
 seconds (at least 1); ``retry_after_s`` is finer: the time the requests running and
 waiting ahead take at the recent service time (``stash_serve.limits.Admission``).
-Nothing of a refused request ran: a refused ``remember`` stored nothing. A token past its
+Nothing of a refused request ran: a refused ``remember`` stored nothing; so a busy
+answer is sent without the token check that runs beside a request of a token seen valid
+before (``stash_serve.http``): that check begins once the request has its place
+(``ON_ADMITTED_SCOPE_KEY``), the answer says nothing of the token, and an overloaded
+server pays no lookup for a request it turns away. A token past its
 own limit of requests in flight gets the same error at 429, its ``data.error``
 ``rate_limited`` and its id null (``stash_serve.http``: that body is never read).
 
@@ -34,6 +40,7 @@ client waits for its own answers.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -50,6 +57,18 @@ BUSY_ERROR = "busy"
 #: same code, since the remedy is the same (wait, send again); ``data.error`` names the limit
 RATE_LIMITED_CODE = BUSY_CODE
 RATE_LIMITED_ERROR = "rate_limited"
+#: the ASGI scope key of a request's arrival (``time.monotonic()``), stamped by the
+#: outermost layer (``arrived``); admission counts the time since against its limit
+ARRIVED_SCOPE_KEY = "stash.arrived"
+#: set in the scope of a request answered busy: nothing of it ran
+REFUSED_BUSY_SCOPE_KEY = "stash.refused_busy"
+#: a callable an outer layer may put in the scope, called when the request takes its place
+ON_ADMITTED_SCOPE_KEY = "stash.on_admitted"
+
+
+def arrived(scope: Scope) -> float:
+    """When the request of ``scope`` arrived: stamped by the first layer that asks."""
+    return scope.setdefault(ARRIVED_SCOPE_KEY, time.monotonic())
 
 
 class AdmissionControl:
@@ -68,10 +87,13 @@ class AdmissionControl:
         WAITING.inc()
         entered = False
         try:
-            async with admission.enter() as refused:
+            async with admission.enter(time.monotonic() - arrived(scope)) as refused:
                 WAITING.dec()
                 entered = True
                 if refused is None:
+                    admitted = scope.get(ON_ADMITTED_SCOPE_KEY)
+                    if admitted is not None:
+                        admitted()
                     RUNNING.inc()
                     try:
                         await self.app(scope, receive, send)
@@ -93,6 +115,7 @@ class AdmissionControl:
             await self.app(scope, _replay(first, receive), send)
             return
         BUSY.labels(reason).inc()
+        scope[REFUSED_BUSY_SCOPE_KEY] = True
         admission = self.admission
         retry_s = admission.retry_after_s()
         message = busy_message(admission, reason, retry_s)
@@ -120,9 +143,11 @@ def refusal(id_: Any, code: int, error: str, message: str, retry_after_s: float)
 def busy_message(admission: Admission, reason: str, retry_s: float) -> str:
     """What a refused caller reads: busy, when to retry, and which limit said so."""
     if reason == Admission.WAITED:
-        why = f"waited {admission.wait_s:g} s for a place (STASH_HTTP_QUEUE_TIMEOUT_S)"
+        why = (f"no place came free in time to answer it within {admission.wait_s:g} s of its arrival "
+               "(STASH_HTTP_QUEUE_TIMEOUT_S)")
     elif reason == Admission.EXPECTED_WAIT:
-        why = f"the wait for a place would pass {admission.wait_s:g} s (STASH_HTTP_QUEUE_TIMEOUT_S)"
+        why = (f"the wait for a place and the call would end past {admission.wait_s:g} s from its arrival "
+               "(STASH_HTTP_QUEUE_TIMEOUT_S)")
     else:
         why = (f"{admission.running} requests running and {admission.waiting} waiting in this server process "
                "(STASH_HTTP_MAX_CONCURRENT, STASH_HTTP_MAX_QUEUE)")
@@ -155,5 +180,16 @@ def _replay(first: Message, receive: Receive) -> Receive:
     return replay
 
 
-__all__ = ["BUSY_CODE", "BUSY_ERROR", "RATE_LIMITED_CODE", "RATE_LIMITED_ERROR", "AdmissionControl",
-           "busy_message", "refusal"]
+__all__ = [
+    "ARRIVED_SCOPE_KEY",
+    "BUSY_CODE",
+    "BUSY_ERROR",
+    "ON_ADMITTED_SCOPE_KEY",
+    "RATE_LIMITED_CODE",
+    "RATE_LIMITED_ERROR",
+    "REFUSED_BUSY_SCOPE_KEY",
+    "AdmissionControl",
+    "arrived",
+    "busy_message",
+    "refusal",
+]

@@ -68,7 +68,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.store import Store
-from stash_serve.admission import RATE_LIMITED_CODE, RATE_LIMITED_ERROR, AdmissionControl, refusal
+from stash_serve.admission import (
+    ON_ADMITTED_SCOPE_KEY,
+    RATE_LIMITED_CODE,
+    RATE_LIMITED_ERROR,
+    REFUSED_BUSY_SCOPE_KEY,
+    AdmissionControl,
+    arrived,
+    refusal,
+)
 from stash_serve.console import routes as console_routes
 from stash_serve.console.app import build_console
 from stash_serve.limits import Admission, InFlight, Pacer, SlidingWindow
@@ -152,6 +160,8 @@ class RefuseOtherScopes:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "lifespan"):
+            if scope["type"] == "http":
+                arrived(scope)  # the time admission counts from, when no token check came first
             await self.app(scope, receive, send)
             return
         AUTH_FAILURES.labels("refused").inc()
@@ -262,6 +272,8 @@ class BearerAuthMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # other scopes pass to the app, whose first layer (RefuseOtherScopes) refuses them
+        if scope["type"] == "http":
+            arrived(scope)  # admission counts the token check against the request's time
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS or _is_console(scope["path"]):
             await self.app(scope, receive, send)
             return
@@ -323,11 +335,15 @@ class BearerAuthMiddleware:
         the answer is the refusal instead."""
         check = Verification(seen)
         scope[VERIFICATION_SCOPE_KEY] = check
+        scope[ON_ADMITTED_SCOPE_KEY] = check.start  # looked up once admitted, or once awaited
         _admit(scope, seen)
         passed: bool | None = None
 
         async def send_once_checked(message: Message) -> None:
             nonlocal passed
+            if passed is None and scope.get(REFUSED_BUSY_SCOPE_KEY):
+                await send(message)  # busy: nothing ran, and the answer says nothing of the token
+                return
             if passed is None:
                 passed = await check.passed()
                 if not passed:
@@ -339,6 +355,11 @@ class BearerAuthMiddleware:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(check.run, self.tokens.check, secret)
             await self.app(scope, receive, send_once_checked)
+            if scope.get(REFUSED_BUSY_SCOPE_KEY):
+                # its check never began (it begins once admitted): an overloaded server pays no
+                # lookup for a request it turns away
+                tasks.cancel_scope.cancel()
+                return
             if passed is None and not await check.passed():  # the app answered nothing
                 assert check.error is not None
                 await self._refuse(send, scope["path"], address, secret, check.error)

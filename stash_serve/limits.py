@@ -174,15 +174,18 @@ class Pacer:
 
 class Admission:
     """At most ``limit`` requests running at once, at most ``max_queue`` more waiting for a
-    place, each at most ``wait_s``; on the event loop.
+    place, and each answered or refused within ``wait_s`` of its arrival; on the event loop.
 
-    ``async with admission.enter() as refused``: ``refused`` is None once the request holds
-    a place (until the block ends). It is why not otherwise: at once ``QUEUE_FULL``, or
-    ``EXPECTED_WAIT`` when the wait this request can expect (its place in the queue times
-    the recent service time, over ``limit``) is longer than ``wait_s``, since it would only
-    wait to be refused; ``WAITED`` after ``wait_s`` for one that waited in vain. Places go
-    to waiters in order of arrival. ``retry_after_s()`` is when a refused request may expect a place:
-    the time the requests ahead of it take, from the recent service time.
+    ``async with admission.enter(elapsed) as refused``: ``refused`` is None once the request
+    holds a place (until the block ends); ``elapsed`` is the time it spent before asking
+    (the token check, the body). It is why not otherwise: at once ``QUEUE_FULL``, or
+    ``EXPECTED_WAIT`` when its expected wait (its place in the queue times the recent
+    service time, over ``limit``) and then its own call (the slow end of the recent ones,
+    ``call_s``: a wait is the sum of many calls, its own is one) would end past ``wait_s``,
+    since it would only wait to be late; ``WAITED`` when no place came in time to serve it before
+    then, or it arrived at a free place already that late. Places go to waiters in order of
+    arrival. ``retry_after_s()`` is when a refused request may expect a place: the time the
+    requests ahead of it take, from the recent service time.
     """
 
     QUEUE_FULL = "queue_full"
@@ -194,6 +197,9 @@ class Admission:
     #: the longest wait allowed
     RETRY_MIN_S = 0.05
     RETRY_MAX_S = 30.0
+    #: the recent calls ``call_s`` looks at, and its quantile of their times
+    RECENT = 50
+    SLOW_QUANTILE = 0.9
 
     def __init__(
         self, limit: int, max_queue: int, wait_s: float, *, clock: Callable[[], float] = time.monotonic
@@ -204,6 +210,7 @@ class Admission:
         self.running = 0
         #: the recent time a request holds its place, seconds (None until one has finished)
         self.service_s: float | None = None
+        self._recent: deque[float] = deque(maxlen=self.RECENT)
         self._clock = clock
         self._waiters: deque[anyio.Event] = deque()
 
@@ -215,6 +222,13 @@ class Admission:
         """How long the ``position``-th waiter (1 = next) can expect to wait for a place."""
         return 0.0 if self.service_s is None else position * self.service_s / self.limit
 
+    def call_s(self) -> float:
+        """How long one request's own call may take: the slow end of the recent calls."""
+        if not self._recent:
+            return self.service_s or 0.0
+        ordered = sorted(self._recent)
+        return ordered[min(len(ordered) - 1, int(self.SLOW_QUANTILE * len(ordered)))]
+
     def retry_after_s(self) -> float:
         """When a request refused now may expect a place: what runs and waits ahead of it, done."""
         if self.service_s is None:
@@ -223,8 +237,8 @@ class Admission:
         return round(min(max(ahead, self.RETRY_MIN_S), self.RETRY_MAX_S), 2)
 
     @contextlib.asynccontextmanager
-    async def enter(self) -> AsyncIterator[str | None]:
-        refused = await self._take()
+    async def enter(self, elapsed: float = 0.0) -> AsyncIterator[str | None]:
+        refused = await self._take(elapsed)
         if refused is not None:
             yield refused
             return
@@ -234,19 +248,23 @@ class Admission:
         finally:
             self._release(self._clock() - started)
 
-    async def _take(self) -> str | None:
+    async def _take(self, elapsed: float) -> str | None:
         if self.running < self.limit and not self._waiters:
+            if elapsed >= self.wait_s:  # late before it asked: the caller has its refusal at once
+                return self.WAITED
             self.running += 1
             return None
         position = self.waiting + 1
         if position > self.max_queue:
             return self.QUEUE_FULL
-        if self.expected_wait_s(position) > self.wait_s:
+        # what is left of its time once its own service is set aside
+        budget = self.wait_s - elapsed - self.call_s()
+        if budget <= 0 or self.expected_wait_s(position) > budget:
             return self.EXPECTED_WAIT
         turn = anyio.Event()
         self._waiters.append(turn)
         try:
-            with anyio.move_on_after(self.wait_s):
+            with anyio.move_on_after(budget):
                 await turn.wait()
         except BaseException:  # cancelled (the client went away): give back a place handed over
             if turn.is_set():
@@ -261,6 +279,7 @@ class Admission:
 
     def _release(self, held_s: float | None) -> None:
         if held_s is not None:
+            self._recent.append(held_s)
             self.service_s = held_s if self.service_s is None else (
                 self.SMOOTHING * held_s + (1 - self.SMOOTHING) * self.service_s
             )

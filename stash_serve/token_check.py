@@ -12,7 +12,8 @@ Remembering valid tokens between requests would save that round trip too, but no
 the promise: a revocation heard through LISTEN/NOTIFY still reached the server after the
 revoking client's next request now and then on a loaded machine. What is done instead
 for a token this process has seen valid (``SeenTokens``) on a streamable-HTTP request:
-the check runs *while* the SDK parses and dispatches the request (``Verification``), and
+the check runs *while* the SDK parses and dispatches the request (``Verification``; from
+the moment admission gives it a place, so a request answered busy costs no lookup), and
 nothing the request does takes effect before it passes. A tool's work waits for it
 (``stash_serve.mcp.calls.ToolCalls.run``) and so does the answer's first byte; a failed
 check turns the answer into the 401 (or 503) it would have been.
@@ -84,13 +85,21 @@ class TokenCheck:
         with translate_errors():
             try:
                 async with pool.connection() as conn:
-                    return await auth.authenticate_on(conn, secret)
+                    return await _lookup(conn, secret)
             except psycopg.OperationalError:
                 # After a database restart idle connections are dead sockets: sweep them
                 # all at once and try again on a fresh one (no probe before every check).
                 await pool.check()
                 async with pool.connection() as conn:
-                    return await auth.authenticate_on(conn, secret)
+                    return await _lookup(conn, secret)
+
+
+async def _lookup(conn: psycopg.AsyncConnection, secret: str | None) -> TokenInfo:
+    """One lookup on ``conn``, finished even if its caller is cancelled meanwhile: a query
+    cut off half way would leave the connection for the pool to discard. A caller still
+    waiting for a connection can be cancelled at no cost."""
+    with anyio.CancelScope(shield=True):
+        return await auth.authenticate_on(conn, secret)
 
 
 class SeenTokens:
@@ -124,15 +133,23 @@ class SeenTokens:
 
 
 class Verification:
-    """One request's token check, running alongside the request; ``passed()`` waits for it."""
+    """One request's token check, running alongside the request; ``passed()`` waits for it.
+
+    ``run`` looks the token up once ``start()`` is called (the request was admitted) or
+    something waits for the result: a request refused before either costs no lookup."""
 
     def __init__(self, expected: TokenInfo) -> None:
         self.expected = expected
         self.error: errors.StashError | None = None
+        self._go = anyio.Event()
         self._done = anyio.Event()
+
+    def start(self) -> None:
+        self._go.set()
 
     async def run(self, check: Callable[[str], Awaitable[TokenInfo]], secret: str) -> None:
         try:
+            await self._go.wait()
             token = await check(secret)
             if token != self.expected:  # tokens do not change; if one did, judge it afresh
                 self.error = errors.AccessDenied("access denied: the token changed; retry")
@@ -142,6 +159,7 @@ class Verification:
             self._done.set()
 
     async def passed(self) -> bool:
+        self._go.set()
         await self._done.wait()
         return self.error is None
 

@@ -1,10 +1,11 @@
 """Admission control over a real `stash serve mcp --transport http` process and the MCP SDK client.
 
 Small limits (2 running, 2 waiting) and a burst four times that size of remembers and
-recalls, made slow by a lock the test holds on the episodes table: the calls past the
-queue are answered at once with the typed busy error (HTTP 503, Retry-After, JSON-RPC
-code -32005 with ``{"error": "busy", "retry_after_s": …}``, which the SDK raises as
-``MCPError``), the admitted ones succeed once the lock goes, every remember is either
+recalls, made slow by a lock the test holds on the episodes table and on the tokens (so
+every token check waits too): the calls past the queue are answered at once with the
+typed busy error (HTTP 503, Retry-After, JSON-RPC code -32005 with ``{"error": "busy",
+"retry_after_s": …}``, which the SDK raises as ``MCPError``), without waiting for their
+token checks, the admitted ones succeed once the lock goes, every remember is either
 acknowledged and stored or refused and absent, and the server serves a full load after.
 stdio has no such limit.
 """
@@ -58,9 +59,9 @@ async def test_a_burst_past_the_queue_is_refused_at_once_and_nothing_is_half_wri
     with _serve_http(settings, tmp_path) as base, contextlib.ExitStack() as stack:
         async with _session(base, token) as session:
             await session.call_tool("recall", {"query": "warm", "namespaces": "/b"})
-            # every call below now waits on this lock until it is released
+            # every call below, and every token check, now waits on this lock until it is released
             lock = stack.enter_context(psycopg.connect(settings.database_url))
-            lock.execute("LOCK TABLE episodes IN ACCESS EXCLUSIVE MODE")
+            lock.execute("LOCK TABLE episodes, api_tokens IN ACCESS EXCLUSIVE MODE")
 
             outcomes: dict[int, tuple[str, float, Any]] = {}
 

@@ -61,13 +61,13 @@ async def test_a_waiter_is_refused_after_the_wait() -> None:
 
 async def test_a_request_that_would_wait_past_the_limit_is_refused_at_once() -> None:
     admission = Admission(1, 100, wait_s=1.0)
-    admission.service_s = 0.6  # two ahead of a newcomer: 1.2 s expected
+    admission.service_s = 0.4  # two ahead of a newcomer: 0.8 s expected, 1.2 s with its own call
     release = anyio.Event()
     outcomes: list[str | None] = []
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(_hold, admission, outcomes, release, [], 0)
         await anyio.sleep(0.01)
-        tasks.start_soon(_hold, admission, outcomes, release, [], 1)  # waits: 0.6 s expected
+        tasks.start_soon(_hold, admission, outcomes, release, [], 1)  # waits: 0.4 s, answered by 0.8 s
         await anyio.sleep(0.01)
         async with admission.enter() as refused:
             assert refused == Admission.EXPECTED_WAIT
@@ -101,3 +101,39 @@ def test_retry_after() -> None:
     assert admission.retry_after_s() == 0.2  # four running at 0.2 s on four places
     assert admission.retry_after_s() >= Admission.RETRY_MIN_S
     assert retry_after_header(0.2) == b"1" and retry_after_header(2.01) == b"3"
+
+
+async def test_the_time_before_asking_and_the_service_count_against_the_limit() -> None:
+    """A request is answered or refused within ``wait_s`` of its arrival: the time it spent
+    before asking and the recent service time are taken from its wait."""
+    admission = Admission(1, 100, wait_s=1.0)
+    admission.service_s = 0.3
+    release = anyio.Event()
+    outcomes: list[str | None] = []
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_hold, admission, outcomes, release, [], 0)
+        await anyio.sleep(0.01)
+        # first in the queue: 0.3 s expected wait + 0.3 s service fits 1 s, but not after 0.5 s spent
+        async with admission.enter(0.5) as refused:
+            assert refused == Admission.EXPECTED_WAIT
+        # after 0.2 s spent it may wait, but only what is left once its service is set aside
+        started = anyio.current_time()
+        async with admission.enter(0.2) as refused:
+            assert refused == Admission.WAITED
+        assert 0.45 <= anyio.current_time() - started < 0.7
+        release.set()
+    # a free place serves a request that still has time, and refuses one already late
+    async with admission.enter(0.9) as refused:
+        assert refused is None
+    async with admission.enter(1.0) as refused:
+        assert refused == Admission.WAITED
+    assert admission.running == 0
+
+
+def test_a_request_s_own_call_is_judged_by_the_slow_end_of_the_recent_ones() -> None:
+    admission = Admission(1, 100, wait_s=1.0)
+    for held in [0.6] * 5 + [0.1] * 45:  # a tenth of the recent calls were slow
+        admission.running = 1
+        admission._release(held)
+    assert admission.service_s is not None and admission.service_s < 0.15  # the mean: for waits
+    assert admission.call_s() == 0.6  # one request's own call: the slow end
