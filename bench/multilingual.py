@@ -4,8 +4,9 @@
     python -m bench.multilingual --embedder minilm-int8        # another local embedder
     python -m bench.multilingual --embedder openai --embedding-model NAME --openai-base-url URL
 
-The same 72 memories (48 answers, 24 hard negatives) and 48 questions in en, zh, ja, th,
-ar, hi, de and es, one namespace per language (its scope when asked). Systems, all with limit 10:
+The same 76 memories (48 answers, 28 hard negatives) and 48 questions in en, zh, ja, th,
+ar, hi, de and es, the questions not quoting their answers (a third keep a name or product
+term), one namespace per language (its scope when asked). Systems, all with limit 10:
 
 * ``keyword`` — ``recall(mode="text")``: the keyword leg alone (BM25 over ``stash_lexemes``);
 * ``vector``  — ``recall(mode="vector")``: the embedder alone;

@@ -2,7 +2,8 @@
 
 No database: every scenario and every hard negative is written in all eight languages,
 each in its own script, keys are unique, every question's one relevant memory is its own
-scenario's in its own language, and the split is DEV = every third scenario.
+scenario's in its own language, the split is DEV = every third scenario, and at most half
+the questions share a longer word with their answer.
 """
 
 from __future__ import annotations
@@ -39,3 +40,17 @@ def test_questions_point_at_their_own_memory_and_split_by_scenario() -> None:
             assert q["relevant"] == [f"{language}-{i:02d}"] and q["relevant"][0] in keys
             assert q["split"] == ("dev" if i % 3 == 0 else "test")
         assert sum(q["split"] == "dev" for q in d["questions"]) == 16
+
+
+def test_at_least_half_the_questions_share_no_longer_word_with_their_answer() -> None:
+    """The set measures search, not overlap: a question that quotes its memory is found by
+    any keyword index. In the languages written with spaces and few inflections, at most
+    half the questions share a word of five letters or more (a name, a product term) with
+    their memory."""
+    def words(text: str) -> set[str]:
+        return {w for w in re.findall(r"\w+", text.lower()) if len(w) >= 5}
+
+    for language in ("en", "de", "es"):
+        sharing = [i for i, entry in enumerate(multilingual.SCENARIOS)
+                   if words(entry[language][0]) & words(entry[language][1])]
+        assert len(sharing) <= len(multilingual.SCENARIOS) // 2, (language, sharing)
