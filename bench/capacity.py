@@ -207,9 +207,11 @@ class Step:
         """The longest wait for an answer of any kind (a result, a refusal, an error)."""
         return max(((done - began) for _, o, began, done in self._within() if o != "timeout"), default=0.0)
 
-    def over(self, seconds: float) -> int:
-        """Calls without an answer (a result or a refusal) within ``seconds``."""
-        return sum(1 for _, o, began, done in self._within() if o == "timeout" or done - began > seconds)
+    def over(self, seconds: float, outcome: str | None = None) -> int:
+        """Calls without an answer (a result or a refusal) within ``seconds``; of one
+        ``outcome`` only ("ok", "busy"…) when given."""
+        return sum(1 for _, o, began, done in self._within()
+                   if (outcome is None or o == outcome) and (o == "timeout" or done - began > seconds))
 
     def cpu_ms_per_call(self, part: str) -> float | None:
         value, answered = self.cpu_s.get(part), self.answered()
@@ -795,7 +797,8 @@ def judge(steps: list[Step], stdio: dict[str, list[float]]) -> list[list[Any]]:
             late = step.over(2.0)
             met = late == 0 and step.count("error") == 0
             rows.append([f"256 agents, {step.path}", "every call answered or refused busy within 2 s, no timeout",
-                         f"{late} of {len(step._within())} calls past 2 s ({step.count('timeout')} timeouts), "
+                         f"{late} of {len(step._within())} calls past 2 s ({step.over(2.0, 'ok')} answers, "
+                         f"{step.over(2.0, 'busy')} refusals; {step.count('timeout')} timeouts), "
                          f"{step.count('error')} errors, slowest answer {step.slowest_s():.2f} s, "
                          f"{step.count('busy')} refused busy", "met" if met else "**missed**"])
     by = {(s.agents, s.path): s for s in ours}
