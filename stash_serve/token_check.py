@@ -85,21 +85,13 @@ class TokenCheck:
         with translate_errors():
             try:
                 async with pool.connection() as conn:
-                    return await _lookup(conn, secret)
+                    return await auth.authenticate_on(conn, secret)
             except psycopg.OperationalError:
                 # After a database restart idle connections are dead sockets: sweep them
                 # all at once and try again on a fresh one (no probe before every check).
                 await pool.check()
                 async with pool.connection() as conn:
-                    return await _lookup(conn, secret)
-
-
-async def _lookup(conn: psycopg.AsyncConnection, secret: str | None) -> TokenInfo:
-    """One lookup on ``conn``, finished even if its caller is cancelled meanwhile: a query
-    cut off half way would leave the connection for the pool to discard. A caller still
-    waiting for a connection can be cancelled at no cost."""
-    with anyio.CancelScope(shield=True):
-        return await auth.authenticate_on(conn, secret)
+                    return await auth.authenticate_on(conn, secret)
 
 
 class SeenTokens:
