@@ -69,6 +69,8 @@ from stash_pipeline import errors
 from stash_pipeline.auth import TokenInfo
 from stash_pipeline.store import Store
 from stash_serve.admission import (
+    BUSY_CODE,
+    BUSY_ERROR,
     ON_ADMITTED_SCOPE_KEY,
     RATE_LIMITED_CODE,
     RATE_LIMITED_ERROR,
@@ -81,8 +83,8 @@ from stash_serve.console import routes as console_routes
 from stash_serve.console.app import build_console
 from stash_serve.limits import Admission, InFlight, Pacer, SlidingWindow
 from stash_serve.mcp.calls import TOKEN_SCOPE_KEY, VERIFICATION_SCOPE_KEY
-from stash_serve.metrics import AUTH_FAILURES, exposition
-from stash_serve.token_check import SeenTokens, TokenCheck, Verification
+from stash_serve.metrics import AUTH_FAILURES, BUSY, exposition
+from stash_serve.token_check import CheckTooLate, SeenTokens, TokenCheck, Verification
 from stash_serve.warmup import Warmup
 
 if TYPE_CHECKING:
@@ -97,6 +99,8 @@ GUESS_FACTOR = 10
 IN_FLIGHT_WAIT_S = 2.0
 #: ... and told to come back after this many seconds
 IN_FLIGHT_RETRY_S = 1
+#: a request whose token check found no connection in time is told to come back after this many seconds
+TOKEN_CHECK_RETRY_S = 1
 #: /healthz and /readyz answer within this many seconds, the database up or not
 HEALTH_BUDGET_S = 0.8
 
@@ -253,6 +257,11 @@ class BearerAuthMiddleware:
     connection the server has. On /mcp that answer is a JSON-RPC error (code
     RATE_LIMITED_CODE, ``data.error`` ``rate_limited``, id null: the body is not read for
     it), which MCP clients raise as the call's error; elsewhere it is Stash's error JSON.
+
+    A POST to /mcp is answered within STASH_HTTP_QUEUE_TIMEOUT_S of its arrival
+    (``stash_serve.admission``), its token check included: a check that found no free
+    connection of the token-check pool by then is answered 503 busy (BUSY_CODE, id null,
+    Retry-After: 1) without having looked anything up.
     """
 
     def __init__(self, app: ASGIApp, store: Store, tokens: TokenCheck | None = None) -> None:
@@ -269,6 +278,7 @@ class BearerAuthMiddleware:
         self.lookups = Pacer(settings.auth_guess_lookups_per_second)
         self.unknown = NegativeCache(settings.auth_negative_cache_s)
         self.in_flight = InFlight(settings.http_max_requests_per_token, IN_FLIGHT_WAIT_S)
+        self.answer_within_s = settings.http_queue_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # other scopes pass to the app, whose first layer (RefuseOtherScopes) refuses them
@@ -307,7 +317,10 @@ class BearerAuthMiddleware:
                 async with self.lookups.turn(address):
                     token = await self.tokens.check(secret)
             else:
-                token = await self.tokens.check(secret)
+                token = await self.tokens.check(secret, self._check_wait_s(scope))
+        except CheckTooLate:
+            await self._busy(send)
+            return
         except errors.StashError as exc:
             await self._refuse(send, scope["path"], address, secret, exc, guessing=guessing)
             return
@@ -319,6 +332,21 @@ class BearerAuthMiddleware:
                 return
             _admit(scope, token)
             await self.app(scope, receive, send)
+
+    def _check_wait_s(self, scope: Scope) -> float | None:
+        """How long a token check may wait for a connection: on a POST to /mcp, what is left
+        of the request's answer limit; elsewhere the pool's own timeout."""
+        if scope["path"] != STREAMABLE_PATH or scope["method"] != "POST":
+            return None
+        return self.answer_within_s - (time.monotonic() - arrived(scope))
+
+    async def _busy(self, send: Send) -> None:
+        BUSY.labels("token_check").inc()
+        message = (f"Stash is busy; retry after {TOKEN_CHECK_RETRY_S} s: no connection came free for the "
+                   f"token check within {self.answer_within_s:g} s of the request's arrival "
+                   "(STASH_HTTP_QUEUE_TIMEOUT_S)")
+        answer = refusal(None, BUSY_CODE, BUSY_ERROR, message, float(TOKEN_CHECK_RETRY_S))
+        await _send_json(send, 503, answer, [(b"retry-after", str(TOKEN_CHECK_RETRY_S).encode())])
 
     async def _too_many(self, scope: Scope, send: Send) -> None:
         exc = errors.RateLimited(

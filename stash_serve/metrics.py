@@ -48,7 +48,8 @@ AUTH_FAILURES = Counter(
 )
 BUSY = Counter(
     "stash_http_busy_total",
-    "MCP HTTP requests answered 503 busy by admission control, by why (queue_full, expected_wait, waited).",
+    "MCP HTTP requests answered 503 busy, by why: admission control (queue_full, expected_wait, waited) "
+    "or no connection for the token check in time (token_check).",
     ["reason"],
     registry=METRICS,
 )

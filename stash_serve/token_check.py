@@ -18,6 +18,12 @@ nothing the request does takes effect before it passes. A tool's work waits for 
 (``stash_serve.mcp.calls.ToolCalls.run``) and so does the answer's first byte; a failed
 check turns the answer into the 401 (or 503) it would have been.
 
+A check may be given the longest it may wait for one of the pool's connections (``wait_s``,
+below the store's STASH_DB_TIMEOUT_S): the HTTP server gives a request not yet admitted
+what is left of its answer limit. Past it, while other checks hold the connections, the
+check raises ``CheckTooLate`` without having begun (a lookup once begun is never cut); with
+none held, the connections cannot be made and it is DatabaseUnavailable, as ever.
+
 The pool runs while the HTTP app's lifespan does (``running``); outside it (an app driven
 without its lifespan, as in tests) the check runs ``authenticate`` in a worker thread.
 """
@@ -27,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -34,7 +41,7 @@ import anyio
 import anyio.to_thread
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from stash_pipeline import auth, errors
 from stash_pipeline.auth import TokenInfo
@@ -50,12 +57,18 @@ async def _configure(conn: psycopg.AsyncConnection) -> None:
     await conn.execute(query("session_settings"))  # the settings of every Stash connection
 
 
+class CheckTooLate(Exception):
+    """No connection came free for the check within the wait it was given; nothing was looked up."""
+
+
 class TokenCheck:
-    """``check(secret)``: the TokenInfo, AccessDenied, or DatabaseUnavailable."""
+    """``check(secret)``: the TokenInfo, AccessDenied, or DatabaseUnavailable (or
+    CheckTooLate, given ``wait_s``)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._pool: AsyncConnectionPool | None = None
+        self._lent = 0  # connections held by checks now (the event loop's alone)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -78,20 +91,40 @@ class TokenCheck:
             self._pool = None
             await pool.close()
 
-    async def check(self, secret: str | None) -> TokenInfo:
+    async def check(self, secret: str | None, wait_s: float | None = None) -> TokenInfo:
+        """The token of ``secret``; ``wait_s``, the longest wait for a connection when it is
+        shorter than STASH_DB_TIMEOUT_S (``CheckTooLate`` past it)."""
         pool = self._pool
         if pool is None:
             return await anyio.to_thread.run_sync(auth.authenticate, self.store, secret)
+        timeout = self.store.settings.db_timeout_s
+        late = wait_s is not None and wait_s < timeout
+        if late:
+            assert wait_s is not None
+            if wait_s <= 0:
+                raise CheckTooLate()
+            timeout = wait_s
+        deadline = time.monotonic() + timeout
         with translate_errors():
             try:
-                async with pool.connection() as conn:
-                    return await auth.authenticate_on(conn, secret)
+                return await self._lookup(pool, secret, timeout)
+            except PoolTimeout:
+                if late and self._lent:
+                    raise CheckTooLate() from None
+                raise  # no connection to be had: the database is unavailable
             except psycopg.OperationalError:
                 # After a database restart idle connections are dead sockets: sweep them
                 # all at once and try again on a fresh one (no probe before every check).
                 await pool.check()
-                async with pool.connection() as conn:
-                    return await auth.authenticate_on(conn, secret)
+                return await self._lookup(pool, secret, deadline - time.monotonic())
+
+    async def _lookup(self, pool: AsyncConnectionPool, secret: str | None, timeout: float) -> TokenInfo:
+        async with pool.connection(timeout=timeout) as conn:
+            self._lent += 1
+            try:
+                return await auth.authenticate_on(conn, secret)
+            finally:
+                self._lent -= 1
 
 
 class SeenTokens:
@@ -156,4 +189,4 @@ class Verification:
         return self.error is None
 
 
-__all__ = ["SeenTokens", "TokenCheck", "Verification"]
+__all__ = ["CheckTooLate", "SeenTokens", "TokenCheck", "Verification"]

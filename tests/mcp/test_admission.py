@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from stash_pipeline import auth
 from stash_pipeline.memory import namespaces
 from stash_serve.admission import BUSY_CODE
+from stash_serve.token_check import POOL_SIZE
 from tests.mcp.test_transports import MCP_HEADERS, _env, _serve_http, _session, _stash
 
 pytestmark = pytest.mark.anyio
@@ -147,3 +148,54 @@ async def test_stdio_has_no_admission_limit(settings: Any, tmp_path: Path) -> No
             results = await _gather(session, 8)
     assert len(results) == 8 and all(not r.is_error for r in results), [r.content for r in results]
     assert all("results" in json.loads(r.content[0].text) for r in results)
+
+
+async def test_a_token_check_with_no_connection_in_time_is_answered_busy(
+    settings: Any, store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token not seen before is checked before admission, on the token-check pool's 4
+    connections. With all 4 held by checks waiting on a lock, one more is answered busy
+    within the answer limit (1 s here), not after the database timeout as "unavailable";
+    the held checks are never cut, and end answered or busy once the lock goes."""
+    monkeypatch.setenv("STASH_HTTP_QUEUE_TIMEOUT_S", "1")
+    namespaces.create(store, "/b", "B", "burst")
+    tokens = [auth.create_token(store, ["/b"], ["read"], f"agent {n}")["token"] for n in range(POOL_SIZE + 1)]
+
+    def post(http: httpx2.AsyncClient, base: str, token: str, id_: str) -> Any:
+        return http.post(base + "/mcp", headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"},
+                         json={"jsonrpc": "2.0", "id": id_, "method": "tools/call",
+                               "params": {"name": "recall", "arguments": {"query": "x", "namespaces": "/b"}}})
+
+    with _serve_http(settings, tmp_path) as base, contextlib.ExitStack() as stack:
+        lock = stack.enter_context(psycopg.connect(settings.database_url))
+        lock.execute("LOCK TABLE api_tokens IN ACCESS EXCLUSIVE MODE")
+        held: list[httpx2.Response] = []
+        async with httpx2.AsyncClient(timeout=60) as http, anyio.create_task_group() as tasks:
+            async def held_check(n: int) -> None:
+                held.append(await post(http, base, tokens[n], f"held-{n}"))
+
+            for n in range(POOL_SIZE):
+                tasks.start_soon(held_check, n)
+            with psycopg.connect(settings.database_url, autocommit=True) as watch, anyio.fail_after(30):
+                while watch.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                    " AND query LIKE '%api_tokens%'").fetchone()[0] < POOL_SIZE:
+                    await anyio.sleep(0.05)
+            started = time.monotonic()
+            late = await post(http, base, tokens[POOL_SIZE], "late-1")
+            took = time.monotonic() - started
+            lock.rollback()  # the held checks go on
+
+        assert late.status_code == 503, late.text
+        assert took < 2.0, f"answered after {took:.2f} s"
+        assert int(late.headers["retry-after"]) >= 1
+        body = late.json()
+        assert body["id"] is None and body["error"]["code"] == BUSY_CODE, body
+        assert body["error"]["data"]["error"] == "busy" and "token check" in body["error"]["message"], body
+        assert len(held) == POOL_SIZE
+        for answer in held:  # looked up in full, then answered, or refused as too late for the limit
+            assert answer.status_code in (200, 503), answer.text
+            if answer.status_code == 503:
+                assert answer.json()["error"]["code"] == BUSY_CODE, answer.text
+        metrics = httpx2.get(base + "/metrics", timeout=10).text
+        refused = re.search(r'^stash_http_busy_total\{reason="token_check"\} (\S+)$', metrics, re.M)
+        assert refused is not None and float(refused.group(1)) == 1, metrics

@@ -92,13 +92,13 @@ class Lookups:
         self.count = self.running = self.most = 0
         inner = app.tokens.check
 
-        async def check(secret: str | None) -> Any:
+        async def check(secret: str | None, wait_s: float | None = None) -> Any:
             self.count += 1
             guess = (secret or "").startswith(("stash_guess_", "stash_flood_", "stash_more_"))
             self.running += guess
             self.most = max(self.most, self.running)
             try:
-                return await inner(secret)
+                return await inner(secret, wait_s)
             finally:
                 self.running -= guess
 
