@@ -102,9 +102,10 @@ fact_pair AS (
                             s.ids, %(as_of)s, %(known_at)s, %(text_scan_limit)s::bigint) m
     WHERE %(use_text)s
 ),
--- text_top: the best %(text_candidates)s text matches of both kinds by BM25 (as one join and
--- one aggregate over (match, lexeme) pairs, not a subquery per match) join the vector
--- candidates; cosine is computed only for this short list.
+-- text_top: the best %(text_candidates)s text matches of both kinds by BM25, ties by id
+-- then kind so the list is the same on every run (as one join and one aggregate over
+-- (match, lexeme) pairs, not a subquery per match) join the vector candidates; cosine is
+-- computed only for this short list.
 text_top AS (
     SELECT m.kind, m.id FROM (SELECT 'fact'::text AS kind, id, search, length(search) AS doc_length FROM fact_text
                               UNION ALL SELECT 'episode'::text, id, search, length(search) FROM episode_text) m
@@ -112,7 +113,7 @@ text_top AS (
     CROSS JOIN LATERAL unnest(lexemes_matched(m.search, tq.lexemes)) AS u JOIN weights w ON w.lexeme = u.lexeme
     GROUP BY m.kind, m.id, m.doc_length, co.average_length
     ORDER BY sum(bm25_term(w.idf, COALESCE(array_length(u.positions, 1), 1), m.doc_length, co.average_length,
-                           %(k1)s, %(b)s)) DESC, m.id DESC
+                           %(k1)s, %(b)s)) DESC, m.id DESC, m.kind
     LIMIT %(text_candidates)s
 ),
 -- Every candidate of both legs scored once: cosine to the query, BM25 and coverage, BM25 /
