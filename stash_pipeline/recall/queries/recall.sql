@@ -46,7 +46,8 @@ query_lexemes AS (
 ), weights AS (
     SELECT t.lexeme, t.df, ln(1 + (c.documents - t.df + 0.5) / (t.df + 0.5)) AS idf,
            sum(t.df) OVER (ORDER BY t.df, t.lexeme) AS cumulative_df,
-           row_number() OVER (PARTITION BY t.df > 0 ORDER BY t.df, t.lexeme) AS rarity
+           row_number() OVER (PARTITION BY t.df > 0 ORDER BY t.df, t.lexeme) AS rarity,
+           row_number() OVER (ORDER BY t.df, t.lexeme) AS place
     FROM terms t, corpus c
 ), tq AS (
     SELECT (SELECT string_agg('''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''', ' | ')
@@ -103,49 +104,60 @@ fact_pair AS (
     WHERE %(use_text)s
 ),
 -- text_top: the best %(text_candidates)s text matches of both kinds by BM25, ties by id
--- then kind so the list is the same on every run (as one join and one aggregate over
--- (match, lexeme) pairs, not a subquery per match) join the vector candidates; cosine is
--- computed only for this short list.
+-- then kind so the list is the same on every run, each scored in one pass (its matched
+-- lexemes unnested once and one join with weights, not a subquery per match), with the
+-- lexemes it matched; they join the vector candidates with that BM25, and cosine is computed
+-- only for this short list. Every BM25 sum of the hybrid legs (text_top, vec_text, extra)
+-- adds a row's terms in weights' order (place), so a row scores the same whichever leg
+-- brought it.
 text_top AS (
-    SELECT m.kind, m.id FROM (SELECT 'fact'::text AS kind, id, search, length(search) AS doc_length FROM fact_text
-                              UNION ALL SELECT 'episode'::text, id, search, length(search) FROM episode_text) m
-    CROSS JOIN corpus co CROSS JOIN tq
-    CROSS JOIN LATERAL unnest(lexemes_matched(m.search, tq.lexemes)) AS u JOIN weights w ON w.lexeme = u.lexeme
-    GROUP BY m.kind, m.id, m.doc_length, co.average_length
-    ORDER BY sum(bm25_term(w.idf, COALESCE(array_length(u.positions, 1), 1), m.doc_length, co.average_length,
-                           %(k1)s, %(b)s)) DESC, m.id DESC, m.kind
+    SELECT m.kind, m.id, sum(bm25_term(w.idf, COALESCE(array_length((m.u).positions, 1), 1), m.doc_length,
+                                       co.average_length, %(k1)s, %(b)s) ORDER BY w.place) AS bm25,
+           array_agg(w.lexeme ORDER BY w.place) AS matched
+    FROM (SELECT m.kind, m.id, m.doc_length, unnest(lexemes_matched(m.search, tq.lexemes)) AS u
+          FROM (SELECT 'fact'::text AS kind, id, search, length(search) AS doc_length FROM fact_text
+                UNION ALL SELECT 'episode'::text, id, search, length(search) FROM episode_text) m, tq) m
+    CROSS JOIN corpus co JOIN weights w ON w.lexeme = (m.u).lexeme
+    GROUP BY m.id, m.kind
+    ORDER BY bm25 DESC, m.id DESC, m.kind
     LIMIT %(text_candidates)s
 ),
 -- Every candidate of both legs scored once: cosine to the query, BM25 and coverage, BM25 /
 -- full_match: the share of the query's information the row matches, comparable across
 -- queries. The score is the hybrid score (an episode with no vector yet ranks by text
--- alone). candidates detoasts each tsvector and vector once: setweight(.., 'D') and
--- vector(.., -1, true) return it expanded, otherwise unchanged (a pointer in a materialised
--- CTE is fetched again at every use).
+-- alone). A text match keeps text_top's BM25 and matched lexemes; a vector candidate's are
+-- computed the same way (vec_text). candidates detoasts each vector once: vector(.., -1,
+-- true) returns it expanded, otherwise unchanged (a pointer in a materialised CTE is fetched
+-- again at every use).
 candidates AS (
-    SELECT 'fact'::text AS kind, v.id, v.namespace_id, setweight(v.search, 'D') AS search,
-           vector(v.embedding, -1, true) AS embedding, v.occurred_at, v.metadata FROM fact_vec v
+    SELECT 'fact'::text AS kind, v.id, v.namespace_id, vector(v.embedding, -1, true) AS embedding, v.occurred_at,
+           v.metadata, NULL::float8 AS bm25, NULL::text[] AS matched FROM fact_vec v
     UNION ALL
-    SELECT 'fact'::text, f.id, f.namespace_id, setweight(f.search, 'D'),
-           vector(f.embedding, -1, true), NULL::timestamptz AS occurred_at, NULL::jsonb AS metadata FROM facts f
-    WHERE f.id IN (SELECT id FROM text_top WHERE kind = 'fact') AND f.id NOT IN (SELECT id FROM fact_vec)
+    SELECT 'fact'::text, f.id, f.namespace_id, vector(f.embedding, -1, true), NULL::timestamptz AS occurred_at,
+           NULL::jsonb AS metadata, t.bm25, t.matched FROM text_top t JOIN facts f ON f.id = t.id
+    WHERE t.kind = 'fact' AND f.id NOT IN (SELECT id FROM fact_vec)
     UNION ALL
-    SELECT 'episode'::text AS kind, v.id, v.namespace_id, setweight(v.search, 'D') AS search,
-           vector(v.embedding, -1, true) AS embedding, v.occurred_at, v.metadata FROM episode_vec v
+    SELECT 'episode'::text AS kind, v.id, v.namespace_id, vector(v.embedding, -1, true) AS embedding, v.occurred_at,
+           v.metadata, NULL::float8, NULL::text[] FROM episode_vec v
     UNION ALL
-    SELECT 'episode'::text, e.id, e.namespace_id, setweight(e.search, 'D'),
-           vector(e.embedding, -1, true), e.occurred_at, e.metadata FROM episodes e
-    WHERE e.id IN (SELECT id FROM text_top WHERE kind = 'episode') AND e.id NOT IN (SELECT id FROM episode_vec)
+    SELECT 'episode'::text, e.id, e.namespace_id, vector(e.embedding, -1, true), e.occurred_at, e.metadata,
+           t.bm25, t.matched FROM text_top t JOIN episodes e ON e.id = t.id
+    WHERE t.kind = 'episode' AND e.id NOT IN (SELECT id FROM episode_vec)
+), vec_text AS (
+    SELECT m.kind, m.id, sum(bm25_term(w.idf, COALESCE(array_length((m.u).positions, 1), 1), m.doc_length,
+                                       co.average_length, %(k1)s, %(b)s) ORDER BY w.place) AS bm25,
+           array_agg(w.lexeme ORDER BY w.place) AS matched
+    FROM (SELECT m.kind, m.id, length(m.search) AS doc_length, unnest(lexemes_matched(m.search, tq.lexemes)) AS u
+          FROM (SELECT 'fact'::text AS kind, id, search FROM fact_vec
+                UNION ALL SELECT 'episode'::text, id, search FROM episode_vec) m, tq) m
+    CROSS JOIN corpus co JOIN weights w ON w.lexeme = (m.u).lexeme
+    GROUP BY m.id, m.kind
 ), scored AS MATERIALIZED (
     SELECT c.kind, c.id, c.namespace_id, c.occurred_at, c.metadata, c.embedding,
            CASE WHEN %(use_vector)s THEN 1 - (c.embedding <=> (SELECT v FROM query_vector)) END AS cosine,
-           CASE WHEN %(use_text)s THEN COALESCE((
-               SELECT sum(bm25_term(w.idf, COALESCE(array_length(u.positions, 1), 1), length(c.search),
-                                    co.average_length, %(k1)s, %(b)s))
-               FROM unnest(lexemes_matched(c.search, tq.lexemes)) AS u JOIN weights w ON w.lexeme = u.lexeme), 0)
-           END AS bm25,
-           tsvector_to_array(lexemes_matched(c.search, tq.lexemes)) AS matched
-    FROM candidates c, corpus co, tq
+           CASE WHEN %(use_text)s THEN COALESCE(c.bm25, b.bm25, 0) END AS bm25,
+           COALESCE(c.matched, b.matched, '{}') AS matched
+    FROM candidates c LEFT JOIN vec_text b ON b.kind = c.kind AND b.id = c.id
 ),
 -- stale: an episode whose derived facts in scope are all retired scores stale_factor times,
 -- so its correction outranks it: a count per row on a lineage index, as fact_restates.
@@ -185,9 +197,10 @@ fused AS (
 ),
 -- Context (hybrid mode, present): an episode within context_window turns of one of the best
 -- context_pool episodes, in the same session, gains neighbour_weight times that hit's score;
--- a neighbour that was no candidate is scored here too (a handful of rows), so a reply that
--- shares little with the query but follows a strong hit can rank. Then the best
--- %(fetch_limit)s by score times the ranking weight (subject_weight aside).
+-- a neighbour that was no candidate is scored here too, the same way (a handful of rows,
+-- extra_rows), so a reply that shares little with the query but follows a strong hit can
+-- rank. Then the best %(fetch_limit)s by score times the ranking weight (subject_weight
+-- aside).
 pool AS (SELECT f.* FROM fused f WHERE f.kind = 'episode' ORDER BY f.score DESC, f.id DESC LIMIT %(context_pool)s),
 neighbours AS (
     SELECT n.id, max(p.score) AS score
@@ -195,14 +208,19 @@ neighbours AS (
     WHERE %(neighbour_weight)s::float8 > 0 AND %(as_of)s::timestamptz IS NULL AND %(known_at)s::timestamptz IS NULL
       AND same_session(n.occurred_at, n.created_at, n.metadata, p.occurred_at, p.metadata)
     GROUP BY n.id
+), extra_rows AS MATERIALIZED (
+    SELECT e.id, e.embedding, e.search FROM episodes e
+    WHERE e.id IN (SELECT n.id FROM neighbours n) AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
 ), extra AS MATERIALIZED (
     SELECT 'episode'::text AS kind, e.id, 1 - (e.embedding <=> (SELECT v FROM query_vector)) AS cosine,
-           COALESCE((
-               SELECT sum(bm25_term(w.idf, COALESCE(array_length(u.positions, 1), 1), length(e.search),
-                                    co.average_length, %(k1)s, %(b)s))
-               FROM unnest(lexemes_matched(e.search, tq.lexemes)) AS u JOIN weights w ON w.lexeme = u.lexeme), 0) AS bm25
-    FROM episodes e, corpus co, tq
-    WHERE e.id IN (SELECT n.id FROM neighbours n) AND e.id NOT IN (SELECT f.id FROM fused f WHERE f.kind = 'episode')
+           COALESCE(b.bm25, 0) AS bm25
+    FROM extra_rows e LEFT JOIN (
+        SELECT m.id, sum(bm25_term(w.idf, COALESCE(array_length((m.u).positions, 1), 1), m.doc_length,
+                                   co.average_length, %(k1)s, %(b)s) ORDER BY w.place) AS bm25
+        FROM (SELECT e.id, length(e.search) AS doc_length, unnest(lexemes_matched(e.search, tq.lexemes)) AS u
+              FROM extra_rows e, tq) m
+        CROSS JOIN corpus co JOIN weights w ON w.lexeme = (m.u).lexeme
+        GROUP BY m.id) b ON b.id = e.id
 ), own AS (
     SELECT f.kind, f.id, f.cosine, f.bm25, f.coverage, f.score, f.restates FROM fused f
     UNION ALL
