@@ -187,7 +187,7 @@ fused AS (
            CASE WHEN newer.score IS NULL THEN j.score
                 ELSE GREATEST(%(superseded_factor)s::float8 * j.score,
                               LEAST(j.score, %(supersede_margin)s::float8 * newer.score)) END AS score
-    FROM (SELECT x.*, row_number() OVER (ORDER BY x.score DESC, x.id DESC) AS place FROM judged x) j
+    FROM (SELECT x.*, row_number() OVER (ORDER BY x.score DESC, x.id DESC, x.kind) AS place FROM judged x) j
     LEFT JOIN LATERAL (
         SELECT max(n.score) AS score FROM judged n
         WHERE %(supersede)s AND j.place <= %(supersede_pool)s AND j.kind = 'episode' AND n.kind = 'episode'
