@@ -4,14 +4,22 @@
 Starts the profile under a project of its own (plus the tests' scripted model,
 docker/smoke/compose.smoke.yml), then for DURATION_S seconds AGENTS concurrent agents,
 spread over NAMESPACES namespaces, each loop: remember one episode with an idempotency
-key (retrying the same key until it is acknowledged), then recall. Mid-run it SIGKILLs
-one mcp replica the balancer routes to (the container's process, from the host, as a
-crash would) and later restarts PostgreSQL once. Afterwards it checks in PostgreSQL that
-every acknowledged write is stored exactly once, waits for the watermark sensor's runs
-(each in its own container) to consolidate every namespace, and reports:
+key, then recall. Each request ends answered, busy (the server's typed refusal: 503 or 429
+with Retry-After, or the JSON-RPC error -32005; nothing of it ran), timeout (the client's
+own, 30 s) or error (anything else). An agent sends the same call again, as a real one
+should: after a busy refusal once the wait it asks for (its ``retry_after_s``) has passed,
+after a timeout or an error 0.5 s later, each plus up to half again as jitter; a remember
+keeps its key and is retried up to 60 s until acknowledged, a recall up to 30 s until
+answered. Mid-run it SIGKILLs one mcp replica the balancer routes to (the container's
+process, from the host, as a crash would) and later restarts PostgreSQL once. Afterwards it checks in PostgreSQL
+that every acknowledged write is stored exactly once, waits for the watermark sensor's
+runs (each in its own container) to consolidate every namespace, and reports:
 
 * acknowledged writes lost and duplicated (both must be 0);
-* recall error rate and p95 per window: before, during and after each fault;
+* per window (before, during and after each fault) and tool: requests sent, answered,
+  busy, timeouts and other errors, the p95 of the answered ones, calls never answered
+  and the p95 time to an answer (busy retries included), the most frequent failures and
+  how late the client's own event loop ran; timeouts before the faults must be 0;
 * runs launched / succeeded / failed, run containers, and whether any namespace had two
   runs at once (must not);
 * the peak of open connections against max_connections.
@@ -38,11 +46,14 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+
+from stash_serve.admission import BUSY_CODE
 
 DOCKER = Path(__file__).resolve().parents[1]
 PROJECT = os.environ.get("SCALE_PROJECT", "stash-scale")
@@ -67,6 +78,12 @@ FAULT_WINDOW_S = 20
 THINK_S = (0.5, 1.5)
 #: how long a remember is retried with its key before it counts as not acknowledged
 WRITE_RETRY_S = 60
+#: how long a recall is retried before it counts as not answered
+RECALL_RETRY_S = 30
+#: the pause before sending a call again after a timeout or an error (a busy refusal says its own)
+RETRY_PAUSE_S = 0.5
+#: the client's own timeout per request (the server answers or refuses within 2 s of arrival)
+CLIENT_TIMEOUT_S = 30
 HEALTHY_TIMEOUT_S = 600
 CONSOLIDATION_TIMEOUT_S = 900
 PREFIX = "/load"
@@ -114,30 +131,136 @@ def wait_healthy() -> None:
 
 # -- the agents -------------------------------------------------------------------------
 
+#: how one request ended: answered, refused busy (the server's typed "retry after"; nothing
+#: of it ran), timed out in the client, or failed otherwise (HTTP, JSON-RPC or tool error)
+ANSWERED, BUSY, TIMEOUT, ERROR = "answered", "busy", "timeout", "error"
+
+
+class Busy(Exception):
+    """The server's typed refusal: 503 or 429 with Retry-After, or the JSON-RPC error BUSY_CODE."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"busy, retry after {retry_after_s:g} s")
+        self.retry_after_s = retry_after_s
+
+
+class CallFailed(RuntimeError):
+    """An answer that is an error other than busy: named by its JSON-RPC code or its tool error code."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One request sent: its tool, when (seconds into the run), how it ended, how long it took."""
+
+    tool: str
+    at: float
+    outcome: str
+    seconds: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of an agent with its retries: when it began, whether it was answered, the time to the answer."""
+
+    tool: str
+    at: float
+    answered: bool
+    seconds: float
+
+
 @dataclass
 class Tally:
     started: float = field(default_factory=time.monotonic)
     acked: dict[str, str] = field(default_factory=dict)  # idempotency key -> namespace
     unacked: list[str] = field(default_factory=list)
-    write_retries: int = 0
-    recalls: list[tuple[float, bool, float]] = field(default_factory=list)  # (t, ok, seconds)
-    writes: list[tuple[float, bool, float]] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    loop_lag: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds late)
     faults: dict[str, float] = field(default_factory=dict)
 
 
 async def call(client: httpx.AsyncClient, token: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """One MCP tools/call; raises on any failure (HTTP, JSON-RPC or tool error)."""
+    """One MCP tools/call; raises Busy on the server's typed refusal, another error on any other failure."""
     response = await client.post(
         "/mcp",
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}},
         headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
                  "MCP-Protocol-Version": "2025-06-18"},
     )
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if is_busy(response, error):
+        raise Busy(retry_after_s(response, error))
     response.raise_for_status()
-    answer = response.json()
-    if "error" in answer or answer["result"].get("isError"):
-        raise RuntimeError(json.dumps(answer)[:300])
+    if error:
+        raise CallFailed(f"JSON-RPC {error.get('code')}" if isinstance(error, dict) else "JSON-RPC error")
+    if answer["result"].get("isError"):
+        stash_error = (answer["result"].get("_meta") or {}).get("stash/error") or {}
+        raise CallFailed(f"tool error {stash_error.get('error', 'unnamed')}")
     return answer["result"]
+
+
+def is_busy(response: httpx.Response, error: Any) -> bool:
+    """A refusal to send again later: 503/429 with Retry-After, or a JSON-RPC error coded BUSY_CODE
+    (a bare 503, as the balancer sends with no replica up, is an error, not busy)."""
+    if response.status_code in (429, 503) and "retry-after" in response.headers:
+        return True
+    return isinstance(error, dict) and error.get("code") == BUSY_CODE
+
+
+def retry_after_s(response: httpx.Response, error: Any) -> float:
+    """The wait a refusal asks for: its ``data.retry_after_s`` (finer), else Retry-After, else 1 s."""
+    data = error.get("data") if isinstance(error, dict) else None
+    if isinstance(data, dict) and isinstance(data.get("retry_after_s"), int | float):
+        return float(data["retry_after_s"])
+    try:
+        return float(response.headers.get("retry-after", 1))
+    except ValueError:
+        return 1.0
+
+
+async def attempt(client: httpx.AsyncClient, token: str, tally: Tally, name: str,
+                  arguments: dict[str, Any]) -> tuple[str, float]:
+    """Send a call once and record how it ended: (outcome, seconds to wait before sending it again)."""
+    begun = time.monotonic()
+    detail = ""
+    try:
+        await call(client, token, name, arguments)
+        outcome, wait = ANSWERED, 0.0
+    except Busy as refusal:
+        outcome, wait = BUSY, refusal.retry_after_s
+    except httpx.TimeoutException as exc:
+        outcome, wait, detail = TIMEOUT, RETRY_PAUSE_S, type(exc).__name__
+    except (httpx.HTTPError, CallFailed, ValueError, KeyError, TypeError) as exc:
+        outcome, wait, detail = ERROR, RETRY_PAUSE_S, describe(exc)
+    tally.attempts.append(Attempt(name, begun - tally.started, outcome, time.monotonic() - begun, detail))
+    return outcome, wait
+
+
+def describe(exc: Exception) -> str:
+    """A short name for a failure, to count alike ones together."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    return str(exc) if isinstance(exc, CallFailed) else type(exc).__name__
+
+
+async def until_answered(client: httpx.AsyncClient, token: str, tally: Tally, rng: random.Random, name: str,
+                         arguments: dict[str, Any], patience_s: float) -> bool:
+    """Send the same call until it is answered or ``patience_s`` has passed, as an agent should:
+    after a busy refusal wait what it asks, after a timeout or another error RETRY_PAUSE_S,
+    each up to half again (jitter, so refused agents do not come back together)."""
+    begun = time.monotonic()
+    while True:
+        outcome, wait = await attempt(client, token, tally, name, arguments)
+        if outcome == ANSWERED or time.monotonic() - begun > patience_s:
+            break
+        await asyncio.sleep(wait * rng.uniform(1.0, 1.5))
+    tally.calls.append(Call(name, begun - tally.started, outcome == ANSWERED, time.monotonic() - begun))
+    return outcome == ANSWERED
 
 
 async def agent(index: int, token: str, client: httpx.AsyncClient, tally: Tally, stop_at: float) -> None:
@@ -148,30 +271,15 @@ async def agent(index: int, token: str, client: httpx.AsyncClient, tally: Tally,
     while time.monotonic() < stop_at:
         key = f"agent{index:03d}-{seq:05d}"
         content = f"[{key}] agent {index} {rng.choice(SENTENCES)} (note {seq})"
-        give_up = time.monotonic() + WRITE_RETRY_S
-        while True:
-            begun = time.monotonic()
-            try:
-                await call(client, token, "remember", {"content": content, "namespace": namespace,
-                                                       "idempotency_key": key})
-                tally.writes.append((begun - tally.started, True, time.monotonic() - begun))
-                tally.acked[key] = namespace
-                break
-            except (httpx.HTTPError, RuntimeError, ValueError):
-                tally.writes.append((begun - tally.started, False, time.monotonic() - begun))
-                if time.monotonic() > give_up:
-                    tally.unacked.append(key)
-                    break
-                tally.write_retries += 1
-                await asyncio.sleep(0.5)
+        arguments = {"content": content, "namespace": namespace, "idempotency_key": key}
+        if await until_answered(client, token, tally, rng, "remember", arguments, WRITE_RETRY_S):
+            tally.acked[key] = namespace
+        else:
+            tally.unacked.append(key)
         seq += 1
         await asyncio.sleep(rng.uniform(*THINK_S))
-        begun = time.monotonic()
-        try:
-            await call(client, token, "recall", {"query": rng.choice(SENTENCES), "namespaces": [namespace], "limit": 5})
-            tally.recalls.append((begun - tally.started, True, time.monotonic() - begun))
-        except (httpx.HTTPError, RuntimeError, ValueError):
-            tally.recalls.append((begun - tally.started, False, time.monotonic() - begun))
+        arguments = {"query": rng.choice(SENTENCES), "namespaces": [namespace], "limit": 5}
+        await until_answered(client, token, tally, rng, "recall", arguments, RECALL_RETRY_S)
         await asyncio.sleep(rng.uniform(*THINK_S))
 
 
@@ -207,17 +315,28 @@ async def sample_connections(samples: list[int], stop: asyncio.Event) -> None:
         await asyncio.sleep(2)
 
 
+async def sample_loop_lag(tally: Tally, stop: asyncio.Event) -> None:
+    """How late the client's own event loop wakes from a 100 ms sleep: a late loop delays every call's
+    reading of its answer, so a client short of CPU shows here, not in the server."""
+    while not stop.is_set():
+        begun = time.monotonic()
+        await asyncio.sleep(0.1)
+        tally.loop_lag.append((begun - tally.started, time.monotonic() - begun - 0.1))
+
+
 async def load(token: str) -> tuple[Tally, list[int]]:
     tally = Tally()
     stop_at = tally.started + DURATION_S
     samples: list[int] = []
     stop = asyncio.Event()
     limits = httpx.Limits(max_connections=AGENTS, max_keepalive_connections=AGENTS)
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{MCP_PORT}", timeout=30, limits=limits) as client:
-        sampler = asyncio.create_task(sample_connections(samples, stop))
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{MCP_PORT}", timeout=CLIENT_TIMEOUT_S,
+                                 limits=limits) as client:
+        samplers = [asyncio.create_task(sample_connections(samples, stop)),
+                    asyncio.create_task(sample_loop_lag(tally, stop))]
         await asyncio.gather(faults(tally), *(agent(i, token, client, tally, stop_at) for i in range(AGENTS)))
         stop.set()
-        await sampler
+        await asyncio.gather(*samplers)
     return tally, samples
 
 
@@ -236,11 +355,13 @@ def stored_writes(tally: Tally) -> tuple[int, int, int]:
 
 
 def windows(tally: Tally) -> list[tuple[str, float, float]]:
+    """The run cut at the faults: a fault's window lasts FAULT_WINDOW_S, or until the next fault."""
     kill, restart = tally.faults["replica killed"], tally.faults["PostgreSQL restarted"]
+    kill_end = min(kill + FAULT_WINDOW_S, restart)
     return [
         ("before the faults", 0, kill),
-        ("during the replica kill", kill, kill + FAULT_WINDOW_S),
-        ("after the replica kill", kill + FAULT_WINDOW_S, restart),
+        ("during the replica kill", kill, kill_end),
+        ("after the replica kill", kill_end, restart),
         ("during the PostgreSQL restart", restart, restart + FAULT_WINDOW_S),
         ("after the PostgreSQL restart", restart + FAULT_WINDOW_S, DURATION_S + 30),
     ]
@@ -251,20 +372,43 @@ def p95(values: list[float]) -> float:
 
 
 def window_table(tally: Tally) -> list[dict[str, Any]]:
+    """Per window and tool: requests sent by how they ended, the p95 of the answered ones, and of
+    the calls begun in the window the ones never answered and the p95 time to an answer (retries included)."""
     table = []
     for name, start, end in windows(tally):
-        recalls = [r for r in tally.recalls if start <= r[0] < end]
-        writes = [w for w in tally.writes if start <= w[0] < end]
-        ok = [r[2] for r in recalls if r[1]]
-        table.append({
-            "window": name, "from_s": round(start), "to_s": round(min(end, DURATION_S)),
-            "recalls": len(recalls), "recall_errors": len(recalls) - len(ok),
-            "recall_error_rate": round((len(recalls) - len(ok)) / len(recalls), 4) if recalls else 0,
-            "recall_p95_ms": round(p95(ok) * 1000), "writes_tried": len(writes),
-            "write_attempt_errors": sum(1 for w in writes if not w[1]),
-            "write_p95_ms": round(p95([w[2] for w in writes if w[1]]) * 1000),
-        })
+        row: dict[str, Any] = {"window": name, "from_s": round(start), "to_s": round(min(end, DURATION_S))}
+        for tool in ("remember", "recall"):
+            attempts = [a for a in tally.attempts if a.tool == tool and start <= a.at < end]
+            calls = [c for c in tally.calls if c.tool == tool and start <= c.at < end]
+            row[tool] = {
+                "sent": len(attempts),
+                **{outcome: sum(1 for a in attempts if a.outcome == outcome)
+                   for outcome in (ANSWERED, BUSY, TIMEOUT, ERROR)},
+                "p95_ms": round(p95([a.seconds for a in attempts if a.outcome == ANSWERED]) * 1000),
+                "calls": len(calls),
+                "calls_unanswered": sum(1 for c in calls if not c.answered),
+                "p95_to_answer_ms": round(p95([c.seconds for c in calls if c.answered]) * 1000),
+            }
+        failures = Counter(f"{a.tool} {a.outcome} {a.detail}" for a in tally.attempts
+                           if start <= a.at < end and a.outcome in (TIMEOUT, ERROR))
+        row["failures"] = dict(failures.most_common(5))
+        lag = [seconds for at, seconds in tally.loop_lag if start <= at < end]
+        row["client_loop_lag_ms"] = {"p95": round(p95(lag) * 1000), "max": round(max(lag, default=0) * 1000)}
+        table.append(row)
     return table
+
+
+def log_table(table: list[dict[str, Any]]) -> None:
+    """The windows, one line each: sent / answered / busy / timeouts / errors and p95 per tool."""
+    for row in table:
+        parts = []
+        for tool in ("remember", "recall"):
+            f = row[tool]
+            parts.append(f"{tool} {f['sent']}/{f['answered']}/{f['busy']}/{f['timeout']}/{f['error']} "
+                         f"p95 {f['p95_ms']} ms")
+        log(f"{row['window']} ({row['from_s']}-{row['to_s']} s): {'; '.join(parts)}; "
+            f"recall to answer p95 {row['recall']['p95_to_answer_ms']} ms; failures {row['failures']}; "
+            f"client loop lag max {row['client_loop_lag_ms']['max']} ms")
 
 
 RUNS_QUERY = ('{ runsOrError(filter: {tags: [{key: "stash/trigger", value: "watermark"}]}, limit: 5000) '
@@ -337,10 +481,16 @@ def most_at_once(spans: list[tuple[float, float]]) -> int:
     return peak
 
 
+def take_down() -> None:
+    """Remove the run containers, then the stack: they hold its network and storage volume, which
+    ``down`` would otherwise leave behind."""
+    subprocess.run("docker rm -f $(docker ps -aq --filter label=stash/role=run) 2>/dev/null", shell=True)
+    compose("down", "-v", "--remove-orphans", check=False)
+
+
 def main() -> int:
     log(f"project {PROJECT}: {AGENTS} agents, {NAMESPACES} namespaces, {DURATION_S:.0f} s, MCP on :{MCP_PORT}")
-    compose("down", "-v", "--remove-orphans", check=False)
-    subprocess.run("docker rm -f $(docker ps -aq --filter label=stash/role=run) 2>/dev/null", shell=True)
+    take_down()
     compose("up", "-d", "--build")
     wait_healthy()
     log("every service healthy")
@@ -358,17 +508,25 @@ def main() -> int:
     asyncio.run(create())
     log(f"{NAMESPACES} namespaces created; load starts")
     tally, samples = asyncio.run(load(token))
-    log(f"load done: {len(tally.acked)} writes acknowledged, {len(tally.recalls)} recalls")
+    log(f"load done: {len(tally.acked)} writes acknowledged, {len(tally.attempts)} requests sent")
+    table = window_table(tally)
+    log_table(table)
     lost, duplicated, stored = stored_writes(tally)
     runs = consolidation(namespaces)
     limits = psql("SELECT current_setting('max_connections')")[0][0]
+    recalls_answered = sum(1 for c in tally.calls if c.tool == "recall" and c.answered)
+    timeouts_before = table[0]["remember"][TIMEOUT] + table[0]["recall"][TIMEOUT]
+    remembers_sent = sum(1 for a in tally.attempts if a.tool == "remember")
     report = {
         "agents": AGENTS, "namespaces": NAMESPACES, "duration_s": DURATION_S, "faults_at_s": tally.faults,
         "writes_acknowledged": len(tally.acked), "writes_not_acknowledged": len(tally.unacked),
-        "write_retries": tally.write_retries, "rows_stored": stored,
-        "acknowledged_lost": lost, "duplicated": duplicated,
-        "throughput_ops_s": round((len(tally.acked) + len(tally.recalls)) / DURATION_S, 1),
-        "windows": window_table(tally), "consolidation": runs,
+        "write_retries": remembers_sent - len(tally.acked) - len(tally.unacked),
+        "rows_stored": stored, "acknowledged_lost": lost, "duplicated": duplicated,
+        "recalls_answered": recalls_answered,
+        "recalls_not_answered": sum(1 for c in tally.calls if c.tool == "recall" and not c.answered),
+        "timeouts_before_the_faults": timeouts_before,
+        "throughput_ops_s": round((len(tally.acked) + recalls_answered) / DURATION_S, 1),
+        "windows": table, "consolidation": runs,
         "connections_peak": max(samples, default=0), "max_connections": int(limits),
     }
     print(json.dumps(report, indent=2))
@@ -376,12 +534,12 @@ def main() -> int:
         Path(os.environ["REPORT"]).write_text(json.dumps(report, indent=2))
     failures = [name for name, bad in [
         ("acknowledged writes lost", lost), ("duplicated writes", duplicated),
+        ("timeouts before the faults", timeouts_before),
         ("failed runs", runs["runs_failed"]), ("namespaces run twice at once", runs["overlapping_runs_in_a_namespace"]),
         ("namespaces not consolidated", NAMESPACES - runs["namespaces_consolidated"]),
     ] if bad]
     if not KEEP:
-        compose("down", "-v", "--remove-orphans", check=False)
-        subprocess.run("docker rm -f $(docker ps -aq --filter label=stash/role=run) 2>/dev/null", shell=True)
+        take_down()
     log("FAIL: " + ", ".join(failures) if failures else "PASS")
     return 1 if failures else 0
 
