@@ -4,6 +4,7 @@ launcher's package is pinned to the Dagster release."""
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -56,3 +57,22 @@ def test_replicas_publish_nothing_and_believe_only_the_balancer():
     haproxy = (ROOT / "docker" / "scale" / "haproxy.cfg").read_text()
     assert "option httpchk GET /readyz" in haproxy and "option forwardfor" in haproxy
     assert "cookie" not in haproxy  # no sticky sessions
+
+
+def test_the_balancers_own_503_is_the_typed_busy_answer():
+    """With no replica ready HAProxy answers from docker/scale/busy.http: a whole HTTP
+    response (its Content-Length exact) that agents read as a replica's busy refusal."""
+    from stash_serve.admission import BUSY_CODE, BUSY_ERROR
+
+    haproxy = (ROOT / "docker" / "scale" / "haproxy.cfg").read_text()
+    assert "errorfile 503 /usr/local/etc/haproxy/busy.http" in haproxy
+    assert "./scale/busy.http:/usr/local/etc/haproxy/busy.http:ro" in SCALE["services"]["lb"]["volumes"]
+    raw = (ROOT / "docker" / "scale" / "busy.http").read_bytes()
+    head, body = raw.split(b"\r\n\r\n", 1)
+    status, *fields = head.decode().split("\r\n")
+    headers = {k.lower(): v.strip() for k, v in (f.split(":", 1) for f in fields)}
+    assert status == "HTTP/1.1 503 Service Unavailable"
+    assert int(headers["retry-after"]) >= 1 and int(headers["content-length"]) == len(body)
+    answer = json.loads(body)
+    assert answer["id"] is None and answer["error"]["code"] == BUSY_CODE
+    assert answer["error"]["data"]["error"] == BUSY_ERROR and answer["error"]["data"]["retry_after_s"] >= 1
