@@ -144,7 +144,7 @@ def test_a_purged_member_erases_its_profile_and_the_rest_is_gathered_again(pstor
 def test_a_profile_follows_its_members_across_a_merge_and_a_split(pstore):
     seed(pstore, "/p", [])
     for text, entity, prop in [
-        ("Sam goes hiking in the mountains for fun at weekends", "Sam", "hobby a"),
+        ("Sam plays chess for fun at weekends", "Sam", "hobby a"),
         ("Sam plays the guitar in his free time", "Sam", "hobby b"),
         ("Sam Lee took up skydiving as a hobby", "Sam Lee", "hobby c"),
         ("Sam Lee enjoys rock climbing for fun on Sundays", "Sam Lee", "hobby d"),
